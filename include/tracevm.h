@@ -1,0 +1,218 @@
+/*
+ * tracevm.h - the embedding API of tracevm.
+ *
+ * tracevm is a register bytecode VM with BEAM-style processes whose
+ * tracepoints can be switched on and off at run time without pausing it.
+ * This header is the whole public interface; every type is opaque.
+ *
+ * Threads: a tvm_vm may be used from any number of threads at once.  A
+ * tvm_env is a call context (it owns a heap and, while a call runs, a VM
+ * stack); one env must be used by one thread at a time.
+ *
+ * Terms: a tvm_term is a handle to a value held by an env.  Handles stay
+ * valid while the env lives (for an env made by tvm_env_new) or until the
+ * native function that received them returns (for the env passed to a
+ * native); the collector updates what they point at, so they survive any
+ * number of collections.
+ *
+ * Errors: functions return a tvm_status; those that take a tvm_error *
+ * also fill it with a message saying what and where (it may be NULL).
+ * Nothing already loaded is lost when a call fails.
+ */
+#ifndef TRACEVM_H
+#define TRACEVM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tvm_vm tvm_vm;
+typedef struct tvm_env tvm_env;
+
+/* A handle to a term held by an env (see above). */
+typedef struct tvm_term {
+    uint32_t h;
+} tvm_term;
+
+typedef enum tvm_status {
+    TVM_OK = 0,
+    TVM_EXCEPTION,     /* VM code raised; see tvm_get_exception() */
+    TVM_ERR_LOAD,      /* assembly rejected; the message lists file:line:col errors */
+    TVM_ERR_IO,        /* a file could not be read */
+    TVM_ERR_BADARG,    /* an API argument is invalid (NULL, out of range, ...) */
+    TVM_ERR_TYPE,      /* a term is not of the type asked for */
+    TVM_ERR_NOTFOUND,  /* no such module or function */
+    TVM_ERR_EXISTS,    /* the name is already taken */
+    TVM_ERR_LIMIT,     /* a size limit was exceeded */
+} tvm_status;
+
+/* A readable name for a status, e.g. "TVM_ERR_LOAD". */
+const char *tvm_status_name(tvm_status s);
+
+/* Error details filled in by calls that take one. */
+typedef struct tvm_error {
+    tvm_status status;
+    char message[4096];  /* NUL-terminated; "" on success */
+} tvm_error;
+
+/* ------------------------------------------------------------------ */
+/* VM lifetime                                                         */
+
+typedef struct tvm_config {
+    size_t stack_limit_words;  /* per-process VM stack limit; 0 = default (4 Mi words) */
+    size_t heap_min_words;     /* smallest process heap; 0 = default (128 words) */
+    void *output;              /* FILE * for io:format and friends; NULL = stdout */
+} tvm_config;
+
+/*
+ * Creates a VM.  `cfg` may be NULL for defaults.  Returns NULL only if the
+ * configuration is invalid.  Any thread.
+ */
+tvm_vm *tvm_new(const tvm_config *cfg);
+
+/* Destroys a VM.  No env of it may be in use.  Any thread. */
+void tvm_destroy(tvm_vm *vm);
+
+/* ------------------------------------------------------------------ */
+/* Loading code                                                        */
+
+/*
+ * Loads one module from .tasm text.  `name` is used in diagnostics (the
+ * file name).  On any error nothing is loaded and the VM keeps what it had;
+ * err->message holds one "name:line:col: error: message" line per error.
+ * Loading a module that is already loaded replaces it (new calls through
+ * the export table go to the new code).  Any thread; loads are serialized.
+ */
+tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,
+                           size_t len, tvm_error *err);
+
+/* Reads `path` and loads it as tvm_load_string() does. */
+tvm_status tvm_load_file(tvm_vm *vm, const char *path, tvm_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Natives                                                             */
+
+/*
+ * A native function.  Arguments are handles in `argv`; the native stores
+ * its result handle in *result and returns TVM_OK, or returns the value of
+ * tvm_raise() to raise an exception in the calling VM code.  A native may
+ * build terms, inspect them and call back into VM code with tvm_call() on
+ * the env it was given (a nested activation).
+ */
+typedef tvm_status (*tvm_native_fn)(tvm_env *env, int argc,
+                                    const tvm_term *argv, tvm_term *result,
+                                    void *data);
+
+/*
+ * Registers `fn` as mod:fun/arity.  Fails with TVM_ERR_EXISTS if that
+ * function is already defined (by a native or by a loaded module named
+ * `mod`).  Any thread.
+ */
+tvm_status tvm_register_native(tvm_vm *vm, const char *mod, const char *fun,
+                               int arity, tvm_native_fn fn, void *data,
+                               tvm_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Call contexts and calls                                              */
+
+/* Creates a call context for the calling thread.  Any thread. */
+tvm_env *tvm_env_new(tvm_vm *vm);
+
+/* Frees a call context made by tvm_env_new() and every handle it holds. */
+void tvm_env_free(tvm_env *env);
+
+/* The VM an env belongs to. */
+tvm_vm *tvm_env_vm(tvm_env *env);
+
+/*
+ * Calls mod:fun(argv...) through the export table.  On TVM_OK *result is
+ * the returned term; on TVM_EXCEPTION the exception is kept in the env
+ * (tvm_get_exception, tvm_format_exception).  An uncaught throw(V) comes
+ * back as class error, reason {nocatch, V}.  TVM_ERR_BADARG if `mod` or
+ * `fun` is not a valid atom name or argc is out of range.  Callable from a
+ * native on the env it was given (a nested activation).
+ */
+tvm_status tvm_call(tvm_env *env, const char *mod, const char *fun, int argc,
+                    const tvm_term *argv, tvm_term *result);
+
+/* The pending exception's class (error | throw | exit) and reason. */
+tvm_status tvm_get_exception(tvm_env *env, tvm_term *cls, tvm_term *reason);
+
+/* The pending exception's stack trace as a list of {M, F, Arity, [{file, F}, {line, L}]}. */
+tvm_status tvm_get_stacktrace(tvm_env *env, tvm_term *trace);
+
+/*
+ * Formats the pending exception as
+ *   "exception error: badarith\n  in fib:fib/1 (fib.tasm:7)\n ..."
+ * into buf (always NUL-terminated).  Returns the length it needed.
+ */
+size_t tvm_format_exception(tvm_env *env, char *buf, size_t size);
+
+/* Forgets the pending exception (a native that handled it). */
+void tvm_clear_exception(tvm_env *env);
+
+/*
+ * Raises class:reason from a native: stores the exception and returns
+ * TVM_EXCEPTION, which the native must return.  `cls` is "error", "throw"
+ * or "exit"; any other value raises error:badarg.
+ */
+tvm_status tvm_raise(tvm_env *env, const char *cls, tvm_term reason);
+
+/* Raises error:badarg (the common case). */
+tvm_status tvm_raise_badarg(tvm_env *env);
+
+/* ------------------------------------------------------------------ */
+/* Building terms (every builder returns TVM_OK or an error)           */
+
+tvm_status tvm_make_int(tvm_env *env, int64_t v, tvm_term *out);      /* TVM_ERR_LIMIT beyond 62 bits */
+tvm_status tvm_make_atom(tvm_env *env, const char *name, tvm_term *out); /* TVM_ERR_LIMIT beyond 255 bytes */
+tvm_status tvm_make_binary(tvm_env *env, const void *bytes, size_t len, tvm_term *out);
+tvm_status tvm_make_string(tvm_env *env, const char *s, tvm_term *out); /* a binary */
+tvm_status tvm_make_tuple(tvm_env *env, int n, const tvm_term *elems, tvm_term *out);
+tvm_status tvm_make_list(tvm_env *env, int n, const tvm_term *elems, tvm_term *out);
+tvm_status tvm_make_cons(tvm_env *env, tvm_term head, tvm_term tail, tvm_term *out);
+tvm_term tvm_nil(tvm_env *env);
+
+/*
+ * Parses a term from text in the assembly's literal syntax: 42, -7, ok,
+ * 'Quoted', "string", [1, 2], {a, b}, [] (TVM_ERR_BADARG with a message
+ * in err on a syntax error).
+ */
+tvm_status tvm_parse_term(tvm_env *env, const char *text, tvm_term *out,
+                          tvm_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Inspecting terms                                                    */
+
+typedef enum tvm_type {
+    TVM_T_INT, TVM_T_ATOM, TVM_T_NIL, TVM_T_CONS, TVM_T_TUPLE,
+    TVM_T_BINARY, TVM_T_FUN, TVM_T_PID,
+} tvm_type;
+
+tvm_type tvm_type_of(tvm_env *env, tvm_term t);
+tvm_status tvm_get_int(tvm_env *env, tvm_term t, int64_t *out);
+/* Copies the atom's name (NUL-terminated, truncated to size). */
+tvm_status tvm_get_atom(tvm_env *env, tvm_term t, char *buf, size_t size);
+bool tvm_is_atom(tvm_env *env, tvm_term t, const char *name);
+/* Points at a binary's bytes; valid until the next allocation in env. */
+tvm_status tvm_get_binary(tvm_env *env, tvm_term t, const void **bytes, size_t *len);
+tvm_status tvm_tuple_size(tvm_env *env, tvm_term t, int *n);
+tvm_status tvm_tuple_get(tvm_env *env, tvm_term t, int i, tvm_term *out); /* 0-based */
+tvm_status tvm_list_cell(tvm_env *env, tvm_term t, tvm_term *head, tvm_term *tail);
+bool tvm_equal(tvm_env *env, tvm_term a, tvm_term b);
+
+/*
+ * Prints a term in Erlang syntax ({ok,[1,2]}, <<"text">>) into buf, always
+ * NUL-terminated.  Returns the length it needed.
+ */
+size_t tvm_format_term(tvm_env *env, tvm_term t, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TRACEVM_H */

@@ -1,0 +1,142 @@
+/*
+ * loader/ld_api.c - the public loading entry points (tracevm.h) and the
+ * term parser for embedders.
+ */
+#include "include/tracevm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/ld_internal.h"
+#include "vm/heap.h"
+#include "vm/print.h"
+#include "vm/process.h"
+
+static void set_error(tvm_error *err, tvm_status st, const char *msg)
+{
+    if (!err)
+        return;
+    err->status = st;
+    size_t n = strlen(msg);
+    if (n >= sizeof err->message) {
+        n = sizeof err->message - 1;
+        memcpy(err->message, msg, n - 4);
+        memcpy(err->message + n - 4, "...\n", 4);
+    } else {
+        memcpy(err->message, msg, n);
+    }
+    err->message[n] = '\0';
+}
+
+tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,
+                           size_t len, tvm_error *err)
+{
+    set_error(err, TVM_OK, "");
+    if (!vm || !name || (!text && len)) {
+        set_error(err, TVM_ERR_BADARG, "tvm_load_string: NULL argument");
+        return TVM_ERR_BADARG;
+    }
+    StrBuf diag;
+    sb_init(&diag);
+    Module *m = ld_build(vm, name, text ? text : "", len, &diag);
+    tvm_status st = TVM_OK;
+    if (!m) {
+        st = TVM_ERR_LOAD;
+    } else {
+        pthread_mutex_lock(&vm->code_lock);
+        if (vm_module_has_natives_locked(vm, m->name)) {
+            StrBuf sb;
+            sb_init(&sb);
+            vm_print_atom(&sb, m->name);
+            sb_printf(&diag, "%s:1:1: error: module %s is provided by natives and cannot be "
+                      "loaded from assembly\n", name, sb.s);
+            sb_free(&sb);
+            ld_module_free(m);
+            st = TVM_ERR_LOAD;
+        } else {
+            vm_module_install_locked(vm, m);
+        }
+        pthread_mutex_unlock(&vm->code_lock);
+    }
+    set_error(err, st, diag.s);
+    sb_free(&diag);
+    return st;
+}
+
+tvm_status tvm_load_file(tvm_vm *vm, const char *path, tvm_error *err)
+{
+    if (!vm || !path) {
+        set_error(err, TVM_ERR_BADARG, "tvm_load_file: NULL argument");
+        return TVM_ERR_BADARG;
+    }
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s: error: cannot open: %s\n", path, strerror(errno));
+        set_error(err, TVM_ERR_IO, msg);
+        return TVM_ERR_IO;
+    }
+    StrBuf text;
+    sb_init(&text);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, fp)) > 0)
+        sb_put(&text, buf, n);
+    bool bad = ferror(fp);
+    fclose(fp);
+    tvm_status st;
+    if (bad) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s: error: read failed\n", path);
+        set_error(err, TVM_ERR_IO, msg);
+        st = TVM_ERR_IO;
+    } else {
+        st = tvm_load_string(vm, path, text.s, text.len, err);
+    }
+    sb_free(&text);
+    return st;
+}
+
+tvm_status tvm_parse_term(tvm_env *env, const char *text, tvm_term *out, tvm_error *err)
+{
+    set_error(err, TVM_OK, "");
+    if (!env || !env->p || !text || !out) {
+        set_error(err, TVM_ERR_BADARG, "tvm_parse_term: NULL argument");
+        return TVM_ERR_BADARG;
+    }
+    Process *p = env->p;
+    StrBuf diag;
+    sb_init(&diag);
+    Diag d = { "term", &diag, 0 };
+    Lexer lx;
+    ld_lex_init(&lx, text, strlen(text), &d);
+    Token t;
+    ld_lex_next(&lx, &t);
+    LitBlock *lits = NULL;
+    Term v;
+    bool ok = ld_parse_literal(p->vm, &lx, &t, &lits, &v);
+    if (ok && t.kind != T_EOF && t.kind != T_NL) {
+        char b[64];
+        ld_error(&d, t.line, t.col, "unexpected %s after the term", ld_tok_desc(&t, b, sizeof b));
+        ok = false;
+    }
+    ld_token_free(&t);
+    tvm_status st = TVM_OK;
+    if (ok && d.errors == 0) {
+        /* Copy out of the temporary literal blocks onto the env's heap. */
+        vm_heap_ensure(p, term_size(v), NULL, 0);
+        *out = vm_root_push(p, vm_copy_term(p, v));
+    } else {
+        st = TVM_ERR_BADARG;
+        set_error(err, st, diag.s);
+    }
+    while (lits) {
+        LitBlock *next = lits->next;
+        free(lits);
+        lits = next;
+    }
+    sb_free(&diag);
+    return st;
+}

@@ -1,0 +1,341 @@
+/*
+ * loader/ld_build.c - the verifier and the code emitter.
+ *
+ * Every check is driven by the opcode table (vm/opcodes.def): the operand
+ * kinds and field widths come from its format string, the extra register
+ * rules from its RULE column, fall-through from OPF_TERM.  A module is
+ * built only if the whole file verified without an error.
+ */
+#include "loader/ld_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "vm/atom.h"
+#include "vm/opcode.h"
+#include "vm/print.h"
+
+/* "name/arity" of a function, for messages. */
+static const char *fa_str(Atom name, uint32_t arity, char *buf, size_t size)
+{
+    StrBuf sb;
+    sb_init(&sb);
+    vm_print_atom(&sb, name);
+    sb_printf(&sb, "/%u", arity);
+    sb_copy_out(&sb, buf, size);
+    sb_free(&sb);
+    return buf;
+}
+
+static PFunc *find_func(PModule *pm, Atom name, uint32_t arity)
+{
+    for (uint32_t i = 0; i < pm->nfuncs; i++)
+        if (pm->funcs[i].name == name && pm->funcs[i].arity == arity)
+            return &pm->funcs[i];
+    return NULL;
+}
+
+static PFunc *find_func_any_arity(PModule *pm, Atom name)
+{
+    for (uint32_t i = 0; i < pm->nfuncs; i++)
+        if (pm->funcs[i].name == name)
+            return &pm->funcs[i];
+    return NULL;
+}
+
+static void check_module(PModule *pm, Diag *d)
+{
+    char b1[300];
+    if (!pm->has_name && d->errors == 0)
+        ld_error(d, 1, 1, "missing 'module' directive");
+    for (uint32_t i = 0; i < pm->nfuncs; i++) {
+        PFunc *f = &pm->funcs[i];
+        PFunc *first = find_func(pm, f->name, f->arity);
+        if (first != f)
+            ld_error(d, f->line, f->col, "duplicate function %s (first defined at line %d)",
+                     fa_str(f->name, f->arity, b1, sizeof b1), first->line);
+    }
+    for (uint32_t i = 0; i < pm->nexports; i++) {
+        PExport *e = &pm->exports[i];
+        PFunc *f = find_func(pm, e->name, e->arity);
+        if (f)
+            f->exported = true;
+        else
+            ld_error(d, e->line, e->col, "export of undefined function %s",
+                     fa_str(e->name, e->arity, b1, sizeof b1));
+    }
+}
+
+/* ==== per-function checks ==== */
+
+typedef struct FnCheck {
+    PModule *pm;
+    PFunc *f;
+    Diag *d;
+    char fa[300];
+} FnCheck;
+
+static void reg_range_error(FnCheck *c, const PInstr *pi, const char *what,
+                            uint64_t lo, uint64_t hi)
+{
+    ld_error(c->d, pi->line, pi->col,
+             "'%s' %s r%llu..r%llu but %s has %u registers",
+             vm_opinfo[pi->op].name, what, (unsigned long long)lo, (unsigned long long)hi,
+             c->fa, c->f->nregs);
+}
+
+static int64_t field_min(int fld, char kind)
+{
+    if (kind == 'I')
+        return fld == 1 ? FIELD_BS_MIN : FIELD_CS_MIN;
+    return 0;
+}
+
+static int64_t field_max(int fld, char kind)
+{
+    if (kind == 'I')
+        return fld == 1 ? FIELD_BS_MAX : FIELD_CS_MAX;
+    return fld == 2 ? FIELD_C_MAX : FIELD_A_MAX;
+}
+
+static const PLabel *find_label(const PFunc *f, const char *name)
+{
+    for (uint32_t i = 0; i < f->nlabels; i++)
+        if (strcmp(f->labels[i].name, name) == 0)
+            return &f->labels[i];
+    return NULL;
+}
+
+static void check_operand(FnCheck *c, PInstr *pi, int fld)
+{
+    Operand *o = &pi->ops[fld];
+    const char *mn = vm_opinfo[pi->op].name;
+    char b1[300];
+    switch (o->kind) {
+    case 'R':
+        if (o->ival >= c->f->nregs)
+            ld_error(c->d, o->line, o->col,
+                     "register r%lld out of range: %s has %u registers", (long long)o->ival,
+                     c->fa, c->f->nregs);
+        break;
+    case 'I':
+    case 'N':
+        if (o->ival < field_min(fld, o->kind) || o->ival > field_max(fld, o->kind))
+            ld_error(c->d, o->line, o->col, "operand %lld of '%s' out of range %lld..%lld",
+                     (long long)o->ival, mn, (long long)field_min(fld, o->kind),
+                     (long long)field_max(fld, o->kind));
+        break;
+    case 'L': {
+        const PLabel *l = find_label(c->f, o->label);
+        if (!l) {
+            ld_error(c->d, o->line, o->col, "undefined label '%s'", o->label);
+            break;
+        }
+        if (l->index >= c->f->ncode)
+            break; /* reported once, at the label */
+        uint32_t target = c->f->code[l->index].offset;
+        if (pi->op != OP_JUMP && target <= pi->offset)
+            ld_error(c->d, o->line, o->col,
+                     "conditional branch to '%s' goes backward; close loops with 'jump'",
+                     o->label);
+        o->ival = (int64_t)target - (int64_t)pi->offset;
+        break;
+    }
+    case 'F':
+        if (!find_func(c->pm, o->name, o->arity)) {
+            PFunc *other = find_func_any_arity(c->pm, o->name);
+            char b2[300];
+            if (other)
+                ld_error(c->d, o->line, o->col, "undefined function %s (arity mismatch: %s exists)",
+                         fa_str(o->name, o->arity, b1, sizeof b1),
+                         fa_str(other->name, other->arity, b2, sizeof b2));
+            else
+                ld_error(c->d, o->line, o->col, "undefined function %s",
+                         fa_str(o->name, o->arity, b1, sizeof b1));
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static void check_rule(FnCheck *c, PInstr *pi)
+{
+    const OpInfo *oi = &vm_opinfo[pi->op];
+    uint64_t a = (uint64_t)pi->ops[0].ival, b = (uint64_t)pi->ops[1].ival;
+    uint64_t cc = (uint64_t)pi->ops[2].ival, n = c->f->nregs;
+    switch (oi->rule) {
+    case R_SPAN_CB:
+        if (b > 0 && cc + b > n)
+            reg_range_error(c, pi, "reads registers", cc, cc + b - 1);
+        break;
+    case R_TRY:
+        if (a + 3 > n)
+            reg_range_error(c, pi, "writes registers", a, a + 2);
+        break;
+    case R_ARGS_B:
+        if (pi->ops[3].arity > 0 && b + pi->ops[3].arity > n)
+            reg_range_error(c, pi, "passes arguments in", b, b + pi->ops[3].arity - 1);
+        break;
+    case R_ARGS_A:
+        if (pi->ops[3].arity > 0 && a + pi->ops[3].arity > n)
+            reg_range_error(c, pi, "passes arguments in", a, a + pi->ops[3].arity - 1);
+        break;
+    case R_CALLF:
+        if (b + cc + 1 > n)
+            reg_range_error(c, pi, "reads the fun and its arguments from", b, b + cc);
+        break;
+    default:
+        break;
+    }
+}
+
+static void check_function(PModule *pm, PFunc *f, Diag *d)
+{
+    FnCheck c = { pm, f, d, { 0 } };
+    fa_str(f->name, f->arity, c.fa, sizeof c.fa);
+    if (f->nregs > VM_MAX_REGS) {
+        ld_error(d, f->line, f->col, "function %s declares %u registers (at most %d)", c.fa,
+                 f->nregs, VM_MAX_REGS);
+        return;
+    }
+    if (f->arity > f->nregs) {
+        ld_error(d, f->line, f->col, "function %s declares %u registers but takes %u arguments",
+                 c.fa, f->nregs, f->arity);
+        return;
+    }
+    if (!f->ended)
+        return; /* truncated: already reported */
+    if (f->ncode == 0) {
+        ld_error(d, f->line, f->col, "function %s has no instructions", c.fa);
+        return;
+    }
+    uint64_t off = 1; /* instruction 0 is ENTER */
+    for (uint32_t i = 0; i < f->ncode; i++) {
+        f->code[i].offset = (uint32_t)off;
+        off += vm_opinfo[f->code[i].op].words;
+    }
+    if (off > FIELD_CS_MAX) {
+        ld_error(d, f->line, f->col, "function %s is too long (%llu words)", c.fa,
+                 (unsigned long long)off);
+        return;
+    }
+    for (uint32_t i = 0; i < f->nlabels; i++) {
+        PLabel *l = &f->labels[i];
+        const PLabel *first = find_label(f, l->name);
+        if (first != l)
+            ld_error(d, l->line, l->col, "duplicate label '%s' (first at line %d)", l->name,
+                     first->line);
+        else if (l->index >= f->ncode)
+            ld_error(d, l->line, l->col, "label '%s' is not followed by an instruction",
+                     l->name);
+    }
+    for (uint32_t i = 0; i < f->ncode; i++) {
+        PInstr *pi = &f->code[i];
+        for (int fld = 0; fld < 4; fld++)
+            if (pi->ops[fld].kind)
+                check_operand(&c, pi, fld);
+        check_rule(&c, pi);
+    }
+    const PInstr *last = &f->code[f->ncode - 1];
+    if (!(vm_opinfo[last->op].flags & OPF_TERM))
+        ld_error(d, last->line, last->col,
+                 "%s can fall off its end: the last instruction '%s' is not a ret, jump, "
+                 "tailcall or raise", c.fa, vm_opinfo[last->op].name);
+}
+
+/* ==== emission ==== */
+
+static uint32_t func_words(const PFunc *f)
+{
+    const PInstr *last = &f->code[f->ncode - 1];
+    return last->offset + vm_opinfo[last->op].words;
+}
+
+static void emit_function(tvm_vm *vm, Module *m, PModule *pm, PFunc *f, FuncInfo *fi)
+{
+    LineEntry *lines = vm_malloc((f->ncode + 1) * sizeof(LineEntry));
+    uint32_t nlines = 0;
+    lines[nlines++] = (LineEntry){ 0, (uint32_t)f->line };
+    fi->code[0] = instr_make(OP_ENTER, f->nregs, 0, 0);
+    for (uint32_t i = 0; i < f->ncode; i++) {
+        PInstr *pi = &f->code[i];
+        const OpInfo *oi = &vm_opinfo[pi->op];
+        unsigned fl[3] = { 0, 0, 0 };
+        for (int k = 0; k < 3; k++)
+            if (oi->fmt[k] != '-')
+                fl[k] = (unsigned)pi->ops[k].ival;
+        Instr *w = &fi->code[pi->offset];
+        w[0] = instr_make((unsigned)pi->op, fl[0], fl[1], fl[2]);
+        const Operand *x = &pi->ops[3];
+        if (oi->fmt[3] == 'F') {
+            for (uint32_t j = 0; j < pm->nfuncs; j++)
+                if (pm->funcs[j].name == x->name && pm->funcs[j].arity == x->arity)
+                    w[1] = (Instr)(uintptr_t)m->funcs[j];
+        } else if (oi->fmt[3] == 'E') {
+            w[1] = (Instr)(uintptr_t)vm_export_get(vm, x->mod, x->name, x->arity);
+        } else if (oi->fmt[3] == 'K') {
+            w[1] = (Instr)x->lit;
+        }
+        if (lines[nlines - 1].line != (uint32_t)pi->line)
+            lines[nlines++] = (LineEntry){ pi->offset, (uint32_t)pi->line };
+    }
+    fi->lines = lines;
+    fi->nlines = nlines;
+}
+
+static Module *emit_module(tvm_vm *vm, const char *file, PModule *pm)
+{
+    Module *m = vm_calloc(1, sizeof(Module));
+    m->name = pm->name;
+    m->file = vm_strndup(file, strlen(file));
+    m->nfuncs = pm->nfuncs;
+    m->funcs = vm_calloc(pm->nfuncs ? pm->nfuncs : 1, sizeof(FuncInfo *));
+    m->lits = pm->lits;
+    pm->lits = NULL;
+    for (uint32_t i = 0; i < pm->nfuncs; i++) {
+        PFunc *f = &pm->funcs[i];
+        FuncInfo *fi = vm_func_alloc(func_words(f));
+        fi->module = m;
+        fi->mod = pm->name;
+        fi->name = f->name;
+        fi->arity = (uint16_t)f->arity;
+        fi->nregs = (uint16_t)f->nregs;
+        fi->file = m->file;
+        if (f->exported)
+            fi->export = vm_export_get(vm, pm->name, f->name, f->arity);
+        m->funcs[i] = fi;
+    }
+    for (uint32_t i = 0; i < pm->nfuncs; i++)
+        emit_function(vm, m, pm, &pm->funcs[i], m->funcs[i]);
+    return m;
+}
+
+Module *ld_build(tvm_vm *vm, const char *file, const char *text, size_t len,
+                 StrBuf *diag)
+{
+    Diag d = { file, diag, 0 };
+    Lexer lx;
+    ld_lex_init(&lx, text, len, &d);
+    PModule pm;
+    memset(&pm, 0, sizeof pm);
+    ld_parse(vm, &lx, &pm);
+    check_module(&pm, &d);
+    for (uint32_t i = 0; i < pm.nfuncs && !lx.dead; i++)
+        check_function(&pm, &pm.funcs[i], &d);
+    Module *m = NULL;
+    if (d.errors == 0)
+        m = emit_module(vm, file, &pm);
+    while (pm.lits) {
+        LitBlock *next = pm.lits->next;
+        free(pm.lits);
+        pm.lits = next;
+    }
+    ld_pmodule_free(&pm);
+    return m;
+}
+
+void ld_module_free(Module *m)
+{
+    vm_module_free(m);
+}

@@ -1,0 +1,83 @@
+/*
+ * vm/atomics.h - the project's one wrapper over libatomic_ops.
+ *
+ * Every shared word that more than one thread touches without a lock is a
+ * VmAtomic and is read and written only through these functions, each of
+ * which names its memory order.  On x86_64 with gcc, libatomic_ops maps
+ * every operation to a gcc __atomic builtin, so ThreadSanitizer sees them
+ * as the atomics they are; acquire loads and release stores compile to
+ * plain moves.  Keeping the wrapper this thin means it could be swapped for
+ * <stdatomic.h> in one file.
+ *
+ * Conventions at the call sites: every release/acquire names what it
+ * orders and its pair, e.g. "[CX1] release: module code before the index
+ * flip; pairs with [CX1'] in vm_export_target()".
+ */
+#ifndef VM_ATOMICS_H
+#define VM_ATOMICS_H
+
+#include <atomic_ops.h>
+#include <stdint.h>
+
+typedef struct VmAtomic {
+    volatile AO_t v;
+} VmAtomic;
+
+#define VM_ATOMIC_INIT(x) { (AO_t)(x) }
+
+static inline uintptr_t vm_atomic_load_relaxed(const VmAtomic *a)
+{
+    return (uintptr_t)AO_load((const volatile AO_t *)&a->v);
+}
+
+static inline uintptr_t vm_atomic_load_acquire(const VmAtomic *a)
+{
+    return (uintptr_t)AO_load_acquire((const volatile AO_t *)&a->v);
+}
+
+static inline void vm_atomic_store_relaxed(VmAtomic *a, uintptr_t x)
+{
+    AO_store(&a->v, (AO_t)x);
+}
+
+static inline void vm_atomic_store_release(VmAtomic *a, uintptr_t x)
+{
+    AO_store_release(&a->v, (AO_t)x);
+}
+
+static inline void vm_atomic_store_full(VmAtomic *a, uintptr_t x)
+{
+    AO_store_full(&a->v, (AO_t)x);
+}
+
+/* Returns the value before the addition; no ordering. */
+static inline uintptr_t vm_atomic_fetch_add_relaxed(VmAtomic *a, uintptr_t d)
+{
+    return (uintptr_t)AO_fetch_and_add(&a->v, (AO_t)d);
+}
+
+/* Returns the value before the addition; full barrier. */
+static inline uintptr_t vm_atomic_fetch_add_full(VmAtomic *a, uintptr_t d)
+{
+    return (uintptr_t)AO_fetch_and_add_full(&a->v, (AO_t)d);
+}
+
+/* Compare-and-swap with a full barrier; non-zero on success. */
+static inline int vm_atomic_cas_full(VmAtomic *a, uintptr_t old, uintptr_t nw)
+{
+    return AO_compare_and_swap_full(&a->v, (AO_t)old, (AO_t)nw);
+}
+
+/* A full memory fence. */
+static inline void vm_atomic_fence_full(void)
+{
+    AO_nop_full();
+}
+
+/* Pointer-typed conveniences over the same operations. */
+#define vm_atomic_load_ptr_acquire(a) ((void *)vm_atomic_load_acquire(a))
+#define vm_atomic_load_ptr_relaxed(a) ((void *)vm_atomic_load_relaxed(a))
+#define vm_atomic_store_ptr_release(a, p) \
+    vm_atomic_store_release((a), (uintptr_t)(p))
+
+#endif /* VM_ATOMICS_H */

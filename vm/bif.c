@@ -1,0 +1,589 @@
+/*
+ * vm/bif.c - built-in natives: the erlang, lists and io functions real
+ * programs need.  They are ordinary natives (registered through the same
+ * path as an embedder's), written against the process internals for speed.
+ */
+#include "vm/bif.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vm/atom.h"
+#include "vm/heap.h"
+#include "vm/print.h"
+#include "vm/process.h"
+
+#define NATIVE_FN(name) \
+    static tvm_status name(tvm_env *env, int argc, const tvm_term *argv, \
+                           tvm_term *result, void *data)
+#define SETUP() \
+    Process *p = env->p; (void)argc; (void)data; (void)result
+#define ARG(i) vm_root_get(p, argv[i])
+#define RETURN(t) do { *result = vm_root_push(p, (t)); return TVM_OK; } while (0)
+
+static tvm_status raise_error(Process *p, Term reason)
+{
+    vm_exception_set(p, make_atom(ATOM_ERROR), reason, NULL);
+    return TVM_EXCEPTION;
+}
+#define BADARG() return raise_error(p, make_atom(ATOM_BADARG))
+
+/* Length of a proper list, or -1. */
+static long list_length(Term l)
+{
+    long n = 0;
+    while (term_is_cons(l)) {
+        n++;
+        l = cons_tail(l);
+    }
+    return term_is_nil(l) ? n : -1;
+}
+
+/* Builds a list of v[0..n-1] (v are extra roots). */
+static Term build_list(Process *p, Term *v, size_t n, Term tail)
+{
+    Term roots[1] = { tail };
+    Term all_tail;
+    /* v and tail must survive the collection the allocation may run. */
+    Term *both = vm_malloc((n + 1) * sizeof(Term));
+    memcpy(both, v, n * sizeof(Term));
+    both[n] = roots[0];
+    vm_heap_ensure(p, 2 * n, both, n + 1);
+    all_tail = both[n];
+    for (size_t i = n; i-- > 0;) {
+        Term *c = vm_heap_alloc(p, 2);
+        c[0] = both[i];
+        c[1] = all_tail;
+        all_tail = make_cons_ptr(c);
+    }
+    free(both);
+    return all_tail;
+}
+
+/* Copies a proper list's elements into a new array (caller frees). */
+static Term *list_to_array(Term l, long n)
+{
+    Term *v = vm_malloc((size_t)(n > 0 ? n : 1) * sizeof(Term));
+    for (long i = 0; i < n; i++, l = cons_tail(l))
+        v[i] = cons_head(l);
+    return v;
+}
+
+/* ==== erlang: tuples, lists, numbers ==== */
+
+NATIVE_FN(bif_element)
+{
+    SETUP();
+    Term i = ARG(0), t = ARG(1);
+    if (!term_is_small(i) || !term_is_tuple(t) || small_value(i) < 1 ||
+        small_value(i) > tuple_arity(t))
+        BADARG();
+    RETURN(tuple_elems(t)[small_value(i) - 1]);
+}
+
+NATIVE_FN(bif_setelement)
+{
+    SETUP();
+    Term i = ARG(0), t = ARG(1);
+    if (!term_is_small(i) || !term_is_tuple(t) || small_value(i) < 1 ||
+        small_value(i) > tuple_arity(t))
+        BADARG();
+    uint32_t n = tuple_arity(t);
+    Term *v = vm_malloc(n * sizeof(Term));
+    memcpy(v, tuple_elems(t), n * sizeof(Term));
+    v[small_value(i) - 1] = ARG(2);
+    Term r = vm_make_tuple(p, n, v);
+    free(v);
+    RETURN(r);
+}
+
+NATIVE_FN(bif_tuple_size)
+{
+    SETUP();
+    if (!term_is_tuple(ARG(0)))
+        BADARG();
+    RETURN(make_small(tuple_arity(ARG(0))));
+}
+
+NATIVE_FN(bif_length)
+{
+    SETUP();
+    long n = list_length(ARG(0));
+    if (n < 0)
+        BADARG();
+    RETURN(make_small(n));
+}
+
+NATIVE_FN(bif_hd)
+{
+    SETUP();
+    if (!term_is_cons(ARG(0)))
+        BADARG();
+    RETURN(cons_head(ARG(0)));
+}
+
+NATIVE_FN(bif_tl)
+{
+    SETUP();
+    if (!term_is_cons(ARG(0)))
+        BADARG();
+    RETURN(cons_tail(ARG(0)));
+}
+
+NATIVE_FN(bif_abs)
+{
+    SETUP();
+    if (!term_is_small(ARG(0)))
+        return raise_error(p, make_atom(ATOM_BADARITH));
+    int64_t v = small_value(ARG(0));
+    if (!small_fits(v < 0 ? -v : v))
+        return raise_error(p, make_atom(ATOM_BADARITH));
+    RETURN(make_small(v < 0 ? -v : v));
+}
+
+NATIVE_FN(bif_min)
+{
+    SETUP();
+    RETURN(term_compare(ARG(0), ARG(1)) <= 0 ? ARG(0) : ARG(1));
+}
+
+NATIVE_FN(bif_max)
+{
+    SETUP();
+    RETURN(term_compare(ARG(0), ARG(1)) >= 0 ? ARG(0) : ARG(1));
+}
+
+#define CMP_FN(name, expr)                                      \
+    NATIVE_FN(name)                                             \
+    {                                                           \
+        SETUP();                                                \
+        int c = term_compare(ARG(0), ARG(1));                   \
+        RETURN(make_bool(expr));                                \
+    }
+CMP_FN(bif_lt, c < 0)
+CMP_FN(bif_le, c <= 0)
+CMP_FN(bif_gt, c > 0)
+CMP_FN(bif_ge, c >= 0)
+CMP_FN(bif_eq, c == 0)
+CMP_FN(bif_ne, c != 0)
+
+NATIVE_FN(bif_tuple_to_list)
+{
+    SETUP();
+    Term t = ARG(0);
+    if (!term_is_tuple(t))
+        BADARG();
+    uint32_t n = tuple_arity(t);
+    Term *v = vm_malloc((n ? n : 1) * sizeof(Term));
+    memcpy(v, tuple_elems(t), n * sizeof(Term));
+    Term r = build_list(p, v, n, TERM_NIL);
+    free(v);
+    RETURN(r);
+}
+
+NATIVE_FN(bif_list_to_tuple)
+{
+    SETUP();
+    long n = list_length(ARG(0));
+    if (n < 0 || n > 0xffffff)
+        BADARG();
+    Term *v = list_to_array(ARG(0), n);
+    Term r = vm_make_tuple(p, (uint32_t)n, v);
+    free(v);
+    RETURN(r);
+}
+
+NATIVE_FN(bif_append)
+{
+    SETUP();
+    long n = list_length(ARG(0));
+    if (n < 0)
+        BADARG();
+    Term *v = list_to_array(ARG(0), n);
+    Term r = build_list(p, v, (size_t)n, ARG(1));
+    free(v);
+    RETURN(r);
+}
+
+/* ==== erlang: conversions ==== */
+
+NATIVE_FN(bif_atom_to_binary)
+{
+    SETUP();
+    if (!term_is_atom(ARG(0)))
+        BADARG();
+    size_t n;
+    const char *s = vm_atom_name(atom_value(ARG(0)), &n);
+    RETURN(vm_make_binary(p, s, n));
+}
+
+NATIVE_FN(bif_binary_to_atom)
+{
+    SETUP();
+    Atom a;
+    if (!term_is_binary(ARG(0)) ||
+        !vm_atom_intern((const char *)binary_bytes(ARG(0)), binary_size(ARG(0)), &a))
+        BADARG();
+    RETURN(make_atom(a));
+}
+
+NATIVE_FN(bif_integer_to_binary)
+{
+    SETUP();
+    if (!term_is_small(ARG(0)))
+        BADARG();
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "%lld", (long long)small_value(ARG(0)));
+    RETURN(vm_make_binary(p, buf, (size_t)n));
+}
+
+NATIVE_FN(bif_binary_to_integer)
+{
+    SETUP();
+    Term b = ARG(0);
+    if (!term_is_binary(b) || binary_size(b) == 0 || binary_size(b) > 30)
+        BADARG();
+    char buf[32];
+    memcpy(buf, binary_bytes(b), binary_size(b));
+    buf[binary_size(b)] = '\0';
+    char *end;
+    long long v = strtoll(buf, &end, 10);
+    if (*end || end == buf || !small_fits(v))
+        BADARG();
+    RETURN(make_small(v));
+}
+
+NATIVE_FN(bif_byte_size)
+{
+    SETUP();
+    if (!term_is_binary(ARG(0)))
+        BADARG();
+    RETURN(make_small((int64_t)binary_size(ARG(0))));
+}
+
+/* Appends an iolist (binaries, bytes 0..255, nested lists) to sb. */
+static bool iolist_append(StrBuf *sb, Term t, int depth)
+{
+    if (depth > 100)
+        return false;
+    while (term_is_cons(t)) {
+        Term h = cons_head(t);
+        if (term_is_small(h)) {
+            if (small_value(h) < 0 || small_value(h) > 255)
+                return false;
+            sb_putc(sb, (char)small_value(h));
+        } else if (!iolist_append(sb, h, depth + 1)) {
+            return false;
+        }
+        t = cons_tail(t);
+    }
+    if (term_is_binary(t)) {
+        sb_put(sb, (const char *)binary_bytes(t), binary_size(t));
+        return true;
+    }
+    return term_is_nil(t);
+}
+
+NATIVE_FN(bif_iolist_to_binary)
+{
+    SETUP();
+    StrBuf sb;
+    sb_init(&sb);
+    if (!iolist_append(&sb, ARG(0), 0)) {
+        sb_free(&sb);
+        BADARG();
+    }
+    Term r = vm_make_binary(p, sb.s, sb.len);
+    sb_free(&sb);
+    RETURN(r);
+}
+
+NATIVE_FN(bif_binary_to_list)
+{
+    SETUP();
+    Term b = ARG(0);
+    if (!term_is_binary(b))
+        BADARG();
+    size_t n = binary_size(b);
+    Term *v = vm_malloc((n ? n : 1) * sizeof(Term));
+    for (size_t i = 0; i < n; i++)
+        v[i] = make_small(binary_bytes(b)[i]);
+    Term r = build_list(p, v, n, TERM_NIL);
+    free(v);
+    RETURN(r);
+}
+
+NATIVE_FN(bif_make_fun)
+{
+    SETUP();
+    Term m = ARG(0), f = ARG(1), a = ARG(2);
+    if (!term_is_atom(m) || !term_is_atom(f) || !term_is_small(a) ||
+        small_value(a) < 0 || small_value(a) > VM_MAX_ARITY)
+        BADARG();
+    Export *e = vm_export_get(p->vm, atom_value(m), atom_value(f), (uint32_t)small_value(a));
+    vm_heap_ensure(p, 2, NULL, 0);
+    Term *o = vm_heap_alloc(p, 2);
+    o[0] = MAKE_HEADER(IMM_HDR_FUN, 1);
+    o[1] = (Term)(uintptr_t)e;
+    RETURN(make_boxed(o));
+}
+
+/* ==== erlang: exceptions ==== */
+
+static tvm_status raise_class(Process *p, Atom cls, Term reason)
+{
+    vm_exception_set(p, make_atom(cls), reason, NULL);
+    return TVM_EXCEPTION;
+}
+
+NATIVE_FN(bif_error) { SETUP(); return raise_class(p, ATOM_ERROR, ARG(0)); }
+NATIVE_FN(bif_throw) { SETUP(); return raise_class(p, ATOM_THROW, ARG(0)); }
+NATIVE_FN(bif_exit) { SETUP(); return raise_class(p, ATOM_EXIT, ARG(0)); }
+
+/* erlang:apply(Fun, Args) and erlang:apply(M, F, Args): a nested activation. */
+static tvm_status apply_export(Process *p, Export *e, Term args, tvm_term *result)
+{
+    long n = list_length(args);
+    if (n < 0 || n > VM_MAX_ARITY || (uint32_t)n != e->arity)
+        return raise_error(p, make_atom(ATOM_BADARG));
+    Term v[VM_MAX_ARITY];
+    for (long i = 0; i < n; i++, args = cons_tail(args))
+        v[i] = cons_head(args);
+    Term res;
+    tvm_status st = vm_execute(p, vm_export_target(p->vm, e), (int)n, v, &res);
+    if (st != TVM_OK)
+        return st;
+    *result = vm_root_push(p, res);
+    return TVM_OK;
+}
+
+NATIVE_FN(bif_apply3)
+{
+    SETUP();
+    Term m = ARG(0), f = ARG(1), args = ARG(2);
+    long n = list_length(args);
+    if (!term_is_atom(m) || !term_is_atom(f) || n < 0 || n > VM_MAX_ARITY)
+        BADARG();
+    return apply_export(p, vm_export_get(p->vm, atom_value(m), atom_value(f), (uint32_t)n),
+                        args, result);
+}
+
+NATIVE_FN(bif_apply2)
+{
+    SETUP();
+    if (!term_is_fun(ARG(0)))
+        BADARG();
+    return apply_export(p, fun_export(ARG(0)), ARG(1), result);
+}
+
+/* ==== lists ==== */
+
+NATIVE_FN(bif_reverse2)
+{
+    SETUP();
+    long n = list_length(ARG(0));
+    if (n < 0)
+        BADARG();
+    Term *v = list_to_array(ARG(0), n);
+    for (long i = 0; i < n / 2; i++) {
+        Term t = v[i];
+        v[i] = v[n - 1 - i];
+        v[n - 1 - i] = t;
+    }
+    Term r = build_list(p, v, (size_t)n, argc > 1 ? ARG(1) : TERM_NIL);
+    free(v);
+    RETURN(r);
+}
+
+/* Stable merge sort by term order. */
+static void merge_sort(Term *v, Term *tmp, size_t n)
+{
+    if (n < 2)
+        return;
+    size_t h = n / 2;
+    merge_sort(v, tmp, h);
+    merge_sort(v + h, tmp, n - h);
+    size_t i = 0, j = h, k = 0;
+    while (i < h && j < n)
+        tmp[k++] = term_compare(v[j], v[i]) < 0 ? v[j++] : v[i++];
+    while (i < h)
+        tmp[k++] = v[i++];
+    while (j < n)
+        tmp[k++] = v[j++];
+    memcpy(v, tmp, n * sizeof(Term));
+}
+
+NATIVE_FN(bif_sort)
+{
+    SETUP();
+    long n = list_length(ARG(0));
+    if (n < 0)
+        BADARG();
+    Term *v = list_to_array(ARG(0), n);
+    Term *tmp = vm_malloc((size_t)(n > 0 ? n : 1) * sizeof(Term));
+    merge_sort(v, tmp, (size_t)n);
+    free(tmp);
+    Term r = build_list(p, v, (size_t)n, TERM_NIL);
+    free(v);
+    RETURN(r);
+}
+
+NATIVE_FN(bif_seq)
+{
+    SETUP();
+    Term a = ARG(0), b = ARG(1);
+    if (!term_is_small(a) || !term_is_small(b) || small_value(b) < small_value(a) - 1 ||
+        small_value(b) - small_value(a) > (1 << 26))
+        BADARG();
+    int64_t lo = small_value(a), hi = small_value(b);
+    size_t n = (size_t)(hi - lo + 1);
+    vm_heap_ensure(p, 2 * n, NULL, 0);
+    Term l = TERM_NIL;
+    for (int64_t i = hi; i >= lo; i--) {
+        Term *c = vm_heap_alloc(p, 2);
+        c[0] = make_small(i);
+        c[1] = l;
+        l = make_cons_ptr(c);
+    }
+    RETURN(l);
+}
+
+/* ==== io ==== */
+
+static FILE *out(Process *p)
+{
+    return p->vm->output ? (FILE *)p->vm->output : stdout;
+}
+
+/* Formats io:format directives; false on a bad format or argument. */
+static bool format(StrBuf *sb, Term fmt, Term args)
+{
+    if (!term_is_binary(fmt))
+        return false;
+    const char *s = (const char *)binary_bytes(fmt);
+    size_t n = binary_size(fmt);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '~') {
+            sb_putc(sb, s[i]);
+            continue;
+        }
+        if (++i == n)
+            return false;
+        switch (s[i]) {
+        case 'n': sb_putc(sb, '\n'); continue;
+        case '~': sb_putc(sb, '~'); continue;
+        case 'p':
+        case 'w':
+        case 's':
+            break;
+        default:
+            return false;
+        }
+        if (!term_is_cons(args))
+            return false;
+        Term a = cons_head(args);
+        args = cons_tail(args);
+        if (s[i] != 's') {
+            vm_print_term(sb, a);
+        } else if (term_is_atom(a)) {
+            size_t len;
+            const char *name = vm_atom_name(atom_value(a), &len);
+            sb_put(sb, name, len);
+        } else if (!iolist_append(sb, a, 0)) {
+            return false;
+        }
+    }
+    return term_is_nil(args);
+}
+
+static tvm_status do_format(Process *p, Term fmt, Term args, tvm_term *result)
+{
+    StrBuf sb;
+    sb_init(&sb);
+    if (!format(&sb, fmt, args)) {
+        sb_free(&sb);
+        return raise_error(p, make_atom(ATOM_BADARG));
+    }
+    FILE *o = out(p);
+    fwrite(sb.s, 1, sb.len, o);
+    fflush(o);
+    sb_free(&sb);
+    *result = vm_root_push(p, TERM_OK);
+    return TVM_OK;
+}
+
+NATIVE_FN(bif_format1) { SETUP(); return do_format(p, ARG(0), TERM_NIL, result); }
+NATIVE_FN(bif_format2) { SETUP(); return do_format(p, ARG(0), ARG(1), result); }
+
+NATIVE_FN(bif_display)
+{
+    SETUP();
+    StrBuf sb;
+    sb_init(&sb);
+    vm_print_term(&sb, ARG(0));
+    sb_putc(&sb, '\n');
+    FILE *o = out(p);
+    fwrite(sb.s, 1, sb.len, o);
+    fflush(o);
+    sb_free(&sb);
+    RETURN(TERM_TRUE);
+}
+
+/* ==== registration ==== */
+
+typedef struct BifDef {
+    const char *mod, *name;
+    int arity;
+    tvm_native_fn fn;
+} BifDef;
+
+static const BifDef bifs[] = {
+    { "erlang", "element", 2, bif_element },
+    { "erlang", "setelement", 3, bif_setelement },
+    { "erlang", "tuple_size", 1, bif_tuple_size },
+    { "erlang", "length", 1, bif_length },
+    { "erlang", "hd", 1, bif_hd },
+    { "erlang", "tl", 1, bif_tl },
+    { "erlang", "abs", 1, bif_abs },
+    { "erlang", "min", 2, bif_min },
+    { "erlang", "max", 2, bif_max },
+    { "erlang", "<", 2, bif_lt },
+    { "erlang", "=<", 2, bif_le },
+    { "erlang", ">", 2, bif_gt },
+    { "erlang", ">=", 2, bif_ge },
+    { "erlang", "=:=", 2, bif_eq },
+    { "erlang", "=/=", 2, bif_ne },
+    { "erlang", "tuple_to_list", 1, bif_tuple_to_list },
+    { "erlang", "list_to_tuple", 1, bif_list_to_tuple },
+    { "erlang", "++", 2, bif_append },
+    { "erlang", "atom_to_binary", 1, bif_atom_to_binary },
+    { "erlang", "binary_to_atom", 1, bif_binary_to_atom },
+    { "erlang", "integer_to_binary", 1, bif_integer_to_binary },
+    { "erlang", "binary_to_integer", 1, bif_binary_to_integer },
+    { "erlang", "byte_size", 1, bif_byte_size },
+    { "erlang", "iolist_to_binary", 1, bif_iolist_to_binary },
+    { "erlang", "binary_to_list", 1, bif_binary_to_list },
+    { "erlang", "make_fun", 3, bif_make_fun },
+    { "erlang", "error", 1, bif_error },
+    { "erlang", "throw", 1, bif_throw },
+    { "erlang", "exit", 1, bif_exit },
+    { "erlang", "apply", 2, bif_apply2 },
+    { "erlang", "apply", 3, bif_apply3 },
+    { "erlang", "display", 1, bif_display },
+    { "lists", "reverse", 1, bif_reverse2 },
+    { "lists", "reverse", 2, bif_reverse2 },
+    { "lists", "sort", 1, bif_sort },
+    { "lists", "seq", 2, bif_seq },
+    { "io", "format", 1, bif_format1 },
+    { "io", "format", 2, bif_format2 },
+};
+
+void vm_bifs_register(tvm_vm *vm)
+{
+    for (size_t i = 0; i < VM_ARRAY_LEN(bifs); i++) {
+        if (tvm_register_native(vm, bifs[i].mod, bifs[i].name, bifs[i].arity,
+                                bifs[i].fn, NULL, NULL) != TVM_OK)
+            vm_die("cannot register a built-in native");
+    }
+}

@@ -1,0 +1,102 @@
+/*
+ * vm/config.h - every compile-time knob of tracevm, in one place.
+ *
+ * Each knob is `#ifndef VM_X / #define VM_X default` with a paragraph on the
+ * trade-off.  Knobs are tested with `#if`, never `#ifdef`, so -Wundef
+ * catches a misspelt one.
+ */
+#ifndef VM_CONFIG_H
+#define VM_CONFIG_H
+
+/*
+ * VM_COMPUTED_GOTO: dispatch the interpreter through a table of label
+ * addresses (GNU C "labels as values") instead of a switch.  It saves the
+ * bounds check and gives every handler its own indirect jump, which the
+ * branch predictor learns per opcode; measured in docs/benchmarks.md.  The
+ * switch build is the portable fallback and is what the debug variant
+ * uses, so both paths stay tested.
+ */
+#ifndef VM_COMPUTED_GOTO
+#if defined(__GNUC__) && !defined(VM_DEBUG)
+#define VM_COMPUTED_GOTO 1
+#else
+#define VM_COMPUTED_GOTO 0
+#endif
+#endif
+
+/*
+ * VM_HEAP_MIN_WORDS: the smallest process heap.  Small keeps an idle
+ * process cheap (processes are meant to number in the 100,000s); the
+ * collector grows a heap that stays mostly live after a collection.
+ */
+#ifndef VM_HEAP_MIN_WORDS
+#define VM_HEAP_MIN_WORDS 128
+#endif
+
+/*
+ * VM_STACK_MIN_WORDS / VM_FRAMES_MIN: the initial register stack and frame
+ * stack of a process.  Both grow by doubling up to the process's limit.
+ */
+#ifndef VM_STACK_MIN_WORDS
+#define VM_STACK_MIN_WORDS 64
+#endif
+#ifndef VM_FRAMES_MIN
+#define VM_FRAMES_MIN 16
+#endif
+
+/*
+ * VM_STACK_LIMIT_WORDS: default limit of a process's register stack.  A
+ * process that needs more raises `system_limit` (in that process only).
+ * The frame stack is limited to a quarter of this many frames.
+ */
+#ifndef VM_STACK_LIMIT_WORDS
+#define VM_STACK_LIMIT_WORDS (4 * 1024 * 1024)
+#endif
+
+/* VM_MAX_REGS: registers one function may declare (fits the A field). */
+#ifndef VM_MAX_REGS
+#define VM_MAX_REGS 1024
+#endif
+
+/* VM_MAX_ARITY: arguments one function may take. */
+#ifndef VM_MAX_ARITY
+#define VM_MAX_ARITY 255
+#endif
+
+/*
+ * VM_STACKTRACE_DEPTH: frames recorded in an exception's stack trace.
+ * Recording happens at every raise, caught or not, so it is bounded.
+ */
+#ifndef VM_STACKTRACE_DEPTH
+#define VM_STACKTRACE_DEPTH 32
+#endif
+
+/*
+ * VM_REDUCTIONS: reductions a process may spend (one per call and per
+ * backward jump) before it must yield its scheduler.
+ */
+#ifndef VM_REDUCTIONS
+#define VM_REDUCTIONS 4000
+#endif
+
+/*
+ * VM_CODE_IX_COUNT: generations of export addresses.  Three, as in BEAM:
+ * one active, one being staged, and one that readers which loaded the
+ * index just before the last commit may still be reading.
+ */
+#ifndef VM_CODE_IX_COUNT
+#define VM_CODE_IX_COUNT 3
+#endif
+
+/* VM_STRESS_GC: collect at every allocation check (debug knob, off). */
+#ifndef VM_STRESS_GC
+#define VM_STRESS_GC 0
+#endif
+
+#if defined(VM_DEBUG)
+#define VM_ASSERTS 1
+#else
+#define VM_ASSERTS 0
+#endif
+
+#endif /* VM_CONFIG_H */

@@ -1,0 +1,201 @@
+/*
+ * vm/heap.c - the copying collector and heap builders (see heap.h).
+ */
+#include "vm/heap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ==== the collector ==== */
+
+typedef struct Gc {
+    Term *lo, *hi;   /* from-space */
+    Term *top;       /* to-space allocation pointer */
+} Gc;
+
+static inline bool in_from(const Gc *gc, const Term *p)
+{
+    return p >= gc->lo && p < gc->hi;
+}
+
+/* Moves the object a root or field refers to and updates the slot. */
+static void evacuate(Gc *gc, Term *slot)
+{
+    Term t = *slot;
+    switch (term_tag(t)) {
+    case TAG_BOXED: {
+        Term *obj = boxed_ptr(t);
+        if (!in_from(gc, obj))
+            return;
+        Term hdr = obj[0];
+        if (term_tag(hdr) == TAG_BOXED) { /* forwarding pointer */
+            *slot = hdr;
+            return;
+        }
+        size_t n = boxed_words_from_header(hdr);
+        Term *to = gc->top;
+        memcpy(to, obj, n * sizeof(Term));
+        gc->top += n;
+        obj[0] = make_boxed(to);
+        *slot = make_boxed(to);
+        return;
+    }
+    case TAG_LIST: {
+        Term *cell = cons_ptr(t);
+        if (!in_from(gc, cell))
+            return;
+        if (cell[0] == GC_FWD_MARK) {
+            *slot = cell[1];
+            return;
+        }
+        Term *to = gc->top;
+        to[0] = cell[0];
+        to[1] = cell[1];
+        gc->top += 2;
+        cell[0] = GC_FWD_MARK;
+        cell[1] = make_cons_ptr(to);
+        *slot = cell[1];
+        return;
+    }
+    default:
+        return;
+    }
+}
+
+/* Cheney scan of the to-space from `scan` to the allocation pointer. */
+static void scan_to_space(Gc *gc, Term *scan)
+{
+    while (scan < gc->top) {
+        Term w = *scan;
+        if (term_is_header(w)) {
+            unsigned sub = IMM_SUB(w);
+            if (sub == IMM_HDR_TUPLE) {
+                scan++; /* elements follow and are scanned as terms */
+                continue;
+            }
+            scan += boxed_words_from_header(w); /* binary / fun: raw payload */
+            continue;
+        }
+        evacuate(gc, scan);
+        scan++;
+    }
+}
+
+static void collect_into(Process *p, size_t size, Term *extra, size_t nextra)
+{
+    Term *to = vm_malloc(size * sizeof(Term));
+    Gc gc = { p->heap, p->htop, to };
+    for (uint32_t i = 0; i < p->stack_size; i++)
+        evacuate(&gc, &p->stack[i]);
+    for (uint32_t i = 0; i < p->nroots; i++)
+        evacuate(&gc, &p->roots[i]);
+    for (size_t i = 0; i < nextra; i++)
+        evacuate(&gc, &extra[i]);
+    evacuate(&gc, &p->exc_class);
+    evacuate(&gc, &p->exc_reason);
+    evacuate(&gc, &p->exc_trace_term);
+    scan_to_space(&gc, to);
+    free(p->heap);
+    p->heap = to;
+    p->htop = gc.top;
+    p->hend = to + size;
+    p->gc_count++;
+}
+
+static size_t pow2_at_least(size_t n)
+{
+    size_t s = 1;
+    while (s < n)
+        s <<= 1;
+    return s;
+}
+
+void vm_gc(Process *p, size_t need, Term *extra, size_t nextra)
+{
+    size_t used = (size_t)(p->htop - p->heap);
+    size_t cur = vm_heap_size(p);
+    size_t size = cur > used + need ? cur : used + need;
+    collect_into(p, size, extra, nextra);
+    /*
+     * Resize: live data plus the request should fill at most half of the
+     * block.  Growing (or shrinking a heap that is under a quarter used)
+     * costs one more copy of the live data, only at size transitions.
+     */
+    size_t live = (size_t)(p->htop - p->heap);
+    size_t target = pow2_at_least(2 * (live + need));
+    if (target < p->heap_min)
+        target = p->heap_min;
+    if (target > size || (target * 4 <= size && size > p->heap_min))
+        collect_into(p, target, extra, nextra);
+}
+
+void vm_heap_ensure(Process *p, size_t words, Term *extra, size_t nextra)
+{
+    if (VM_STRESS_GC || (size_t)(p->hend - p->htop) < words)
+        vm_gc(p, words, extra, nextra);
+}
+
+/* ==== copying terms ==== */
+
+static Term copy_rec(Process *p, Term t)
+{
+    Term result, *dst = &result;
+    for (;;) {
+        switch (term_tag(t)) {
+        case TAG_LIST: {
+            Term *cell = vm_heap_alloc(p, 2);
+            cell[0] = copy_rec(p, cons_head(t));
+            *dst = make_cons_ptr(cell);
+            dst = &cell[1];
+            t = cons_tail(t);
+            continue;
+        }
+        case TAG_BOXED: {
+            Term *obj = boxed_ptr(t);
+            Term hdr = obj[0];
+            size_t n = boxed_words_from_header(hdr);
+            Term *to = vm_heap_alloc(p, n);
+            *dst = make_boxed(to);
+            if (IMM_SUB(hdr) != IMM_HDR_TUPLE || n == 1) {
+                memcpy(to, obj, n * sizeof(Term));
+                return result;
+            }
+            to[0] = hdr;
+            for (size_t i = 1; i + 1 < n; i++)
+                to[i] = copy_rec(p, obj[i]);
+            dst = &to[n - 1];
+            t = obj[n - 1];
+            continue;
+        }
+        default:
+            *dst = t;
+            return result;
+        }
+    }
+}
+
+Term vm_copy_term(Process *p, Term t)
+{
+    return copy_rec(p, t);
+}
+
+Term vm_make_tuple(Process *p, uint32_t n, Term *elems)
+{
+    /* elems are extra roots: the collector updates them in place. */
+    vm_heap_ensure(p, 1 + (size_t)n, elems, n);
+    Term *t = vm_heap_alloc(p, 1 + (size_t)n);
+    t[0] = MAKE_HEADER(IMM_HDR_TUPLE, n);
+    memcpy(t + 1, elems, n * sizeof(Term));
+    return make_boxed(t);
+}
+
+Term vm_make_binary(Process *p, const void *bytes, size_t len)
+{
+    size_t words = binary_words(len);
+    vm_heap_ensure(p, words, NULL, 0);
+    Term *b = vm_heap_alloc(p, words);
+    b[words - 1] = 0; /* zero the padding (before the header: words may be 1) */
+    b[0] = MAKE_HEADER(IMM_HDR_BINARY, len);
+    memcpy(b + 1, bytes, len);
+    return make_boxed(b);
+}

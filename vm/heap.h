@@ -1,0 +1,56 @@
+/*
+ * vm/heap.h - process heaps and the copying collector.
+ *
+ * A process allocates by bumping p->htop.  When there is no room the
+ * collector (Cheney, two spaces) copies everything reachable from the
+ * process's roots into a fresh block and frees the old one.  Roots: the
+ * whole register stack, the native handles, and the pending exception.
+ * Boxed terms outside the heap (module literals) are left where they are.
+ *
+ * Sizing: after a collection the next block is chosen so that live data
+ * fills at most half of it (the heap grows), and a heap that is less than
+ * an eighth live shrinks, but never below the process's minimum.  So a
+ * loop that allocates without keeping anything runs in bounded memory.
+ */
+#ifndef VM_HEAP_H
+#define VM_HEAP_H
+
+#include "vm/process.h"
+
+/*
+ * Makes sure `words` words are free, collecting if needed.  `extra` points
+ * to `nextra` more root terms (updated in place).  Never fails (aborts on
+ * out-of-memory).
+ */
+void vm_heap_ensure(Process *p, size_t words, Term *extra, size_t nextra);
+
+/* Allocates `words` words; the caller has ensured room. */
+static inline Term *vm_heap_alloc(Process *p, size_t words)
+{
+    Term *r = p->htop;
+    p->htop += words;
+    VM_ASSERT(p->htop <= p->hend, "heap overflow");
+    return r;
+}
+
+/* Runs a collection now, with room for `need` more words afterwards. */
+void vm_gc(Process *p, size_t need, Term *extra, size_t nextra);
+
+/* Size in words of the heap block in use. */
+static inline size_t vm_heap_size(const Process *p)
+{
+    return (size_t)(p->hend - p->heap);
+}
+
+/* Copies term `t` (which may live anywhere) onto p's heap; room ensured
+ * for term_size(t) words by the caller. */
+Term vm_copy_term(Process *p, Term t);
+
+/*
+ * Builders on p's heap; each ensures its own room (and may collect).
+ * vm_make_tuple treats elems[] as extra roots and updates it in place.
+ */
+Term vm_make_tuple(Process *p, uint32_t n, Term *elems);
+Term vm_make_binary(Process *p, const void *bytes, size_t len);
+
+#endif /* VM_HEAP_H */

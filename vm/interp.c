@@ -1,0 +1,470 @@
+/*
+ * vm/interp.c - the interpreter.
+ *
+ * vm_execute() runs one *activation*: it pushes an entry frame, then the
+ * called function's frame, and runs instructions until that function
+ * returns into the entry frame (OP_STOP) or an exception escapes every
+ * handler of this activation.  VM calls never recurse in C: a call pushes
+ * a Frame and jumps.  Only a native that calls back into VM code starts a
+ * nested activation (a C-level recursion), which is what makes mixed
+ * VM + native stacks.
+ *
+ * Hot state lives in locals: pc (next instruction), insn (the word being
+ * executed), reg (the current register window) and f (the top frame).
+ * Anything that can move the register stack or the frame stack (a stack
+ * check, a native call) is followed by RELOAD(), and anything that can
+ * collect is free to do so because the collector updates registers in
+ * place and never moves the register stack.
+ */
+#include "vm/interp.h"
+
+#include <string.h>
+
+#include "vm/atom.h"
+#include "vm/heap.h"
+#include "vm/process.h"
+
+/* The continuation of every entry frame. */
+static const Instr stop_code[1] = { (Instr)OP_STOP };
+
+/* Builds the {Tag, Value} reason of errors such as {badarity, F}. */
+static Term make_pair(Process *p, Term a, Term b)
+{
+    Term e[2] = { a, b };
+    return vm_make_tuple(p, 2, e);
+}
+
+/* Small-integer arithmetic that the fast path could not finish. */
+static bool arith_slow(unsigned op, Term a, Term b, Term *out)
+{
+    if (!term_is_small(a) || !term_is_small(b))
+        return false;
+    int64_t x = small_value(a), y = small_value(b), r;
+    switch (op) {
+    case OP_ADD: r = x + y; break; /* 62-bit operands: cannot overflow 64 */
+    case OP_SUB: r = x - y; break;
+    case OP_MUL:
+        if (__builtin_mul_overflow(x, y, &r))
+            return false;
+        break;
+    case OP_DIV:
+        if (y == 0)
+            return false;
+        r = x / y;
+        break;
+    case OP_REM:
+        if (y == 0)
+            return false;
+        r = x % y;
+        break;
+    case OP_BSL:
+    case OP_BSR: {
+        int64_t s = op == OP_BSL ? y : -y;
+        if (s >= 0) {
+            if (x == 0) {
+                r = 0;
+                break;
+            }
+            if (s >= 62)
+                return false;
+            r = (int64_t)((uint64_t)x << s);
+            if ((r >> s) != x)
+                return false;
+        } else {
+            r = s <= -63 ? (x < 0 ? -1 : 0) : x >> -s;
+        }
+        break;
+    }
+    default:
+        return false;
+    }
+    if (!small_fits(r))
+        return false;
+    *out = make_small(r);
+    return true;
+}
+
+static bool is_class(Term t)
+{
+    return t == make_atom(ATOM_ERROR) || t == make_atom(ATOM_THROW) ||
+           t == make_atom(ATOM_EXIT);
+}
+
+/* Exact equality with an immediate fast path (immediates are canonical). */
+static inline bool eq_terms(Term a, Term b)
+{
+    if (a == b)
+        return true;
+    if ((a | b) & 2)
+        return false;
+    return term_compare(a, b) == 0;
+}
+
+static inline bool lt_terms(Term a, Term b)
+{
+    if (VM_LIKELY((a & b & TAG_MASK) == TAG_SMALL))
+        return (int64_t)a < (int64_t)b;
+    return term_compare(a, b) < 0;
+}
+
+tvm_status vm_execute(Process *p, const FuncInfo *fn, int argc, const Term *args,
+                      Term *result)
+{
+    /* ---- set up the activation: entry frame, then fn's frame ---- */
+    uint32_t base0 = 0;
+    if (p->nframes) {
+        const Frame *top = &p->frames[p->nframes - 1];
+        base0 = top->base + (top->fn ? top->fn->nregs : 1);
+    }
+    if (!vm_frames_ensure(p, p->nframes + 2) ||
+        !vm_stack_ensure(p, (size_t)base0 + (argc > 0 ? (size_t)argc : 1))) {
+        vm_exception_set(p, make_atom(ATOM_ERROR), make_atom(ATOM_SYSTEM_LIMIT), NULL);
+        return TVM_EXCEPTION;
+    }
+    const uint32_t entry = p->nframes;
+    p->frames[entry] = (Frame){ NULL, stop_code, base0, 0, p->nhandlers, FRAME_ENTRY,
+                                __builtin_frame_address(0) };
+    memcpy(p->stack + base0, args, (size_t)argc * sizeof(Term));
+    p->frames[entry + 1] = (Frame){ fn, NULL, base0, 0, p->nhandlers, FRAME_CALL, NULL };
+    p->nframes = entry + 2;
+
+    Frame *f = &p->frames[entry + 1];
+    Term *reg = p->stack + base0;
+    const Instr *pc = fn->code;
+    Instr insn;
+    Term tmp;
+
+/* Re-derives the locals after something may have moved the stacks. */
+#define RELOAD() (f = &p->frames[p->nframes - 1], reg = p->stack + f->base)
+#define A INSTR_A(insn)
+#define B INSTR_B(insn)
+#define C INSTR_C(insn)
+#define RAISE_ERROR(reason)                                                 \
+    do {                                                                    \
+        tmp = (reason);                                                     \
+        vm_exception_set(p, make_atom(ATOM_ERROR), tmp, pc);                \
+        goto unwind;                                                        \
+    } while (0)
+
+#if VM_COMPUTED_GOTO
+    static const void *const labels[OP__COUNT] = {
+#define X(nm, mn, fm, ru, fl) [OP_##nm] = &&L_##nm,
+#include "vm/opcodes.def"
+#undef X
+    };
+#define CASE(nm) L_##nm:
+#define DISPATCH_INSN() goto *labels[INSTR_OP(insn)]
+#define DISPATCH() do { insn = *pc; DISPATCH_INSN(); } while (0)
+    DISPATCH();
+#else
+#define CASE(nm) case OP_##nm:
+#define DISPATCH_INSN() goto dispatch_insn
+#define DISPATCH() goto dispatch_top
+dispatch_top:
+    insn = *pc;
+dispatch_insn: __attribute__((unused));
+    switch (INSTR_OP(insn)) {
+#endif
+#define NEXT(n) do { pc += (n); DISPATCH(); } while (0)
+
+    CASE(ENTER) {
+        /* A = registers of the function.  A reduction per call. */
+        if (VM_UNLIKELY(--p->reds <= 0))
+            vm_yield_point(p);
+        if (VM_UNLIKELY(f->base + A > p->stack_size)) {
+            if (!vm_stack_ensure(p, (size_t)f->base + A))
+                RAISE_ERROR(make_atom(ATOM_SYSTEM_LIMIT));
+            RELOAD();
+        }
+        NEXT(1);
+    }
+
+    CASE(MOVE) { reg[A] = reg[B]; NEXT(1); }
+    CASE(LOADI) { reg[A] = make_small(INSTR_CS(insn)); NEXT(1); }
+    CASE(LOADK) { reg[A] = (Term)pc[1]; NEXT(2); }
+
+    CASE(ADD) {
+        Term a = reg[B], b = reg[C];
+        int64_t r;
+        if (VM_LIKELY((a & b & TAG_MASK) == TAG_SMALL) &&
+            !__builtin_add_overflow((int64_t)a, (int64_t)b - TAG_SMALL, &r)) {
+            reg[A] = (Term)r;
+            NEXT(1);
+        }
+        goto arith;
+    }
+    CASE(SUB) {
+        Term a = reg[B], b = reg[C];
+        int64_t r;
+        if (VM_LIKELY((a & b & TAG_MASK) == TAG_SMALL) &&
+            !__builtin_sub_overflow((int64_t)a, (int64_t)b - TAG_SMALL, &r)) {
+            reg[A] = (Term)r;
+            NEXT(1);
+        }
+        goto arith;
+    }
+    CASE(ADDI) {
+        Term a = reg[B];
+        int64_t r;
+        if (VM_LIKELY(term_is_small(a)) &&
+            !__builtin_add_overflow((int64_t)a, (int64_t)INSTR_CS(insn) * 4, &r)) {
+            reg[A] = (Term)r;
+            NEXT(1);
+        }
+        RAISE_ERROR(make_atom(ATOM_BADARITH));
+    }
+    CASE(MUL) goto arith;
+    CASE(DIV) goto arith;
+    CASE(REM) goto arith;
+    CASE(BSL) goto arith;
+    CASE(BSR) goto arith;
+    CASE(BAND) {
+        Term a = reg[B], b = reg[C];
+        if ((a & b & TAG_MASK) != TAG_SMALL)
+            RAISE_ERROR(make_atom(ATOM_BADARITH));
+        reg[A] = a & b;
+        NEXT(1);
+    }
+    CASE(BOR) {
+        Term a = reg[B], b = reg[C];
+        if ((a & b & TAG_MASK) != TAG_SMALL)
+            RAISE_ERROR(make_atom(ATOM_BADARITH));
+        reg[A] = a | b;
+        NEXT(1);
+    }
+    CASE(BXOR) {
+        Term a = reg[B], b = reg[C];
+        if ((a & b & TAG_MASK) != TAG_SMALL)
+            RAISE_ERROR(make_atom(ATOM_BADARITH));
+        reg[A] = (a ^ b) | TAG_SMALL;
+        NEXT(1);
+    }
+arith:
+    if (!arith_slow(INSTR_OP(insn), reg[B], reg[C], &tmp))
+        RAISE_ERROR(make_atom(ATOM_BADARITH));
+    reg[A] = tmp;
+    NEXT(1);
+
+    CASE(JLT) { if (lt_terms(reg[A], reg[B])) NEXT(INSTR_CS(insn)); NEXT(1); }
+    CASE(JGE) { if (!lt_terms(reg[A], reg[B])) NEXT(INSTR_CS(insn)); NEXT(1); }
+    CASE(JEQ) { if (eq_terms(reg[A], reg[B])) NEXT(INSTR_CS(insn)); NEXT(1); }
+    CASE(JNE) { if (!eq_terms(reg[A], reg[B])) NEXT(INSTR_CS(insn)); NEXT(1); }
+    CASE(JLTI) { if (lt_terms(reg[A], make_small(INSTR_BS(insn)))) NEXT(INSTR_CS(insn)); NEXT(1); }
+    CASE(JGEI) { if (!lt_terms(reg[A], make_small(INSTR_BS(insn)))) NEXT(INSTR_CS(insn)); NEXT(1); }
+    CASE(JEQI) { if (reg[A] == make_small(INSTR_BS(insn))) NEXT(INSTR_CS(insn)); NEXT(1); }
+    CASE(JNEI) { if (reg[A] != make_small(INSTR_BS(insn))) NEXT(INSTR_CS(insn)); NEXT(1); }
+    CASE(JUMP) {
+        int off = INSTR_CS(insn);
+        /* A backward jump is a loop iteration: it costs a reduction. */
+        if (off <= 0 && VM_UNLIKELY(--p->reds <= 0))
+            vm_yield_point(p);
+        NEXT(off);
+    }
+
+#define TYPE_TEST(nm, test) \
+    CASE(nm) { if (!(test)) NEXT(INSTR_CS(insn)); NEXT(1); }
+    TYPE_TEST(IS_INT, term_is_small(reg[A]))
+    TYPE_TEST(IS_ATOM, term_is_atom(reg[A]))
+    TYPE_TEST(IS_TUPLE, term_is_tuple(reg[A]))
+    TYPE_TEST(IS_LIST, term_is_list(reg[A]))
+    TYPE_TEST(IS_CONS, term_is_cons(reg[A]))
+    TYPE_TEST(IS_NIL, term_is_nil(reg[A]))
+    TYPE_TEST(IS_BINARY, term_is_binary(reg[A]))
+    TYPE_TEST(IS_FUN, term_is_fun(reg[A]))
+    TYPE_TEST(IS_PID, term_is_pid(reg[A]))
+    TYPE_TEST(IS_TUPLE_OF, term_is_tuple(reg[A]) && tuple_arity(reg[A]) == B)
+#undef TYPE_TEST
+
+    CASE(TUPLE) {
+        uint32_t n = B;
+        vm_heap_ensure(p, 1 + (size_t)n, NULL, 0);
+        Term *t = vm_heap_alloc(p, 1 + (size_t)n);
+        t[0] = MAKE_HEADER(IMM_HDR_TUPLE, n);
+        memcpy(t + 1, reg + C, n * sizeof(Term));
+        reg[A] = make_boxed(t);
+        NEXT(1);
+    }
+    CASE(GETEL) {
+        Term t = reg[B];
+        if (!term_is_tuple(t) || C < 1 || C > tuple_arity(t))
+            RAISE_ERROR(make_atom(ATOM_BADARG));
+        reg[A] = tuple_elems(t)[C - 1];
+        NEXT(1);
+    }
+    CASE(CONS) {
+        vm_heap_ensure(p, 2, NULL, 0);
+        Term *c = vm_heap_alloc(p, 2);
+        c[0] = reg[B];
+        c[1] = reg[C];
+        reg[A] = make_cons_ptr(c);
+        NEXT(1);
+    }
+    CASE(HD) {
+        if (!term_is_cons(reg[B]))
+            RAISE_ERROR(make_atom(ATOM_BADARG));
+        reg[A] = cons_head(reg[B]);
+        NEXT(1);
+    }
+    CASE(TL) {
+        if (!term_is_cons(reg[B]))
+            RAISE_ERROR(make_atom(ATOM_BADARG));
+        reg[A] = cons_tail(reg[B]);
+        NEXT(1);
+    }
+
+    {
+        const FuncInfo *callee;
+        uint32_t argbase;
+    CASE(CALL)
+        callee = (const FuncInfo *)pc[1];
+        argbase = B;
+        goto do_call;
+    CASE(CALLX)
+        callee = vm_export_target(p->vm, (const Export *)pc[1]);
+        argbase = B;
+        goto do_call;
+    CASE(CALLF) {
+        Term fun = reg[B];
+        if (!term_is_fun(fun))
+            RAISE_ERROR(make_pair(p, make_atom(ATOM_BADFUN), reg[B]));
+        const Export *e = fun_export(fun);
+        if (e->arity != C)
+            RAISE_ERROR(make_pair(p, make_atom(ATOM_BADARITY), reg[B]));
+        callee = vm_export_target(p->vm, e);
+        argbase = B + 1;
+    }
+    do_call:
+        f->pc = pc + vm_opinfo[INSTR_OP(insn)].words;
+        if (VM_UNLIKELY(p->nframes == p->frames_cap)) {
+            if (!vm_frames_ensure(p, p->nframes + 1))
+                RAISE_ERROR(make_atom(ATOM_SYSTEM_LIMIT));
+            RELOAD();
+        }
+        f[1] = (Frame){ callee, NULL, f->base + argbase, A, p->nhandlers, FRAME_CALL, NULL };
+        f++;
+        p->nframes++;
+        reg += argbase;
+        pc = callee->code;
+        DISPATCH();
+
+    CASE(TAILCALL)
+        callee = (const FuncInfo *)pc[1];
+        goto do_tail;
+    CASE(TAILCALLX)
+        callee = vm_export_target(p->vm, (const Export *)pc[1]);
+    do_tail:
+        if (A)
+            memmove(reg, reg + A, callee->arity * sizeof(Term));
+        p->nhandlers = f->hbase;
+        f->fn = callee;
+        pc = callee->code;
+        DISPATCH();
+    }
+
+    CASE(RET) {
+        Term val = reg[A];
+    do_return:
+        p->nhandlers = f->hbase;
+        uint32_t ret_reg = f->ret_reg;
+        p->nframes--;
+        f--;
+        reg = p->stack + f->base;
+        reg[ret_reg] = val;
+        pc = f->pc;
+        DISPATCH();
+
+    CASE(NATIVE) {
+        const FuncInfo *fi = f->fn;
+        uint32_t rbase = p->nroots;
+        tvm_term argv[VM_MAX_ARITY];
+        for (uint32_t i = 0; i < fi->arity; i++)
+            argv[i] = vm_root_push(p, reg[i]);
+        tvm_term res = { 0 };
+        f->pc = pc;
+        tvm_status st = fi->native(&p->env, fi->arity, argv, &res, fi->native_data);
+        RELOAD();
+        if (st == TVM_OK && res.h < p->nroots) {
+            val = p->roots[res.h];
+            p->nroots = rbase;
+            goto do_return;
+        }
+        p->nroots = rbase;
+        if (st != TVM_EXCEPTION)
+            RAISE_ERROR(make_atom(ATOM_BADARG));
+        goto unwind;
+    }
+    }
+
+    CASE(UNDEF) RAISE_ERROR(make_atom(ATOM_UNDEF));
+
+    CASE(TRY) {
+        vm_handler_push(p, p->nframes - 1, A, pc + INSTR_CS(insn));
+        NEXT(1);
+    }
+    CASE(ENDTRY) {
+        if (p->nhandlers > f->hbase)
+            p->nhandlers--;
+        NEXT(1);
+    }
+    CASE(RAISE) {
+        if (!is_class(reg[A]))
+            RAISE_ERROR(make_atom(ATOM_BADARG));
+        vm_exception_set(p, reg[A], reg[B], pc);
+        goto unwind;
+    }
+
+    CASE(STOP) {
+        /* The function called by this activation returned into its entry frame. */
+        *result = reg[0];
+        p->nframes = entry;
+        return TVM_OK;
+    }
+
+#if !VM_COMPUTED_GOTO
+    default:
+        VM_UNREACHABLE();
+    }
+#endif
+
+unwind:
+    /*
+     * An exception is pending in p->exc_*.  The innermost handler of this
+     * activation (one whose frame is above the entry frame) catches it;
+     * otherwise the activation ends with TVM_EXCEPTION.
+     */
+    if (p->nhandlers > p->frames[entry].hbase &&
+        p->handlers[p->nhandlers - 1].frame > entry) {
+        Handler h = p->handlers[--p->nhandlers];
+        p->nframes = h.frame + 1;
+        RELOAD();
+        Term trace = vm_exception_trace_term(p);
+        reg[h.reg] = p->exc_class;
+        reg[h.reg + 1] = p->exc_reason;
+        reg[h.reg + 2] = trace;
+        pc = h.pc;
+        DISPATCH();
+    }
+    p->nhandlers = p->frames[entry].hbase;
+    p->nframes = entry;
+    return TVM_EXCEPTION;
+
+#undef RELOAD
+#undef A
+#undef B
+#undef C
+#undef RAISE_ERROR
+#undef CASE
+#undef DISPATCH_INSN
+#undef DISPATCH
+#undef NEXT
+}
+
+void vm_yield_point(Process *p)
+{
+    /*
+     * A call context runs on its caller's thread and has nobody to yield
+     * to, so its time slice simply starts again.  Processes on scheduler
+     * threads switch away here instead.
+     */
+    p->reds = VM_REDUCTIONS;
+}

@@ -1,0 +1,299 @@
+/*
+ * vm/module.c - modules, the export table and code-index commits.
+ *
+ * Protocol: code loading (after BEAM's code_ix).
+ *
+ * Terms.  The *active* code index (vm->code_ix) selects which slot of every
+ * export entry's addr[] remote calls use.  The *staging* index is the next
+ * one, (active + 1) mod VM_CODE_IX_COUNT.
+ *
+ * Writer (a load or a native registration; serialized by vm->code_lock):
+ *   1. copy addr[active] into addr[staging] for every export entry;
+ *   2. store the new targets into addr[staging];
+ *   3. [CX1] release-store staging into vm->code_ix.
+ * Readers (any thread executing a remote call): acquire-load the index
+ * ([CX1']), then relaxed-load addr[ix].
+ *
+ * Guarantees.  A reader that sees the new index sees every addr[] write
+ * and the whole new module (its code, literals and headers were written
+ * before [CX1]).  A reader still using an older index reads a slot that is
+ * either untouched or, if it is three commits old, holds some target the
+ * writer stored; every value ever stored in addr[] is a FuncInfo that is
+ * never freed while the VM lives, so such a reader calls a valid (older or
+ * newer) version, as it could have by running a little earlier or later.
+ * The breakpoint engine adds thread-progress waits around commits so that
+ * "after the load returns, every new call runs the new code" holds too.
+ */
+#include "vm/module.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "vm/atom.h"
+
+/* ==== functions ==== */
+
+FuncInfo *vm_func_alloc(uint32_t ncode)
+{
+    FuncInfo *fi = vm_calloc(1, sizeof(FuncInfo) + ncode * sizeof(Instr));
+    fi->ncode = ncode;
+    return fi;
+}
+
+uint32_t vm_func_line(const FuncInfo *fi, const Instr *pc)
+{
+    if (!fi->nlines || pc < fi->code || pc >= fi->code + fi->ncode)
+        return 0;
+    uint32_t off = (uint32_t)(pc - fi->code), lo = 0, hi = fi->nlines;
+    /* Last entry whose pc <= off. */
+    while (hi - lo > 1) {
+        uint32_t mid = (lo + hi) / 2;
+        if (fi->lines[mid].pc <= off)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return fi->lines[lo].pc <= off ? fi->lines[lo].line : 0;
+}
+
+/* ==== export table ==== */
+
+static uint32_t export_hash(Atom mod, Atom name, uint32_t arity)
+{
+    uint64_t h = ((uint64_t)mod * 0x9E3779B97F4A7C15ull) ^
+                 ((uint64_t)name * 0xC2B2AE3D27D4EB4Full) ^ arity;
+    return (uint32_t)(h ^ (h >> 29));
+}
+
+static Export *find_locked(tvm_vm *vm, Atom mod, Atom name, uint32_t arity)
+{
+    uint32_t b = export_hash(mod, name, arity) & (vm->export_cap - 1);
+    for (Export *e = vm->export_buckets[b]; e; e = e->next)
+        if (e->mod == mod && e->name == name && e->arity == arity)
+            return e;
+    return NULL;
+}
+
+static void grow_exports_locked(tvm_vm *vm)
+{
+    uint32_t cap = vm->export_cap * 2;
+    Export **nb = vm_calloc(cap, sizeof(Export *));
+    for (uint32_t i = 0; i < vm->export_cap; i++) {
+        Export *e = vm->export_buckets[i];
+        while (e) {
+            Export *next = e->next;
+            uint32_t b = export_hash(e->mod, e->name, e->arity) & (cap - 1);
+            e->next = nb[b];
+            nb[b] = e;
+            e = next;
+        }
+    }
+    free(vm->export_buckets);
+    vm->export_buckets = nb;
+    vm->export_cap = cap;
+}
+
+static Export *export_new(Atom mod, Atom name, uint32_t arity)
+{
+    Export *e = vm_calloc(1, sizeof(Export));
+    e->mod = mod;
+    e->name = name;
+    e->arity = arity;
+    FuncInfo *stub = vm_func_alloc(1);
+    stub->mod = mod;
+    stub->name = name;
+    stub->arity = (uint16_t)arity;
+    stub->nregs = (uint16_t)arity;
+    stub->export = e;
+    stub->code[0] = instr_make(OP_UNDEF, 0, 0, 0);
+    e->stub = stub;
+    for (int i = 0; i < VM_CODE_IX_COUNT; i++)
+        vm_atomic_store_relaxed(&e->addr[i], (uintptr_t)stub);
+    return e;
+}
+
+Export *vm_export_find(tvm_vm *vm, Atom mod, Atom name, uint32_t arity)
+{
+    pthread_mutex_lock(&vm->export_lock);
+    Export *e = find_locked(vm, mod, name, arity);
+    pthread_mutex_unlock(&vm->export_lock);
+    return e;
+}
+
+Export *vm_export_get(tvm_vm *vm, Atom mod, Atom name, uint32_t arity)
+{
+    pthread_mutex_lock(&vm->export_lock);
+    Export *e = find_locked(vm, mod, name, arity);
+    if (!e) {
+        /*
+         * A new entry starts undefined in every code index, which is
+         * exactly what every index should say: nothing defines it yet.
+         * It becomes reachable by readers only through code published
+         * by a later commit, or through this lock.
+         */
+        e = export_new(mod, name, arity);
+        if (vm->export_count * 2 >= vm->export_cap)
+            grow_exports_locked(vm);
+        uint32_t b = export_hash(mod, name, arity) & (vm->export_cap - 1);
+        e->next = vm->export_buckets[b];
+        vm->export_buckets[b] = e;
+        vm->export_count++;
+    }
+    pthread_mutex_unlock(&vm->export_lock);
+    return e;
+}
+
+/* ==== staging and commit ==== */
+
+/* Step 1 of the protocol: returns the staging index. code_lock held. */
+static unsigned stage_begin(tvm_vm *vm)
+{
+    unsigned active = (unsigned)vm_atomic_load_relaxed(&vm->code_ix);
+    unsigned staging = (active + 1) % VM_CODE_IX_COUNT;
+    pthread_mutex_lock(&vm->export_lock);
+    for (uint32_t i = 0; i < vm->export_cap; i++)
+        for (Export *e = vm->export_buckets[i]; e; e = e->next)
+            vm_atomic_store_relaxed(&e->addr[staging],
+                                    vm_atomic_load_relaxed(&e->addr[active]));
+    pthread_mutex_unlock(&vm->export_lock);
+    return staging;
+}
+
+/* Step 3 of the protocol. code_lock held. */
+static void stage_commit(tvm_vm *vm, unsigned staging)
+{
+    /* [CX1] release: the new module and every addr[staging] write before
+     * the index that selects them; pairs with [CX1'] in vm_code_ix(). */
+    vm_atomic_store_release(&vm->code_ix, staging);
+}
+
+/* ==== modules ==== */
+
+Module *vm_module_find_locked(tvm_vm *vm, Atom name)
+{
+    for (uint32_t i = 0; i < vm->nmodules; i++)
+        if (vm->modules[i]->name == name)
+            return vm->modules[i];
+    return NULL;
+}
+
+bool vm_module_has_natives_locked(tvm_vm *vm, Atom mod)
+{
+    bool found = false;
+    unsigned ix = (unsigned)vm_atomic_load_relaxed(&vm->code_ix);
+    pthread_mutex_lock(&vm->export_lock);
+    for (uint32_t i = 0; i < vm->export_cap && !found; i++)
+        for (Export *e = vm->export_buckets[i]; e; e = e->next) {
+            const FuncInfo *fi = vm_atomic_load_ptr_relaxed(&e->addr[ix]);
+            if (e->mod == mod && fi->native) {
+                found = true;
+                break;
+            }
+        }
+    pthread_mutex_unlock(&vm->export_lock);
+    return found;
+}
+
+void vm_module_install_locked(tvm_vm *vm, Module *m)
+{
+    Module *old = vm_module_find_locked(vm, m->name);
+    unsigned staging = stage_begin(vm);
+    if (old) {
+        /* Exports of the old version that the new one lacks become undefined. */
+        for (uint32_t i = 0; i < old->nfuncs; i++) {
+            Export *e = old->funcs[i]->export;
+            if (e)
+                vm_atomic_store_relaxed(&e->addr[staging], (uintptr_t)e->stub);
+        }
+    }
+    for (uint32_t i = 0; i < m->nfuncs; i++) {
+        Export *e = m->funcs[i]->export;
+        if (e)
+            vm_atomic_store_relaxed(&e->addr[staging], (uintptr_t)m->funcs[i]);
+    }
+    stage_commit(vm, staging);
+    if (old) {
+        for (uint32_t i = 0; i < vm->nmodules; i++)
+            if (vm->modules[i] == old)
+                vm->modules[i] = m;
+        m->older = old;
+    } else {
+        if (vm->nmodules == vm->modules_cap) {
+            vm->modules_cap = vm->modules_cap ? vm->modules_cap * 2 : 16;
+            vm->modules = vm_realloc(vm->modules, vm->modules_cap * sizeof(Module *));
+        }
+        vm->modules[vm->nmodules++] = m;
+    }
+}
+
+/* Registers a native as the staged target of its export entry. */
+tvm_status vm_native_install_locked(tvm_vm *vm, Export *e, FuncInfo *fi);
+tvm_status vm_native_install_locked(tvm_vm *vm, Export *e, FuncInfo *fi)
+{
+    unsigned ix = (unsigned)vm_atomic_load_relaxed(&vm->code_ix);
+    if (vm_atomic_load_ptr_relaxed(&e->addr[ix]) != e->stub)
+        return TVM_ERR_EXISTS;
+    unsigned staging = stage_begin(vm);
+    fi->export = e;
+    vm_atomic_store_relaxed(&e->addr[staging], (uintptr_t)fi);
+    stage_commit(vm, staging);
+    return TVM_OK;
+}
+
+void vm_modules_init(tvm_vm *vm)
+{
+    pthread_mutex_init(&vm->code_lock, NULL);
+    pthread_mutex_init(&vm->export_lock, NULL);
+    vm->export_cap = 256;
+    vm->export_buckets = vm_calloc(vm->export_cap, sizeof(Export *));
+    vm_atomic_store_relaxed(&vm->code_ix, 0);
+}
+
+void vm_module_free(Module *m)
+{
+    while (m) {
+        Module *older = m->older;
+        for (uint32_t i = 0; i < m->nfuncs; i++) {
+            free((void *)m->funcs[i]->lines);
+            free(m->funcs[i]);
+        }
+        free(m->funcs);
+        while (m->lits) {
+            LitBlock *next = m->lits->next;
+            free(m->lits);
+            m->lits = next;
+        }
+        free(m->file);
+        free(m);
+        m = older;
+    }
+}
+
+void vm_modules_destroy(tvm_vm *vm)
+{
+    for (uint32_t i = 0; i < vm->nmodules; i++)
+        vm_module_free(vm->modules[i]);
+    free(vm->modules);
+    for (uint32_t i = 0; i < vm->export_cap; i++) {
+        Export *e = vm->export_buckets[i];
+        while (e) {
+            Export *next = e->next;
+            /* Natives are owned by their export entry. */
+            for (int k = 0; k < VM_CODE_IX_COUNT; k++) {
+                FuncInfo *fi = vm_atomic_load_ptr_relaxed(&e->addr[k]);
+                if (fi && fi->native) {
+                    for (int j = k; j < VM_CODE_IX_COUNT; j++)
+                        if (vm_atomic_load_ptr_relaxed(&e->addr[j]) == fi)
+                            vm_atomic_store_relaxed(&e->addr[j], 0);
+                    free(fi);
+                }
+            }
+            free(e->stub);
+            free(e);
+            e = next;
+        }
+    }
+    free(vm->export_buckets);
+    pthread_mutex_destroy(&vm->code_lock);
+    pthread_mutex_destroy(&vm->export_lock);
+}

@@ -1,0 +1,150 @@
+/*
+ * vm/module.h - functions, modules, the export table and code indices.
+ *
+ * A FuncInfo is the header in front of a function's code: module, name,
+ * arity, registers, line table, and the slot for a breakpoint record.  The
+ * code follows it directly, so a code pointer finds its header by
+ * subtraction and the header finds its code without a load.
+ *
+ * The export table maps mod:fun/arity to an Export whose `addr[ix]` holds
+ * the FuncInfo to call in code generation `ix`.  Remote calls read
+ * addr[active code index]; a load stages new addresses in the staging
+ * index and then flips the active index with one release store (see
+ * module.c for the protocol).  Export entries are never freed while the VM
+ * lives, so code may embed Export pointers.
+ */
+#ifndef VM_MODULE_H
+#define VM_MODULE_H
+
+#include <pthread.h>
+
+#include "include/tracevm.h"
+#include "vm/atomics.h"
+#include "vm/opcode.h"
+#include "vm/term.h"
+
+typedef struct LineEntry {
+    uint32_t pc;    /* instruction offset in the function */
+    uint32_t line;  /* source line */
+} LineEntry;
+
+struct Module;
+struct Export;
+
+typedef struct FuncInfo {
+    struct Module *module;      /* owning module; NULL for natives and stubs */
+    Atom mod, name;
+    uint16_t arity, nregs;
+    uint32_t ncode;             /* code words */
+    const char *file;           /* source file for stack traces, or NULL */
+    const LineEntry *lines;     /* sorted by pc */
+    uint32_t nlines;
+    /*
+     * Breakpoint record slot.  Written only under the code-modification
+     * permission (breakpoints/); read by the breakpoint instruction with an
+     * acquire load.  NULL while the function has never been instrumented.
+     */
+    VmAtomic bp;
+    struct Export *export;      /* the export entry if exported, else NULL */
+    tvm_native_fn native;       /* natives only */
+    void *native_data;
+    Instr code[];               /* code[0] is ENTER (or NATIVE / UNDEF) */
+} FuncInfo;
+
+static inline const FuncInfo *func_of_code(const Instr *code)
+{
+    return (const FuncInfo *)((const char *)code - offsetof(FuncInfo, code));
+}
+
+/* Finds the source line of an instruction; 0 if unknown. */
+uint32_t vm_func_line(const FuncInfo *fi, const Instr *pc);
+
+typedef struct Export {
+    Atom mod, name;
+    uint32_t arity;
+    /*
+     * addr[ix]: FuncInfo * to call in code index ix.  Written by the
+     * loader (under vm->code_lock) only in the staging index; read by
+     * remote calls in the active index after an acquire load of the index
+     * ([CX1']).  Points at `stub` while the function is not defined.
+     */
+    VmAtomic addr[VM_CODE_IX_COUNT];
+    FuncInfo *stub;             /* body [UNDEF]: raises undef */
+    struct Export *next;        /* hash chain, under export_lock */
+} Export;
+
+/* Storage of a module's boxed literals: blocks that never move. */
+typedef struct LitBlock {
+    struct LitBlock *next;
+    size_t used, cap;
+    Term words[];
+} LitBlock;
+
+typedef struct Module {
+    Atom name;
+    char *file;
+    FuncInfo **funcs;
+    uint32_t nfuncs;
+    LitBlock *lits;             /* boxed literals the code refers to */
+    struct Module *older;       /* replaced versions, kept while the VM lives */
+} Module;
+
+struct tvm_vm {
+    /*
+     * The active code index.  Written by the loader with a release store
+     * ([CX1]) under code_lock; read with an acquire load by every remote
+     * call ([CX1']).
+     */
+    VmAtomic code_ix;
+    pthread_mutex_t code_lock;   /* serializes loads and native registration */
+    Module **modules;            /* under code_lock */
+    uint32_t nmodules, modules_cap;
+    pthread_mutex_t export_lock; /* protects the export hash (not addr[]) */
+    Export **export_buckets;
+    uint32_t export_cap, export_count;
+    size_t stack_limit;
+    size_t heap_min;
+    void *output;                /* FILE * for io: natives */
+};
+
+static inline unsigned vm_code_ix(const tvm_vm *vm)
+{
+    /* [CX1'] acquire: the code and addr[] staged before the flip; pairs
+     * with [CX1] in vm_code_commit(). */
+    return (unsigned)vm_atomic_load_acquire(&vm->code_ix);
+}
+
+static inline const FuncInfo *vm_export_target(const tvm_vm *vm, const Export *e)
+{
+    return (const FuncInfo *)vm_atomic_load_ptr_relaxed(&e->addr[vm_code_ix(vm)]);
+}
+
+/* Finds or creates the export entry for mod:name/arity.  Any thread. */
+Export *vm_export_get(tvm_vm *vm, Atom mod, Atom name, uint32_t arity);
+
+/* Finds an existing entry; NULL if none.  Any thread. */
+Export *vm_export_find(tvm_vm *vm, Atom mod, Atom name, uint32_t arity);
+
+/* Allocates a FuncInfo with room for `ncode` code words. */
+FuncInfo *vm_func_alloc(uint32_t ncode);
+
+/* Finds a loaded module by name; call with code_lock held. */
+Module *vm_module_find_locked(tvm_vm *vm, Atom name);
+
+/*
+ * Installs a verified module, replacing an older version: stages the new
+ * export addresses, clears exports the new version no longer has, and
+ * commits by flipping the code index.  Call with code_lock held.
+ */
+void vm_module_install_locked(tvm_vm *vm, Module *m);
+
+/* True if some export of module `mod` is a native (code_lock held). */
+bool vm_module_has_natives_locked(tvm_vm *vm, Atom mod);
+
+/* Frees a module and every older version chained to it. */
+void vm_module_free(Module *m);
+
+void vm_modules_init(tvm_vm *vm);
+void vm_modules_destroy(tvm_vm *vm);
+
+#endif /* VM_MODULE_H */

@@ -1,0 +1,172 @@
+/*
+ * vm/process.c - process (call context) state: stacks, handlers, roots
+ * and exceptions.
+ */
+#include "vm/process.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "vm/heap.h"
+
+Process *vm_process_new(tvm_vm *vm)
+{
+    Process *p = vm_calloc(1, sizeof(Process));
+    p->vm = vm;
+    p->env.p = p;
+    p->heap_min = vm->heap_min;
+    p->heap = vm_malloc(p->heap_min * sizeof(Term));
+    p->htop = p->heap;
+    p->hend = p->heap + p->heap_min;
+    p->stack_limit = (uint32_t)vm->stack_limit;
+    p->stack_size = VM_STACK_MIN_WORDS;
+    p->stack = vm_malloc(p->stack_size * sizeof(Term));
+    for (uint32_t i = 0; i < p->stack_size; i++)
+        p->stack[i] = TERM_NIL;
+    p->frames_limit = p->stack_limit / 4 > 64 ? p->stack_limit / 4 : 64;
+    p->frames_cap = VM_FRAMES_MIN;
+    p->frames = vm_malloc(p->frames_cap * sizeof(Frame));
+    p->exc_class = p->exc_reason = TERM_NIL;
+    p->exc_trace_term = THE_NONE;
+    p->reds = VM_REDUCTIONS;
+    return p;
+}
+
+void vm_process_free(Process *p)
+{
+    if (!p)
+        return;
+    free(p->heap);
+    free(p->stack);
+    free(p->frames);
+    free(p->handlers);
+    free(p->roots);
+    free(p);
+}
+
+bool vm_stack_ensure(Process *p, size_t words)
+{
+    if (words <= p->stack_size)
+        return true;
+    if (words > p->stack_limit)
+        return false;
+    size_t n = p->stack_size;
+    while (n < words)
+        n *= 2;
+    if (n > p->stack_limit)
+        n = p->stack_limit;
+    p->stack = vm_realloc(p->stack, n * sizeof(Term));
+    for (size_t i = p->stack_size; i < n; i++)
+        p->stack[i] = TERM_NIL;
+    p->stack_size = (uint32_t)n;
+    return true;
+}
+
+bool vm_frames_ensure(Process *p, uint32_t n)
+{
+    if (n <= p->frames_cap)
+        return true;
+    if (n > p->frames_limit)
+        return false;
+    uint32_t cap = p->frames_cap;
+    while (cap < n)
+        cap *= 2;
+    if (cap > p->frames_limit)
+        cap = p->frames_limit;
+    p->frames = vm_realloc(p->frames, cap * sizeof(Frame));
+    p->frames_cap = cap;
+    return true;
+}
+
+void vm_handler_push(Process *p, uint32_t frame, uint32_t reg, const Instr *pc)
+{
+    if (p->nhandlers == p->handlers_cap) {
+        p->handlers_cap = p->handlers_cap ? p->handlers_cap * 2 : 8;
+        p->handlers = vm_realloc(p->handlers, p->handlers_cap * sizeof(Handler));
+    }
+    p->handlers[p->nhandlers++] = (Handler){ frame, reg, pc };
+}
+
+tvm_term vm_root_push(Process *p, Term t)
+{
+    if (p->nroots == p->roots_cap) {
+        p->roots_cap = p->roots_cap ? p->roots_cap * 2 : 32;
+        p->roots = vm_realloc(p->roots, p->roots_cap * sizeof(Term));
+    }
+    p->roots[p->nroots] = t;
+    return (tvm_term){ p->nroots++ };
+}
+
+/* ==== exceptions ==== */
+
+void vm_exception_set(Process *p, Term cls, Term reason, const Instr *top_pc)
+{
+    p->exc_class = cls;
+    p->exc_reason = reason;
+    p->exc_trace_term = THE_NONE;
+    p->exc_depth = 0;
+    const Instr *pc = top_pc;
+    for (uint32_t i = p->nframes; i-- > 0 && p->exc_depth < VM_STACKTRACE_DEPTH;) {
+        const Frame *f = &p->frames[i];
+        if (f->kind == FRAME_CALL && f->fn) {
+            p->exc_trace[p->exc_depth++] =
+                (RawFrame){ f->fn, pc ? vm_func_line(f->fn, pc) : 0 };
+        }
+        /* The frame below resumes at its saved pc; the call is just before. */
+        pc = i > 0 ? p->frames[i - 1].pc - 1 : NULL;
+    }
+}
+
+Term vm_exception_trace_term(Process *p)
+{
+    if (p->exc_trace_term != THE_NONE)
+        return p->exc_trace_term;
+    /* Each frame: {M, F, A, [{file, F}, {line, L}]}: at most 5 + 6 + 6 + 4 + 3 + 3 words. */
+    size_t per = 5 + 4 + 2 + 3 + 2 + 3 + 2 + 64;
+    vm_heap_ensure(p, per * p->exc_depth + 2, NULL, 0);
+    Term list = TERM_NIL;
+    for (uint32_t i = p->exc_depth; i-- > 0;) {
+        const RawFrame *rf = &p->exc_trace[i];
+        Term loc = TERM_NIL;
+        if (rf->line) {
+            Term *lt = vm_heap_alloc(p, 3);
+            lt[0] = MAKE_HEADER(IMM_HDR_TUPLE, 2);
+            lt[1] = make_atom(ATOM_LINE);
+            lt[2] = make_small(rf->line);
+            Term *c = vm_heap_alloc(p, 2);
+            c[0] = make_boxed(lt);
+            c[1] = loc;
+            loc = make_cons_ptr(c);
+        }
+        if (rf->fn->file) {
+            size_t n = strlen(rf->fn->file);
+            if (n > 400)
+                n = 400;
+            size_t words = binary_words(n);
+            Term *b = vm_heap_alloc(p, words);
+            b[words - 1] = 0;
+            b[0] = MAKE_HEADER(IMM_HDR_BINARY, n);
+            memcpy(b + 1, rf->fn->file, n);
+            Term *ft = vm_heap_alloc(p, 3);
+            ft[0] = MAKE_HEADER(IMM_HDR_TUPLE, 2);
+            ft[1] = make_atom(ATOM_FILE);
+            ft[2] = make_boxed(b);
+            Term *c = vm_heap_alloc(p, 2);
+            c[0] = make_boxed(ft);
+            c[1] = loc;
+            loc = make_cons_ptr(c);
+        }
+        Term *t = vm_heap_alloc(p, 5);
+        t[0] = MAKE_HEADER(IMM_HDR_TUPLE, 4);
+        t[1] = make_atom(rf->fn->mod);
+        t[2] = make_atom(rf->fn->name);
+        t[3] = make_small(rf->fn->arity);
+        t[4] = loc;
+        Term *c = vm_heap_alloc(p, 2);
+        c[0] = make_boxed(t);
+        c[1] = list;
+        list = make_cons_ptr(c);
+    }
+    p->exc_trace_term = list;
+    return list;
+}

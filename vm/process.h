@@ -1,0 +1,134 @@
+/*
+ * vm/process.h - a process: the whole state of one running VM context.
+ *
+ * Everything an executing function touches lives here (heap, register
+ * stack, frame stack, try handlers, exception, native roots), so the
+ * interpreter is re-entrant and any number of processes run in parallel.
+ * A Process is owned by exactly one thread at a time.
+ *
+ * Register stack: one array of terms; each frame's registers are a window
+ * [base, base + nregs).  Frames store offsets, not pointers, because the
+ * array moves when it grows.  The whole array is always initialised (NIL
+ * above anything written), so the collector can scan all of it without
+ * knowing which registers are live.
+ */
+#ifndef VM_PROCESS_H
+#define VM_PROCESS_H
+
+#include "include/tracevm.h"
+#include "vm/module.h"
+#include "vm/term.h"
+
+enum {
+    FRAME_CALL = 0,   /* an ordinary function activation */
+    FRAME_ENTRY = 1,  /* the bottom of one vm_execute activation */
+};
+
+typedef struct Frame {
+    const FuncInfo *fn;   /* function of this frame (NULL for an entry frame) */
+    const Instr *pc;      /* where this frame resumes when the frame above returns */
+    uint32_t base;        /* register window offset into p->stack */
+    uint32_t ret_reg;     /* result register, relative to the frame below's base */
+    uint32_t hbase;       /* handler depth when the frame was entered */
+    uint32_t kind;        /* FRAME_* */
+    void *native_fp;      /* entry frames: native frame address of the activation */
+} Frame;
+
+typedef struct Handler {
+    uint32_t frame;       /* index of the frame that executed TRY */
+    uint32_t reg;         /* first of the three result registers, relative */
+    const Instr *pc;      /* handler code */
+} Handler;
+
+typedef struct RawFrame {
+    const FuncInfo *fn;
+    uint32_t line;
+} RawFrame;
+
+typedef struct Process Process;
+
+/* The env handed to natives and embedders: a view of a process. */
+struct tvm_env {
+    Process *p;
+};
+
+struct Process {
+    tvm_vm *vm;
+    struct tvm_env env;
+
+    /* Heap: [heap, htop) is in use, [htop, hend) free. */
+    Term *heap, *htop, *hend;
+    size_t heap_min;
+    size_t gc_count;
+
+    /* Register stack. */
+    Term *stack;
+    uint32_t stack_size, stack_limit;
+
+    /* Frame stack: frames[0 .. nframes-1]; the top is the running frame. */
+    Frame *frames;
+    uint32_t nframes, frames_cap, frames_limit;
+
+    /* Try handlers. */
+    Handler *handlers;
+    uint32_t nhandlers, handlers_cap;
+
+    int32_t reds;          /* reductions left in this time slice */
+
+    /* The pending exception (valid after an activation returned TVM_EXCEPTION). */
+    Term exc_class, exc_reason;
+    RawFrame exc_trace[VM_STACKTRACE_DEPTH];
+    uint32_t exc_depth;
+    Term exc_trace_term;   /* a rethrown stack trace, or THE_NONE */
+
+    /* Handles held by natives and embedders (GC roots). */
+    Term *roots;
+    uint32_t nroots, roots_cap;
+
+    uint64_t pid;
+};
+
+/* Creates a process (call context) of `vm`. */
+Process *vm_process_new(tvm_vm *vm);
+void vm_process_free(Process *p);
+
+/*
+ * Makes sure the register stack has `words` entries; returns false (and
+ * leaves the stack as it was) if that exceeds the process's limit.  May
+ * move p->stack.
+ */
+bool vm_stack_ensure(Process *p, size_t words);
+
+/* Makes room for one more frame; false at the limit.  May move p->frames. */
+bool vm_frames_ensure(Process *p, uint32_t n);
+
+/* Pushes a try handler. */
+void vm_handler_push(Process *p, uint32_t frame, uint32_t reg, const Instr *pc);
+
+/* Handle management (roots). */
+tvm_term vm_root_push(Process *p, Term t);
+static inline Term vm_root_get(const Process *p, tvm_term h)
+{
+    return p->roots[h.h];
+}
+
+/*
+ * Runs `fn` with `argc` arguments (copied into a new register window) in a
+ * new activation on `p`, on the calling thread.  Returns TVM_OK with the
+ * result in *result, or TVM_EXCEPTION with p->exc_* set.  Re-entrant: a
+ * native may call it on its own process.
+ */
+tvm_status vm_execute(Process *p, const FuncInfo *fn, int argc, const Term *args,
+                      Term *result);
+
+/*
+ * Records an exception in p: class, reason and the stack trace of the
+ * frames from the top down (skipping non-call frames), starting at
+ * `top_pc` for the top frame.
+ */
+void vm_exception_set(Process *p, Term cls, Term reason, const Instr *top_pc);
+
+/* Builds the term form of p's exception stack trace on its heap. */
+Term vm_exception_trace_term(Process *p);
+
+#endif /* VM_PROCESS_H */
