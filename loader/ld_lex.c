@@ -78,6 +78,25 @@ static int hexval(int c)
     return -1;
 }
 
+/*
+ * After a bad escape: skips the rest of the quoted text, up to and including
+ * the closing quote (or up to the end of the line), so that its remainder is
+ * not lexed as tokens and its closing quote not taken for an opening one.
+ */
+static void skip_quoted(Lexer *lx, char quote)
+{
+    for (;;) {
+        int c = peek(lx, 0);
+        if (c <= 0 || c == '\n')
+            return;
+        advance(lx);
+        if (c == quote)
+            return;
+        if (c == '\\' && peek(lx, 0) > 0 && peek(lx, 0) != '\n')
+            advance(lx);
+    }
+}
+
 /* Lexes a quoted atom or string; the opening quote is at lx->pos. */
 static void lex_quoted(Lexer *lx, Token *t, char quote)
 {
@@ -108,6 +127,10 @@ static void lex_quoted(Lexer *lx, Token *t, char quote)
             int line = lx->line, col = lx->col;
             advance(lx);
             int e = peek(lx, 0);
+            /* A backslash that ends the line (or meets NUL): the loop reports
+             * the string as unterminated (or the NUL), not a bad escape. */
+            if (e <= 0 || e == '\n')
+                continue;
             char out;
             switch (e) {
             case 'n': out = '\n'; break;
@@ -120,6 +143,7 @@ static void lex_quoted(Lexer *lx, Token *t, char quote)
                 int h1 = hexval(peek(lx, 1)), h2 = hexval(peek(lx, 2));
                 if (h1 < 0 || h2 < 0) {
                     ld_error(lx->diag, line, col, "bad escape: \\x needs two hex digits");
+                    skip_quoted(lx, quote);
                     t->kind = T_ERROR;
                     sb_free(&sb);
                     return;
@@ -132,6 +156,7 @@ static void lex_quoted(Lexer *lx, Token *t, char quote)
             default:
                 ld_error(lx->diag, line, col, "unknown escape sequence '\\%c'",
                          e >= 32 && e < 127 ? e : '?');
+                skip_quoted(lx, quote);
                 t->kind = T_ERROR;
                 sb_free(&sb);
                 return;
@@ -242,10 +267,14 @@ void ld_lex_next(Lexer *lx, Token *t)
         }
         if (c < 32 || c == 127)
             ld_error(lx->diag, lx->line, lx->col, "unexpected control character 0x%02x", c);
-        else if (c >= 128)
+        else if (c >= 128) {
             ld_error(lx->diag, lx->line, lx->col,
                      "unexpected byte 0x%02x (non-ASCII text belongs in strings or comments)", c);
-        else
+            /* One error for a run of such bytes: a single UTF-8 character
+             * (or a byte order mark) is several of them. */
+            while (peek(lx, 1) >= 128)
+                advance(lx);
+        } else
             ld_error(lx->diag, lx->line, lx->col, "unexpected character '%c'", c);
         advance(lx);
         t->kind = T_ERROR;
@@ -266,6 +295,12 @@ const char *ld_tok_desc(const Token *t, char *buf, size_t size)
     case T_EOF: snprintf(buf, size, "end of file"); break;
     case T_NL: snprintf(buf, size, "end of line"); break;
     case T_STRING: snprintf(buf, size, "a string"); break;
+    case T_QATOM: {
+        /* The source text already has its quotes. */
+        int n = t->n > 40 ? 40 : (int)t->n;
+        snprintf(buf, size, "%.*s", n, t->s);
+        break;
+    }
     default: {
         int n = t->n > 40 ? 40 : (int)t->n;
         snprintf(buf, size, "'%.*s'", n, t->s);

@@ -146,6 +146,8 @@ static int cmd_run(int argc, char **argv)
         } else if (!rest && strcmp(argv[i], "-e") == 0) {
             if (i + 1 == argc) {
                 fprintf(stderr, "tracevm run: -e needs MOD:FUN\n");
+                free(files);
+                free(args);
                 return 2;
             }
             entry = argv[++i];
@@ -153,13 +155,18 @@ static int cmd_run(int argc, char **argv)
             files[nfiles++] = argv[i];
         } else if (!rest && argv[i][0] == '-' && argv[i][1] && !(argv[i][1] >= '0' && argv[i][1] <= '9')) {
             fprintf(stderr, "tracevm run: unknown option %s\n", argv[i]);
+            free(files);
+            free(args);
             return 2;
         } else {
             args[nargs++] = argv[i];
         }
     }
-    if (nfiles == 0)
+    if (nfiles == 0) {
+        free(files);
+        free(args);
         return usage(usage_run, 2);
+    }
 
     tvm_vm *vm = tvm_new(NULL);
     tvm_env *env = tvm_env_new(vm);

@@ -271,9 +271,8 @@ void vm_module_free(Module *m)
 
 void vm_modules_destroy(tvm_vm *vm)
 {
-    for (uint32_t i = 0; i < vm->nmodules; i++)
-        vm_module_free(vm->modules[i]);
-    free(vm->modules);
+    /* Exports first: telling natives (owned by their entry) from module
+     * functions reads the FuncInfos, which the modules own. */
     for (uint32_t i = 0; i < vm->export_cap; i++) {
         Export *e = vm->export_buckets[i];
         while (e) {
@@ -294,6 +293,9 @@ void vm_modules_destroy(tvm_vm *vm)
         }
     }
     free(vm->export_buckets);
+    for (uint32_t i = 0; i < vm->nmodules; i++)
+        vm_module_free(vm->modules[i]);
+    free(vm->modules);
     pthread_mutex_destroy(&vm->code_lock);
     pthread_mutex_destroy(&vm->export_lock);
 }

@@ -1,0 +1,43 @@
+/*
+ * tests/unit/helpers.h - shared helpers for the unit tests.
+ */
+#ifndef TESTS_UNIT_HELPERS_H
+#define TESTS_UNIT_HELPERS_H
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "include/tracevm.h"
+
+/* Loads `src` as module text; fails the test on error. */
+static inline void load_ok(tvm_vm *vm, const char *name, const char *src)
+{
+    tvm_error err;
+    tvm_status st = tvm_load_string(vm, name, src, strlen(src), &err);
+    cr_assert_eq(st, TVM_OK, "load failed: %s", err.message);
+}
+
+/* Calls mod:fun with integer args; returns the status and formats the
+ * result (or the exception) into out. */
+static inline tvm_status call_fmt(tvm_env *env, const char *mod, const char *fun,
+                                  int argc, const int64_t *args, char *out, size_t size)
+{
+    tvm_term a[8], r;
+    for (int i = 0; i < argc; i++)
+        cr_assert_eq(tvm_make_int(env, args[i], &a[i]), TVM_OK);
+    tvm_status st = tvm_call(env, mod, fun, argc, a, &r);
+    if (st == TVM_OK) {
+        tvm_format_term(env, r, out, size);
+    } else if (st == TVM_EXCEPTION) {
+        tvm_term c, reason;
+        tvm_get_exception(env, &c, &reason);
+        char cb[64], rb[512];
+        tvm_format_term(env, c, cb, sizeof cb);
+        tvm_format_term(env, reason, rb, sizeof rb);
+        snprintf(out, size, "%s:%s", cb, rb);
+    }
+    return st;
+}
+
+#endif /* TESTS_UNIT_HELPERS_H */

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# tools/setup.sh -- install the Debian packages tracevm needs.
+#
+#   tools/setup.sh           build and test dependencies
+#   tools/setup.sh --bench   also the peers the benchmarks compare against
+#
+# Idempotent and quick: it asks dpkg what is missing and runs apt-get only
+# for that.  Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+pkgs=(
+    gcc python3 pkg-config scons     # toolchain and build
+    libatomic-ops-dev liburcu-dev     # atomics wrapper, QSBR thread progress
+    libunwind-dev libelf-dev libdw-dev  # stack capture and symbolization
+    libcriterion-dev                  # unit tests
+    spin babeltrace2                  # protocol model, CTF checks
+    gdb                               # fiber unwinding tests
+)
+if [[ "${1:-}" == "--bench" ]]; then
+    pkgs+=(lua5.4 erlang-base valgrind hyperfine)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+    exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+    sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
