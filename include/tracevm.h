@@ -45,7 +45,8 @@ typedef enum tvm_status {
     TVM_ERR_IO,        /* a file could not be read */
     TVM_ERR_BADARG,    /* an API argument is invalid (NULL, out of range, ...) */
     TVM_ERR_TYPE,      /* a term is not of the type asked for */
-    TVM_ERR_NOTFOUND,  /* no such module or function */
+    TVM_ERR_NOTFOUND,  /* nothing to return (e.g. no pending exception); an
+                        * undefined function is an exception, error:undef */
     TVM_ERR_EXISTS,    /* the name is already taken */
     TVM_ERR_LIMIT,     /* a size limit was exceeded */
 } tvm_status;
@@ -139,7 +140,8 @@ tvm_vm *tvm_env_vm(tvm_env *env);
 tvm_status tvm_call(tvm_env *env, const char *mod, const char *fun, int argc,
                     const tvm_term *argv, tvm_term *result);
 
-/* The pending exception's class (error | throw | exit) and reason. */
+/* The pending exception's class (error | throw | exit) and reason;
+ * TVM_ERR_NOTFOUND if the last call did not end in an exception. */
 tvm_status tvm_get_exception(tvm_env *env, tvm_term *cls, tvm_term *reason);
 
 /* The pending exception's stack trace as a list of {M, F, Arity, [{file, F}, {line, L}]}. */
@@ -178,6 +180,14 @@ tvm_status tvm_make_cons(tvm_env *env, tvm_term head, tvm_term tail, tvm_term *o
 tvm_term tvm_nil(tvm_env *env);
 
 /*
+ * Handles live as long as their env; a long-running host frees them in
+ * scopes: mark = tvm_handles_mark(env); ... tvm_handles_release(env, mark)
+ * drops every handle made after the mark (earlier ones stay valid).
+ */
+size_t tvm_handles_mark(tvm_env *env);
+void tvm_handles_release(tvm_env *env, size_t mark);
+
+/*
  * Parses a term from text in the assembly's literal syntax: 42, -7, ok,
  * 'Quoted', "string", [1, 2], {a, b}, [] (TVM_ERR_BADARG with a message
  * in err on a syntax error).
@@ -191,6 +201,7 @@ tvm_status tvm_parse_term(tvm_env *env, const char *text, tvm_term *out,
 typedef enum tvm_type {
     TVM_T_INT, TVM_T_ATOM, TVM_T_NIL, TVM_T_CONS, TVM_T_TUPLE,
     TVM_T_BINARY, TVM_T_FUN, TVM_T_PID,
+    TVM_T_INVALID,  /* not a valid handle of this env */
 } tvm_type;
 
 tvm_type tvm_type_of(tvm_env *env, tvm_term t);

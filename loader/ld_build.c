@@ -113,18 +113,26 @@ static void check_operand(FnCheck *c, PInstr *pi, int fld)
     char b1[300];
     switch (o->kind) {
     case 'R':
+        /* -1 (a number too big to keep, which the parser reported) passes. */
         if (o->ival >= c->f->nregs)
             ld_error(c->d, o->line, o->col,
                      "register r%lld out of range: %s has %u registers", (long long)o->ival,
                      c->fa, c->f->nregs);
         break;
     case 'I':
-    case 'N':
+    case 'N': {
+        /* Named by position, as the parser's messages do ("operand 2 of"),
+         * and the value after it, so neither is taken for the other. */
+        int pos = 0;
+        for (int k = 0; k <= fld; k++)
+            if (vm_opinfo[pi->op].fmt[k] != '-')
+                pos++;
         if (o->ival < field_min(fld, o->kind) || o->ival > field_max(fld, o->kind))
-            ld_error(c->d, o->line, o->col, "operand %lld of '%s' out of range %lld..%lld",
-                     (long long)o->ival, mn, (long long)field_min(fld, o->kind),
+            ld_error(c->d, o->line, o->col, "operand %d of '%s' is %lld, out of range %lld..%lld",
+                     pos, mn, (long long)o->ival, (long long)field_min(fld, o->kind),
                      (long long)field_max(fld, o->kind));
         break;
+    }
     case 'L': {
         const PLabel *l = find_label(c->f, o->label);
         if (!l) {
@@ -134,7 +142,10 @@ static void check_operand(FnCheck *c, PInstr *pi, int fld)
         if (l->index >= c->f->ncode)
             break; /* reported once, at the label */
         uint32_t target = c->f->code[l->index].offset;
-        if (pi->op != OP_JUMP && target <= pi->offset)
+        if (pi->op == OP_TRY && target <= pi->offset)
+            ld_error(c->d, o->line, o->col,
+                     "handler '%s' of 'try' must come after the 'try'", o->label);
+        else if (pi->op != OP_JUMP && target <= pi->offset)
             ld_error(c->d, o->line, o->col,
                      "conditional branch to '%s' goes backward; close loops with 'jump'",
                      o->label);
@@ -164,25 +175,28 @@ static void check_rule(FnCheck *c, PInstr *pi)
     const OpInfo *oi = &vm_opinfo[pi->op];
     uint64_t a = (uint64_t)pi->ops[0].ival, b = (uint64_t)pi->ops[1].ival;
     uint64_t cc = (uint64_t)pi->ops[2].ival, n = c->f->nregs;
+    /* Each rule checks a span from a base register; a base that is itself
+     * out of range was reported by check_operand, once is enough.  (A base
+     * of -1, already reported by the parser, is huge here.) */
     switch (oi->rule) {
     case R_SPAN_CB:
-        if (b > 0 && cc + b > n)
+        if (b > 0 && cc < n && cc + b > n)
             reg_range_error(c, pi, "reads registers", cc, cc + b - 1);
         break;
     case R_TRY:
-        if (a + 3 > n)
+        if (a < n && a + 3 > n)
             reg_range_error(c, pi, "writes registers", a, a + 2);
         break;
     case R_ARGS_B:
-        if (pi->ops[3].arity > 0 && b + pi->ops[3].arity > n)
+        if (pi->ops[3].arity > 0 && b < n && b + pi->ops[3].arity > n)
             reg_range_error(c, pi, "passes arguments in", b, b + pi->ops[3].arity - 1);
         break;
     case R_ARGS_A:
-        if (pi->ops[3].arity > 0 && a + pi->ops[3].arity > n)
+        if (pi->ops[3].arity > 0 && a < n && a + pi->ops[3].arity > n)
             reg_range_error(c, pi, "passes arguments in", a, a + pi->ops[3].arity - 1);
         break;
     case R_CALLF:
-        if (b + cc + 1 > n)
+        if (b < n && b + cc + 1 > n)
             reg_range_error(c, pi, "reads the fun and its arguments from", b, b + cc);
         break;
     default:
@@ -194,11 +208,9 @@ static void check_function(PModule *pm, PFunc *f, Diag *d)
 {
     FnCheck c = { pm, f, d, { 0 } };
     fa_str(f->name, f->arity, c.fa, sizeof c.fa);
-    if (f->nregs > VM_MAX_REGS) {
-        ld_error(d, f->line, f->col, "function %s declares %u registers (at most %d)", c.fa,
-                 f->nregs, VM_MAX_REGS);
-        return;
-    }
+    if (f->bad_header)
+        return; /* no register count (the parser reported why, and checks
+                   a count above VM_MAX_REGS) */
     if (f->arity > f->nregs) {
         ld_error(d, f->line, f->col, "function %s declares %u registers but takes %u arguments",
                  c.fa, f->nregs, f->arity);
@@ -207,7 +219,8 @@ static void check_function(PModule *pm, PFunc *f, Diag *d)
     if (!f->ended)
         return; /* truncated: already reported */
     if (f->ncode == 0) {
-        ld_error(d, f->line, f->col, "function %s has no instructions", c.fa);
+        if (!f->dropped)
+            ld_error(d, f->line, f->col, "function %s has no instructions", c.fa);
         return;
     }
     uint64_t off = 1; /* instruction 0 is ENTER */
@@ -226,7 +239,7 @@ static void check_function(PModule *pm, PFunc *f, Diag *d)
         if (first != l)
             ld_error(d, l->line, l->col, "duplicate label '%s' (first at line %d)", l->name,
                      first->line);
-        else if (l->index >= f->ncode)
+        else if (l->index >= f->ncode && !f->dropped)
             ld_error(d, l->line, l->col, "label '%s' is not followed by an instruction",
                      l->name);
     }
@@ -237,8 +250,10 @@ static void check_function(PModule *pm, PFunc *f, Diag *d)
                 check_operand(&c, pi, fld);
         check_rule(&c, pi);
     }
+    /* If a line was left out (it may have been the final 'ret'), the last
+     * instruction that parsed says nothing about falling off the end. */
     const PInstr *last = &f->code[f->ncode - 1];
-    if (!(vm_opinfo[last->op].flags & OPF_TERM))
+    if (!(vm_opinfo[last->op].flags & OPF_TERM) && !f->dropped)
         ld_error(d, last->line, last->col,
                  "%s can fall off its end: the last instruction '%s' is not a ret, jump, "
                  "tailcall or raise", c.fa, vm_opinfo[last->op].name);

@@ -1,9 +1,10 @@
 /*
  * loader/ld_disasm.c - the disassembler, driven by the opcode table.
  *
- * Output is valid input to the assembler for every non-internal
- * instruction, except that labels are written as @OFFSET (the word offset
- * of the target) and each line carries its offset and source line.
+ * One line per instruction: word offset, mnemonic, operands (registers as
+ * rN, branch targets as @OFFSET, literals in Erlang syntax) and the source
+ * line.  It is for reading, not re-assembly: `enter` is internal and
+ * binaries print as <<"...">>.
  */
 #include "loader/loader.h"
 

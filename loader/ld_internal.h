@@ -92,6 +92,9 @@ typedef struct PFunc {
     uint32_t nlabels, labels_cap;
     bool exported;
     bool ended;
+    bool bad_header;    /* 'regs N' missing or invalid: the body is not verified */
+    bool dropped;       /* a body line failed to parse and was left out, so
+                           checks of the code as a whole would be spurious */
 } PFunc;
 
 typedef struct PExport {

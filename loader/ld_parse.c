@@ -34,10 +34,14 @@ typedef struct Parser {
     Lexer *lx;
     Token t;
     PModule *pm;
+    int prev_line, prev_end;   /* where the last token next() consumed ends */
 } Parser;
 
 static void next(Parser *ps)
 {
+    /* Tokens never span lines, so the end is on the token's own line. */
+    ps->prev_line = ps->t.line;
+    ps->prev_end = ps->t.col + (int)ps->t.n;
     ld_token_free(&ps->t);
     ld_lex_next(ps->lx, &ps->t);
 }
@@ -241,6 +245,12 @@ static bool lp_seq(LitParser *lp, char close, Term **elems, size_t *n, Term *tai
             lp_next(lp);
             if (!lp_term(lp, tail))
                 return false;
+            /* The tail is the last thing in a list: no ',' after it. */
+            if (lp->t->kind == T_PUNCT && lp->t->punct == ']') {
+                lp_next(lp);
+                return true;
+            }
+            return lp_error(lp, "']' after the tail of the list");
         }
         if (lp->t->kind == T_PUNCT && lp->t->punct == close) {
             lp_next(lp);
@@ -349,12 +359,24 @@ static bool parse_register(Parser *ps, Operand *o)
     if (t->kind != T_IDENT || t->n < 2 || t->s[0] != 'r')
         return false;
     int64_t v = 0;
+    bool huge = false;
     for (size_t i = 1; i < t->n; i++) {
         if (t->s[i] < '0' || t->s[i] > '9')
             return false;
         v = v * 10 + (t->s[i] - '0');
-        if (v > 100000000)
-            v = 100000000;
+        if (v > FIELD_C_MAX) {
+            huge = true;
+            v = FIELD_C_MAX;
+        }
+    }
+    if (huge) {
+        /* Wider than any field, so out of range in any function; reported
+         * here with the number as written (the verifier would print the
+         * clamped one).  -1 tells the verifier it has been reported. */
+        ld_error(diag(ps), t->line, t->col,
+                 "register %.*s out of range: a function has at most %d registers",
+                 (int)t->n, t->s, VM_MAX_REGS);
+        v = -1;
     }
     o->ival = v;
     next(ps);
@@ -428,8 +450,18 @@ static PInstr *add_instr(PFunc *f)
     return pi;
 }
 
-/* Parses an instruction whose mnemonic is the current token. */
-static void parse_instr(Parser *ps, PFunc *f)
+/* Takes back the instruction add_instr() just made (it did not parse); frees
+ * the label name an operand may already hold. */
+static void drop_instr(PFunc *f)
+{
+    PInstr *pi = &f->code[--f->ncode];
+    for (int k = 0; k < 4; k++)
+        free(pi->ops[k].label);
+}
+
+/* Parses an instruction whose mnemonic is the current token.  Returns false
+ * (after reporting) if the line is left out of the function's code. */
+static bool parse_instr(Parser *ps, PFunc *f)
 {
     char buf[64];
     int op = vm_opcode_lookup(ps->t.s, (unsigned)ps->t.n);
@@ -437,14 +469,14 @@ static void parse_instr(Parser *ps, PFunc *f)
         ld_error(diag(ps), ps->t.line, ps->t.col, "unknown instruction %s",
                  ld_tok_desc(&ps->t, buf, sizeof buf));
         skip_line(ps);
-        return;
+        return false;
     }
     const OpInfo *oi = &vm_opinfo[op];
     if (oi->flags & OPF_INTERNAL) {
         ld_error(diag(ps), ps->t.line, ps->t.col,
                  "'%s' is made by the VM and cannot be written in assembly", oi->name);
         skip_line(ps);
-        return;
+        return false;
     }
     PInstr *pi = add_instr(f);
     pi->op = op;
@@ -461,39 +493,44 @@ static void parse_instr(Parser *ps, PFunc *f)
         if (k == '-')
             continue;
         pos++;
+        /* A missing operand is reported just after the last thing written,
+         * not at the end of the line, which may be after a comment. */
         if (pos > 1) {
             if (!is_punct(&ps->t, ',')) {
                 if (at_eol(&ps->t))
-                    ld_error(diag(ps), ps->t.line, ps->t.col,
+                    ld_error(diag(ps), ps->prev_line, ps->prev_end,
                              "'%s' takes %d operands, got %d", oi->name, nops, pos - 1);
                 else
                     error_got(ps, "','");
-                f->ncode--;
+                drop_instr(f);
                 skip_line(ps);
-                return;
+                return false;
             }
             next(ps);
         } else if (at_eol(&ps->t)) {
-            ld_error(diag(ps), ps->t.line, ps->t.col, "'%s' takes %d operands, got 0",
-                     oi->name, nops);
-            f->ncode--;
-            return;
+            ld_error(diag(ps), ps->prev_line, ps->prev_end, "'%s' takes %d operand%s, got 0",
+                     oi->name, nops, nops == 1 ? "" : "s");
+            drop_instr(f);
+            return false;
         }
         if (!parse_operand(ps, k, &pi->ops[fld], pos, oi->name)) {
-            f->ncode--;
+            drop_instr(f);
             skip_line(ps);
-            return;
+            return false;
         }
     }
     if (!at_eol(&ps->t)) {
-        if (is_punct(&ps->t, ','))
+        /* With no operands at all, whatever follows is one too many. */
+        if (is_punct(&ps->t, ',') || nops == 0)
             ld_error(diag(ps), ps->t.line, ps->t.col, "'%s' takes %d operand%s, got more",
                      oi->name, nops, nops == 1 ? "" : "s");
         else
             error_got(ps, "end of line");
-        f->ncode--;
+        drop_instr(f);
         skip_line(ps);
+        return false;
     }
+    return true;
 }
 
 static void add_label(Parser *ps, PFunc *f, const Token *name)
@@ -513,29 +550,22 @@ static void parse_body(Parser *ps, PFunc *f)
         while (ps->t.kind == T_NL)
             next(ps);
         if (ps->t.kind == T_EOF) {
-            ld_error(diag(ps), ps->t.line, ps->t.col,
-                     "unexpected end of file: function starting at line %d is missing 'end'",
-                     f->line);
-            return;
-        }
-        if (is_word(&ps->t, "end")) {
-            next(ps);
-            f->ended = true;
-            expect_eol(ps);
-            return;
-        }
-        if (is_word(&ps->t, "function") || is_word(&ps->t, "module") ||
-            is_word(&ps->t, "export")) {
-            ld_error(diag(ps), ps->t.line, ps->t.col,
-                     "function starting at line %d is missing 'end'", f->line);
+            /* After a NUL byte the lexer reports end of file; the NUL was
+             * the one error for the file. */
+            if (!ps->lx->dead)
+                ld_error(diag(ps), ps->t.line, ps->t.col,
+                         "unexpected end of file: function starting at line %d is missing 'end'",
+                         f->line);
             return;
         }
         if (ps->t.kind != T_IDENT) {
             error_got(ps, "an instruction or a label");
+            f->dropped = true;
             skip_line(ps);
             continue;
         }
-        /* A label is IDENT ':' at the start of a line. */
+        /* A label is IDENT ':' at the start of a line.  Looked for before the
+         * keywords, so that any identifier (even 'end') can name a label. */
         Token first = ps->t;
         ps->t.str = NULL;
         Lexer save = *ps->lx;
@@ -557,8 +587,32 @@ static void parse_body(Parser *ps, PFunc *f)
         diag(ps)->out->len = save_len;
         diag(ps)->out->s[save_len] = '\0';
         ps->t = first;
-        parse_instr(ps, f);
+        if (is_word(&ps->t, "end")) {
+            next(ps);
+            f->ended = true;
+            expect_eol(ps);
+            return;
+        }
+        if (is_word(&ps->t, "function") || is_word(&ps->t, "module") ||
+            is_word(&ps->t, "export")) {
+            ld_error(diag(ps), ps->t.line, ps->t.col,
+                     "function starting at line %d is missing 'end'", f->line);
+            return;
+        }
+        if (!parse_instr(ps, f))
+            f->dropped = true;
     }
+}
+
+static void pfunc_free(PFunc *f)
+{
+    for (uint32_t j = 0; j < f->ncode; j++)
+        for (int k = 0; k < 4; k++)
+            free(f->code[j].ops[k].label);
+    for (uint32_t j = 0; j < f->nlabels; j++)
+        free(f->labels[j].name);
+    free(f->code);
+    free(f->labels);
 }
 
 static void parse_function(Parser *ps)
@@ -570,7 +624,8 @@ static void parse_function(Parser *ps)
     memset(&fn, 0, sizeof fn);
     fn.line = line;
     fn.col = col;
-    bool ok = parse_name(ps, &fn.name, "a function name") && parse_arity(ps, &fn.arity);
+    bool named = parse_name(ps, &fn.name, "a function name") && parse_arity(ps, &fn.arity);
+    bool ok = named;
     if (ok) {
         if (!is_word(&ps->t, "regs")) {
             error_got(ps, "'regs'");
@@ -580,8 +635,14 @@ static void parse_function(Parser *ps)
             if (ps->t.kind != T_INT || ps->t.ival < 0) {
                 error_got(ps, "a register count");
                 ok = false;
+            } else if (ps->t.ival > VM_MAX_REGS) {
+                /* Checked here, where the number as written is known. */
+                ld_error(diag(ps), ps->t.line, ps->t.col,
+                         "register count %lld out of range 0..%d",
+                         (long long)ps->t.ival, VM_MAX_REGS);
+                ok = false;
             } else {
-                fn.nregs = ps->t.ival > 0xffffff ? 0xffffff : (uint32_t)ps->t.ival;
+                fn.nregs = (uint32_t)ps->t.ival;
                 next(ps);
                 ok = expect_eol(ps);
             }
@@ -589,7 +650,16 @@ static void parse_function(Parser *ps)
     }
     if (!ok)
         skip_line(ps);
+    /* With the register count unknown, verifying the body would only report
+     * errors that are not there. */
+    fn.bad_header = !ok;
     parse_body(ps, &fn);
+    if (!named) {
+        /* Nothing can refer to a function without a name and arity, and
+         * keeping it (as false/0) would make spurious duplicates. */
+        pfunc_free(&fn);
+        return;
+    }
     if (pm->nfuncs == pm->funcs_cap) {
         pm->funcs_cap = pm->funcs_cap ? pm->funcs_cap * 2 : 16;
         pm->funcs = vm_realloc(pm->funcs, pm->funcs_cap * sizeof(PFunc));
@@ -644,7 +714,7 @@ static void parse_module(Parser *ps)
 
 void ld_parse(tvm_vm *vm, Lexer *lx, PModule *pm)
 {
-    Parser ps = { vm, lx, { 0 }, pm };
+    Parser ps = { vm, lx, { 0 }, pm, 0, 0 };
     ld_lex_next(lx, &ps.t);
     for (;;) {
         while (ps.t.kind == T_NL)
@@ -659,7 +729,14 @@ void ld_parse(tvm_vm *vm, Lexer *lx, PModule *pm)
             parse_function(&ps);
         } else {
             error_got(&ps, "'module', 'export' or 'function'");
-            skip_line(&ps);
+            /* Resume at the next directive: after a misspelt 'function' each
+             * line of its body (and its 'end') would report this again. */
+            do {
+                skip_line(&ps);
+                while (ps.t.kind == T_NL)
+                    next(&ps);
+            } while (ps.t.kind != T_EOF && !is_word(&ps.t, "module") &&
+                     !is_word(&ps.t, "export") && !is_word(&ps.t, "function"));
         }
     }
     ld_token_free(&ps.t);
@@ -667,16 +744,8 @@ void ld_parse(tvm_vm *vm, Lexer *lx, PModule *pm)
 
 void ld_pmodule_free(PModule *pm)
 {
-    for (uint32_t i = 0; i < pm->nfuncs; i++) {
-        PFunc *f = &pm->funcs[i];
-        for (uint32_t j = 0; j < f->ncode; j++)
-            for (int k = 0; k < 4; k++)
-                free(f->code[j].ops[k].label);
-        for (uint32_t j = 0; j < f->nlabels; j++)
-            free(f->labels[j].name);
-        free(f->code);
-        free(f->labels);
-    }
+    for (uint32_t i = 0; i < pm->nfuncs; i++)
+        pfunc_free(&pm->funcs[i]);
     free(pm->funcs);
     free(pm->exports);
 }

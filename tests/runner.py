@@ -12,6 +12,8 @@ Kinds of tests:
     stdout and stderr must match exactly (all lines, in order).
   * bad inputs: tests/bad/NAME.tasm with NAME.expect holding the exact
     stderr of `tracevm check`; the exit status must be 1.
+  * stress programs: tests/stress/stress_*.c, plain programs with threads
+    (exit 0 passes); they are what `mode=tsan` is for.
   * shell tests: tests/sh/*.sh, run with TRACEVM and EMBED in the
     environment; exit status 0 passes.
 
@@ -155,6 +157,20 @@ def bad_tests(t, tracevm):
             t.ok(name)
 
 
+def stress_tests(t, progs):
+    for prog in progs:
+        name = 'stress/' + os.path.basename(prog)
+        if not t.wanted(name):
+            continue
+        r = run([prog])
+        if r is None:
+            t.fail(name, 'timeout')
+        elif r.returncode != 0:
+            t.fail(name, 'exit %d\n%s' % (r.returncode, r.stderr.decode(errors='replace')[-3000:]))
+        else:
+            t.ok(name)
+
+
 def shell_tests(t, tracevm, embed):
     env = dict(os.environ, TRACEVM=tracevm, EMBED=embed)
     for path in sorted(glob.glob(os.path.join(ROOT, 'tests/sh/*.sh'))):
@@ -171,9 +187,10 @@ def shell_tests(t, tracevm, embed):
             t.ok(name)
 
 
-def main(env, units, tracevm, embed):
+def main(env, units, stress, tracevm, embed):
     t = Tally(env['filter'])
     unit_tests(t, units)
+    stress_tests(t, stress)
     e2e_tests(t, tracevm)
     bad_tests(t, tracevm)
     shell_tests(t, tracevm, embed)

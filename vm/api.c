@@ -72,7 +72,7 @@ tvm_status tvm_register_native(tvm_vm *vm, const char *mod, const char *fun,
         err->message[0] = '\0';
     }
     if (!vm || !mod || !fun || !fn)
-        return fail(err, TVM_ERR_BADARG, "tvm_register_native: NULL argument%s%s%d", "", "", 0);
+        return fail(err, TVM_ERR_BADARG, "tvm_register_native: NULL argument%s%s", "", "", 0);
     if (arity < 0 || arity > VM_MAX_ARITY)
         return fail(err, TVM_ERR_BADARG, "tvm_register_native: %s:%s/%d: arity out of range 0..255",
                     mod, fun, arity);

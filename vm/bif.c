@@ -247,6 +247,9 @@ NATIVE_FN(bif_binary_to_integer)
     char buf[32];
     memcpy(buf, binary_bytes(b), binary_size(b));
     buf[binary_size(b)] = '\0';
+    /* Only an optional '-' and digits: strtoll alone would skip spaces and '+'. */
+    if (!((buf[0] >= '0' && buf[0] <= '9') || (buf[0] == '-' && buf[1] >= '0' && buf[1] <= '9')))
+        BADARG();
     char *end;
     long long v = strtoll(buf, &end, 10);
     if (*end || end == buf || !small_fits(v))
@@ -372,9 +375,19 @@ NATIVE_FN(bif_apply3)
 NATIVE_FN(bif_apply2)
 {
     SETUP();
-    if (!term_is_fun(ARG(0)))
+    Term fun = ARG(0);
+    long n = list_length(ARG(1));
+    if (n < 0)
         BADARG();
-    return apply_export(p, fun_export(ARG(0)), ARG(1), result);
+    if (!term_is_fun(fun)) {
+        Term e[2] = { make_atom(ATOM_BADFUN), fun };
+        return raise_error(p, vm_make_tuple(p, 2, e));
+    }
+    if ((uint32_t)n != fun_export(fun)->arity) {
+        Term e[2] = { make_atom(ATOM_BADARITY), fun };
+        return raise_error(p, vm_make_tuple(p, 2, e));
+    }
+    return apply_export(p, fun_export(fun), ARG(1), result);
 }
 
 /* ==== lists ==== */

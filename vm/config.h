@@ -58,6 +58,16 @@
 #define VM_MAX_REGS 1024
 #endif
 
+/*
+ * VM_MAX_NESTING: nested activations (a native calling back into VM code,
+ * which calls a native that calls back, ...) one process may stack.  Each
+ * costs a few KiB of C stack; beyond the limit the call raises
+ * `system_limit` instead of overflowing the native stack.
+ */
+#ifndef VM_MAX_NESTING
+#define VM_MAX_NESTING 256
+#endif
+
 /* VM_MAX_ARITY: arguments one function may take. */
 #ifndef VM_MAX_ARITY
 #define VM_MAX_ARITY 255

@@ -60,6 +60,7 @@ tvm_status tvm_call(tvm_env *env, const char *mod, const char *fun, int argc,
         args[i] = vm_root_get(p, argv[i]);
     }
     Export *e = vm_export_get(p->vm, m, f, (uint32_t)argc);
+    p->exc_pending = false;
     Term res;
     tvm_status st = vm_execute(p, vm_export_target(p->vm, e), argc, args, &res);
     if (st == TVM_OK) {
@@ -79,6 +80,8 @@ tvm_status tvm_get_exception(tvm_env *env, tvm_term *cls, tvm_term *reason)
 {
     if (!ENV_OK(env) || !cls || !reason)
         return TVM_ERR_BADARG;
+    if (!env->p->exc_pending)
+        return TVM_ERR_NOTFOUND;
     *cls = vm_root_push(env->p, env->p->exc_class);
     *reason = vm_root_push(env->p, env->p->exc_reason);
     return TVM_OK;
@@ -88,6 +91,8 @@ tvm_status tvm_get_stacktrace(tvm_env *env, tvm_term *trace)
 {
     if (!ENV_OK(env) || !trace)
         return TVM_ERR_BADARG;
+    if (!env->p->exc_pending)
+        return TVM_ERR_NOTFOUND;
     Term t = vm_exception_trace_term(env->p);
     *trace = vm_root_push(env->p, t);
     return TVM_OK;
@@ -115,8 +120,11 @@ void vm_format_exception(Process *p, StrBuf *sb)
 
 size_t tvm_format_exception(tvm_env *env, char *buf, size_t size)
 {
-    if (!ENV_OK(env))
+    if (!ENV_OK(env) || !env->p->exc_pending) {
+        if (size)
+            buf[0] = '\0';
         return 0;
+    }
     StrBuf sb;
     sb_init(&sb);
     vm_format_exception(env->p, &sb);
@@ -130,6 +138,7 @@ void tvm_clear_exception(tvm_env *env)
     if (!ENV_OK(env))
         return;
     env->p->exc_class = env->p->exc_reason = TERM_NIL;
+    env->p->exc_pending = false;
     env->p->exc_trace_term = THE_NONE;
     env->p->exc_depth = 0;
 }
@@ -269,6 +278,17 @@ tvm_status tvm_make_cons(tvm_env *env, tvm_term head, tvm_term tail, tvm_term *o
     return TVM_OK;
 }
 
+size_t tvm_handles_mark(tvm_env *env)
+{
+    return ENV_OK(env) ? env->p->nroots : 0;
+}
+
+void tvm_handles_release(tvm_env *env, size_t mark)
+{
+    if (ENV_OK(env) && mark <= env->p->nroots)
+        env->p->nroots = (uint32_t)mark;
+}
+
 tvm_term tvm_nil(tvm_env *env)
 {
     return vm_root_push(env->p, TERM_NIL);
@@ -279,7 +299,7 @@ tvm_term tvm_nil(tvm_env *env)
 tvm_type tvm_type_of(tvm_env *env, tvm_term t)
 {
     if (!ENV_OK(env) || !handle_ok(env->p, t))
-        return TVM_T_NIL;
+        return TVM_T_INVALID;
     Term v = vm_root_get(env->p, t);
     if (term_is_small(v)) return TVM_T_INT;
     if (term_is_atom(v)) return TVM_T_ATOM;

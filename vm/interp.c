@@ -107,8 +107,25 @@ static inline bool lt_terms(Term a, Term b)
     return term_compare(a, b) < 0;
 }
 
+static tvm_status execute(Process *p, const FuncInfo *fn, int argc, const Term *args,
+                          Term *result);
+
 tvm_status vm_execute(Process *p, const FuncInfo *fn, int argc, const Term *args,
                       Term *result)
+{
+    if (p->nesting >= VM_MAX_NESTING) {
+        vm_exception_set(p, make_atom(ATOM_ERROR), make_atom(ATOM_SYSTEM_LIMIT), NULL);
+        return TVM_EXCEPTION;
+    }
+    p->nesting++;
+    tvm_status st = execute(p, fn, argc, args, result);
+    p->nesting--;
+    return st;
+}
+
+/* One activation (see the file comment); vm_execute() bounds the nesting. */
+static tvm_status execute(Process *p, const FuncInfo *fn, int argc, const Term *args,
+                          Term *result)
 {
     /* ---- set up the activation: entry frame, then fn's frame ---- */
     uint32_t base0 = 0;
@@ -379,7 +396,7 @@ arith:
         tvm_term argv[VM_MAX_ARITY];
         for (uint32_t i = 0; i < fi->arity; i++)
             argv[i] = vm_root_push(p, reg[i]);
-        tvm_term res = { 0 };
+        tvm_term res = { UINT32_MAX }; /* a native that sets no result gets badarg */
         f->pc = pc;
         tvm_status st = fi->native(&p->env, fi->arity, argv, &res, fi->native_data);
         RELOAD();
@@ -389,7 +406,7 @@ arith:
             goto do_return;
         }
         p->nroots = rbase;
-        if (st != TVM_EXCEPTION)
+        if (st != TVM_EXCEPTION || !p->exc_pending)
             RAISE_ERROR(make_atom(ATOM_BADARG));
         goto unwind;
     }
@@ -435,6 +452,7 @@ unwind:
     if (p->nhandlers > p->frames[entry].hbase &&
         p->handlers[p->nhandlers - 1].frame > entry) {
         Handler h = p->handlers[--p->nhandlers];
+        p->exc_pending = false;
         p->nframes = h.frame + 1;
         RELOAD();
         Term trace = vm_exception_trace_term(p);

@@ -103,6 +103,7 @@ void vm_exception_set(Process *p, Term cls, Term reason, const Instr *top_pc)
 {
     p->exc_class = cls;
     p->exc_reason = reason;
+    p->exc_pending = true;
     p->exc_trace_term = THE_NONE;
     p->exc_depth = 0;
     const Instr *pc = top_pc;
@@ -112,8 +113,12 @@ void vm_exception_set(Process *p, Term cls, Term reason, const Instr *top_pc)
             p->exc_trace[p->exc_depth++] =
                 (RawFrame){ f->fn, pc ? vm_func_line(f->fn, pc) : 0 };
         }
-        /* The frame below resumes at its saved pc; the call is just before. */
-        pc = i > 0 ? p->frames[i - 1].pc - 1 : NULL;
+        /* The frame below resumes at its saved pc; the call is just before
+         * it.  Entry frames and natives have no line to find. */
+        const Frame *below = i > 0 ? &p->frames[i - 1] : NULL;
+        pc = below && below->kind == FRAME_CALL && below->fn && !below->fn->native && below->pc
+                 ? below->pc - 1
+                 : NULL;
     }
 }
 

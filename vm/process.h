@@ -85,6 +85,9 @@ struct Process {
     Term *roots;
     uint32_t nroots, roots_cap;
 
+    uint32_t nesting;      /* vm_execute activations running on this process */
+    bool exc_pending;      /* exc_* holds an exception nobody has caught yet */
+
     uint64_t pid;
 };
 

@@ -335,3 +335,75 @@ Test(interp, api_rejects_bad_arguments)
     cr_assert_eq(tvm_get_int(env, r, &v), TVM_ERR_TYPE);
     cr_assert_eq(tvm_new(&(tvm_config){ .stack_limit_words = 10 }), NULL);
 }
+
+/* nest(N): recurses through erlang:apply/2, one nested activation per level. */
+static const char *const nest =
+    "module nest\nexport down/1\n"
+    "function down/1 regs 3\n"
+    "    jeqi r0, 0, done\n"
+    "    addi r2, r0, -1\n"
+    "    loadk r1, []\n"
+    "    cons r2, r2, r1\n"
+    "    loadk r1, fun nest:down/1\n"
+    "    callx r1, r1, erlang:apply/2\n"
+    "    ret r1\n"
+    "done:\n"
+    "    loadk r0, bottom\n"
+    "    ret r0\n"
+    "end\n";
+
+Test(interp, nested_activations_are_bounded_by_system_limit)
+{
+    load_ok(vm, "nest.tasm", nest);
+    char out[256];
+    int64_t n = 100;
+    cr_assert_eq(call_fmt(env, "nest", "down", 1, &n, out, sizeof out), TVM_OK);
+    cr_assert_str_eq(out, "bottom");
+    n = 100000;
+    cr_assert_eq(call_fmt(env, "nest", "down", 1, &n, out, sizeof out), TVM_EXCEPTION);
+    cr_assert_str_eq(out, "error:system_limit");
+}
+
+static tvm_status no_result(tvm_env *e, int argc, const tvm_term *argv, tvm_term *result, void *data)
+{
+    (void)e; (void)argc; (void)argv; (void)result; (void)data;
+    return TVM_OK;
+}
+
+static tvm_status fake_exception(tvm_env *e, int argc, const tvm_term *argv, tvm_term *result,
+                                 void *data)
+{
+    (void)e; (void)argc; (void)argv; (void)result; (void)data;
+    return TVM_EXCEPTION;
+}
+
+Test(interp, misbehaving_natives_raise_badarg)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_register_native(vm, "bad", "nores", 0, no_result, NULL, &err), TVM_OK);
+    cr_assert_eq(tvm_register_native(vm, "bad", "noexc", 0, fake_exception, NULL, &err), TVM_OK);
+    char out[256];
+    cr_assert_eq(call_fmt(env, "bad", "nores", 0, NULL, out, sizeof out), TVM_EXCEPTION);
+    cr_assert_str_eq(out, "error:badarg");
+    cr_assert_eq(call_fmt(env, "bad", "noexc", 0, NULL, out, sizeof out), TVM_EXCEPTION);
+    cr_assert_str_eq(out, "error:badarg");
+    /* After a successful call there is no pending exception. */
+    tvm_term r, c, reason;
+    cr_assert_eq(tvm_call(env, "erlang", "abs", 0, NULL, &r), TVM_EXCEPTION); /* undef */
+    cr_assert_eq(tvm_make_int(env, -3, &c), TVM_OK);
+    cr_assert_eq(tvm_call(env, "erlang", "abs", 1, &c, &r), TVM_OK);
+    cr_assert_eq(tvm_get_exception(env, &c, &reason), TVM_ERR_NOTFOUND);
+}
+
+Test(interp, handles_can_be_released_in_scopes)
+{
+    tvm_term keep, tmp;
+    cr_assert_eq(tvm_make_int(env, 1, &keep), TVM_OK);
+    size_t mark = tvm_handles_mark(env);
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(tvm_make_int(env, i, &tmp), TVM_OK);
+    tvm_handles_release(env, mark);
+    cr_assert_eq(tvm_handles_mark(env), mark);
+    cr_assert_eq(tvm_type_of(env, keep), TVM_T_INT);
+    cr_assert_eq(tvm_type_of(env, tmp), TVM_T_INVALID);
+}
