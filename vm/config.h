@@ -53,6 +53,15 @@
 #define VM_STACK_LIMIT_WORDS (4 * 1024 * 1024)
 #endif
 
+/*
+ * VM_FIBER_STACK_SIZE: native stack of a process's fiber.  Memory is
+ * reserved, not committed: an idle process touches a page or two.  Natives
+ * that recurse deeply or keep large buffers on the stack need more.
+ */
+#ifndef VM_FIBER_STACK_SIZE
+#define VM_FIBER_STACK_SIZE (256 * 1024)
+#endif
+
 /* VM_MAX_REGS: registers one function may declare (fits the A field). */
 #ifndef VM_MAX_REGS
 #define VM_MAX_REGS 1024

@@ -1,0 +1,58 @@
+/*
+ * vm/fiber.h - fibers: native stacks that a process runs on, switched by
+ * an assembly routine (vm/fiber_<arch>.S; the saved-register layout is
+ * documented there).
+ *
+ * Stacks are mmap'd with a guard page below them and kept in a pool for
+ * reuse.  A pool is used by one thread at a time or under the caller's
+ * lock; a Fiber is owned by whoever runs or holds it.
+ */
+#ifndef VM_FIBER_H
+#define VM_FIBER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct Fiber {
+    void *sp;              /* saved stack pointer while switched out */
+    char *stack_lo;        /* usable stack: [stack_lo, stack_hi) */
+    char *stack_hi;
+    struct Fiber *next_free;
+} Fiber;
+
+/* Words saved by vm_fiber_switch (r15 r14 r13 r12 rbx rbp, return address). */
+enum { FIBER_SAVED_RBP = 5, FIBER_SAVED_RIP = 6, FIBER_SAVED_WORDS = 7 };
+
+typedef void (*FiberFn)(void *arg);
+
+/* Saves the running context into *save_sp and resumes the one at next_sp. */
+void vm_fiber_switch(void **save_sp, void *next_sp);
+/* Code bounds of vm_fiber_switch (a sample in there is mid-switch). */
+extern const char vm_fiber_switch_end[];
+/* The bottom frame of every fiber. */
+void vm_fiber_entry(void);
+
+/*
+ * Prepares `f` so that the first vm_fiber_switch() into f->sp runs
+ * fn(arg) on its stack.  fn must never return: it ends by switching away.
+ */
+void vm_fiber_init(Fiber *f, FiberFn fn, void *arg);
+
+typedef struct FiberPool {
+    size_t stack_size;     /* usable bytes per stack (a multiple of the page size) */
+    size_t max_free;       /* stacks kept for reuse; more are unmapped */
+    Fiber *free;
+    size_t nfree;
+    size_t live;           /* stacks handed out and not yet returned */
+} FiberPool;
+
+/* stack_size is rounded up to pages; 0 means VM_FIBER_STACK_SIZE. */
+void vm_fiber_pool_init(FiberPool *pool, size_t stack_size, size_t max_free);
+void vm_fiber_pool_destroy(FiberPool *pool);
+/* A fiber with a fresh or reused stack (aborts if mmap fails). */
+Fiber *vm_fiber_alloc(FiberPool *pool);
+/* Returns a fiber's stack to the pool (its memory is released to the OS
+ * when the pool already keeps max_free stacks). */
+void vm_fiber_free(FiberPool *pool, Fiber *f);
+
+#endif /* VM_FIBER_H */
