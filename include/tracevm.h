@@ -67,6 +67,9 @@ typedef struct tvm_config {
     size_t stack_limit_words;  /* per-process VM stack limit; 0 = default (4 Mi words) */
     size_t heap_min_words;     /* smallest process heap; 0 = default (128 words) */
     void *output;              /* FILE * for io:format and friends; NULL = stdout */
+    int schedulers;            /* scheduler threads; 0 = one per core */
+    size_t fiber_stack_bytes;  /* native stack per process; 0 = default (256 KiB) */
+    bool quiet_crashes;        /* do not print crash reports of processes */
 } tvm_config;
 
 /*
@@ -221,6 +224,64 @@ bool tvm_equal(tvm_env *env, tvm_term a, tvm_term b);
  * NUL-terminated.  Returns the length it needed.
  */
 size_t tvm_format_term(tvm_env *env, tvm_term t, char *buf, size_t size);
+
+/* ------------------------------------------------------------------ */
+/* Processes                                                           */
+/*
+ * Processes run on scheduler threads (started on first use), each on its
+ * own fiber.  A pid names one process for the VM's lifetime (pids are
+ * never reused).
+ */
+
+typedef uint64_t tvm_pid;
+
+/*
+ * Spawns a process running mod:fun(argv...) (arguments are copied).  It
+ * is joinable: its exit is kept until tvm_join() (and no crash report is
+ * printed for it).  Any thread.
+ */
+tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
+                     const tvm_term *argv, tvm_pid *pid);
+
+/*
+ * Waits for a process made by tvm_spawn() to exit.  TVM_OK with its
+ * return value in *result, or TVM_EXCEPTION with the exception that ended
+ * it pending in env (class, reason and stack trace, as after tvm_call).
+ * TVM_ERR_NOTFOUND if pid is not an unjoined tvm_spawn() process.  A
+ * foreign thread blocks; do not call it from a native.
+ */
+tvm_status tvm_join(tvm_env *env, tvm_pid pid, tvm_term *result);
+
+/* Sends a copy of msg to pid; TVM_ERR_NOTFOUND if it is not alive. */
+tvm_status tvm_send(tvm_env *env, tvm_pid pid, tvm_term msg);
+
+tvm_status tvm_make_pid(tvm_env *env, tvm_pid pid, tvm_term *out);
+tvm_status tvm_get_pid(tvm_env *env, tvm_term t, tvm_pid *pid);
+
+/*
+ * From a native running on a process: suspends the process (its native
+ * frames stay on its fiber) and lets the scheduler run others.
+ *   tvm_sleep:   for ms milliseconds.
+ *   tvm_receive: until a message arrives (the oldest is removed and
+ *                returned) or timeout_ms passes (< 0: forever), then
+ *                TVM_ERR_NOTFOUND.
+ * On a call context (an env of tvm_env_new) tvm_sleep blocks the calling
+ * thread and tvm_receive returns TVM_ERR_BADARG.
+ */
+tvm_status tvm_sleep(tvm_env *env, int64_t ms);
+tvm_status tvm_receive(tvm_env *env, int64_t timeout_ms, tvm_term *msg);
+
+/* Blocks until no process is alive.  Any foreign thread. */
+void tvm_wait_idle(tvm_vm *vm);
+
+typedef struct tvm_process_info {
+    tvm_pid pid;
+    const char *state;       /* "runnable", "running", "waiting", "exited" */
+    char function[300];      /* mod:fun/arity it is in ("" while running) */
+} tvm_process_info;
+
+/* Fills up to max entries; returns how many processes are alive. */
+size_t tvm_processes(tvm_vm *vm, tvm_process_info *out, size_t max);
 
 #ifdef __cplusplus
 }

@@ -21,21 +21,25 @@ static const char *const usage_main =
     "usage: tracevm COMMAND [options]\n"
     "\n"
     "commands:\n"
-    "  run FILE... [-e MOD:FUN] [--] [ARG...]   load modules and call a function\n"
+    "  run FILE... [-S N] [-e MOD:FUN] [--] [ARG...]\n"
+    "                                           load modules, run a function as a process\n"
     "  check FILE...                            verify assembly files\n"
     "  dis FILE...                              disassemble assembly files\n"
     "\n"
     "`tracevm COMMAND --help` describes one command.\n";
 
 static const char *const usage_run =
-    "usage: tracevm run FILE... [-e MOD:FUN] [--] [ARG...]\n"
+    "usage: tracevm run FILE... [-S N] [-e MOD:FUN] [--] [ARG...]\n"
     "\n"
-    "Loads every FILE (.tasm), then calls MOD:FUN with the ARGs and prints the\n"
-    "result.  Each ARG is a term in the assembly's literal syntax (42, ok,\n"
+    "Loads every FILE (.tasm), then runs MOD:FUN with the ARGs as the first\n"
+    "process, prints its result when it returns, and exits (other processes\n"
+    "are not waited for).  Each ARG is a term in the assembly's literal syntax (42, ok,\n"
     "'\"text\"', '[1,2]', '{a,b}'); the function's arity is the number of ARGs.\n"
     "Arguments ending in .tasm are files; use -- before ARGs that do too.\n"
     "\n"
     "  -e MOD:FUN   the function to call (default: main in the first file's module)\n"
+    "  -S N         scheduler threads (default: one per core)\n"
+    "  -q           no crash reports for other processes\n"
     "\n"
     "An uncaught exception is printed with its stack trace and the exit\n"
     "status is 1.\n";
@@ -140,6 +144,7 @@ static int cmd_run(int argc, char **argv)
     int nfiles = 0, nargs = 0;
     const char *entry = NULL;
     bool rest = false;
+    tvm_config cfg = { 0 };
     for (int i = 0; i < argc; i++) {
         if (!rest && strcmp(argv[i], "--") == 0) {
             rest = true;
@@ -151,6 +156,19 @@ static int cmd_run(int argc, char **argv)
                 return 2;
             }
             entry = argv[++i];
+        } else if (!rest && strcmp(argv[i], "-S") == 0) {
+            char *end = NULL;
+            long n = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+            if (i + 1 == argc || *end || n < 1 || n > 1024) {
+                fprintf(stderr, "tracevm run: -S needs a number of schedulers 1..1024\n");
+                free(files);
+                free(args);
+                return 2;
+            }
+            cfg.schedulers = (int)n;
+            i++;
+        } else if (!rest && strcmp(argv[i], "-q") == 0) {
+            cfg.quiet_crashes = true;
         } else if (!rest && ends_with(argv[i], ".tasm")) {
             files[nfiles++] = argv[i];
         } else if (!rest && argv[i][0] == '-' && argv[i][1] && !(argv[i][1] >= '0' && argv[i][1] <= '9')) {
@@ -168,7 +186,7 @@ static int cmd_run(int argc, char **argv)
         return usage(usage_run, 2);
     }
 
-    tvm_vm *vm = tvm_new(NULL);
+    tvm_vm *vm = tvm_new(&cfg);
     tvm_env *env = tvm_env_new(vm);
     int status = 0;
     char mod[256] = "", fun[256] = "main";
@@ -208,7 +226,10 @@ static int cmd_run(int argc, char **argv)
     }
     if (status == 0) {
         tvm_term result;
-        tvm_status st = tvm_call(env, mod, fun, nargs, targs, &result);
+        tvm_pid pid;
+        tvm_status st = tvm_spawn(env, mod, fun, nargs, targs, &pid);
+        if (st == TVM_OK)
+            st = tvm_join(env, pid, &result);
         if (st == TVM_OK) {
             size_t need = tvm_format_term(env, result, NULL, 0);
             char *buf = malloc(need + 1);

@@ -10,6 +10,7 @@
 #include "vm/atom.h"
 #include "vm/bif.h"
 #include "vm/module.h"
+#include "vm/sched.h"
 
 tvm_status vm_native_install_locked(tvm_vm *vm, Export *e, FuncInfo *fi);
 
@@ -36,10 +37,16 @@ tvm_vm *tvm_new(const tvm_config *cfg)
     size_t heap = cfg && cfg->heap_min_words ? cfg->heap_min_words : VM_HEAP_MIN_WORDS;
     if (stack < 256 || stack > (1u << 30) || heap < 16 || heap > (1u << 30))
         return NULL;
+    if (cfg && (cfg->schedulers < 0 || cfg->schedulers > 1024 ||
+                (cfg->fiber_stack_bytes && cfg->fiber_stack_bytes < 16384)))
+        return NULL;
     tvm_vm *vm = vm_calloc(1, sizeof(tvm_vm));
     vm->stack_limit = stack;
     vm->heap_min = heap;
     vm->output = cfg ? cfg->output : NULL;
+    vm->schedulers = cfg && cfg->schedulers > 0 ? cfg->schedulers : 0;
+    vm->fiber_stack = cfg ? cfg->fiber_stack_bytes : 0;
+    vm->crash_reports = !(cfg && cfg->quiet_crashes);
     vm_modules_init(vm);
     vm_bifs_register(vm);
     return vm;
@@ -49,6 +56,7 @@ void tvm_destroy(tvm_vm *vm)
 {
     if (!vm)
         return;
+    vm_sched_stop(vm);
     vm_modules_destroy(vm);
     free(vm);
 }

@@ -13,12 +13,13 @@
 #include "vm/heap.h"
 #include "vm/print.h"
 #include "vm/process.h"
+#include "vm/sched.h"
 
 #define NATIVE_FN(name) \
     static tvm_status name(tvm_env *env, int argc, const tvm_term *argv, \
                            tvm_term *result, void *data)
 #define SETUP() \
-    Process *p = env->p; (void)argc; (void)data; (void)result
+    Process *p = env->p; (void)argc; (void)argv; (void)data; (void)result
 #define ARG(i) vm_root_get(p, argv[i])
 #define RETURN(t) do { *result = vm_root_push(p, (t)); return TVM_OK; } while (0)
 
@@ -543,6 +544,78 @@ NATIVE_FN(bif_display)
     RETURN(TERM_TRUE);
 }
 
+/* ==== processes ==== */
+
+NATIVE_FN(bif_self)
+{
+    SETUP();
+    RETURN(p->pid ? make_pid(p->pid) : make_atom(ATOM_UNDEFINED));
+}
+
+NATIVE_FN(bif_spawn3)
+{
+    SETUP();
+    Term m = ARG(0), f = ARG(1), args = ARG(2);
+    long n = list_length(args);
+    if (!term_is_atom(m) || !term_is_atom(f) || n < 0 || n > VM_MAX_ARITY)
+        BADARG();
+    Export *e = vm_export_get(p->vm, atom_value(m), atom_value(f), (uint32_t)n);
+    Term *v = list_to_array(args, n);
+    uint64_t pid = vm_spawn(p->vm, vm_export_target(p->vm, e), (int)n, v, false);
+    free(v);
+    RETURN(make_pid(pid));
+}
+
+NATIVE_FN(bif_send)
+{
+    SETUP();
+    Term to = ARG(0);
+    if (!term_is_pid(to))
+        BADARG();
+    /* Sending to a process that has exited is not an error (as in Erlang). */
+    vm_send(p->vm, pid_value(to), ARG(1));
+    RETURN(ARG(1));
+}
+
+NATIVE_FN(bif_monitor)
+{
+    SETUP();
+    if (ARG(0) != make_atom(ATOM_PROCESS) || !term_is_pid(ARG(1)) || !p->fiber)
+        BADARG();
+    RETURN(make_small((int64_t)vm_proc_monitor(p, pid_value(ARG(1)))));
+}
+
+NATIVE_FN(bif_is_process_alive)
+{
+    SETUP();
+    if (!term_is_pid(ARG(0)))
+        BADARG();
+    bool alive = false;
+    SchedSystem *sys = p->vm->sched;
+    Process *t = sys ? vm_proc_get(sys, pid_value(ARG(0))) : NULL;
+    if (t) {
+        pthread_mutex_lock(&t->lock);
+        alive = t->state != PS_EXITED;
+        pthread_mutex_unlock(&t->lock);
+        vm_proc_put(sys, t);
+    }
+    RETURN(make_bool(alive));
+}
+
+/* timer:sleep(Ms): suspends the process (its native frames stay on its
+ * fiber) through the same API an embedder's native would use. */
+NATIVE_FN(bif_sleep)
+{
+    SETUP();
+    int64_t ms;
+    if (tvm_get_int(env, argv[0], &ms) != TVM_OK || ms < 0)
+        BADARG();
+    tvm_status st = tvm_sleep(env, ms);
+    if (st != TVM_OK)
+        BADARG();
+    RETURN(TERM_OK);
+}
+
 /* ==== registration ==== */
 
 typedef struct BifDef {
@@ -588,6 +661,13 @@ static const BifDef bifs[] = {
     { "lists", "reverse", 2, bif_reverse2 },
     { "lists", "sort", 1, bif_sort },
     { "lists", "seq", 2, bif_seq },
+    { "erlang", "self", 0, bif_self },
+    { "erlang", "spawn", 3, bif_spawn3 },
+    { "erlang", "send", 2, bif_send },
+    { "erlang", "!", 2, bif_send },
+    { "erlang", "monitor", 2, bif_monitor },
+    { "erlang", "is_process_alive", 1, bif_is_process_alive },
+    { "timer", "sleep", 1, bif_sleep },
     { "io", "format", 1, bif_format1 },
     { "io", "format", 2, bif_format2 },
 };

@@ -11,6 +11,19 @@
 
 #include "vm/common.h"
 
+/*
+ * Under AddressSanitizer: a fiber that ends by switching away leaves the
+ * redzones of its last frames poisoned on its stack; a reused stack must
+ * be unpoisoned before new frames are built on it.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define UNPOISON_STACK(f) \
+    ASAN_UNPOISON_MEMORY_REGION((f)->stack_lo, (size_t)((f)->stack_hi - (f)->stack_lo))
+#else
+#define UNPOISON_STACK(f) ((void)(f))
+#endif
+
 static size_t page_size(void)
 {
     static size_t ps;
@@ -33,6 +46,9 @@ void vm_fiber_pool_init(FiberPool *pool, size_t stack_size, size_t max_free)
 
 static void unmap(Fiber *f)
 {
+#if defined(__SANITIZE_THREAD__)
+    __tsan_destroy_fiber(f->tsan);
+#endif
     size_t ps = page_size();
     if (munmap(f->stack_lo - ps, (size_t)(f->stack_hi - f->stack_lo) + ps) != 0)
         vm_die("munmap of a fiber stack");
@@ -73,6 +89,9 @@ Fiber *vm_fiber_alloc(FiberPool *pool)
     Fiber *f = vm_calloc(1, sizeof(Fiber));
     f->stack_lo = base + ps;
     f->stack_hi = base + len;
+#if defined(__SANITIZE_THREAD__)
+    f->tsan = __tsan_create_fiber(0);
+#endif
     return f;
 }
 
@@ -93,14 +112,15 @@ void vm_fiber_free(FiberPool *pool, Fiber *f)
 void vm_fiber_init(Fiber *f, FiberFn fn, void *arg)
 {
     /*
-     * The first switch into the fiber pops the seven saved words and
-     * "returns" into vm_fiber_entry with rsp = stack_hi - 8, so that
-     * vm_fiber_entry's call leaves the body with the 16-byte alignment the
-     * ABI requires (rsp + 8 aligned at function entry).
+     * The first switch into the fiber pops the six saved registers and
+     * "returns" into vm_fiber_entry with rsp = top, 16-byte aligned, so
+     * that vm_fiber_entry's call enters the body with rsp + 8 aligned, as
+     * the ABI requires at every function entry.
      */
+    UNPOISON_STACK(f);
     uintptr_t top = (uintptr_t)f->stack_hi & ~(uintptr_t)15;
-    uintptr_t *sp = (uintptr_t *)(top - 8 - FIBER_SAVED_WORDS * 8);
-    memset(sp, 0, FIBER_SAVED_WORDS * 8 + 8);
+    uintptr_t *sp = (uintptr_t *)(top - FIBER_SAVED_WORDS * 8);
+    memset(sp, 0, FIBER_SAVED_WORDS * 8);
     sp[3] = (uintptr_t)fn;   /* r12 */
     sp[2] = (uintptr_t)arg;  /* r13 */
     sp[FIBER_SAVED_RBP] = 0;

@@ -15,6 +15,7 @@
 
 typedef struct Fiber {
     void *sp;              /* saved stack pointer while switched out */
+    void *tsan;            /* ThreadSanitizer's fiber (tsan builds only) */
     char *stack_lo;        /* usable stack: [stack_lo, stack_hi) */
     char *stack_hi;
     struct Fiber *next_free;
@@ -24,6 +25,22 @@ typedef struct Fiber {
 enum { FIBER_SAVED_RBP = 5, FIBER_SAVED_RIP = 6, FIBER_SAVED_WORDS = 7 };
 
 typedef void (*FiberFn)(void *arg);
+
+/*
+ * ThreadSanitizer must be told about every switch between stacks (it
+ * keeps a shadow call stack and happens-before state per context).  Call
+ * vm_fiber_tsan_switch(target) right before vm_fiber_switch() into
+ * target's context; vm_fiber_tsan_current() names the running one.  Both
+ * compile to nothing outside tsan builds.
+ */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+static inline void *vm_fiber_tsan_current(void) { return __tsan_get_current_fiber(); }
+static inline void vm_fiber_tsan_switch(void *target) { __tsan_switch_to_fiber(target, 0); }
+#else
+static inline void *vm_fiber_tsan_current(void) { return NULL; }
+static inline void vm_fiber_tsan_switch(void *target) { (void)target; }
+#endif
 
 /* Saves the running context into *save_sp and resumes the one at next_sp. */
 void vm_fiber_switch(void **save_sp, void *next_sp);

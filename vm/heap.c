@@ -137,14 +137,16 @@ void vm_heap_ensure(Process *p, size_t words, Term *extra, size_t nextra)
 
 /* ==== copying terms ==== */
 
-static Term copy_rec(Process *p, Term t)
+/* Copies t to *hp (bumping it); the caller has room for term_size(t). */
+static Term copy_rec(Term **hp, Term t)
 {
     Term result, *dst = &result;
     for (;;) {
         switch (term_tag(t)) {
         case TAG_LIST: {
-            Term *cell = vm_heap_alloc(p, 2);
-            cell[0] = copy_rec(p, cons_head(t));
+            Term *cell = *hp;
+            *hp += 2;
+            cell[0] = copy_rec(hp, cons_head(t));
             *dst = make_cons_ptr(cell);
             dst = &cell[1];
             t = cons_tail(t);
@@ -154,7 +156,8 @@ static Term copy_rec(Process *p, Term t)
             Term *obj = boxed_ptr(t);
             Term hdr = obj[0];
             size_t n = boxed_words_from_header(hdr);
-            Term *to = vm_heap_alloc(p, n);
+            Term *to = *hp;
+            *hp += n;
             *dst = make_boxed(to);
             if (IMM_SUB(hdr) != IMM_HDR_TUPLE || n == 1) {
                 memcpy(to, obj, n * sizeof(Term));
@@ -162,7 +165,7 @@ static Term copy_rec(Process *p, Term t)
             }
             to[0] = hdr;
             for (size_t i = 1; i + 1 < n; i++)
-                to[i] = copy_rec(p, obj[i]);
+                to[i] = copy_rec(hp, obj[i]);
             dst = &to[n - 1];
             t = obj[n - 1];
             continue;
@@ -176,7 +179,14 @@ static Term copy_rec(Process *p, Term t)
 
 Term vm_copy_term(Process *p, Term t)
 {
-    return copy_rec(p, t);
+    Term r = copy_rec(&p->htop, t);
+    VM_ASSERT(p->htop <= p->hend, "heap overflow in copy");
+    return r;
+}
+
+Term vm_copy_to(Term **hp, Term t)
+{
+    return copy_rec(hp, t);
 }
 
 Term vm_make_tuple(Process *p, uint32_t n, Term *elems)

@@ -46,6 +46,10 @@ static inline size_t vm_heap_size(const Process *p)
  * for term_size(t) words by the caller. */
 Term vm_copy_term(Process *p, Term t);
 
+/* Copies term `t` to the words at *hp, advancing *hp; room for
+ * term_size(t) words is the caller's business. */
+Term vm_copy_to(Term **hp, Term t);
+
 /*
  * Builders on p's heap; each ensures its own room (and may collect).
  * vm_make_tuple treats elems[] as extra roots and updates it in place.

@@ -23,6 +23,7 @@
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/process.h"
+#include "vm/sched.h"
 
 /* The continuation of every entry frame. */
 static const Instr stop_code[1] = { (Instr)OP_STOP };
@@ -430,6 +431,53 @@ arith:
         goto unwind;
     }
 
+    CASE(RECV) {
+        if (!*p->cursor)
+            vm_proc_fetch_any(p);
+        const Message *m = *p->cursor;
+        if (!m)
+            NEXT(INSTR_CS(insn));
+        /* A fresh copy on the heap each time the cursor reads a message,
+         * so matching code never holds pointers into the message. */
+        vm_heap_ensure(p, m->words, NULL, 0);
+        reg[A] = vm_copy_term(p, m->term);
+        NEXT(1);
+    }
+    CASE(RECV_NEXT) {
+        if (*p->cursor)
+            p->cursor = &(*p->cursor)->next;
+        NEXT(1);
+    }
+    CASE(ACCEPT) {
+        if (*p->cursor)
+            vm_proc_accept(p);
+        NEXT(1);
+    }
+    CASE(WAIT) {
+        Term t = reg[A];
+        int64_t ms;
+        if (t == make_atom(ATOM_INFINITY))
+            ms = -1;
+        else if (term_is_small(t) && small_value(t) >= 0)
+            ms = small_value(t);
+        else
+            RAISE_ERROR(make_atom(ATOM_BADARG));
+        f->pc = pc;
+        int got = vm_receive_wait(p, ms);
+        if (got < 0)
+            RAISE_ERROR(make_atom(ATOM_BADARG));
+        RELOAD();
+        if (!got) {
+            p->cursor = &p->mq;
+            NEXT(INSTR_CS(insn));
+        }
+        NEXT(1);
+    }
+    CASE(SELF) {
+        reg[A] = p->pid ? make_pid(p->pid) : make_atom(ATOM_UNDEFINED);
+        NEXT(1);
+    }
+
     CASE(STOP) {
         /* The function called by this activation returned into its entry frame. */
         *result = reg[0];
@@ -481,8 +529,25 @@ void vm_yield_point(Process *p)
 {
     /*
      * A call context runs on its caller's thread and has nobody to yield
-     * to, so its time slice simply starts again.  Processes on scheduler
-     * threads switch away here instead.
+     * to, so its time slice simply starts again.  A process on a
+     * scheduler gives the scheduler to others here.
      */
     p->reds = VM_REDUCTIONS;
+    if (p->fiber)
+        vm_proc_yield(p);
+}
+
+void vm_proc_fetch_any(Process *p)
+{
+    if (p->fiber)
+        vm_proc_fetch(p);
+}
+
+int vm_receive_wait(Process *p, int64_t ms)
+{
+    if (!p->fiber) {
+        /* A call context cannot be suspended; it may only poll. */
+        return ms == 0 ? 0 : -1;
+    }
+    return vm_proc_wait(p, ms) ? 1 : 0;
 }

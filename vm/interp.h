@@ -9,4 +9,9 @@
 /* Called when a process has used up its reductions. */
 void vm_yield_point(Process *p);
 
+/* Receive helpers that also work (trivially) for call contexts. */
+void vm_proc_fetch_any(Process *p);
+/* 1: a message is at the cursor; 0: timed out; -1: cannot wait here. */
+int vm_receive_wait(Process *p, int64_t ms);
+
 #endif /* VM_INTERP_H */

@@ -105,6 +105,12 @@ struct tvm_vm {
     size_t stack_limit;
     size_t heap_min;
     void *output;                /* FILE * for io: natives */
+    int schedulers;              /* scheduler threads to start (0: one per core) */
+    size_t fiber_stack;          /* bytes per process fiber stack (0: default) */
+    bool crash_reports;          /* print a report when a process crashes */
+    /* The schedulers, started on first use (vm/sched.c); published with a
+     * release store under code_lock, read with an acquire load. */
+    struct SchedSystem *sched;
 };
 
 static inline unsigned vm_code_ix(const tvm_vm *vm)

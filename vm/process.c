@@ -29,6 +29,11 @@ Process *vm_process_new(tvm_vm *vm)
     p->exc_class = p->exc_reason = TERM_NIL;
     p->exc_trace_term = THE_NONE;
     p->reds = VM_REDUCTIONS;
+    pthread_mutex_init(&p->lock, NULL);
+    p->inbox_tail = &p->inbox;
+    p->mq_tail = &p->mq;
+    p->cursor = &p->mq;
+    p->exit_class = TERM_NIL;
     return p;
 }
 
@@ -36,6 +41,7 @@ void vm_process_free(Process *p)
 {
     if (!p)
         return;
+    pthread_mutex_destroy(&p->lock);
     free(p->heap);
     free(p->stack);
     free(p->frames);

@@ -15,6 +15,8 @@
 #ifndef VM_PROCESS_H
 #define VM_PROCESS_H
 
+#include <pthread.h>
+
 #include "include/tracevm.h"
 #include "vm/module.h"
 #include "vm/term.h"
@@ -46,6 +48,33 @@ typedef struct RawFrame {
 } RawFrame;
 
 typedef struct Process Process;
+struct Fiber;
+struct Scheduler;
+
+/* A message: its term is a private copy in `data` (a heap fragment). */
+typedef struct Message {
+    struct Message *next;
+    Term term;
+    size_t words;
+    Term data[];
+} Message;
+
+/* Who watches a process: each gets a 'DOWN' message when it exits. */
+typedef struct Monitor {
+    struct Monitor *next;
+    uint64_t watcher;      /* pid of the watching process */
+    uint64_t ref;          /* the monitor reference (an integer) */
+} Monitor;
+
+/*
+ * Process states.  Transitions (all under p->lock except the first):
+ *   NEW -> RUNNABLE (spawn, before it is visible to anyone else)
+ *   RUNNABLE -> RUNNING (a scheduler took it from a run queue)
+ *   RUNNING -> RUNNABLE (it yielded), WAITING (it waits, decided by its
+ *     scheduler after the switch), EXITED
+ *   WAITING -> RUNNABLE (a message, a timer, or an exit it waits for)
+ */
+enum { PS_NEW, PS_RUNNABLE, PS_RUNNING, PS_WAITING, PS_EXITED };
 
 /* The env handed to natives and embedders: a view of a process. */
 struct tvm_env {
@@ -88,7 +117,40 @@ struct Process {
     uint32_t nesting;      /* vm_execute activations running on this process */
     bool exc_pending;      /* exc_* holds an exception nobody has caught yet */
 
-    uint64_t pid;
+    uint64_t pid;          /* 0 for a call context (not a scheduled process) */
+
+    /* ---- scheduled processes only (see vm/sched.c, vm/proc.c) ---- */
+
+    /*
+     * lock protects: state, the inbox, signaled, timed_out, monitors,
+     * exit_value/exit_class.  Written by the process's scheduler, senders,
+     * the timer thread and exiting processes it monitors.
+     */
+    pthread_mutex_t lock;
+    int state;                     /* PS_* (under lock) */
+    Message *inbox, **inbox_tail;  /* sent, not yet seen by the receiver (under lock) */
+    bool signaled;                 /* something arrived while RUNNING (under lock) */
+    bool timed_out;                /* the wait's timer fired (under lock) */
+    uint64_t timer_seq;            /* identifies the current wait's timer (under lock) */
+    Monitor *monitors;             /* under lock */
+    Term exit_class;               /* after EXITED: normal (class none) or the exception */
+    Message *exit_value;           /* after EXITED: the result or reason, copied out */
+
+    /* Owned by the process itself (only its own fiber touches them). */
+    Message *mq, **mq_tail;        /* received messages, oldest first */
+    Message **cursor;              /* the next message `recv` looks at */
+    bool want_wait;                /* asks its scheduler to make it WAITING */
+    struct Fiber *fiber;
+    const FuncInfo *entry;         /* first function and its arguments */
+    Message *entry_args;
+
+    /* Written by the scheduler that runs it (before switching in). */
+    struct Scheduler *sched;
+    struct Process *rq_next;       /* run-queue link (under that queue's lock) */
+
+    int refs;                      /* table + lookups; freed at 0 (under the table lock) */
+    bool joinable;                 /* someone will join it (no crash report) */
+    struct Process *join_next;     /* on sys->joinables until joined (sys->lock) */
 };
 
 /* Creates a process (call context) of `vm`. */

@@ -1,0 +1,196 @@
+/*
+ * vm/env_proc.c - the public process API (tracevm.h, "Processes").
+ */
+#include "include/tracevm.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vm/atom.h"
+#include "vm/heap.h"
+#include "vm/print.h"
+#include "vm/sched.h"
+
+void vm_timer_add(SchedSystem *sys, uint64_t deadline, uint64_t pid, uint64_t seq);
+uint64_t vm_now_ns(void);
+
+#define ENV_OK(env) ((env) && (env)->p)
+
+tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
+                     const tvm_term *argv, tvm_pid *pid)
+{
+    if (!ENV_OK(env) || !mod || !fun || argc < 0 || argc > VM_MAX_ARITY ||
+        (argc && !argv) || !pid)
+        return TVM_ERR_BADARG;
+    Process *p = env->p;
+    Atom m, f;
+    if (!vm_atom_intern(mod, strlen(mod), &m) || !vm_atom_intern(fun, strlen(fun), &f))
+        return TVM_ERR_BADARG;
+    Term args[VM_MAX_ARITY];
+    for (int i = 0; i < argc; i++) {
+        if (argv[i].h >= p->nroots)
+            return TVM_ERR_BADARG;
+        args[i] = vm_root_get(p, argv[i]);
+    }
+    Export *e = vm_export_get(p->vm, m, f, (uint32_t)argc);
+    *pid = vm_spawn(p->vm, vm_export_target(p->vm, e), argc, args, true);
+    return TVM_OK;
+}
+
+tvm_status tvm_join(tvm_env *env, tvm_pid pid, tvm_term *result)
+{
+    if (!ENV_OK(env) || !result)
+        return TVM_ERR_BADARG;
+    Process *self = env->p;
+    SchedSystem *sys = __atomic_load_n(&self->vm->sched, __ATOMIC_ACQUIRE);
+    Process *p = sys ? vm_proc_join(sys, pid) : NULL;
+    if (!p)
+        return TVM_ERR_NOTFOUND;
+    /* p has exited: its exit fields and exception trace no longer change. */
+    Message *v = p->exit_value;
+    vm_heap_ensure(self, v->words, NULL, 0);
+    Term val = vm_copy_term(self, v->term);
+    tvm_status st = TVM_OK;
+    if (p->exit_class == make_atom(ATOM_NORMAL)) {
+        *result = vm_root_push(self, val);
+    } else {
+        self->exc_class = p->exit_class;
+        self->exc_reason = val;
+        self->exc_trace_term = THE_NONE;
+        self->exc_depth = p->exc_depth;
+        memcpy(self->exc_trace, p->exc_trace, p->exc_depth * sizeof(RawFrame));
+        self->exc_pending = true;
+        st = TVM_EXCEPTION;
+    }
+    vm_proc_put(sys, p);
+    return st;
+}
+
+tvm_status tvm_send(tvm_env *env, tvm_pid pid, tvm_term msg)
+{
+    if (!ENV_OK(env) || msg.h >= env->p->nroots)
+        return TVM_ERR_BADARG;
+    return vm_send(env->p->vm, pid, vm_root_get(env->p, msg)) ? TVM_OK : TVM_ERR_NOTFOUND;
+}
+
+tvm_status tvm_make_pid(tvm_env *env, tvm_pid pid, tvm_term *out)
+{
+    if (!ENV_OK(env) || !out || pid == 0 || pid >= ((uint64_t)1 << 57))
+        return TVM_ERR_BADARG;
+    *out = vm_root_push(env->p, make_pid(pid));
+    return TVM_OK;
+}
+
+tvm_status tvm_get_pid(tvm_env *env, tvm_term t, tvm_pid *pid)
+{
+    if (!ENV_OK(env) || !pid || t.h >= env->p->nroots)
+        return TVM_ERR_BADARG;
+    Term v = vm_root_get(env->p, t);
+    if (!term_is_pid(v))
+        return TVM_ERR_TYPE;
+    *pid = pid_value(v);
+    return TVM_OK;
+}
+
+tvm_status tvm_sleep(tvm_env *env, int64_t ms)
+{
+    if (!ENV_OK(env) || ms < 0)
+        return TVM_ERR_BADARG;
+    Process *p = env->p;
+    if (!p->fiber) {
+        struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+        return TVM_OK;
+    }
+    pthread_mutex_lock(&p->lock);
+    uint64_t seq = ++p->timer_seq;
+    p->timed_out = false;
+    pthread_mutex_unlock(&p->lock);
+    vm_timer_add(p->vm->sched, vm_now_ns() + (uint64_t)ms * 1000000u, p->pid, seq);
+    for (;;) {
+        p->want_wait = true;
+        vm_proc_yield(p);
+        pthread_mutex_lock(&p->lock);
+        bool to = p->timed_out;
+        pthread_mutex_unlock(&p->lock);
+        if (to)
+            return TVM_OK;
+    }
+}
+
+tvm_status tvm_receive(tvm_env *env, int64_t timeout_ms, tvm_term *msg)
+{
+    if (!ENV_OK(env) || !msg || !env->p->fiber)
+        return TVM_ERR_BADARG;
+    Process *p = env->p;
+    p->cursor = &p->mq;
+    if (!vm_proc_wait(p, timeout_ms))
+        return TVM_ERR_NOTFOUND;
+    p->cursor = &p->mq;
+    Message *m = p->mq;
+    vm_heap_ensure(p, m->words, NULL, 0);
+    *msg = vm_root_push(p, vm_copy_term(p, m->term));
+    vm_proc_accept(p);
+    return TVM_OK;
+}
+
+void tvm_wait_idle(tvm_vm *vm)
+{
+    SchedSystem *sys = vm ? __atomic_load_n(&vm->sched, __ATOMIC_ACQUIRE) : NULL;
+    if (!sys)
+        return;
+    pthread_mutex_lock(&sys->lock);
+    while (sys->live > 0)
+        pthread_cond_wait(&sys->exited, &sys->lock);
+    pthread_mutex_unlock(&sys->lock);
+}
+
+static const char *state_name(int st)
+{
+    switch (st) {
+    case PS_RUNNABLE: return "runnable";
+    case PS_RUNNING: return "running";
+    case PS_WAITING: return "waiting";
+    case PS_EXITED: return "exited";
+    default: return "new";
+    }
+}
+
+size_t tvm_processes(tvm_vm *vm, tvm_process_info *out, size_t max)
+{
+    SchedSystem *sys = vm ? __atomic_load_n(&vm->sched, __ATOMIC_ACQUIRE) : NULL;
+    if (!sys)
+        return 0;
+    size_t n = 0;
+    pthread_mutex_lock(&sys->lock);
+    for (size_t i = 0; i < sys->cap; i++) {
+        Process *p = sys->table[i];
+        if (!p || p == (Process *)1)
+            continue;
+        if (n < max) {
+            tvm_process_info *pi = &out[n];
+            pi->pid = p->pid;
+            pi->function[0] = '\0';
+            pthread_mutex_lock(&p->lock);
+            pi->state = state_name(p->state);
+            /* Not running: its frames cannot change while we hold its lock
+             * (a scheduler takes the lock to make it RUNNING). */
+            if (p->state != PS_RUNNING) {
+                const FuncInfo *fi = p->nframes ? p->frames[p->nframes - 1].fn : p->entry;
+                if (fi) {
+                    StrBuf sb;
+                    sb_init(&sb);
+                    vm_print_mfa(&sb, fi->mod, fi->name, fi->arity);
+                    sb_copy_out(&sb, pi->function, sizeof pi->function);
+                    sb_free(&sb);
+                }
+            }
+            pthread_mutex_unlock(&p->lock);
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&sys->lock);
+    return n;
+}

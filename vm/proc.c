@@ -1,0 +1,479 @@
+/*
+ * vm/proc.c - process lifecycle: the process table, spawn, messages,
+ * receive waits, monitors, exit.  The scheduler side is vm/sched.c.
+ *
+ * Lifetime: a process is referenced by the table (one reference, dropped
+ * when it is reaped), by whoever looked it up (vm_proc_get / vm_proc_put)
+ * and, if joinable, by the joiner.  It is freed when the last reference
+ * goes; pids are never reused, so a stale pid finds nothing.
+ */
+#include "vm/sched.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vm/atom.h"
+#include "vm/heap.h"
+#include "vm/interp.h"
+#include "vm/print.h"
+
+void vm_sched_enqueue(SchedSystem *sys, Process *p);
+void vm_timer_add(SchedSystem *sys, uint64_t deadline, uint64_t pid, uint64_t seq);
+uint64_t vm_now_ns(void);
+void vm_format_exception(Process *p, StrBuf *sb);
+
+#define TOMBSTONE ((Process *)1)
+
+/* ==== messages ==== */
+
+Message *vm_message_new(Term t)
+{
+    size_t words = term_size(t);
+    Message *m = vm_malloc(sizeof(Message) + words * sizeof(Term));
+    Term *hp = m->data;
+    m->next = NULL;
+    m->words = words;
+    m->term = vm_copy_to(&hp, t);
+    return m;
+}
+
+static void free_messages(Message *m)
+{
+    while (m) {
+        Message *next = m->next;
+        free(m);
+        m = next;
+    }
+}
+
+/* ==== the table (sys->lock held) ==== */
+
+static size_t slot_of(const SchedSystem *sys, uint64_t pid)
+{
+    return (size_t)(pid * 0x9E3779B97F4A7C15ull >> 17) & (sys->cap - 1);
+}
+
+static void table_grow(SchedSystem *sys)
+{
+    size_t old = sys->cap;
+    Process **ot = sys->table;
+    sys->cap = sys->live * 4 > old ? old * 2 : old;
+    sys->table = vm_calloc(sys->cap, sizeof(Process *));
+    sys->used = 0;
+    for (size_t i = 0; i < old; i++) {
+        Process *p = ot[i];
+        if (p && p != TOMBSTONE) {
+            size_t j = slot_of(sys, p->pid);
+            while (sys->table[j])
+                j = (j + 1) & (sys->cap - 1);
+            sys->table[j] = p;
+            sys->used++;
+        }
+    }
+    free(ot);
+}
+
+static void table_insert(SchedSystem *sys, Process *p)
+{
+    if ((sys->used + 1) * 2 > sys->cap)
+        table_grow(sys);
+    size_t j = slot_of(sys, p->pid);
+    while (sys->table[j] && sys->table[j] != TOMBSTONE)
+        j = (j + 1) & (sys->cap - 1);
+    if (!sys->table[j])
+        sys->used++;
+    sys->table[j] = p;
+}
+
+static Process **table_find(SchedSystem *sys, uint64_t pid)
+{
+    size_t j = slot_of(sys, pid);
+    while (sys->table[j]) {
+        if (sys->table[j] != TOMBSTONE && sys->table[j]->pid == pid)
+            return &sys->table[j];
+        j = (j + 1) & (sys->cap - 1);
+    }
+    return NULL;
+}
+
+Process *vm_proc_get(SchedSystem *sys, uint64_t pid)
+{
+    pthread_mutex_lock(&sys->lock);
+    Process **slot = table_find(sys, pid);
+    Process *p = slot ? *slot : NULL;
+    if (p)
+        p->refs++;
+    pthread_mutex_unlock(&sys->lock);
+    return p;
+}
+
+static void proc_destroy(Process *p)
+{
+    free_messages(p->inbox);
+    free_messages(p->mq);
+    free_messages(p->exit_value);
+    free_messages(p->entry_args);
+    for (Monitor *m = p->monitors; m;) {
+        Monitor *n = m->next;
+        free(m);
+        m = n;
+    }
+    vm_process_free(p);
+}
+
+void vm_proc_put(SchedSystem *sys, Process *p)
+{
+    pthread_mutex_lock(&sys->lock);
+    bool last = --p->refs == 0;
+    pthread_mutex_unlock(&sys->lock);
+    if (last)
+        proc_destroy(p);
+}
+
+/* ==== spawning and the process body ==== */
+
+static void proc_exit(Process *p, Term cls, Term value);
+
+static void proc_main(void *arg)
+{
+    Process *p = arg;
+    /* The arguments were copied into a message at spawn; bring them onto
+     * this process's heap. */
+    Term list = TERM_NIL;
+    if (p->entry_args) {
+        vm_heap_ensure(p, p->entry_args->words, NULL, 0);
+        list = vm_copy_term(p, p->entry_args->term);
+        free_messages(p->entry_args);
+        p->entry_args = NULL;
+    }
+    Term args[VM_MAX_ARITY];
+    int argc = 0;
+    for (; term_is_cons(list) && argc < VM_MAX_ARITY; list = cons_tail(list))
+        args[argc++] = cons_head(list);
+    Term res;
+    tvm_status st = vm_execute(p, p->entry, argc, args, &res);
+    if (st == TVM_OK) {
+        proc_exit(p, make_atom(ATOM_NORMAL), res);
+    } else {
+        Term reason = p->exc_reason;
+        if (p->exc_class == make_atom(ATOM_THROW)) {
+            Term e[2] = { make_atom(ATOM_NOCATCH), reason };
+            reason = vm_make_tuple(p, 2, e);
+            p->exc_reason = reason;
+            p->exc_class = make_atom(ATOM_ERROR);
+        }
+        proc_exit(p, p->exc_class, p->exc_reason);
+    }
+    VM_UNREACHABLE();
+}
+
+uint64_t vm_spawn(tvm_vm *vm, const FuncInfo *entry, int argc, const Term *args, bool joinable)
+{
+    SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
+    Process *p = vm_process_new(vm);
+    p->entry = entry;
+    /* Arguments travel as one message: a list copied off the caller's heap. */
+    Term tmp[VM_MAX_ARITY * 2 + 2];
+    Term list = TERM_NIL;
+    for (int i = argc; i-- > 0;) {
+        tmp[2 * i] = args[i];
+        tmp[2 * i + 1] = list;
+        list = make_cons_ptr(&tmp[2 * i]);
+    }
+    p->entry_args = vm_message_new(list);
+    pthread_mutex_lock(&sys->lock);
+    p->fiber = vm_fiber_alloc(&sys->pool);
+    p->pid = sys->next_pid++;
+    p->refs = joinable ? 2 : 1;
+    p->joinable = joinable;
+    if (joinable) {
+        p->join_next = sys->joinables;
+        sys->joinables = p;
+    }
+    sys->live++;
+    table_insert(sys, p);
+    pthread_mutex_unlock(&sys->lock);
+    vm_fiber_init(p->fiber, proc_main, p);
+    p->state = PS_RUNNABLE;
+    uint64_t pid = p->pid;
+    vm_sched_enqueue(sys, p);
+    return pid;
+}
+
+/* ==== exit ==== */
+
+static void crash_report(Process *p)
+{
+    StrBuf sb;
+    sb_init(&sb);
+    sb_printf(&sb, "=CRASH REPORT==== process <0.%llu.0> crashed: ", (unsigned long long)p->pid);
+    vm_format_exception(p, &sb);
+    FILE *o = stderr;
+    fwrite(sb.s, 1, sb.len, o);
+    fflush(o);
+    sb_free(&sb);
+}
+
+static void proc_exit(Process *p, Term cls, Term value)
+{
+    SchedSystem *sys = p->vm->sched;
+    bool normal = cls == make_atom(ATOM_NORMAL);
+    bool crashed = !normal && !(cls == make_atom(ATOM_EXIT) && value == make_atom(ATOM_NORMAL));
+    /* Terms live in handles from here on: every allocation may collect. */
+    tvm_term hv = vm_root_push(p, value);
+    /* The exit reason: normal return: normal; exit(R): R; an error or a
+     * throw: {Reason, Stacktrace}. */
+    tvm_term hr = hv;
+    if (normal) {
+        hr = vm_root_push(p, make_atom(ATOM_NORMAL));
+    } else if (cls != make_atom(ATOM_EXIT)) {
+        Term trace = vm_exception_trace_term(p);
+        Term e[2] = { vm_root_get(p, hv), trace };
+        hr = vm_root_push(p, vm_make_tuple(p, 2, e));
+    }
+    pthread_mutex_lock(&p->lock);
+    Monitor *mons = p->monitors;
+    p->monitors = NULL;
+    bool joinable = p->joinable;
+    pthread_mutex_unlock(&p->lock);
+    if (crashed && sys->crash_reports && !joinable)
+        crash_report(p);
+    /* {'DOWN', Ref, process, Pid, Reason} to every watcher. */
+    for (Monitor *m = mons; m;) {
+        Term e[5] = { make_atom(ATOM_DOWN), make_small((int64_t)m->ref), make_atom(ATOM_PROCESS),
+                      make_pid(p->pid), vm_root_get(p, hr) };
+        vm_send(p->vm, m->watcher, vm_make_tuple(p, 5, e));
+        Monitor *n = m->next;
+        free(m);
+        m = n;
+    }
+    /* The exit value is the result, or the raw reason (the joiner gets the
+     * class and the stack trace separately). */
+    Message *val = vm_message_new(vm_root_get(p, hv));
+    pthread_mutex_lock(&p->lock);
+    p->exit_class = cls;
+    p->exit_value = val;
+    p->state = PS_EXITED;
+    pthread_mutex_unlock(&p->lock);
+    /* Back to the scheduler for good; it reaps us on its own stack. */
+    vm_fiber_tsan_switch(p->sched->tsan);
+    vm_fiber_switch(&p->fiber->sp, p->sched->sp);
+}
+
+/* Called by the scheduler after an exited process switched out. */
+void vm_proc_reap(SchedSystem *sys, Process *p);
+void vm_proc_reap(SchedSystem *sys, Process *p)
+{
+    pthread_mutex_lock(&sys->lock);
+    vm_fiber_free(&sys->pool, p->fiber);
+    p->fiber = NULL;
+    Process **slot = table_find(sys, p->pid);
+    if (slot)
+        *slot = TOMBSTONE;
+    sys->live--;
+    bool last = --p->refs == 0;
+    pthread_cond_broadcast(&sys->exited);
+    pthread_mutex_unlock(&sys->lock);
+    if (last)
+        proc_destroy(p);
+}
+
+Process *vm_proc_join(SchedSystem *sys, uint64_t pid)
+{
+    /* Joinable processes stay on sys->joinables (holding the joiner's
+     * reference) until joined, so this finds them even after the reap. */
+    pthread_mutex_lock(&sys->lock);
+    Process **link = &sys->joinables;
+    while (*link && (*link)->pid != pid)
+        link = &(*link)->join_next;
+    Process *p = *link;
+    if (p)
+        *link = p->join_next;
+    pthread_mutex_unlock(&sys->lock);
+    if (!p)
+        return NULL;
+    pthread_mutex_lock(&sys->lock);
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        bool done = p->state == PS_EXITED;
+        pthread_mutex_unlock(&p->lock);
+        if (done)
+            break;
+        pthread_cond_wait(&sys->exited, &sys->lock);
+    }
+    pthread_mutex_unlock(&sys->lock);
+    return p;
+}
+
+void vm_proc_free_all(SchedSystem *sys);
+void vm_proc_free_all(SchedSystem *sys)
+{
+    /* Joined-never processes that already exited hold only the joiner's
+     * reference. */
+    for (Process *p = sys->joinables; p;) {
+        Process *n = p->join_next;
+        if (p->state == PS_EXITED)
+            proc_destroy(p);
+        else
+            p->refs--;
+        p = n;
+    }
+    for (size_t i = 0; i < sys->cap; i++) {
+        Process *p = sys->table[i];
+        if (p && p != TOMBSTONE) {
+            if (p->fiber)
+                vm_fiber_free(&sys->pool, p->fiber);
+            proc_destroy(p);
+        }
+    }
+}
+
+/* ==== messages and waits ==== */
+
+/* Makes a waiting process runnable, or flags one that is still running. */
+static void wake_locked(Process *p, bool *enqueue)
+{
+    if (p->state == PS_WAITING) {
+        p->state = PS_RUNNABLE;
+        *enqueue = true;
+    } else {
+        p->signaled = true;
+    }
+}
+
+bool vm_send(tvm_vm *vm, uint64_t pid, Term msg)
+{
+    SchedSystem *sys = vm->sched;
+    if (!sys)
+        return false;
+    Process *p = vm_proc_get(sys, pid);
+    if (!p)
+        return false;
+    Message *m = vm_message_new(msg);
+    bool enqueue = false, ok = true;
+    pthread_mutex_lock(&p->lock);
+    if (p->state == PS_EXITED) {
+        ok = false;
+    } else {
+        *p->inbox_tail = m;
+        p->inbox_tail = &m->next;
+        wake_locked(p, &enqueue);
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (!ok)
+        free(m);
+    if (enqueue)
+        vm_sched_enqueue(sys, p);
+    vm_proc_put(sys, p);
+    return ok;
+}
+
+void vm_proc_fetch(Process *p)
+{
+    pthread_mutex_lock(&p->lock);
+    if (p->inbox) {
+        *p->mq_tail = p->inbox;
+        p->mq_tail = p->inbox_tail;
+        p->inbox = NULL;
+        p->inbox_tail = &p->inbox;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+void vm_proc_accept(Process *p)
+{
+    Message *m = *p->cursor;
+    *p->cursor = m->next;
+    if (p->mq_tail == &m->next)
+        p->mq_tail = p->cursor;
+    free(m);
+    p->cursor = &p->mq;
+}
+
+void vm_proc_yield(Process *p)
+{
+    vm_fiber_tsan_switch(p->sched->tsan);
+    vm_fiber_switch(&p->fiber->sp, p->sched->sp);
+}
+
+void vm_proc_timeout(SchedSystem *sys, uint64_t pid, uint64_t seq);
+void vm_proc_timeout(SchedSystem *sys, uint64_t pid, uint64_t seq)
+{
+    Process *p = vm_proc_get(sys, pid);
+    if (!p)
+        return;
+    bool enqueue = false;
+    pthread_mutex_lock(&p->lock);
+    if (p->timer_seq == seq && p->state != PS_EXITED) {
+        p->timed_out = true;
+        wake_locked(p, &enqueue);
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (enqueue)
+        vm_sched_enqueue(sys, p);
+    vm_proc_put(sys, p);
+}
+
+bool vm_proc_wait(Process *p, int64_t timeout_ms)
+{
+    /* Anything sent already counts: look before sleeping. */
+    vm_proc_fetch(p);
+    if (*p->cursor)
+        return true;
+    if (timeout_ms == 0)
+        return false;
+    pthread_mutex_lock(&p->lock);
+    uint64_t seq = ++p->timer_seq;
+    p->timed_out = false;
+    p->signaled = false;
+    pthread_mutex_unlock(&p->lock);
+    /* A message sent between the fetch above and this point set signaled
+     * again, so the scheduler will not make us WAITING. */
+    vm_proc_fetch(p);
+    if (*p->cursor)
+        return true;
+    if (timeout_ms > 0)
+        vm_timer_add(p->vm->sched, vm_now_ns() + (uint64_t)timeout_ms * 1000000u, p->pid, seq);
+    for (;;) {
+        p->want_wait = true;
+        vm_proc_yield(p);
+        vm_proc_fetch(p);
+        if (*p->cursor)
+            return true;
+        pthread_mutex_lock(&p->lock);
+        bool to = p->timed_out;
+        pthread_mutex_unlock(&p->lock);
+        if (to)
+            return false;
+    }
+}
+
+uint64_t vm_proc_monitor(Process *p, uint64_t target)
+{
+    SchedSystem *sys = p->vm->sched;
+    static uint64_t next_ref = 1;
+    uint64_t ref = __atomic_fetch_add(&next_ref, 1, __ATOMIC_RELAXED);
+    Process *t = vm_proc_get(sys, target);
+    bool alive = false;
+    if (t) {
+        pthread_mutex_lock(&t->lock);
+        if (t->state != PS_EXITED) {
+            Monitor *m = vm_malloc(sizeof *m);
+            m->watcher = p->pid;
+            m->ref = ref;
+            m->next = t->monitors;
+            t->monitors = m;
+            alive = true;
+        }
+        pthread_mutex_unlock(&t->lock);
+        vm_proc_put(sys, t);
+    }
+    if (!alive) {
+        /* Monitoring a process that is gone: an immediate DOWN, noproc. */
+        Term e[5] = { make_atom(ATOM_DOWN), make_small((int64_t)ref), make_atom(ATOM_PROCESS),
+                      make_pid(target), make_atom(ATOM_NOPROC) };
+        vm_send(p->vm, p->pid, vm_make_tuple(p, 5, e));
+    }
+    return ref;
+}

@@ -1,0 +1,108 @@
+/*
+ * vm/sched.h - scheduler threads, the process table, messages and timers.
+ *
+ * Processes are fibers (vm/fiber.h) run by N scheduler threads, each with
+ * its own run queue; an idle scheduler steals from the others and then
+ * sleeps.  Every scheduler thread is a liburcu QSBR reader: it reports a
+ * quiescent state between two processes and goes offline while it sleeps,
+ * which is what the breakpoint engine's thread-progress waits stand on.
+ *
+ * Locking order: a process's lock is never held while taking a run-queue
+ * lock or the system lock, except that the system lock (table) may be
+ * taken first and a process lock inside it.
+ */
+#ifndef VM_SCHED_H
+#define VM_SCHED_H
+
+#include <pthread.h>
+
+#include "vm/fiber.h"
+#include "vm/process.h"
+
+typedef struct Scheduler {
+    struct SchedSystem *sys;
+    int id;
+    pthread_t thread;
+    /* lock protects rq_head/rq_tail/rq_len and sleeping. */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    Process *rq_head, *rq_tail;
+    size_t rq_len;
+    bool sleeping;
+    /* Owned by the scheduler thread. */
+    void *sp;                 /* its own context while a process runs */
+    void *tsan;               /* its ThreadSanitizer fiber (tsan builds) */
+    Process *current;
+} Scheduler;
+
+typedef struct Timer {
+    uint64_t deadline;        /* CLOCK_MONOTONIC ns */
+    uint64_t pid, seq;
+} Timer;
+
+typedef struct SchedSystem {
+    tvm_vm *vm;
+    int n;
+    Scheduler *scheds;
+    /* lock protects: the table, next_pid, live, stopping, the fiber pool. */
+    pthread_mutex_t lock;
+    pthread_cond_t exited;    /* broadcast whenever a process exits */
+    Process **table;          /* open addressing by pid; NULL empty, (void*)1 deleted */
+    size_t cap, used;
+    uint64_t next_pid;
+    size_t live;
+    bool stopping;
+    FiberPool pool;
+    bool crash_reports;
+    unsigned spawn_rr;
+    Process *joinables;       /* spawned joinable, not yet joined (lock) */
+    /* Timers: tlock protects the heap and tstop. */
+    pthread_t timer_thread;
+    pthread_mutex_t tlock;
+    pthread_cond_t tcond;
+    Timer *timers;
+    size_t ntimers, tcap;
+    bool tstop;
+} SchedSystem;
+
+/* Starts the schedulers of `vm` (n = 0: one per core).  Idempotent. */
+SchedSystem *vm_sched_start(tvm_vm *vm, int n);
+/* Stops them; processes still alive are freed. */
+void vm_sched_stop(tvm_vm *vm);
+
+/* Creates a process running mod:fun(args) ; returns its pid or 0 (with
+ * *why set: undef is not checked here, the process raises it).  `joinable`
+ * keeps its exit value until vm_proc_join(). */
+uint64_t vm_spawn(tvm_vm *vm, const FuncInfo *entry, int argc, const Term *args,
+                  bool joinable);
+
+/* Sends a copy of `msg` to pid; false if there is no such live process. */
+bool vm_send(tvm_vm *vm, uint64_t pid, Term msg);
+
+/* Looks a process up (a reference the caller must drop with vm_proc_put). */
+Process *vm_proc_get(SchedSystem *sys, uint64_t pid);
+void vm_proc_put(SchedSystem *sys, Process *p);
+
+/* Waits until a joinable process exits; returns it (exit fields valid). */
+Process *vm_proc_join(SchedSystem *sys, uint64_t pid);
+
+/* ---- used by a running process (on its own fiber) ---- */
+
+/* Gives the scheduler to others; returns when scheduled again. */
+void vm_proc_yield(Process *p);
+/* Moves messages sent so far into the process's own queue. */
+void vm_proc_fetch(Process *p);
+/*
+ * Waits until a message arrives or `timeout_ms` passes (< 0: forever).
+ * Returns false on timeout.  Must run on a scheduled process.
+ */
+bool vm_proc_wait(Process *p, int64_t timeout_ms);
+/* Removes the message under the cursor (and resets the cursor). */
+void vm_proc_accept(Process *p);
+/* Registers a monitor of `target` by `p`; returns the reference. */
+uint64_t vm_proc_monitor(Process *p, uint64_t target);
+
+/* Copies a term into a new message (any thread). */
+Message *vm_message_new(Term t);
+
+#endif /* VM_SCHED_H */
