@@ -14,5 +14,9 @@ run "$tv" run examples/fib.tasm -e fib:fib 25
 [[ -f examples/exceptions.tasm ]] && run "$tv" run examples/exceptions.tasm
 [[ -f examples/exceptions.tasm ]] && run "$tv" run examples/exceptions.tasm -e exceptions:crash
 run "$b/examples/embed" examples/native_callback.tasm
+run "$tv" run examples/pingpong.tasm -e pingpong:main 10000
+run "$tv" run examples/ring.tasm -e ring:main 1000 100
+run "$tv" run examples/parallel.tasm -e parallel:main 8 22
+run "$tv" run -S 1 examples/sleep.tasm
 run "$tv" dis examples/fib.tasm
 exit 0

@@ -41,8 +41,8 @@ uint64_t vm_now_ns(void)
 
 /* ==== run queues ==== */
 
-/* Appends p to s's queue and wakes s if it sleeps. */
-static void rq_push(Scheduler *s, Process *p)
+/* Appends p to s's queue and wakes s if it sleeps; returns the length. */
+static size_t rq_push(Scheduler *s, Process *p)
 {
     pthread_mutex_lock(&s->lock);
     p->rq_next = NULL;
@@ -51,11 +51,26 @@ static void rq_push(Scheduler *s, Process *p)
     else
         s->rq_head = p;
     s->rq_tail = p;
-    s->rq_len++;
+    size_t len = ++s->rq_len;
     bool wake = s->sleeping;
     pthread_mutex_unlock(&s->lock);
     if (wake)
         pthread_cond_signal(&s->cond);
+    return len;
+}
+
+/* Wakes one sleeping scheduler (other than `self`) so that it steals. */
+static void wake_a_sleeper(SchedSystem *sys, const Scheduler *self)
+{
+    for (int i = 0; i < sys->n; i++) {
+        Scheduler *o = &sys->scheds[i];
+        if (o != self && __atomic_load_n(&o->sleeping, __ATOMIC_RELAXED)) {
+            pthread_mutex_lock(&o->lock);
+            pthread_cond_signal(&o->cond);
+            pthread_mutex_unlock(&o->lock);
+            return;
+        }
+    }
 }
 
 static Process *rq_pop_locked(Scheduler *s)
@@ -141,8 +156,9 @@ static void run(Scheduler *s, Process *p)
     }
     p->state = again ? PS_RUNNABLE : PS_WAITING;
     pthread_mutex_unlock(&p->lock);
-    if (again)
-        rq_push(s, p);
+    /* More than one runnable process here: let an idle scheduler steal. */
+    if (again && rq_push(s, p) > 1)
+        wake_a_sleeper(s->sys, s);
 }
 
 static void *sched_main(void *arg)
@@ -169,18 +185,16 @@ static void *sched_main(void *arg)
             break;
         }
         if (!s->rq_head) {
-            /* Idle: offline for thread progress, then sleep until pushed to.
-             * A short timeout lets a sleeping scheduler look for work to
-             * steal that was queued on a busy one. */
+            /* Idle: offline for thread progress, then sleep until work is
+             * pushed here or a busy scheduler with a backlog wakes us to
+             * steal.  The one-second timeout is a safety net for a wake-up
+             * lost to the race between our check and a busy scheduler's;
+             * nothing is lost meanwhile (the busy one runs its queue). */
             __atomic_store_n(&s->sleeping, true, __ATOMIC_RELAXED);
             rcu_thread_offline();
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += 10 * 1000 * 1000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
+            ts.tv_sec += 1;
             pthread_cond_timedwait(&s->cond, &s->lock, &ts);
             rcu_thread_online();
             __atomic_store_n(&s->sleeping, false, __ATOMIC_RELAXED);

@@ -83,8 +83,93 @@ static tvm_pid spawn1(tvm_env *env, const char *fun, int64_t n)
     return pid;
 }
 
+/* t:await/0 - a native that waits for a message through the API (its
+ * process is suspended with this C frame on its fiber). */
+static tvm_status await_native(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result,
+                               void *data)
+{
+    (void)argc;
+    (void)argv;
+    (void)data;
+    return tvm_receive(env, -1, result) == TVM_OK ? TVM_OK : tvm_raise_badarg(env);
+}
+
+/* t:nap/1 - a native that sleeps through the API. */
+static tvm_status nap_native(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result,
+                             void *data)
+{
+    (void)argc;
+    (void)data;
+    int64_t ms;
+    if (tvm_get_int(env, argv[0], &ms) != TVM_OK || tvm_sleep(env, ms) != TVM_OK)
+        return tvm_raise_badarg(env);
+    return tvm_make_atom(env, "rested", result);
+}
+
+static const char *const suspend_src =
+    "module su\n"
+    "export awaiter/0, napper/0, poke/1\n"
+    "function awaiter/0 regs 1\n    callx r0, r0, t:await/0\n    ret r0\nend\n"
+    "function napper/0 regs 1\n    loadi r0, 30\n    callx r0, r0, t:nap/1\n    ret r0\nend\n"
+    /* poke(Pid): sends {poked, Self} to Pid */
+    "function poke/1 regs 4\n    loadk r2, poked\n    self r3\n    tuple r2, 2, r2\n"
+    "    move r1, r0\n    callx r1, r1, erlang:send/2\n    ret r1\nend\n";
+
+/* With ONE scheduler: a process suspended inside a native must let the
+ * scheduler run the process that wakes it. */
+static int natives_that_suspend(void)
+{
+    tvm_config cfg = { .schedulers = 1 };
+    tvm_vm *vm = tvm_new(&cfg);
+    tvm_error err;
+    if (tvm_register_native(vm, "t", "await", 0, await_native, NULL, &err) != TVM_OK ||
+        tvm_register_native(vm, "t", "nap", 1, nap_native, NULL, &err) != TVM_OK ||
+        tvm_load_string(vm, "su.tasm", suspend_src, strlen(suspend_src), &err) != TVM_OK) {
+        fputs(err.message, stderr);
+        return 1;
+    }
+    tvm_env *env = tvm_env_new(vm);
+    tvm_pid a, n, k;
+    tvm_term r, pa;
+    if (tvm_spawn(env, "su", "awaiter", 0, NULL, &a) != TVM_OK ||
+        tvm_spawn(env, "su", "napper", 0, NULL, &n) != TVM_OK)
+        return fail("spawn");
+    /* Wait until the awaiter is suspended in its native. */
+    tvm_process_info info[8];
+    for (int tries = 0;; tries++) {
+        size_t cnt = tvm_processes(vm, info, 8);
+        bool found = false;
+        for (size_t i = 0; i < cnt && i < 8; i++)
+            if (info[i].pid == a && strcmp(info[i].state, "waiting") == 0 &&
+                strcmp(info[i].function, "t:await/0") == 0)
+                found = true;
+        if (found)
+            break;
+        if (tries > 2000)
+            return fail("the awaiter never showed as waiting in t:await/0");
+        usleep(1000);
+    }
+    tvm_make_pid(env, a, &pa);
+    if (tvm_spawn(env, "su", "poke", 1, &pa, &k) != TVM_OK || tvm_join(env, k, &r) != TVM_OK)
+        return fail("poke");
+    if (tvm_join(env, a, &r) != TVM_OK)
+        return fail("awaiter raised");
+    char buf[128];
+    tvm_format_term(env, r, buf, sizeof buf);
+    if (strncmp(buf, "{poked,<0.", 10) != 0)
+        return fail("awaiter got the wrong message");
+    if (tvm_join(env, n, &r) != TVM_OK || !tvm_is_atom(env, r, "rested"))
+        return fail("napper");
+    tvm_env_free(env);
+    tvm_destroy(vm);
+    return 0;
+}
+
 int main(void)
 {
+    if (natives_that_suspend() != 0)
+        return 1;
+
     tvm_config cfg = { .schedulers = 2 };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_error err;

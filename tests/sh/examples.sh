@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Every example program runs and prints what its header promises.
+set -uo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+check() { # expected command...
+    local want=$1; shift
+    local got
+    got=$("$@" 2>&1) || fail "$* exited $?: $got"
+    [[ "$got" == "$want" ]] || fail "$*: expected '$want', got '$got'"
+}
+check 75025 "$TRACEVM" run examples/fib.tasm -e fib:fib 25
+check '{done,1000}' "$TRACEVM" run examples/pingpong.tasm -e pingpong:main 1000
+check '{ring,200,20,4000}' "$TRACEVM" run -S 2 examples/ring.tasm -e ring:main 200 20
+check '{8,18,20672}' "$TRACEVM" run -S 2 examples/parallel.tasm -e parallel:main 8 18
+check '[100,200,300]' "$TRACEVM" run -S 1 examples/sleep.tasm
+out=$("$TRACEVM" run examples/lists.tasm 2>&1) || fail "lists.tasm: $out"
+[[ "$out" == *'{[81,36,25,16,9,4,1,1],173}' ]] || fail "lists.tasm result: $out"
+out=$("$TRACEVM" run examples/exceptions.tasm 2>&1) || fail "exceptions.tasm: $out"
+[[ "$out" == '{{ok,20},{error,badarith,{exceptions,level3,1}},{negative,-15},none}' ]] || fail "exceptions.tasm: $out"
+"$TRACEVM" run examples/exceptions.tasm -e exceptions:crash >/dev/null 2>&1
+[[ $? == 1 ]] || fail "exceptions:crash should exit 1"
+exit 0
