@@ -311,7 +311,7 @@ SchedSystem *vm_sched_start(tvm_vm *vm, int n)
     sys->cap = 1024;
     sys->table = vm_calloc(sys->cap, sizeof(Process *));
     sys->next_pid = 1;
-    vm_fiber_pool_init(&sys->pool, vm->fiber_stack, 4096);
+    vm_fiber_pool_init(&sys->pool, vm->fiber_stack, 1024);
     pthread_mutex_init(&sys->tlock, NULL);
     cond_init_monotonic(&sys->tcond);
     sys->scheds = vm_calloc((size_t)n, sizeof(Scheduler));
