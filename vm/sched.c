@@ -168,6 +168,10 @@ static void *sched_main(void *arg)
     s->tsan = vm_fiber_tsan_current();
     rcu_register_thread();
     for (;;) {
+        /* A VM being destroyed stops between two processes, even with work
+         * queued: whatever is left is freed by vm_sched_stop(). */
+        if (__atomic_load_n(&sys->stopping, __ATOMIC_ACQUIRE))
+            break;
         pthread_mutex_lock(&s->lock);
         Process *p = rq_pop_locked(s);
         pthread_mutex_unlock(&s->lock);
