@@ -43,26 +43,42 @@ tvm_vm *tvm_env_vm(tvm_env *env)
 
 /* ==== calls ==== */
 
-tvm_status tvm_call(tvm_env *env, const char *mod, const char *fun, int argc,
-                    const tvm_term *argv, tvm_term *result)
+/*
+ * Resolves mod:fun/argc through the export table and reads the argument
+ * handles into args[]; TVM_ERR_BADARG on any bad argument.  Shared by
+ * tvm_call() and tvm_spawn().
+ */
+tvm_status vm_env_resolve(tvm_env *env, const char *mod, const char *fun, int argc,
+                          const tvm_term *argv, Term *args, const FuncInfo **fn);
+tvm_status vm_env_resolve(tvm_env *env, const char *mod, const char *fun, int argc,
+                          const tvm_term *argv, Term *args, const FuncInfo **fn)
 {
-    if (!ENV_OK(env) || !mod || !fun || argc < 0 || argc > VM_MAX_ARITY ||
-        (argc > 0 && !argv) || !result)
+    if (!ENV_OK(env) || !mod || !fun || argc < 0 || argc > VM_MAX_ARITY || (argc > 0 && !argv))
         return TVM_ERR_BADARG;
     Process *p = env->p;
     Atom m, f;
     if (!vm_atom_intern(mod, strlen(mod), &m) || !vm_atom_intern(fun, strlen(fun), &f))
         return TVM_ERR_BADARG;
-    Term args[VM_MAX_ARITY];
     for (int i = 0; i < argc; i++) {
         if (!handle_ok(p, argv[i]))
             return TVM_ERR_BADARG;
         args[i] = vm_root_get(p, argv[i]);
     }
-    Export *e = vm_export_get(p->vm, m, f, (uint32_t)argc);
+    *fn = vm_export_target(p->vm, vm_export_get(p->vm, m, f, (uint32_t)argc));
+    return TVM_OK;
+}
+
+tvm_status tvm_call(tvm_env *env, const char *mod, const char *fun, int argc,
+                    const tvm_term *argv, tvm_term *result)
+{
+    Term args[VM_MAX_ARITY];
+    const FuncInfo *fn;
+    if (!result || vm_env_resolve(env, mod, fun, argc, argv, args, &fn) != TVM_OK)
+        return TVM_ERR_BADARG;
+    Process *p = env->p;
     p->exc_pending = false;
     Term res;
-    tvm_status st = vm_execute(p, vm_export_target(p->vm, e), argc, args, &res);
+    tvm_status st = vm_execute(p, fn, argc, args, &res);
     if (st == TVM_OK) {
         *result = vm_root_push(p, res);
         return TVM_OK;

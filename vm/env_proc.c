@@ -17,24 +17,17 @@ uint64_t vm_now_ns(void);
 
 #define ENV_OK(env) ((env) && (env)->p)
 
+tvm_status vm_env_resolve(tvm_env *env, const char *mod, const char *fun, int argc,
+                          const tvm_term *argv, Term *args, const FuncInfo **fn);
+
 tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
                      const tvm_term *argv, tvm_pid *pid)
 {
-    if (!ENV_OK(env) || !mod || !fun || argc < 0 || argc > VM_MAX_ARITY ||
-        (argc && !argv) || !pid)
-        return TVM_ERR_BADARG;
-    Process *p = env->p;
-    Atom m, f;
-    if (!vm_atom_intern(mod, strlen(mod), &m) || !vm_atom_intern(fun, strlen(fun), &f))
-        return TVM_ERR_BADARG;
     Term args[VM_MAX_ARITY];
-    for (int i = 0; i < argc; i++) {
-        if (argv[i].h >= p->nroots)
-            return TVM_ERR_BADARG;
-        args[i] = vm_root_get(p, argv[i]);
-    }
-    Export *e = vm_export_get(p->vm, m, f, (uint32_t)argc);
-    *pid = vm_spawn(p->vm, vm_export_target(p->vm, e), argc, args, true);
+    const FuncInfo *fn;
+    if (!pid || vm_env_resolve(env, mod, fun, argc, argv, args, &fn) != TVM_OK)
+        return TVM_ERR_BADARG;
+    *pid = vm_spawn(env->p->vm, fn, argc, args, true);
     return TVM_OK;
 }
 

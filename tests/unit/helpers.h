@@ -10,6 +10,23 @@
 
 #include "include/tracevm.h"
 
+/* The usual fixture: a fresh VM (made with config *cfgp, or defaults for
+ * NULL) and one env for every test of the suite. */
+#define TVM_FIXTURE(suite, cfgp)                \
+    static tvm_vm *vm;                          \
+    static tvm_env *env;                        \
+    static void setup(void)                     \
+    {                                           \
+        vm = tvm_new(cfgp);                     \
+        env = tvm_env_new(vm);                  \
+    }                                           \
+    static void teardown(void)                  \
+    {                                           \
+        tvm_env_free(env);                      \
+        tvm_destroy(vm);                        \
+    }                                           \
+    TestSuite(suite, .init = setup, .fini = teardown)
+
 /* Loads `src` as module text; fails the test on error. */
 static inline void load_ok(tvm_vm *vm, const char *name, const char *src)
 {

@@ -6,22 +6,7 @@
 
 #include "tests/unit/helpers.h"
 
-static tvm_vm *vm;
-static tvm_env *env;
-
-static void setup(void)
-{
-    vm = tvm_new(NULL);
-    env = tvm_env_new(vm);
-}
-
-static void teardown(void)
-{
-    tvm_env_free(env);
-    tvm_destroy(vm);
-}
-
-TestSuite(load, .init = setup, .fini = teardown);
+TVM_FIXTURE(load, NULL);
 
 static const char *const v1 =
     "module m\nexport f/0, g/0\n"

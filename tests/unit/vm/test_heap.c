@@ -8,22 +8,7 @@
 #include "vm/heap.h"
 #include "vm/process.h"
 
-static tvm_vm *vm;
-static tvm_env *env;
-
-static void setup(void)
-{
-    vm = tvm_new(NULL);
-    env = tvm_env_new(vm);
-}
-
-static void teardown(void)
-{
-    tvm_env_free(env);
-    tvm_destroy(vm);
-}
-
-TestSuite(heap, .init = setup, .fini = teardown);
+TVM_FIXTURE(heap, NULL);
 
 /* garbage(N): allocates N 3-word tuples and keeps none of them.
  * build(N): returns a list [N, N-1, ..., 1] (live data).

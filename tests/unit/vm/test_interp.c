@@ -6,23 +6,7 @@
 
 #include "tests/unit/helpers.h"
 
-static tvm_vm *vm;
-static tvm_env *env;
-
-static void setup(void)
-{
-    tvm_config cfg = { .stack_limit_words = 4096 };
-    vm = tvm_new(&cfg);
-    env = tvm_env_new(vm);
-}
-
-static void teardown(void)
-{
-    tvm_env_free(env);
-    tvm_destroy(vm);
-}
-
-TestSuite(interp, .init = setup, .fini = teardown);
+TVM_FIXTURE(interp, (&(tvm_config){ .stack_limit_words = 4096 }));
 
 static const char *const arith =
     "module ar\n"

@@ -9,22 +9,7 @@
 #include "vm/print.h"
 #include "vm/process.h"
 
-static tvm_vm *vm;
-static tvm_env *env;
-
-static void setup(void)
-{
-    vm = tvm_new(NULL);
-    env = tvm_env_new(vm);
-}
-
-static void teardown(void)
-{
-    tvm_env_free(env);
-    tvm_destroy(vm);
-}
-
-TestSuite(term, .init = setup, .fini = teardown);
+TVM_FIXTURE(term, NULL);
 
 static const char *show(Term t)
 {
