@@ -56,6 +56,11 @@ void tvm_destroy(tvm_vm *vm)
 {
     if (!vm)
         return;
+    /* The progress thread first: it wakes processes through the
+     * schedulers.  Services of other components register their own stop
+     * hook (vm/ includes nothing from breakpoints/ or trace/). */
+    if (vm->progress_stop)
+        vm->progress_stop(vm);
     vm_sched_stop(vm);
     vm_modules_destroy(vm);
     free(vm);

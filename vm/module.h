@@ -111,6 +111,10 @@ struct tvm_vm {
     /* The schedulers, started on first use (vm/sched.c); published with a
      * release store under code_lock, read with an acquire load. */
     struct SchedSystem *sched;
+    /* The thread-progress service (breakpoints/bp_progress.c), started on
+     * first use; same publication rule as `sched`. */
+    struct BpProgress *progress;
+    void (*progress_stop)(struct tvm_vm *vm);  /* set with `progress` */
 };
 
 static inline unsigned vm_code_ix(const tvm_vm *vm)

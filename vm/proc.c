@@ -397,6 +397,23 @@ void vm_proc_yield(Process *p)
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
 }
 
+/* Makes a process that waits for some condition look at it again. */
+void vm_proc_wake(SchedSystem *sys, uint64_t pid);
+void vm_proc_wake(SchedSystem *sys, uint64_t pid)
+{
+    Process *p = vm_proc_get(sys, pid);
+    if (!p)
+        return;
+    bool enqueue = false;
+    pthread_mutex_lock(&p->lock);
+    if (p->state != PS_EXITED)
+        wake_locked(p, &enqueue);
+    pthread_mutex_unlock(&p->lock);
+    if (enqueue)
+        vm_sched_enqueue(sys, p);
+    vm_proc_put(sys, p);
+}
+
 void vm_proc_timeout(SchedSystem *sys, uint64_t pid, uint64_t seq);
 void vm_proc_timeout(SchedSystem *sys, uint64_t pid, uint64_t seq)
 {

@@ -27,9 +27,12 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <urcu-qsbr.h>
 
 #include "vm/module.h"
+#include "vm/qsbr.h"
+
+/* The clock that tells ThreadSanitizer about grace periods (vm/qsbr.h). */
+char vm_qsbr_clock;
 
 uint64_t vm_now_ns(void);
 uint64_t vm_now_ns(void)
@@ -180,7 +183,7 @@ static void *sched_main(void *arg)
         if (p) {
             run(s, p);
             /* Between two processes: a quiescent state for thread progress. */
-            rcu_quiescent_state();
+            vm_qsbr_quiescent();
             continue;
         }
         pthread_mutex_lock(&s->lock);
@@ -195,12 +198,12 @@ static void *sched_main(void *arg)
              * lost to the race between our check and a busy scheduler's;
              * nothing is lost meanwhile (the busy one runs its queue). */
             __atomic_store_n(&s->sleeping, true, __ATOMIC_RELAXED);
-            rcu_thread_offline();
+            vm_qsbr_offline();
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             ts.tv_sec += 1;
             pthread_cond_timedwait(&s->cond, &s->lock, &ts);
-            rcu_thread_online();
+            vm_qsbr_online();
             __atomic_store_n(&s->sleeping, false, __ATOMIC_RELAXED);
         }
         pthread_mutex_unlock(&s->lock);
@@ -367,5 +370,5 @@ void vm_sched_stop(tvm_vm *vm)
     free(sys->timers);
     free(sys->table);
     free(sys);
-    vm->sched = NULL;
+    __atomic_store_n(&vm->sched, NULL, __ATOMIC_RELEASE);
 }

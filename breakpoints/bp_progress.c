@@ -1,0 +1,216 @@
+/*
+ * breakpoints/bp_progress.c - thread progress on liburcu QSBR.
+ *
+ * Protocol: waiting for thread progress.
+ *
+ * Terms.  A *grace period* (GP) is one synchronize_rcu() call made by the
+ * progress thread; `started` counts the GPs begun, `completed` the ones
+ * finished.  A *ticket* is the number of a GP that began after the
+ * ticket was taken.
+ *
+ * Writer (any thread):  writes; ticket = started + 1 (under lock, which
+ * orders the writes before the progress thread's next `started++`); waits
+ * until completed >= ticket.
+ * Progress thread:  while requested > completed: started++ (lock);
+ * synchronize_rcu(); completed = started ([PG1] release), then wakes the
+ * blocked threads and the suspended processes whose tickets are reached.
+ * Readers (scheduler threads):  report a quiescent state between two
+ * processes and go offline while idle (vm/sched.c, vm/qsbr.h).
+ *
+ * Guarantee.  When bp_progress_wait(t) returns, every scheduler has been
+ * quiescent at least once after the writes made before bp_progress_ticket()
+ * returned t: QSBR's synchronize_rcu() returns only after every online
+ * reader reported a quiescent state after it began, and it began after the
+ * writes (lock order above).  A reader holds references to VM code and
+ * breakpoint data only while it runs a process, never across a quiescent
+ * state, so it cannot still hold anything the writes replaced.
+ *
+ * Why not call_rcu: its worker batches callbacks with a 10 ms sleep
+ * (reference/deps.md §1.6); a dedicated thread running synchronize_rcu()
+ * on demand costs one GP, microseconds when schedulers are not starved.
+ *
+ * ThreadSanitizer: readers release vm_qsbr_clock before each quiescent
+ * report; the progress thread acquires it after synchronize_rcu(), and
+ * waiters acquire `completed` ([PG1']), so the happens-before the GP gives
+ * is visible to TSan.
+ */
+#include "breakpoints/bp_progress.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "vm/atomics.h"
+#include "vm/qsbr.h"
+#include "vm/sched.h"
+
+typedef struct Waiter {
+    struct Waiter *next;
+    uint64_t ticket;
+    uint64_t pid;
+} Waiter;
+
+struct BpProgress {
+    tvm_vm *vm;
+    pthread_t thread;
+    /* lock protects started, requested, stop and waiters. */
+    pthread_mutex_t lock;
+    pthread_cond_t work;       /* the progress thread waits for requests */
+    pthread_cond_t done;       /* blocked threads wait for completions */
+    uint64_t started, requested;
+    bool stop;
+    Waiter *waiters;           /* suspended processes */
+    VmAtomic completed;        /* [PG1] release by the progress thread; [PG1'] acquire by waiters */
+};
+
+void vm_proc_wake(SchedSystem *sys, uint64_t pid);
+
+static void wake_reached(BpProgress *bp, uint64_t completed)
+{
+    /* Called with bp->lock held; wakes outside it. */
+    Waiter *ready = NULL, **link = &bp->waiters;
+    while (*link) {
+        Waiter *w = *link;
+        if (w->ticket <= completed) {
+            *link = w->next;
+            w->next = ready;
+            ready = w;
+        } else {
+            link = &w->next;
+        }
+    }
+    pthread_mutex_unlock(&bp->lock);
+    SchedSystem *sys = __atomic_load_n(&bp->vm->sched, __ATOMIC_ACQUIRE);
+    while (ready) {
+        Waiter *n = ready->next;
+        if (sys)
+            vm_proc_wake(sys, ready->pid);
+        free(ready);
+        ready = n;
+    }
+    pthread_mutex_lock(&bp->lock);
+}
+
+static void *progress_main(void *arg)
+{
+    BpProgress *bp = arg;
+    pthread_mutex_lock(&bp->lock);
+    for (;;) {
+        while (!bp->stop && bp->requested <= vm_atomic_load_relaxed(&bp->completed))
+            pthread_cond_wait(&bp->work, &bp->lock);
+        if (bp->stop)
+            break;
+        uint64_t gp = ++bp->started;
+        pthread_mutex_unlock(&bp->lock);
+        /* This thread is not a registered reader: the call only waits. */
+        synchronize_rcu();
+        VM_QSBR_ACQUIRE();
+        pthread_mutex_lock(&bp->lock);
+        /* [PG1] release: everything the grace period ordered before the
+         * count that reports it; pairs with [PG1'] in bp_progress_reached(). */
+        vm_atomic_store_release(&bp->completed, gp);
+        pthread_cond_broadcast(&bp->done);
+        wake_reached(bp, gp);
+    }
+    pthread_mutex_unlock(&bp->lock);
+    return NULL;
+}
+
+BpProgress *bp_progress_get(tvm_vm *vm)
+{
+    BpProgress *bp = __atomic_load_n(&vm->progress, __ATOMIC_ACQUIRE);
+    if (bp)
+        return bp;
+    pthread_mutex_lock(&vm->code_lock);
+    bp = vm->progress;
+    if (!bp) {
+        bp = vm_calloc(1, sizeof *bp);
+        bp->vm = vm;
+        pthread_mutex_init(&bp->lock, NULL);
+        pthread_cond_init(&bp->work, NULL);
+        pthread_cond_init(&bp->done, NULL);
+        if (pthread_create(&bp->thread, NULL, progress_main, bp) != 0)
+            vm_die("cannot start the thread-progress thread");
+        vm->progress_stop = bp_progress_stop;
+        __atomic_store_n(&vm->progress, bp, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&vm->code_lock);
+    return bp;
+}
+
+void bp_progress_stop(tvm_vm *vm)
+{
+    BpProgress *bp = vm->progress;
+    if (!bp)
+        return;
+    pthread_mutex_lock(&bp->lock);
+    bp->stop = true;
+    pthread_cond_signal(&bp->work);
+    pthread_mutex_unlock(&bp->lock);
+    pthread_join(bp->thread, NULL);
+    while (bp->waiters) {
+        Waiter *n = bp->waiters->next;
+        free(bp->waiters);
+        bp->waiters = n;
+    }
+    pthread_mutex_destroy(&bp->lock);
+    pthread_cond_destroy(&bp->work);
+    pthread_cond_destroy(&bp->done);
+    free(bp);
+    vm->progress = NULL;
+}
+
+uint64_t bp_progress_ticket(BpProgress *bp)
+{
+    pthread_mutex_lock(&bp->lock);
+    uint64_t t = bp->started + 1;
+    if (bp->requested < t) {
+        bp->requested = t;
+        pthread_cond_signal(&bp->work);
+    }
+    pthread_mutex_unlock(&bp->lock);
+    return t;
+}
+
+bool bp_progress_reached(BpProgress *bp, uint64_t ticket)
+{
+    /* [PG1'] acquire; pairs with [PG1] in progress_main(). */
+    return vm_atomic_load_acquire(&bp->completed) >= ticket;
+}
+
+uint64_t bp_progress_completed(BpProgress *bp)
+{
+    return vm_atomic_load_acquire(&bp->completed);
+}
+
+void bp_progress_wait(BpProgress *bp, Process *self, uint64_t ticket)
+{
+    if (bp_progress_reached(bp, ticket))
+        return;
+    if (!self || !self->fiber) {
+        /* A foreign thread (or a call context) blocks. */
+        pthread_mutex_lock(&bp->lock);
+        while (!bp_progress_reached(bp, ticket))
+            pthread_cond_wait(&bp->done, &bp->lock);
+        pthread_mutex_unlock(&bp->lock);
+        return;
+    }
+    /* A process: register, then suspend until woken with the ticket reached.
+     * A wake that comes between the check and the switch sets `signaled`,
+     * so the scheduler runs us again (vm/sched.c, run()). */
+    Waiter *w = vm_malloc(sizeof *w);
+    w->ticket = ticket;
+    w->pid = self->pid;
+    pthread_mutex_lock(&bp->lock);
+    if (bp_progress_reached(bp, ticket)) {
+        pthread_mutex_unlock(&bp->lock);
+        free(w);
+        return;
+    }
+    w->next = bp->waiters;
+    bp->waiters = w;
+    pthread_mutex_unlock(&bp->lock);
+    while (!bp_progress_reached(bp, ticket)) {
+        self->want_wait = true;
+        vm_proc_yield(self);
+    }
+}

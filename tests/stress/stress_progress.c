@@ -1,0 +1,152 @@
+/*
+ * tests/stress/stress_progress.c - thread progress on QSBR
+ * (breakpoints/bp_progress.c):
+ *   1. a foreign thread's tickets are reached while every scheduler is
+ *      busy and while all are idle;
+ *   2. publish-and-reclaim: processes on both schedulers read a shared
+ *      object through a native while a foreign thread replaces it, waits
+ *      for thread progress, then poisons and frees the old one; a reader
+ *      that saw a freed object fails (and ASan/TSan would report it);
+ *   3. a VM process that waits for progress is suspended and its (only)
+ *      scheduler keeps running another process.
+ * A plain program (exit 0 = pass), run under TSan by `scons mode=tsan test`.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "breakpoints/bp_progress.h"
+#include "include/tracevm.h"
+#include "vm/atomics.h"
+
+typedef struct Shared {
+    int magic;
+    int value;
+} Shared;
+
+static VmAtomic shared;     /* Shared *; release store by the writer, acquire load by readers */
+static VmAtomic bad_reads;
+
+/* t:peek/0 - reads the shared object (a reader between two quiescent states). */
+static tvm_status peek(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result, void *data)
+{
+    (void)argc;
+    (void)argv;
+    (void)data;
+    const Shared *s = vm_atomic_load_ptr_acquire(&shared);
+    if (s->magic != 42)
+        vm_atomic_fetch_add_relaxed(&bad_reads, 1);
+    return tvm_make_int(env, s->value, result);
+}
+
+/* t:wait_progress/1 - takes N tickets in a row and waits for each. */
+static tvm_status wait_progress(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result,
+                                void *data)
+{
+    (void)argc;
+    (void)data;
+    int64_t n;
+    if (tvm_get_int(env, argv[0], &n) != TVM_OK)
+        return tvm_raise_badarg(env);
+    BpProgress *bp = bp_progress_get(tvm_env_vm(env));
+    for (int64_t i = 0; i < n; i++)
+        bp_progress_wait(bp, env->p, bp_progress_ticket(bp));
+    return tvm_make_atom(env, "waited", result);
+}
+
+static const char *const src =
+    "module pg\n"
+    "export spin/1, reader/1, waiter/1\n"
+    "function spin/1 regs 1\n"
+    "loop:\n    jeqi r0, 0, done\n    addi r0, r0, -1\n    jump loop\n"
+    "done:\n    ret r0\nend\n"
+    "function reader/1 regs 3\n"
+    "loop:\n    jeqi r0, 0, done\n    callx r1, r1, t:peek/0\n    addi r0, r0, -1\n    jump loop\n"
+    "done:\n    ret r0\nend\n"
+    "function waiter/1 regs 1\n    callx r0, r0, t:wait_progress/1\n    ret r0\nend\n";
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "stress_progress: %s\n", what);
+    return 1;
+}
+
+static tvm_vm *start(int schedulers)
+{
+    tvm_config cfg = { .schedulers = schedulers };
+    tvm_vm *vm = tvm_new(&cfg);
+    tvm_error err;
+    if (tvm_register_native(vm, "t", "peek", 0, peek, NULL, &err) != TVM_OK ||
+        tvm_register_native(vm, "t", "wait_progress", 1, wait_progress, NULL, &err) != TVM_OK ||
+        tvm_load_string(vm, "pg.tasm", src, strlen(src), &err) != TVM_OK) {
+        fputs(err.message, stderr);
+        exit(1);
+    }
+    return vm;
+}
+
+static tvm_pid spawn1(tvm_env *env, const char *fun, int64_t n)
+{
+    tvm_term a;
+    tvm_pid pid = 0;
+    if (tvm_make_int(env, n, &a) != TVM_OK || tvm_spawn(env, "pg", fun, 1, &a, &pid) != TVM_OK)
+        exit(fail("spawn"));
+    return pid;
+}
+
+int main(void)
+{
+    Shared *first = malloc(sizeof *first);
+    first->magic = 42;
+    first->value = 0;
+    vm_atomic_store_ptr_release(&shared, first);
+
+    /* 1 and 2: two schedulers. */
+    tvm_vm *vm = start(2);
+    tvm_env *env = tvm_env_new(vm);
+    BpProgress *bp = bp_progress_get(vm);
+    tvm_pid busy[4];
+    for (int i = 0; i < 4; i++)
+        busy[i] = spawn1(env, "reader", 200000);
+    uint64_t before = bp_progress_completed(bp);
+    for (int i = 1; i <= 200; i++) {
+        Shared *n = malloc(sizeof *n);
+        n->magic = 42;
+        n->value = i;
+        Shared *old = vm_atomic_load_ptr_relaxed(&shared);
+        vm_atomic_store_ptr_release(&shared, n);
+        bp_progress_wait(bp, NULL, bp_progress_ticket(bp));
+        /* No reader can still hold `old`: poison it, then free it. */
+        old->magic = 0;
+        free(old);
+    }
+    if (bp_progress_completed(bp) <= before)
+        return fail("no grace period completed");
+    tvm_term r;
+    for (int i = 0; i < 4; i++)
+        if (tvm_join(env, busy[i], &r) != TVM_OK)
+            return fail("a reader raised");
+    if (vm_atomic_load_relaxed(&bad_reads) != 0)
+        return fail("a reader saw a reclaimed object");
+    tvm_wait_idle(vm);
+    usleep(20 * 1000);
+    for (int i = 0; i < 50; i++)
+        bp_progress_wait(bp, NULL, bp_progress_ticket(bp)); /* idle schedulers are offline */
+    tvm_env_free(env);
+    tvm_destroy(vm);
+
+    /* 3: one scheduler: a process waiting for progress does not block it. */
+    vm = start(1);
+    env = tvm_env_new(vm);
+    tvm_pid w = spawn1(env, "waiter", 30);
+    tvm_pid s = spawn1(env, "spin", 2000000);
+    if (tvm_join(env, w, &r) != TVM_OK || !tvm_is_atom(env, r, "waited"))
+        return fail("the waiting process");
+    if (tvm_join(env, s, &r) != TVM_OK)
+        return fail("the spinner");
+    tvm_env_free(env);
+    tvm_destroy(vm);
+    free(vm_atomic_load_ptr_relaxed(&shared));
+    return 0;
+}
