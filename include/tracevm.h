@@ -238,7 +238,8 @@ typedef uint64_t tvm_pid;
 /*
  * Spawns a process running mod:fun(argv...) (arguments are copied).  It
  * is joinable: its exit is kept until tvm_join() (and no crash report is
- * printed for it).  Any thread.
+ * printed for it).  TVM_ERR_LIMIT when no more processes fit (no native
+ * stack can be mapped).  Any thread.
  */
 tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
                      const tvm_term *argv, tvm_pid *pid);

@@ -21,7 +21,7 @@ static const char *const usage_main =
     "usage: tracevm COMMAND [options]\n"
     "\n"
     "commands:\n"
-    "  run FILE... [-S N] [-e MOD:FUN] [--] [ARG...]\n"
+    "  run FILE... [-S N] [-q] [-e MOD:FUN] [--] [ARG...]\n"
     "                                           load modules, run a function as a process\n"
     "  check FILE...                            verify assembly files\n"
     "  dis FILE...                              disassemble assembly files\n"
@@ -29,7 +29,7 @@ static const char *const usage_main =
     "`tracevm COMMAND --help` describes one command.\n";
 
 static const char *const usage_run =
-    "usage: tracevm run FILE... [-S N] [-e MOD:FUN] [--] [ARG...]\n"
+    "usage: tracevm run FILE... [-S N] [-q] [-e MOD:FUN] [--] [ARG...]\n"
     "\n"
     "Loads every FILE (.tasm), then runs MOD:FUN with the ARGs as the first\n"
     "process, prints its result when it returns, and exits (other processes\n"

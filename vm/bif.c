@@ -563,6 +563,8 @@ NATIVE_FN(bif_spawn3)
     Term *v = list_to_array(args, n);
     uint64_t pid = vm_spawn(p->vm, vm_export_target(p->vm, e), (int)n, v, false);
     free(v);
+    if (!pid)
+        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     RETURN(make_pid(pid));
 }
 
@@ -595,7 +597,7 @@ NATIVE_FN(bif_is_process_alive)
     Process *t = sys ? vm_proc_get(sys, pid_value(ARG(0))) : NULL;
     if (t) {
         pthread_mutex_lock(&t->lock);
-        alive = t->state != PS_EXITED;
+        alive = t->state != PS_EXITED && !t->exiting;
         pthread_mutex_unlock(&t->lock);
         vm_proc_put(sys, t);
     }

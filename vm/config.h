@@ -77,6 +77,20 @@
 #define VM_MAX_NESTING 256
 #endif
 
+/*
+ * VM_NATIVE_STACK_RESERVE: native stack a nested activation on a fiber
+ * leaves for the natives it calls.  A new activation that would start with
+ * less than this left raises `system_limit`.
+ */
+#ifndef VM_NATIVE_STACK_RESERVE
+#define VM_NATIVE_STACK_RESERVE (48 * 1024)
+#endif
+
+/* VM_TIMEOUT_MAX_MS: longer receive timeouts mean infinity (~31 years). */
+#ifndef VM_TIMEOUT_MAX_MS
+#define VM_TIMEOUT_MAX_MS ((int64_t)1000000000000)
+#endif
+
 /* VM_MAX_ARITY: arguments one function may take. */
 #ifndef VM_MAX_ARITY
 #define VM_MAX_ARITY 255

@@ -28,7 +28,7 @@ tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
     if (!pid || vm_env_resolve(env, mod, fun, argc, argv, args, &fn) != TVM_OK)
         return TVM_ERR_BADARG;
     *pid = vm_spawn(env->p->vm, fn, argc, args, true);
-    return TVM_OK;
+    return *pid ? TVM_OK : TVM_ERR_LIMIT;
 }
 
 tvm_status tvm_join(tvm_env *env, tvm_pid pid, tvm_term *result)
@@ -97,6 +97,8 @@ tvm_status tvm_sleep(tvm_env *env, int64_t ms)
             ;
         return TVM_OK;
     }
+    if (ms > VM_TIMEOUT_MAX_MS)
+        ms = VM_TIMEOUT_MAX_MS;
     pthread_mutex_lock(&p->lock);
     uint64_t seq = ++p->timer_seq;
     p->timed_out = false;

@@ -82,10 +82,17 @@ Fiber *vm_fiber_alloc(FiberPool *pool)
     size_t len = ps + pool->stack_size;
     char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                       -1, 0);
-    if (base == MAP_FAILED)
-        vm_die("mmap of a fiber stack");
-    if (mprotect(base, ps, PROT_NONE) != 0)
-        vm_die("mprotect of a fiber guard page");
+    /* Out of address space or of mappings (vm.max_map_count): the caller
+     * gets NULL and reports system_limit. */
+    if (base == MAP_FAILED) {
+        pool->live--;
+        return NULL;
+    }
+    if (mprotect(base, ps, PROT_NONE) != 0) {
+        munmap(base, len);
+        pool->live--;
+        return NULL;
+    }
     Fiber *f = vm_calloc(1, sizeof(Fiber));
     f->stack_lo = base + ps;
     f->stack_hi = base + len;

@@ -66,7 +66,7 @@ typedef struct FiberPool {
 /* stack_size is rounded up to pages; 0 means VM_FIBER_STACK_SIZE. */
 void vm_fiber_pool_init(FiberPool *pool, size_t stack_size, size_t max_free);
 void vm_fiber_pool_destroy(FiberPool *pool);
-/* A fiber with a fresh or reused stack (aborts if mmap fails). */
+/* A fiber with a fresh or reused stack; NULL when no stack can be mapped. */
 Fiber *vm_fiber_alloc(FiberPool *pool);
 /* Returns a fiber's stack to the pool (its memory is released to the OS
  * when the pool already keeps max_free stacks). */

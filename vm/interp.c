@@ -24,6 +24,7 @@
 #include "vm/heap.h"
 #include "vm/process.h"
 #include "vm/sched.h"
+#include "vm/fiber.h"
 
 /* The continuation of every entry frame. */
 static const Instr stop_code[1] = { (Instr)OP_STOP };
@@ -114,7 +115,11 @@ static tvm_status execute(Process *p, const FuncInfo *fn, int argc, const Term *
 tvm_status vm_execute(Process *p, const FuncInfo *fn, int argc, const Term *args,
                       Term *result)
 {
-    if (p->nesting >= VM_MAX_NESTING) {
+    /* On a fiber the bound is the native stack left, not the count: an
+     * activation costs a few KiB of it (VM_NATIVE_STACK_RESERVE). */
+    if (p->nesting >= VM_MAX_NESTING ||
+        (p->fiber && (char *)__builtin_frame_address(0) <
+                         p->fiber->stack_lo + VM_NATIVE_STACK_RESERVE)) {
         vm_exception_set(p, make_atom(ATOM_ERROR), make_atom(ATOM_SYSTEM_LIMIT), NULL);
         return TVM_EXCEPTION;
     }

@@ -171,8 +171,14 @@ static void proc_main(void *arg)
 uint64_t vm_spawn(tvm_vm *vm, const FuncInfo *entry, int argc, const Term *args, bool joinable)
 {
     SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
+    pthread_mutex_lock(&sys->lock);
+    Fiber *fiber = vm_fiber_alloc(&sys->pool);
+    pthread_mutex_unlock(&sys->lock);
+    if (!fiber)
+        return 0;
     Process *p = vm_process_new(vm);
     p->entry = entry;
+    p->fiber = fiber;
     /* Arguments travel as one message: a list copied off the caller's heap. */
     Term tmp[VM_MAX_ARITY * 2 + 2];
     Term list = TERM_NIL;
@@ -183,7 +189,6 @@ uint64_t vm_spawn(tvm_vm *vm, const FuncInfo *entry, int argc, const Term *args,
     }
     p->entry_args = vm_message_new(list);
     pthread_mutex_lock(&sys->lock);
-    p->fiber = vm_fiber_alloc(&sys->pool);
     p->pid = sys->next_pid++;
     p->refs = joinable ? 2 : 1;
     p->joinable = joinable;
@@ -233,6 +238,9 @@ static void proc_exit(Process *p, Term cls, Term value)
         hr = vm_root_push(p, vm_make_tuple(p, 2, e));
     }
     pthread_mutex_lock(&p->lock);
+    /* From here on the process counts as gone: a monitor set up now gets
+     * an immediate noproc 'DOWN' (vm_proc_monitor), never nothing. */
+    p->exiting = true;
     Monitor *mons = p->monitors;
     p->monitors = NULL;
     bool joinable = p->joinable;
@@ -353,7 +361,7 @@ bool vm_send(tvm_vm *vm, uint64_t pid, Term msg)
     Message *m = vm_message_new(msg);
     bool enqueue = false, ok = true;
     pthread_mutex_lock(&p->lock);
-    if (p->state == PS_EXITED) {
+    if (p->state == PS_EXITED || p->exiting) {
         ok = false;
     } else {
         *p->inbox_tail = m;
@@ -450,7 +458,9 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
     vm_proc_fetch(p);
     if (*p->cursor)
         return true;
-    if (timeout_ms > 0)
+    /* Beyond VM_TIMEOUT_MAX_MS (about 31 years) a timeout is infinity; it
+     * also keeps the deadline arithmetic from overflowing. */
+    if (timeout_ms > 0 && timeout_ms <= VM_TIMEOUT_MAX_MS)
         vm_timer_add(p->vm->sched, vm_now_ns() + (uint64_t)timeout_ms * 1000000u, p->pid, seq);
     for (;;) {
         p->want_wait = true;
@@ -475,7 +485,7 @@ uint64_t vm_proc_monitor(Process *p, uint64_t target)
     bool alive = false;
     if (t) {
         pthread_mutex_lock(&t->lock);
-        if (t->state != PS_EXITED) {
+        if (t->state != PS_EXITED && !t->exiting) {
             Monitor *m = vm_malloc(sizeof *m);
             m->watcher = p->pid;
             m->ref = ref;

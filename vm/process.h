@@ -131,6 +131,7 @@ struct Process {
     Message *inbox, **inbox_tail;  /* sent, not yet seen by the receiver (under lock) */
     bool signaled;                 /* something arrived while RUNNING (under lock) */
     bool timed_out;                /* the wait's timer fired (under lock) */
+    bool exiting;                  /* past the point of taking new monitors (under lock) */
     uint64_t timer_seq;            /* identifies the current wait's timer (under lock) */
     Monitor *monitors;             /* under lock */
     Term exit_class;               /* after EXITED: normal (class none) or the exception */

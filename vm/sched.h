@@ -70,9 +70,10 @@ SchedSystem *vm_sched_start(tvm_vm *vm, int n);
 /* Stops them; processes still alive are freed. */
 void vm_sched_stop(tvm_vm *vm);
 
-/* Creates a process running mod:fun(args) ; returns its pid or 0 (with
- * *why set: undef is not checked here, the process raises it).  `joinable`
- * keeps its exit value until vm_proc_join(). */
+/* Creates a process running entry(args); returns its pid, or 0 when no
+ * fiber stack can be mapped (system_limit).  An undefined entry is not
+ * checked here: the process raises undef.  `joinable` keeps its exit
+ * value until vm_proc_join(). */
 uint64_t vm_spawn(tvm_vm *vm, const FuncInfo *entry, int argc, const Term *args,
                   bool joinable);
 
