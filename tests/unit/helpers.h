@@ -40,7 +40,7 @@ static inline void load_ok(tvm_vm *vm, const char *name, const char *src)
 static inline tvm_status call_fmt(tvm_env *env, const char *mod, const char *fun,
                                   int argc, const int64_t *args, char *out, size_t size)
 {
-    tvm_term a[8], r;
+    tvm_term a[8] = { { 0 } }, r = { 0 };
     for (int i = 0; i < argc; i++)
         cr_assert_eq(tvm_make_int(env, args[i], &a[i]), TVM_OK);
     tvm_status st = tvm_call(env, mod, fun, argc, a, &r);
