@@ -137,8 +137,11 @@ void tvm_wait_idle(tvm_vm *vm)
     if (!sys)
         return;
     pthread_mutex_lock(&sys->lock);
-    while (sys->live > 0)
+    while (sys->live > 0) {
+        sys->exit_waiters++;
         pthread_cond_wait(&sys->exited, &sys->lock);
+        sys->exit_waiters--;
+    }
     pthread_mutex_unlock(&sys->lock);
 }
 

@@ -4,6 +4,7 @@
  */
 #include "vm/fiber.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -39,6 +40,7 @@ void vm_fiber_pool_init(FiberPool *pool, size_t stack_size, size_t max_free)
         stack_size = VM_FIBER_STACK_SIZE;
     pool->stack_size = (stack_size + ps - 1) / ps * ps;
     pool->max_free = max_free;
+    pthread_mutex_init(&pool->lock, NULL);
     pool->free = NULL;
     pool->nfree = 0;
     pool->live = 0;
@@ -63,18 +65,25 @@ void vm_fiber_pool_destroy(FiberPool *pool)
         unmap(f);
     }
     pool->nfree = 0;
+    pthread_mutex_destroy(&pool->lock);
 }
 
 Fiber *vm_fiber_alloc(FiberPool *pool)
 {
+    pthread_mutex_lock(&pool->lock);
     pool->live++;
-    if (pool->free) {
-        Fiber *f = pool->free;
-        pool->free = f->next_free;
+    Fiber *reuse = pool->free;
+    if (reuse) {
+        pool->free = reuse->next_free;
         pool->nfree--;
-        f->next_free = NULL;
-        return f;
+        if (reuse->dirty)
+            pool->ndirty--;
+        reuse->dirty = false;
+        reuse->next_free = NULL;
     }
+    pthread_mutex_unlock(&pool->lock);
+    if (reuse)
+        return reuse;
     /* [guard page][stack ...]; the Fiber itself is a small malloc'd
      * struct, so an idle fiber's resident memory is the stack pages it
      * touched and nothing else. */
@@ -84,13 +93,12 @@ Fiber *vm_fiber_alloc(FiberPool *pool)
                       -1, 0);
     /* Out of address space or of mappings (vm.max_map_count): the caller
      * gets NULL and reports system_limit. */
-    if (base == MAP_FAILED) {
+    if (base == MAP_FAILED || mprotect(base, ps, PROT_NONE) != 0) {
+        if (base != MAP_FAILED)
+            munmap(base, len);
+        pthread_mutex_lock(&pool->lock);
         pool->live--;
-        return NULL;
-    }
-    if (mprotect(base, ps, PROT_NONE) != 0) {
-        munmap(base, len);
-        pool->live--;
+        pthread_mutex_unlock(&pool->lock);
         return NULL;
     }
     Fiber *f = vm_calloc(1, sizeof(Fiber));
@@ -104,16 +112,55 @@ Fiber *vm_fiber_alloc(FiberPool *pool)
 
 void vm_fiber_free(FiberPool *pool, Fiber *f)
 {
+    pthread_mutex_lock(&pool->lock);
     pool->live--;
-    if (pool->nfree >= pool->max_free) {
+    bool keep = pool->nfree < pool->max_free;
+    pthread_mutex_unlock(&pool->lock);
+    if (!keep) {
         unmap(f);
         return;
     }
-    /* Keep the mapping but give its touched pages back to the OS. */
-    madvise(f->stack_lo, (size_t)(f->stack_hi - f->stack_lo), MADV_DONTNEED);
+    /* Keep the mapping and its pages; vm_fiber_pool_trim() gives them
+     * back later.  (A concurrent free may overfill the pool by a few.) */
+    pthread_mutex_lock(&pool->lock);
+    f->dirty = true;
     f->next_free = pool->free;
     pool->free = f;
     pool->nfree++;
+    pool->ndirty++;
+    pthread_mutex_unlock(&pool->lock);
+}
+
+void vm_fiber_pool_trim(FiberPool *pool)
+{
+    /* Take the whole free list, madvise outside the lock (a spawn meanwhile
+     * maps a fresh stack), then put the stacks back. */
+    pthread_mutex_lock(&pool->lock);
+    if (pool->ndirty == 0) {
+        pthread_mutex_unlock(&pool->lock);
+        return;
+    }
+    Fiber *list = pool->free;
+    size_t n = pool->nfree;
+    pool->free = NULL;
+    pool->nfree = 0;
+    pool->ndirty = 0;
+    pthread_mutex_unlock(&pool->lock);
+    Fiber *last = NULL;
+    for (Fiber *f = list; f; f = f->next_free) {
+        if (f->dirty) {
+            madvise(f->stack_lo, (size_t)(f->stack_hi - f->stack_lo), MADV_DONTNEED);
+            f->dirty = false;
+        }
+        last = f;
+    }
+    pthread_mutex_lock(&pool->lock);
+    if (last) {
+        last->next_free = pool->free;
+        pool->free = list;
+        pool->nfree += n;
+    }
+    pthread_mutex_unlock(&pool->lock);
 }
 
 void vm_fiber_init(Fiber *f, FiberFn fn, void *arg)

@@ -4,12 +4,14 @@
  * documented there).
  *
  * Stacks are mmap'd with a guard page below them and kept in a pool for
- * reuse.  A pool is used by one thread at a time or under the caller's
- * lock; a Fiber is owned by whoever runs or holds it.
+ * reuse.  A pool may be used from any thread; a Fiber is owned by whoever
+ * runs or holds it.
  */
 #ifndef VM_FIBER_H
 #define VM_FIBER_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +21,7 @@ typedef struct Fiber {
     char *stack_lo;        /* usable stack: [stack_lo, stack_hi) */
     char *stack_hi;
     struct Fiber *next_free;
+    bool dirty;            /* in the pool with pages not yet given back */
 } Fiber;
 
 /* Words saved by vm_fiber_switch (r15 r14 r13 r12 rbx rbp, return address). */
@@ -58,8 +61,12 @@ void vm_fiber_init(Fiber *f, FiberFn fn, void *arg);
 typedef struct FiberPool {
     size_t stack_size;     /* usable bytes per stack (a multiple of the page size) */
     size_t max_free;       /* stacks kept for reuse; more are unmapped */
+    /* lock protects free, nfree and live; the system calls (mmap, madvise,
+     * munmap) run outside it. */
+    pthread_mutex_t lock;
     Fiber *free;
     size_t nfree;
+    size_t ndirty;         /* free stacks whose pages are still resident */
     size_t live;           /* stacks handed out and not yet returned */
 } FiberPool;
 
@@ -68,8 +75,18 @@ void vm_fiber_pool_init(FiberPool *pool, size_t stack_size, size_t max_free);
 void vm_fiber_pool_destroy(FiberPool *pool);
 /* A fiber with a fresh or reused stack; NULL when no stack can be mapped. */
 Fiber *vm_fiber_alloc(FiberPool *pool);
-/* Returns a fiber's stack to the pool (its memory is released to the OS
- * when the pool already keeps max_free stacks). */
+/*
+ * Returns a fiber's stack to the pool, with its pages still resident (a
+ * spawn that reuses it makes no system call); the stack is unmapped when
+ * the pool already keeps max_free stacks.
+ */
 void vm_fiber_free(FiberPool *pool, Fiber *f);
+
+/*
+ * Gives the resident pages of the pool's free stacks back to the OS.  The
+ * schedulers call it when they go idle, so memory returns once a burst of
+ * processes is over, and the burst itself pays no system calls.
+ */
+void vm_fiber_pool_trim(FiberPool *pool);
 
 #endif /* VM_FIBER_H */

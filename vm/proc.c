@@ -171,9 +171,7 @@ static void proc_main(void *arg)
 uint64_t vm_spawn(tvm_vm *vm, const FuncInfo *entry, int argc, const Term *args, bool joinable)
 {
     SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
-    pthread_mutex_lock(&sys->lock);
     Fiber *fiber = vm_fiber_alloc(&sys->pool);
-    pthread_mutex_unlock(&sys->lock);
     if (!fiber)
         return 0;
     Process *p = vm_process_new(vm);
@@ -273,15 +271,16 @@ static void proc_exit(Process *p, Term cls, Term value)
 void vm_proc_reap(SchedSystem *sys, Process *p);
 void vm_proc_reap(SchedSystem *sys, Process *p)
 {
-    pthread_mutex_lock(&sys->lock);
     vm_fiber_free(&sys->pool, p->fiber);
     p->fiber = NULL;
+    pthread_mutex_lock(&sys->lock);
     Process **slot = table_find(sys, p->pid);
     if (slot)
         *slot = TOMBSTONE;
     sys->live--;
     bool last = --p->refs == 0;
-    pthread_cond_broadcast(&sys->exited);
+    if (sys->exit_waiters)
+        pthread_cond_broadcast(&sys->exited);
     pthread_mutex_unlock(&sys->lock);
     if (last)
         proc_destroy(p);
@@ -308,7 +307,9 @@ Process *vm_proc_join(SchedSystem *sys, uint64_t pid)
         pthread_mutex_unlock(&p->lock);
         if (done)
             break;
+        sys->exit_waiters++;
         pthread_cond_wait(&sys->exited, &sys->lock);
+        sys->exit_waiters--;
     }
     pthread_mutex_unlock(&sys->lock);
     return p;

@@ -192,6 +192,13 @@ static void *sched_main(void *arg)
             break;
         }
         if (!s->rq_head) {
+            /* Going idle: give the stacks of processes that ended back to
+             * the OS (the burst that freed them paid no system call). */
+            pthread_mutex_unlock(&s->lock);
+            vm_fiber_pool_trim(&sys->pool);
+            pthread_mutex_lock(&s->lock);
+        }
+        if (!s->rq_head && !__atomic_load_n(&sys->stopping, __ATOMIC_ACQUIRE)) {
             /* Idle: offline for thread progress, then sleep until work is
              * pushed here or a busy scheduler with a backlog wakes us to
              * steal.  The one-second timeout is a safety net for a wake-up
@@ -318,7 +325,7 @@ SchedSystem *vm_sched_start(tvm_vm *vm, int n)
     sys->cap = 1024;
     sys->table = vm_calloc(sys->cap, sizeof(Process *));
     sys->next_pid = 1;
-    vm_fiber_pool_init(&sys->pool, vm->fiber_stack, 1024);
+    vm_fiber_pool_init(&sys->pool, vm->fiber_stack, 4096);
     pthread_mutex_init(&sys->tlock, NULL);
     cond_init_monotonic(&sys->tcond);
     sys->scheds = vm_calloc((size_t)n, sizeof(Scheduler));

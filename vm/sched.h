@@ -44,13 +44,15 @@ typedef struct SchedSystem {
     tvm_vm *vm;
     int n;
     Scheduler *scheds;
-    /* lock protects: the table, next_pid, live, stopping, the fiber pool. */
+    /* lock protects: the table, next_pid, live, stopping, exit_waiters.
+     * The fiber pool has its own lock. */
     pthread_mutex_t lock;
     pthread_cond_t exited;    /* broadcast whenever a process exits */
     Process **table;          /* open addressing by pid; NULL empty, (void*)1 deleted */
     size_t cap, used;
     uint64_t next_pid;
     size_t live;
+    int exit_waiters;         /* threads in cond_wait(exited): broadcast only then */
     bool stopping;
     FiberPool pool;
     bool crash_reports;
