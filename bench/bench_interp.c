@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_util.h"
 #include "include/tracevm.h"
 
 #define MAX_RUNS 1000
@@ -43,18 +44,6 @@ static double now_ns(void)
 static double cpu_ns(void)
 {
     return clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static void die_call(tvm_env *env, tvm_status st, const char *what)
