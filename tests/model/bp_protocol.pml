@@ -1,0 +1,183 @@
+/*
+ * tests/model/bp_protocol.pml - the breakpoint protocol (design.md §4,
+ * reference/beam.md §1.2-1.6) as a Promela model, checked by spin in
+ * tests/sh/spin_model.sh.
+ *
+ * One function, NREADERS scheduler threads calling it, one writer running
+ * the trace_pattern sequence for NOPS operations:
+ *   op 1  add     (flags on, setting 1)   allocates record 1
+ *   op 2  update  (setting 2)
+ *   op 3  remove  (flags off)             unlinks and frees record 1
+ *   op 4  add     (setting 1)             allocates record 2
+ *
+ * A generation is two fields (fa, fb) written by two separate stores with
+ * the same value, so a reader that mixes two writes (a torn read) sees
+ * fa != fb.  A field value is the whole setting: 0 = flags off, 1 or 2 =
+ * on with that match spec / tracer.
+ *
+ * "wait" is thread progress (breakpoints/bp_progress.c): the writer raises
+ * need[i] for every reader and blocks until each reader has cleared it at
+ * a quiescent state, i.e. between two calls.  A reader holds nothing
+ * across a quiescent state.
+ *
+ * The model is sequentially consistent: waits whose only purpose is memory
+ * ordering (publishing plain stores to other cores) are not distinguished
+ * from free ones here.  It checks the interleavings.
+ *
+ * Properties (assertions in reader):
+ *   (a) no reader reads or uses a freed record;
+ *   (b) a reader sees one whole generation (fa == fb);
+ *   (c) a call that starts after trace_pattern returned (done >= k when
+ *       the call reads the first instruction) sees the setting of op k or
+ *       of an op that started later.
+ *
+ * Seeded bug: -DSEEDED_BUG removes the wait after the flip of the active
+ * index.  Consolidation then rewrites the old generation while a reader
+ * that loaded the index before the flip is still reading it: (b) fails.
+ */
+
+#define NREADERS 2
+#define NOPS     4
+#define NREC     3      /* record ids 1..2; 0 = no record */
+
+#define R_UNUSED 0
+#define R_LIVE   1
+#define R_DEAD   2      /* unlinked, on the free list */
+#define R_FREED  3
+
+bool armed;             /* first instruction = generic breakpoint */
+byte hdr;               /* function header -> breakpoint record (0 = none) */
+byte active_ix;         /* global active index (0/1) */
+byte fa[NREC * 2];      /* data[rec][gen], first field */
+byte fb[NREC * 2];      /* data[rec][gen], second field */
+byte rstate[NREC];
+bool need[NREADERS];    /* thread progress: reader i must still pass a QS */
+byte started;           /* trace_pattern calls begun */
+byte done;              /* trace_pattern calls returned */
+byte S[NOPS + 1];       /* S[k] = setting after op k (S[0] = untraced) */
+
+#define D(r, g) ((r) * 2 + (g))
+
+/* Thread progress: every reader passes a quiescent state after the wait
+ * began (the ticket is taken after the writes before it). */
+inline wait()
+{
+    atomic { need[0] = 1; need[1] = 1 };
+    (need[0] == 0 && need[1] == 0)
+}
+
+inline trace_pattern(v)
+{
+    started++;
+
+    /* Stage: write the staging generation; link a new record.  Readers
+     * read only data[active_ix]; a new record's active generation is 0, so a
+     * reader that finds it does nothing. */
+    if
+    :: hdr == 0 -> r = nextrec; nextrec++; rstate[r] = R_LIVE
+    :: else -> r = hdr
+    fi;
+    st = 1 - active_ix;
+    fa[D(r, st)] = v;
+    fb[D(r, st)] = v;
+    hdr = r;
+    wait();
+
+    /* Install: arm (one store).  Falls through without a wait when there
+     * is nothing to arm, as in BEAM. */
+    if
+    :: v != 0 && !armed -> armed = 1; wait()
+    :: else -> skip
+    fi;
+
+    /* Commit: flip the active index.  The staging generation was complete
+     * before the previous wait. */
+    active_ix = 1 - active_ix;
+#ifndef SEEDED_BUG
+    wait();             /* no reader still reads the old generation */
+#endif
+
+    /* Uninstall: disarm if the active flags are all off.  Falls through
+     * without a wait when there is nothing to disarm. */
+    if
+    :: fa[D(r, active_ix)] == 0 && armed -> armed = 0; wait()
+    :: else -> skip
+    fi;
+
+    /* Consolidate: copy active into staging (the old generation, which no
+     * reader reads any more); unlink a dead record. */
+    st = 1 - active_ix;
+    fa[D(r, st)] = fa[D(r, active_ix)];
+    fb[D(r, st)] = fb[D(r, active_ix)];
+    if
+    :: fa[D(r, active_ix)] == 0 -> hdr = 0; rstate[r] = R_DEAD
+    :: else -> skip
+    fi;
+    wait();
+
+    /* Free: everyone passed a QS since the unlink (and the disarm). */
+    if
+    :: rstate[r] == R_DEAD -> rstate[r] = R_FREED
+    :: else -> skip
+    fi;
+
+    done++
+}
+
+active proctype writer()
+{
+    byte r, st;
+    byte nextrec = 1;
+    trace_pattern(1);   /* add */
+    trace_pattern(2);   /* update */
+    trace_pattern(0);   /* remove */
+    trace_pattern(1)    /* add again: a new record */
+}
+
+proctype reader(byte id)
+{
+    byte snap, r, ai, a, b, seen, k;
+    bool arm, ok;
+    do
+    :: /* A call starts: read the first instruction. */
+       atomic { snap = done; arm = armed };
+       if
+       :: arm ->
+          r = hdr;                        /* record via the function header */
+          assert(r != 0);
+          ai = active_ix;                 /* relaxed load of the index */
+          assert(rstate[r] != R_FREED);   /* (a) */
+          a = fa[D(r, ai)];
+          assert(rstate[r] != R_FREED);   /* (a) */
+          b = fb[D(r, ai)];
+          /* use */
+          assert(rstate[r] != R_FREED);   /* (a) */
+          assert(a == b);                 /* (b) */
+          seen = a
+       :: else -> seen = 0
+       fi;
+       /* (c) seen is the setting of some op k, done-at-start <= k <= started */
+       d_step {
+          ok = 0; k = snap;
+          do
+          :: k <= started -> if :: S[k] == seen -> ok = 1 :: else -> skip fi; k++
+          :: else -> break
+          od;
+          assert(ok);
+       };
+       /* Quiescent state, reported to thread progress; nothing held. */
+       d_step {
+          need[id] = 0;
+          snap = 0; r = 0; ai = 0; a = 0; b = 0; seen = 0; k = 0; arm = 0; ok = 0
+       }
+    od
+}
+
+init
+{
+    atomic {
+        S[0] = 0; S[1] = 1; S[2] = 2; S[3] = 0; S[4] = 1;
+        run reader(0);
+        run reader(1)
+    }
+}
