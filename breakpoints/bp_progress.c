@@ -79,7 +79,7 @@ static void wake_reached(BpProgress *bp, uint64_t completed)
         }
     }
     pthread_mutex_unlock(&bp->lock);
-    SchedSystem *sys = __atomic_load_n(&bp->vm->sched, __ATOMIC_ACQUIRE);
+    SchedSystem *sys = vm_sched_of(bp->vm);
     while (ready) {
         Waiter *n = ready->next;
         if (sys)
@@ -117,11 +117,12 @@ static void *progress_main(void *arg)
 
 BpProgress *bp_progress_get(tvm_vm *vm)
 {
-    BpProgress *bp = __atomic_load_n(&vm->progress, __ATOMIC_ACQUIRE);
+    /* [PR1'] acquire; pairs with [PR1] below. */
+    BpProgress *bp = vm_atomic_load_ptr_acquire(&vm->progress);
     if (bp)
         return bp;
     pthread_mutex_lock(&vm->code_lock);
-    bp = vm->progress;
+    bp = vm_atomic_load_ptr_relaxed(&vm->progress);
     if (!bp) {
         bp = vm_calloc(1, sizeof *bp);
         bp->vm = vm;
@@ -131,7 +132,8 @@ BpProgress *bp_progress_get(tvm_vm *vm)
         if (pthread_create(&bp->thread, NULL, progress_main, bp) != 0)
             vm_die("cannot start the thread-progress thread");
         vm->progress_stop = bp_progress_stop;
-        __atomic_store_n(&vm->progress, bp, __ATOMIC_RELEASE);
+        /* [PR1] release: the service's initialisation before its use. */
+        vm_atomic_store_ptr_release(&vm->progress, bp);
     }
     pthread_mutex_unlock(&vm->code_lock);
     return bp;
@@ -139,7 +141,7 @@ BpProgress *bp_progress_get(tvm_vm *vm)
 
 void bp_progress_stop(tvm_vm *vm)
 {
-    BpProgress *bp = vm->progress;
+    BpProgress *bp = vm_atomic_load_ptr_acquire(&vm->progress);
     if (!bp)
         return;
     pthread_mutex_lock(&bp->lock);
@@ -156,7 +158,7 @@ void bp_progress_stop(tvm_vm *vm)
     pthread_cond_destroy(&bp->work);
     pthread_cond_destroy(&bp->done);
     free(bp);
-    vm->progress = NULL;
+    vm_atomic_store_ptr_release(&vm->progress, NULL);
 }
 
 uint64_t bp_progress_ticket(BpProgress *bp)

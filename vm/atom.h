@@ -36,7 +36,7 @@ bool vm_atom_intern(const char *name, size_t len, Atom *out);
 /* Look an existing atom up; false if there is none.  Any thread. */
 bool vm_atom_lookup(const char *name, size_t len, Atom *out);
 
-/* The name of an atom (not NUL-terminated beyond len... it is, actually). */
+/* The name of an atom (NUL-terminated; its length in *len if len is set). */
 const char *vm_atom_name(Atom a, size_t *len);
 
 /* Interns a NUL-terminated name, aborting on failure (for C-side names). */

@@ -593,7 +593,7 @@ NATIVE_FN(bif_is_process_alive)
     if (!term_is_pid(ARG(0)))
         BADARG();
     bool alive = false;
-    SchedSystem *sys = p->vm->sched;
+    SchedSystem *sys = vm_sched_of(p->vm);
     Process *t = sys ? vm_proc_get(sys, pid_value(ARG(0))) : NULL;
     if (t) {
         pthread_mutex_lock(&t->lock);

@@ -36,7 +36,7 @@ tvm_status tvm_join(tvm_env *env, tvm_pid pid, tvm_term *result)
     if (!ENV_OK(env) || !result)
         return TVM_ERR_BADARG;
     Process *self = env->p;
-    SchedSystem *sys = __atomic_load_n(&self->vm->sched, __ATOMIC_ACQUIRE);
+    SchedSystem *sys = vm_sched_of(self->vm);
     Process *p = sys ? vm_proc_join(sys, pid) : NULL;
     if (!p)
         return TVM_ERR_NOTFOUND;
@@ -103,7 +103,7 @@ tvm_status tvm_sleep(tvm_env *env, int64_t ms)
     uint64_t seq = ++p->timer_seq;
     p->timed_out = false;
     pthread_mutex_unlock(&p->lock);
-    vm_timer_add(p->vm->sched, vm_now_ns() + (uint64_t)ms * 1000000u, p->pid, seq);
+    vm_timer_add(vm_sched_of(p->vm), vm_now_ns() + (uint64_t)ms * 1000000u, p->pid, seq);
     for (;;) {
         p->want_wait = true;
         vm_proc_yield(p);
@@ -133,7 +133,7 @@ tvm_status tvm_receive(tvm_env *env, int64_t timeout_ms, tvm_term *msg)
 
 void tvm_wait_idle(tvm_vm *vm)
 {
-    SchedSystem *sys = vm ? __atomic_load_n(&vm->sched, __ATOMIC_ACQUIRE) : NULL;
+    SchedSystem *sys = vm ? vm_sched_of(vm) : NULL;
     if (!sys)
         return;
     pthread_mutex_lock(&sys->lock);
@@ -158,7 +158,7 @@ static const char *state_name(int st)
 
 size_t tvm_processes(tvm_vm *vm, tvm_process_info *out, size_t max)
 {
-    SchedSystem *sys = vm ? __atomic_load_n(&vm->sched, __ATOMIC_ACQUIRE) : NULL;
+    SchedSystem *sys = vm ? vm_sched_of(vm) : NULL;
     if (!sys)
         return 0;
     size_t n = 0;

@@ -21,8 +21,10 @@
  * writer stored; every value ever stored in addr[] is a FuncInfo that is
  * never freed while the VM lives, so such a reader calls a valid (older or
  * newer) version, as it could have by running a little earlier or later.
- * The breakpoint engine adds thread-progress waits around commits so that
- * "after the load returns, every new call runs the new code" holds too.
+ * The breakpoint engine is to add thread-progress waits around commits so
+ * that "after the load returns, every new call runs the new code" holds too
+ * (not done yet: today a caller that loaded the old index just before the
+ * commit may still make one call into the old version).
  */
 #include "vm/module.h"
 

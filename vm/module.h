@@ -40,9 +40,10 @@ typedef struct FuncInfo {
     const LineEntry *lines;     /* sorted by pc */
     uint32_t nlines;
     /*
-     * Breakpoint record slot.  Written only under the code-modification
-     * permission (breakpoints/); read by the breakpoint instruction with an
-     * acquire load.  NULL while the function has never been instrumented.
+     * Breakpoint record slot, for the breakpoint engine (not written by
+     * anything yet): to be written only under the code-modification
+     * permission and read by the breakpoint instruction with an acquire
+     * load.  NULL while the function has never been instrumented.
      */
     VmAtomic bp;
     struct Export *export;      /* the export entry if exported, else NULL */
@@ -96,7 +97,8 @@ struct tvm_vm {
      * call ([CX1']).
      */
     VmAtomic code_ix;
-    pthread_mutex_t code_lock;   /* serializes loads and native registration */
+    pthread_mutex_t code_lock;   /* serializes loads, native registration, and the start
+                                  * of the schedulers and the progress service */
     Module **modules;            /* under code_lock */
     uint32_t nmodules, modules_cap;
     pthread_mutex_t export_lock; /* protects the export hash (not addr[]) */
@@ -108,14 +110,23 @@ struct tvm_vm {
     int schedulers;              /* scheduler threads to start (0: one per core) */
     size_t fiber_stack;          /* bytes per process fiber stack (0: default) */
     bool crash_reports;          /* print a report when a process crashes */
-    /* The schedulers, started on first use (vm/sched.c); published with a
-     * release store under code_lock, read with an acquire load. */
-    struct SchedSystem *sched;
-    /* The thread-progress service (breakpoints/bp_progress.c), started on
-     * first use; same publication rule as `sched`. */
-    struct BpProgress *progress;
-    void (*progress_stop)(struct tvm_vm *vm);  /* set with `progress` */
+    /* The schedulers (struct SchedSystem *), started on first use
+     * (vm/sched.c).  [SC1] release store under code_lock when started and
+     * when stopped by tvm_destroy; read with vm_sched_of() ([SC1'] acquire)
+     * from any thread. */
+    VmAtomic sched;
+    /* The thread-progress service (struct BpProgress *,
+     * breakpoints/bp_progress.c), started on first use; same rule as
+     * `sched` ([PR1] / [PR1']). */
+    VmAtomic progress;
+    void (*progress_stop)(struct tvm_vm *vm);  /* written under code_lock with `progress` */
 };
+
+/* [SC1'] acquire: the scheduler system's initialisation before its use. */
+static inline struct SchedSystem *vm_sched_of(const tvm_vm *vm)
+{
+    return (struct SchedSystem *)vm_atomic_load_ptr_acquire(&vm->sched);
+}
 
 static inline unsigned vm_code_ix(const tvm_vm *vm)
 {

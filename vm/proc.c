@@ -220,7 +220,7 @@ static void crash_report(Process *p)
 
 static void proc_exit(Process *p, Term cls, Term value)
 {
-    SchedSystem *sys = p->vm->sched;
+    SchedSystem *sys = vm_sched_of(p->vm);
     bool normal = cls == make_atom(ATOM_NORMAL);
     bool crashed = !normal && !(cls == make_atom(ATOM_EXIT) && value == make_atom(ATOM_NORMAL));
     /* Terms live in handles from here on: every allocation may collect. */
@@ -353,7 +353,7 @@ static void wake_locked(Process *p, bool *enqueue)
 
 bool vm_send(tvm_vm *vm, uint64_t pid, Term msg)
 {
-    SchedSystem *sys = vm->sched;
+    SchedSystem *sys = vm_sched_of(vm);
     if (!sys)
         return false;
     Process *p = vm_proc_get(sys, pid);
@@ -462,7 +462,7 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
     /* Beyond VM_TIMEOUT_MAX_MS (about 31 years) a timeout is infinity; it
      * also keeps the deadline arithmetic from overflowing. */
     if (timeout_ms > 0 && timeout_ms <= VM_TIMEOUT_MAX_MS)
-        vm_timer_add(p->vm->sched, vm_now_ns() + (uint64_t)timeout_ms * 1000000u, p->pid, seq);
+        vm_timer_add(vm_sched_of(p->vm), vm_now_ns() + (uint64_t)timeout_ms * 1000000u, p->pid, seq);
     for (;;) {
         p->want_wait = true;
         vm_proc_yield(p);
@@ -479,9 +479,8 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
 
 uint64_t vm_proc_monitor(Process *p, uint64_t target)
 {
-    SchedSystem *sys = p->vm->sched;
-    static uint64_t next_ref = 1;
-    uint64_t ref = __atomic_fetch_add(&next_ref, 1, __ATOMIC_RELAXED);
+    SchedSystem *sys = vm_sched_of(p->vm);
+    uint64_t ref = vm_atomic_fetch_add_relaxed(&sys->next_ref, 1) + 1;
     Process *t = vm_proc_get(sys, target);
     bool alive = false;
     if (t) {

@@ -108,7 +108,7 @@ struct Process {
     Term exc_class, exc_reason;
     RawFrame exc_trace[VM_STACKTRACE_DEPTH];
     uint32_t exc_depth;
-    Term exc_trace_term;   /* a rethrown stack trace, or THE_NONE */
+    Term exc_trace_term;   /* exc_trace as a term, built on first use; THE_NONE until then */
 
     /* Handles held by natives and embedders (GC roots). */
     Term *roots;

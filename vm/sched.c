@@ -55,7 +55,7 @@ static size_t rq_push(Scheduler *s, Process *p)
         s->rq_head = p;
     s->rq_tail = p;
     size_t len = ++s->rq_len;
-    bool wake = s->sleeping;
+    bool wake = vm_atomic_load_relaxed(&s->sleeping);
     pthread_mutex_unlock(&s->lock);
     if (wake)
         pthread_cond_signal(&s->cond);
@@ -67,7 +67,7 @@ static void wake_a_sleeper(SchedSystem *sys, const Scheduler *self)
 {
     for (int i = 0; i < sys->n; i++) {
         Scheduler *o = &sys->scheds[i];
-        if (o != self && __atomic_load_n(&o->sleeping, __ATOMIC_RELAXED)) {
+        if (o != self && vm_atomic_load_relaxed(&o->sleeping)) {
             pthread_mutex_lock(&o->lock);
             pthread_cond_signal(&o->cond);
             pthread_mutex_unlock(&o->lock);
@@ -97,12 +97,12 @@ void vm_sched_enqueue(SchedSystem *sys, Process *p)
 {
     Scheduler *target = p->sched;
     if (!target) {
-        unsigned i = __atomic_fetch_add(&sys->spawn_rr, 1, __ATOMIC_RELAXED);
+        unsigned i = (unsigned)vm_atomic_fetch_add_relaxed(&sys->spawn_rr, 1);
         target = &sys->scheds[i % (unsigned)sys->n];
     }
-    if (!__atomic_load_n(&target->sleeping, __ATOMIC_RELAXED)) {
+    if (!vm_atomic_load_relaxed(&target->sleeping)) {
         for (int i = 0; i < sys->n; i++) {
-            if (__atomic_load_n(&sys->scheds[i].sleeping, __ATOMIC_RELAXED)) {
+            if (vm_atomic_load_relaxed(&sys->scheds[i].sleeping)) {
                 target = &sys->scheds[i];
                 break;
             }
@@ -173,7 +173,7 @@ static void *sched_main(void *arg)
     for (;;) {
         /* A VM being destroyed stops between two processes, even with work
          * queued: whatever is left is freed by vm_sched_stop(). */
-        if (__atomic_load_n(&sys->stopping, __ATOMIC_ACQUIRE))
+        if (vm_atomic_load_acquire(&sys->stopping))
             break;
         pthread_mutex_lock(&s->lock);
         Process *p = rq_pop_locked(s);
@@ -187,7 +187,7 @@ static void *sched_main(void *arg)
             continue;
         }
         pthread_mutex_lock(&s->lock);
-        if (__atomic_load_n(&sys->stopping, __ATOMIC_ACQUIRE)) {
+        if (vm_atomic_load_acquire(&sys->stopping)) {
             pthread_mutex_unlock(&s->lock);
             break;
         }
@@ -198,20 +198,20 @@ static void *sched_main(void *arg)
             vm_fiber_pool_trim(&sys->pool);
             pthread_mutex_lock(&s->lock);
         }
-        if (!s->rq_head && !__atomic_load_n(&sys->stopping, __ATOMIC_ACQUIRE)) {
+        if (!s->rq_head && !vm_atomic_load_acquire(&sys->stopping)) {
             /* Idle: offline for thread progress, then sleep until work is
              * pushed here or a busy scheduler with a backlog wakes us to
              * steal.  The one-second timeout is a safety net for a wake-up
              * lost to the race between our check and a busy scheduler's;
              * nothing is lost meanwhile (the busy one runs its queue). */
-            __atomic_store_n(&s->sleeping, true, __ATOMIC_RELAXED);
+            vm_atomic_store_relaxed(&s->sleeping, 1);
             vm_qsbr_offline();
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             ts.tv_sec += 1;
             pthread_cond_timedwait(&s->cond, &s->lock, &ts);
             vm_qsbr_online();
-            __atomic_store_n(&s->sleeping, false, __ATOMIC_RELAXED);
+            vm_atomic_store_relaxed(&s->sleeping, 0);
         }
         pthread_mutex_unlock(&s->lock);
     }
@@ -307,7 +307,7 @@ static void cond_init_monotonic(pthread_cond_t *c)
 SchedSystem *vm_sched_start(tvm_vm *vm, int n)
 {
     pthread_mutex_lock(&vm->code_lock);
-    SchedSystem *sys = vm->sched;
+    SchedSystem *sys = vm_sched_of(vm);
     if (sys) {
         pthread_mutex_unlock(&vm->code_lock);
         return sys;
@@ -342,7 +342,8 @@ SchedSystem *vm_sched_start(tvm_vm *vm, int n)
     if (pthread_create(&sys->timer_thread, NULL, timer_main, sys) != 0)
         vm_die("cannot start the timer thread");
     /* Publish last: everything above is initialised before anyone can see it. */
-    __atomic_store_n(&vm->sched, sys, __ATOMIC_RELEASE);
+    /* [SC1] release: pairs with [SC1'] in vm_sched_of(). */
+    vm_atomic_store_ptr_release(&vm->sched, sys);
     pthread_mutex_unlock(&vm->code_lock);
     return sys;
 }
@@ -351,10 +352,11 @@ void vm_proc_free_all(SchedSystem *sys);
 
 void vm_sched_stop(tvm_vm *vm)
 {
-    SchedSystem *sys = vm->sched;
+    SchedSystem *sys = vm_sched_of(vm);
     if (!sys)
         return;
-    __atomic_store_n(&sys->stopping, true, __ATOMIC_RELEASE);
+    /* [ST1] release: pairs with the acquire loads in sched_main(). */
+    vm_atomic_store_release(&sys->stopping, 1);
     for (int i = 0; i < sys->n; i++) {
         pthread_mutex_lock(&sys->scheds[i].lock);
         pthread_cond_signal(&sys->scheds[i].cond);
@@ -377,5 +379,5 @@ void vm_sched_stop(tvm_vm *vm)
     free(sys->timers);
     free(sys->table);
     free(sys);
-    __atomic_store_n(&vm->sched, NULL, __ATOMIC_RELEASE);
+    vm_atomic_store_ptr_release(&vm->sched, NULL);
 }

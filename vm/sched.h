@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 
+#include "vm/atomics.h"
 #include "vm/fiber.h"
 #include "vm/process.h"
 
@@ -23,12 +24,15 @@ typedef struct Scheduler {
     struct SchedSystem *sys;
     int id;
     pthread_t thread;
-    /* lock protects rq_head/rq_tail/rq_len and sleeping. */
+    /* lock protects rq_head/rq_tail/rq_len. */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     Process *rq_head, *rq_tail;
     size_t rq_len;
-    bool sleeping;
+    /* 1 while the scheduler waits on cond.  Written by it under `lock`;
+     * read relaxed by enqueuers choosing where to put work (a stale value
+     * only costs a wake-up or a missed steal, never a lost process). */
+    VmAtomic sleeping;
     /* Owned by the scheduler thread. */
     void *sp;                 /* its own context while a process runs */
     void *tsan;               /* its ThreadSanitizer fiber (tsan builds) */
@@ -44,7 +48,7 @@ typedef struct SchedSystem {
     tvm_vm *vm;
     int n;
     Scheduler *scheds;
-    /* lock protects: the table, next_pid, live, stopping, exit_waiters.
+    /* lock protects: the table, next_pid, live, exit_waiters.
      * The fiber pool has its own lock. */
     pthread_mutex_t lock;
     pthread_cond_t exited;    /* broadcast whenever a process exits */
@@ -53,10 +57,13 @@ typedef struct SchedSystem {
     uint64_t next_pid;
     size_t live;
     int exit_waiters;         /* threads in cond_wait(exited): broadcast only then */
-    bool stopping;
+    /* 1 once tvm_destroy stops the schedulers ([ST1] release in
+     * vm_sched_stop; acquire in sched_main). */
+    VmAtomic stopping;
     FiberPool pool;
     bool crash_reports;
-    unsigned spawn_rr;
+    VmAtomic spawn_rr;        /* round-robin placement of new processes (relaxed) */
+    VmAtomic next_ref;        /* monitor references (relaxed fetch-add) */
     Process *joinables;       /* spawned joinable, not yet joined (lock) */
     /* Timers: tlock protects the heap and tstop. */
     pthread_t timer_thread;

@@ -20,6 +20,9 @@
 #include <urcu-qsbr.h>
 
 #include "include/tracevm.h"
+#include "tests/stress/stress_util.h"
+
+static const char *const stress_name = "stress_procs";
 
 static const char *const src =
     "module st\n"
@@ -50,12 +53,6 @@ static const char *const src =
     "none:\n    loadk r4, infinity\n    wait r4, done\n    jump loop\n"
     "done:\n    ret r1\nend\n";
 
-static int fail(const char *what)
-{
-    fprintf(stderr, "stress_procs: %s\n", what);
-    return 1;
-}
-
 static double now_ms(void)
 {
     struct timespec ts;
@@ -76,11 +73,7 @@ static long rss_kib(void)
 
 static tvm_pid spawn1(tvm_env *env, const char *fun, int64_t n)
 {
-    tvm_term a;
-    tvm_pid pid = 0;
-    if (tvm_make_int(env, n, &a) != TVM_OK || tvm_spawn(env, "st", fun, 1, &a, &pid) != TVM_OK)
-        exit(fail("spawn failed"));
-    return pid;
+    return spawn_int(env, "st", fun, n);
 }
 
 /* t:await/0 - a native that waits for a message through the API (its

@@ -18,6 +18,9 @@
 
 #include "breakpoints/bp_progress.h"
 #include "include/tracevm.h"
+#include "tests/stress/stress_util.h"
+
+static const char *const stress_name = "stress_progress";
 #include "vm/atomics.h"
 
 typedef struct Shared {
@@ -66,12 +69,6 @@ static const char *const src =
     "done:\n    ret r0\nend\n"
     "function waiter/1 regs 1\n    callx r0, r0, t:wait_progress/1\n    ret r0\nend\n";
 
-static int fail(const char *what)
-{
-    fprintf(stderr, "stress_progress: %s\n", what);
-    return 1;
-}
-
 static tvm_vm *start(int schedulers)
 {
     tvm_config cfg = { .schedulers = schedulers };
@@ -88,11 +85,7 @@ static tvm_vm *start(int schedulers)
 
 static tvm_pid spawn1(tvm_env *env, const char *fun, int64_t n)
 {
-    tvm_term a;
-    tvm_pid pid = 0;
-    if (tvm_make_int(env, n, &a) != TVM_OK || tvm_spawn(env, "pg", fun, 1, &a, &pid) != TVM_OK)
-        exit(fail("spawn"));
-    return pid;
+    return spawn_int(env, "pg", fun, n);
 }
 
 int main(void)

@@ -115,10 +115,9 @@ __attribute__((noinline)) static void depth1(void *arg)
     to_main();
 }
 
+/* True if ip lies in the first 256 bytes of fn (our functions are small). */
 static bool in_function(uintptr_t ip, void (*fn)(void))
 {
-    unw_proc_info_t pi;
-    (void)pi;
     return ip > (uintptr_t)fn && ip < (uintptr_t)fn + 256;
 }
 
