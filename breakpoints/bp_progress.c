@@ -102,6 +102,7 @@ static void *progress_main(void *arg)
         uint64_t gp = ++bp->started;
         pthread_mutex_unlock(&bp->lock);
         /* This thread is not a registered reader: the call only waits. */
+        VM_QSBR_PUBLISH();
         synchronize_rcu();
         VM_QSBR_ACQUIRE();
         pthread_mutex_lock(&bp->lock);

@@ -70,6 +70,9 @@ typedef struct tvm_config {
     int schedulers;            /* scheduler threads; 0 = one per core */
     size_t fiber_stack_bytes;  /* native stack per process; 0 = default (256 KiB) */
     bool quiet_crashes;        /* do not print crash reports of processes */
+    /* trace_pattern parks every scheduler while it patches, as BEAM did
+     * before R16.  For the pause-freedom benchmark only. */
+    bool stop_the_world_tracing;
 } tvm_config;
 
 /*
@@ -283,6 +286,80 @@ typedef struct tvm_process_info {
 
 /* Fills up to max entries; returns how many processes are alive. */
 size_t tvm_processes(tvm_vm *vm, tvm_process_info *out, size_t max);
+
+
+/* ------------------------------------------------------------------ */
+/* Breakpoints: trace_pattern, trace_info, call counts, the call hook  */
+/*
+ * Breakpoints are switched on and off while every scheduler keeps running
+ * (docs/breakpoints.md).  A pattern names functions with trailing
+ * wildcards only: "m:f/a", "m:f/_", "m:_/_" or "_:_/_".
+ *
+ * Flags: TVM_TP_GLOBAL traces remote calls (through the export table) of
+ * exported functions; TVM_TP_LOCAL traces every call; they exclude each
+ * other per function (setting one clears the other).  TVM_TP_CALL_COUNT
+ * counts every call by every process.  Flags 0 means TVM_TP_GLOBAL.
+ * Actions: TVM_TP_TRUE sets the flags (and restarts an existing counter
+ * at 0), TVM_TP_FALSE clears them, TVM_TP_PAUSE freezes counters and
+ * TVM_TP_RESTART zeroes them and counts on (these two take only
+ * TVM_TP_CALL_COUNT).
+ *
+ * A traced call (local or global) of a process whose call tracing is on
+ * (tvm_trace_calls) runs the call hook.
+ */
+
+enum {
+    TVM_TP_GLOBAL = 1u << 0,
+    TVM_TP_LOCAL = 1u << 1,
+    TVM_TP_CALL_COUNT = 1u << 2,
+};
+
+typedef enum tvm_tp_action {
+    TVM_TP_TRUE, TVM_TP_FALSE, TVM_TP_PAUSE, TVM_TP_RESTART
+} tvm_tp_action;
+
+/*
+ * Applies a pattern; *matched (may be NULL) gets the number of functions
+ * it matched (for TVM_TP_GLOBAL: exported ones).  Returns when every later
+ * call in the VM sees the new setting.  TVM_ERR_BADARG with a message in
+ * err for a bad pattern, action or flags; nothing changes then.  Any
+ * thread: a process calling it (from a native) is suspended while it
+ * waits, a foreign thread blocks.
+ */
+tvm_status tvm_trace_pattern(tvm_vm *vm, const char *pattern, tvm_tp_action how,
+                             unsigned flags, int *matched, tvm_error *err);
+
+/*
+ * trace_info for one function "m:f/a" into env: item is "traced",
+ * "call_count" or "all"; *out gets {Item, Value} as erlang:trace_info/2
+ * gives it (Value undefined when the function does not exist).
+ */
+tvm_status tvm_trace_info(tvm_env *env, const char *mfa, const char *item,
+                          tvm_term *out, tvm_error *err);
+
+/* The call count of "m:f/a": TVM_ERR_NOTFOUND when it has no counter. */
+tvm_status tvm_call_count(tvm_vm *vm, const char *mfa, int64_t *count);
+
+/* Turns call tracing of a process on or off (pid 0: the env itself, a
+ * call context).  TVM_ERR_NOTFOUND when the process is not alive. */
+tvm_status tvm_trace_calls(tvm_env *env, tvm_pid pid, bool on);
+
+typedef struct tvm_call_event {
+    tvm_pid pid;             /* 0 for a call context */
+    const char *module, *function;
+    int arity;
+    const tvm_term *argv;    /* arity handles, valid during the hook */
+    bool global;             /* hit through the export entry */
+} tvm_call_event;
+
+/*
+ * Runs on the calling process's thread for each traced call; env is that
+ * process's.  It may inspect and format terms; it must not raise.  NULL
+ * removes the hook.  Any thread; calls already in the hook finish with the
+ * previous one.
+ */
+typedef void (*tvm_call_hook)(tvm_env *env, const tvm_call_event *ev, void *data);
+void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "breakpoints/bp.h"
 #include "loader/ld_internal.h"
 #include "vm/heap.h"
 #include "vm/print.h"
@@ -45,6 +46,14 @@ tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,
     if (!m) {
         st = TVM_ERR_LOAD;
     } else {
+        /* The permission first: a load excludes trace_pattern, and a new
+         * version starts untraced (the old one's breakpoints go first). */
+        vm_code_perm_acquire(vm);
+        pthread_mutex_lock(&vm->code_lock);
+        Module *old = vm_module_find_locked(vm, m->name);
+        pthread_mutex_unlock(&vm->code_lock);
+        if (old)
+            bp_module_replaced(vm, old);
         pthread_mutex_lock(&vm->code_lock);
         if (vm_module_has_natives_locked(vm, m->name)) {
             StrBuf sb;
@@ -59,6 +68,7 @@ tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,
             vm_module_install_locked(vm, m);
         }
         pthread_mutex_unlock(&vm->code_lock);
+        vm_code_perm_release(vm);
     }
     set_error(err, st, diag.s);
     sb_free(&diag);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "breakpoints/bp.h"
 #include "vm/atom.h"
 #include "vm/bif.h"
 #include "vm/module.h"
@@ -47,8 +48,10 @@ tvm_vm *tvm_new(const tvm_config *cfg)
     vm->schedulers = cfg && cfg->schedulers > 0 ? cfg->schedulers : 0;
     vm->fiber_stack = cfg ? cfg->fiber_stack_bytes : 0;
     vm->crash_reports = !(cfg && cfg->quiet_crashes);
+    vm->stw_tracing = cfg && cfg->stop_the_world_tracing;
     vm_modules_init(vm);
     vm_bifs_register(vm);
+    bp_engine_init(vm);
     return vm;
 }
 
@@ -57,11 +60,11 @@ void tvm_destroy(tvm_vm *vm)
     if (!vm)
         return;
     /* The progress thread first: it wakes processes through the
-     * schedulers.  Services of other components register their own stop
-     * hook (vm/ includes nothing from breakpoints/ or trace/). */
+     * schedulers.  Then the breakpoint engine, once nothing executes. */
     if (vm->progress_stop)
         vm->progress_stop(vm);
     vm_sched_stop(vm);
+    bp_engine_destroy(vm);
     vm_modules_destroy(vm);
     free(vm);
 }
@@ -93,6 +96,7 @@ tvm_status tvm_register_native(tvm_vm *vm, const char *mod, const char *fun,
     if (!vm_atom_intern(mod, strlen(mod), &m) || !vm_atom_intern(fun, strlen(fun), &f))
         return fail(err, TVM_ERR_BADARG, "tvm_register_native: %s:%s/%d: name longer than 255 bytes",
                     mod, fun, arity);
+    vm_code_perm_acquire(vm);
     pthread_mutex_lock(&vm->code_lock);
     tvm_status st;
     if (vm_module_find_locked(vm, m)) {
@@ -114,5 +118,6 @@ tvm_status tvm_register_native(tvm_vm *vm, const char *mod, const char *fun,
         }
     }
     pthread_mutex_unlock(&vm->code_lock);
+    vm_code_perm_release(vm);
     return st;
 }

@@ -80,4 +80,23 @@ static inline void vm_atomic_fence_full(void)
 #define vm_atomic_store_ptr_release(a, p) \
     vm_atomic_store_release((a), (uintptr_t)(p))
 
+/*
+ * Code words.  A function's first word is patched while other threads
+ * execute it (breakpoint arming), so the instruction fetch and the patch
+ * are single aligned 64-bit accesses: relaxed atomics, which compile to
+ * the plain moves an interpreter uses anyway.  Ordering comes from the
+ * thread-progress waits around a patch, not from these accesses.
+ */
+_Static_assert(sizeof(AO_t) == sizeof(uint64_t), "code words are AO_t-sized");
+
+static inline uint64_t vm_code_fetch(const uint64_t *at)
+{
+    return (uint64_t)AO_load((const volatile AO_t *)at);
+}
+
+static inline void vm_code_patch(uint64_t *at, uint64_t word)
+{
+    AO_store((volatile AO_t *)at, (AO_t)word);
+}
+
 #endif /* VM_ATOMICS_H */

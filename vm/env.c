@@ -13,6 +13,7 @@
 
 #include "vm/atom.h"
 #include "vm/heap.h"
+#include "vm/qsbr.h"
 #include "vm/print.h"
 #include "vm/process.h"
 
@@ -78,7 +79,10 @@ tvm_status tvm_call(tvm_env *env, const char *mod, const char *fun, int argc,
     Process *p = env->p;
     p->exc_pending = false;
     Term res;
+    /* A thread running VM code is a thread-progress reader (vm/qsbr.h). */
+    vm_qsbr_call_enter();
     tvm_status st = vm_execute(p, fn, argc, args, &res);
+    vm_qsbr_call_leave();
     if (st == TVM_OK) {
         *result = vm_root_push(p, res);
         return TVM_OK;

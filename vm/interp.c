@@ -20,6 +20,7 @@
 
 #include <string.h>
 
+#include "breakpoints/bp_record.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/process.h"
@@ -177,14 +178,14 @@ static tvm_status execute(Process *p, const FuncInfo *fn, int argc, const Term *
     };
 #define CASE(nm) L_##nm:
 #define DISPATCH_INSN() goto *labels[INSTR_OP(insn)]
-#define DISPATCH() do { insn = *pc; DISPATCH_INSN(); } while (0)
+#define DISPATCH() do { insn = vm_code_fetch(pc); DISPATCH_INSN(); } while (0)
     DISPATCH();
 #else
 #define CASE(nm) case OP_##nm:
 #define DISPATCH_INSN() goto dispatch_insn
 #define DISPATCH() goto dispatch_top
 dispatch_top:
-    insn = *pc;
+    insn = vm_code_fetch(pc);
 dispatch_insn: __attribute__((unused));
     switch (INSTR_OP(insn)) {
 #endif
@@ -481,6 +482,45 @@ arith:
     CASE(SELF) {
         reg[A] = p->pid ? make_pid(p->pid) : make_atom(ATOM_UNDEFINED);
         NEXT(1);
+    }
+
+    CASE(BREAKPOINT) {
+        /*
+         * A breakpoint hit (breakpoints/bp_record.h).  The record is
+         * reached through the running frame's function: the armed function
+         * itself (local), or the trampoline the export entry pointed at
+         * (global).  Everything needed from the record is copied out
+         * before the hook runs: the hook may suspend the process, and a
+         * record may be freed once this thread has been quiescent.
+         */
+        const BpRecord *r = (const BpRecord *)vm_atomic_load_ptr_relaxed(&f->fn->bp);
+        const BpGen *g = &r->gen[vm_atomic_load_relaxed(&p->vm->bp_ix)];
+        const FuncInfo *target = r->target;
+        const Instr orig = r->orig;
+        const uint32_t fl = g->flags;
+        if (fl & BP_COUNT_ACTIVE) {
+            BpCount *c = g->count;
+            if (VM_LIKELY(p->sched != NULL)) {
+                /* This scheduler is the shard's only writer. */
+                VmAtomic *n = &c->shard[1 + p->sched->id].n;
+                vm_atomic_store_relaxed(n, vm_atomic_load_relaxed(n) + 1);
+            } else {
+                vm_atomic_fetch_add_relaxed(&c->shard[0].n, 1);
+            }
+        }
+        if ((fl & BP_CALL_TRACE) && (vm_atomic_load_relaxed(&p->trace) & VM_TRACE_CALL)) {
+            f->pc = pc;
+            bp_call_event(p, target ? target : f->fn, (fl & BP_GLOBAL) != 0);
+            RELOAD();
+        }
+        if (target) {
+            /* The trampoline hands the frame to the real function. */
+            f->fn = target;
+            pc = target->code;
+            DISPATCH();
+        }
+        insn = orig;
+        DISPATCH_INSN();
     }
 
     CASE(STOP) {

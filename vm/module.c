@@ -7,7 +7,7 @@
  * export entry's addr[] remote calls use.  The *staging* index is the next
  * one, (active + 1) mod VM_CODE_IX_COUNT.
  *
- * Writer (a load or a native registration; serialized by vm->code_lock):
+ * Writer (a load or a native registration; serialized by the permission):
  *   1. copy addr[active] into addr[staging] for every export entry;
  *   2. store the new targets into addr[staging];
  *   3. [CX1] release-store staging into vm->code_ix.
@@ -21,10 +21,11 @@
  * writer stored; every value ever stored in addr[] is a FuncInfo that is
  * never freed while the VM lives, so such a reader calls a valid (older or
  * newer) version, as it could have by running a little earlier or later.
- * The breakpoint engine is to add thread-progress waits around commits so
- * that "after the load returns, every new call runs the new code" holds too
- * (not done yet: today a caller that loaded the old index just before the
- * commit may still make one call into the old version).
+ * Loads, native registrations and trace_pattern are serialized by the
+ * code-modification permission (vm/codeperm.h); code_lock is held only
+ * around the module array and the commit.  A caller that loaded the old
+ * index just before a commit may still make one call into the old
+ * version (no thread-progress wait follows a commit).
  */
 #include "vm/module.h"
 
@@ -244,6 +245,7 @@ tvm_status vm_native_install_locked(tvm_vm *vm, Export *e, FuncInfo *fi)
 
 void vm_modules_init(tvm_vm *vm)
 {
+    vm_code_perm_init(&vm->perm);
     pthread_mutex_init(&vm->code_lock, NULL);
     pthread_mutex_init(&vm->export_lock, NULL);
     vm->export_cap = 256;
@@ -299,5 +301,6 @@ void vm_modules_destroy(tvm_vm *vm)
         vm_module_free(vm->modules[i]);
     free(vm->modules);
     pthread_mutex_destroy(&vm->code_lock);
+    vm_code_perm_destroy(&vm->perm);
     pthread_mutex_destroy(&vm->export_lock);
 }

@@ -20,6 +20,7 @@
 
 #include "include/tracevm.h"
 #include "vm/atomics.h"
+#include "vm/codeperm.h"
 #include "vm/opcode.h"
 #include "vm/term.h"
 
@@ -40,17 +41,25 @@ typedef struct FuncInfo {
     const LineEntry *lines;     /* sorted by pc */
     uint32_t nlines;
     /*
-     * Breakpoint record slot, for the breakpoint engine (not written by
-     * anything yet): to be written only under the code-modification
-     * permission and read by the breakpoint instruction with an acquire
-     * load.  NULL while the function has never been instrumented.
+     * The breakpoint record (breakpoints/bp_record.h), or NULL.  Written by
+     * the engine under the code-modification permission; read (relaxed) by
+     * the BREAKPOINT instruction, which runs only after a thread-progress
+     * wait separated the record's publication from the arming store.
      */
     VmAtomic bp;
+    /* Trampolines of global breakpoints: the function entered; else NULL. */
+    const struct FuncInfo *real;
     struct Export *export;      /* the export entry if exported, else NULL */
     tvm_native_fn native;       /* natives only */
     void *native_data;
     Instr code[];               /* code[0] is ENTER (or NATIVE / UNDEF) */
 } FuncInfo;
+
+/* The function a FuncInfo stands for (itself, unless a trampoline). */
+static inline const FuncInfo *vm_func_real(const FuncInfo *fi)
+{
+    return fi->real ? fi->real : fi;
+}
 
 static inline const FuncInfo *func_of_code(const Instr *code)
 {
@@ -71,6 +80,9 @@ typedef struct Export {
      */
     VmAtomic addr[VM_CODE_IX_COUNT];
     FuncInfo *stub;             /* body [UNDEF]: raises undef */
+    /* The global breakpoint's trampoline while it has one (engine only,
+     * under the code-modification permission). */
+    FuncInfo *bp_tramp;
     struct Export *next;        /* hash chain, under export_lock */
 } Export;
 
@@ -97,9 +109,15 @@ struct tvm_vm {
      * call ([CX1']).
      */
     VmAtomic code_ix;
-    pthread_mutex_t code_lock;   /* serializes loads, native registration, and the start
-                                  * of the schedulers and the progress service */
-    Module **modules;            /* under code_lock */
+    /*
+     * The code-modification permission (vm/codeperm.h): held by a load, a
+     * native registration or a trace_pattern for their whole sequence.
+     * code_lock is the short mutex inside it for the module array and the
+     * start of services.
+     */
+    VmCodePerm perm;
+    pthread_mutex_t code_lock;   /* the start of the schedulers and services; modules[] */
+    Module **modules;            /* written under perm and code_lock; read under either */
     uint32_t nmodules, modules_cap;
     pthread_mutex_t export_lock; /* protects the export hash (not addr[]) */
     Export **export_buckets;
@@ -120,7 +138,24 @@ struct tvm_vm {
      * `sched` ([PR1] / [PR1']). */
     VmAtomic progress;
     void (*progress_stop)(struct tvm_vm *vm);  /* written under code_lock with `progress` */
+    /*
+     * The active breakpoint generation (0 or 1).  Written by the engine
+     * under the permission (relaxed: the thread-progress wait after the
+     * flip publishes it); read relaxed by every BREAKPOINT hit.
+     */
+    VmAtomic bp_ix;
+    struct BpEngine *bp;         /* the engine's state (breakpoints/), under perm */
+    /* The call hook (struct VmCallHook *, immutable once published):
+     * [HK1] release store by tvm_set_call_hook, [HK1'] acquire on a hit. */
+    VmAtomic call_hook;
+    bool stw_tracing;            /* config: stop-the-world trace_pattern */
 };
+
+typedef struct VmCallHook {
+    void (*fn)(tvm_env *env, const tvm_call_event *ev, void *data);
+    void *data;
+    struct VmCallHook *older;    /* replaced hooks, freed with the VM */
+} VmCallHook;
 
 /* [SC1'] acquire: the scheduler system's initialisation before its use. */
 static inline struct SchedSystem *vm_sched_of(const tvm_vm *vm)

@@ -21,6 +21,8 @@
 #include "vm/module.h"
 #include "vm/term.h"
 
+enum { VM_TRACE_CALL = 1u << 0 };
+
 enum {
     FRAME_CALL = 0,   /* an ordinary function activation */
     FRAME_ENTRY = 1,  /* the bottom of one vm_execute activation */
@@ -118,6 +120,11 @@ struct Process {
     bool exc_pending;      /* exc_* holds an exception nobody has caught yet */
 
     uint64_t pid;          /* 0 for a call context (not a scheduled process) */
+
+    /* Trace flags (VM_TRACE_*): written by any thread (tvm_trace_calls,
+     * relaxed), read relaxed by the process at breakpoint hits; a change
+     * applies from the process's next hit. */
+    VmAtomic trace;
 
     /* ---- scheduled processes only (see vm/sched.c, vm/proc.c) ---- */
 

@@ -31,8 +31,14 @@
 #include "vm/module.h"
 #include "vm/qsbr.h"
 
-/* The clock that tells ThreadSanitizer about grace periods (vm/qsbr.h). */
-char vm_qsbr_clock;
+/* The scheduler the calling thread is, if it is one (set by sched_main). */
+static _Thread_local Scheduler *tls_sched;
+
+Process *vm_running_process(void)
+{
+    Scheduler *s = tls_sched;
+    return s ? s->current : NULL;
+}
 
 uint64_t vm_now_ns(void);
 uint64_t vm_now_ns(void)
@@ -164,17 +170,67 @@ static void run(Scheduler *s, Process *p)
         wake_a_sleeper(s->sys, s);
 }
 
+/* ==== stop the world (the benchmark's baseline only) ==== */
+
+/* Parks this scheduler until the world restarts; offline meanwhile. */
+static void stw_park(SchedSystem *sys)
+{
+    vm_qsbr_offline();
+    pthread_mutex_lock(&sys->stw_lock);
+    sys->stw_parked++;
+    pthread_cond_broadcast(&sys->stw_cond);
+    while (vm_atomic_load_acquire(&sys->stw))
+        pthread_cond_wait(&sys->stw_cond, &sys->stw_lock);
+    sys->stw_parked--;
+    pthread_mutex_unlock(&sys->stw_lock);
+    vm_qsbr_online();
+}
+
+void vm_sched_stw_begin(tvm_vm *vm)
+{
+    SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
+    int others = sys->n - (tls_sched && tls_sched->sys == sys ? 1 : 0);
+    /* [SW1] release: pairs with [SW1'] in sched_main(). */
+    vm_atomic_store_release(&sys->stw, 1);
+    for (int i = 0; i < sys->n; i++) {
+        /* Under the queue lock, so a scheduler about to sleep either saw
+         * the flag or is asleep and gets the signal. */
+        Scheduler *o = &sys->scheds[i];
+        pthread_mutex_lock(&o->lock);
+        pthread_cond_signal(&o->cond);
+        pthread_mutex_unlock(&o->lock);
+    }
+    pthread_mutex_lock(&sys->stw_lock);
+    while (sys->stw_parked < others)
+        pthread_cond_wait(&sys->stw_cond, &sys->stw_lock);
+    pthread_mutex_unlock(&sys->stw_lock);
+}
+
+void vm_sched_stw_end(tvm_vm *vm)
+{
+    SchedSystem *sys = vm_sched_of(vm);
+    pthread_mutex_lock(&sys->stw_lock);
+    vm_atomic_store_release(&sys->stw, 0);
+    pthread_cond_broadcast(&sys->stw_cond);
+    pthread_mutex_unlock(&sys->stw_lock);
+}
+
 static void *sched_main(void *arg)
 {
     Scheduler *s = arg;
     SchedSystem *sys = s->sys;
     s->tsan = vm_fiber_tsan_current();
-    rcu_register_thread();
+    tls_sched = s;
+    vm_qsbr_sched_register();
     for (;;) {
         /* A VM being destroyed stops between two processes, even with work
          * queued: whatever is left is freed by vm_sched_stop(). */
         if (vm_atomic_load_acquire(&sys->stopping))
             break;
+        /* [SW1'] acquire: a stop-the-world trace_pattern parks us here,
+         * between two processes. */
+        if (VM_UNLIKELY(vm_atomic_load_acquire(&sys->stw)))
+            stw_park(sys);
         pthread_mutex_lock(&s->lock);
         Process *p = rq_pop_locked(s);
         pthread_mutex_unlock(&s->lock);
@@ -198,7 +254,8 @@ static void *sched_main(void *arg)
             vm_fiber_pool_trim(&sys->pool);
             pthread_mutex_lock(&s->lock);
         }
-        if (!s->rq_head && !vm_atomic_load_acquire(&sys->stopping)) {
+        if (!s->rq_head && !vm_atomic_load_acquire(&sys->stopping) &&
+            !vm_atomic_load_acquire(&sys->stw)) {
             /* Idle: offline for thread progress, then sleep until work is
              * pushed here or a busy scheduler with a backlog wakes us to
              * steal.  The one-second timeout is a safety net for a wake-up
@@ -215,7 +272,8 @@ static void *sched_main(void *arg)
         }
         pthread_mutex_unlock(&s->lock);
     }
-    rcu_unregister_thread();
+    vm_qsbr_sched_unregister();
+    tls_sched = NULL;
     return NULL;
 }
 
@@ -328,6 +386,8 @@ SchedSystem *vm_sched_start(tvm_vm *vm, int n)
     vm_fiber_pool_init(&sys->pool, vm->fiber_stack, 4096);
     pthread_mutex_init(&sys->tlock, NULL);
     cond_init_monotonic(&sys->tcond);
+    pthread_mutex_init(&sys->stw_lock, NULL);
+    pthread_cond_init(&sys->stw_cond, NULL);
     sys->scheds = vm_calloc((size_t)n, sizeof(Scheduler));
     for (int i = 0; i < n; i++) {
         Scheduler *s = &sys->scheds[i];
@@ -375,6 +435,8 @@ void vm_sched_stop(tvm_vm *vm)
         pthread_mutex_destroy(&sys->scheds[i].lock);
         pthread_cond_destroy(&sys->scheds[i].cond);
     }
+    pthread_mutex_destroy(&sys->stw_lock);
+    pthread_cond_destroy(&sys->stw_cond);
     free(sys->scheds);
     free(sys->timers);
     free(sys->table);

@@ -72,6 +72,13 @@ typedef struct SchedSystem {
     Timer *timers;
     size_t ntimers, tcap;
     bool tstop;
+    /* Stop the world (tvm_config.stop_the_world_tracing): stw is set by
+     * the trace_pattern caller ([SW1] release) and read by schedulers
+     * between processes ([SW1'] acquire); stw_lock protects stw_parked. */
+    VmAtomic stw;
+    pthread_mutex_t stw_lock;
+    pthread_cond_t stw_cond;
+    int stw_parked;
 } SchedSystem;
 
 /* Starts the schedulers of `vm` (n = 0: one per core).  Idempotent. */
@@ -111,6 +118,21 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms);
 void vm_proc_accept(Process *p);
 /* Registers a monitor of `target` by `p`; returns the reference. */
 uint64_t vm_proc_monitor(Process *p, uint64_t target);
+
+/*
+ * The process running on the calling thread, if the thread is a scheduler
+ * and is running one (so the caller is on that process's fiber); NULL on
+ * any other thread.
+ */
+Process *vm_running_process(void);
+
+/*
+ * Parks every scheduler (but the caller's own, if it is one) between two
+ * processes, and restarts them.  Only trace_pattern's stop-the-world
+ * baseline uses it.
+ */
+void vm_sched_stw_begin(tvm_vm *vm);
+void vm_sched_stw_end(tvm_vm *vm);
 
 /* Copies a term into a new message (any thread). */
 Message *vm_message_new(Term t);

@@ -1,0 +1,57 @@
+/*
+ * breakpoints/bp.h - the breakpoint engine's interface to the rest of the
+ * VM: trace_pattern and trace_info on parsed patterns, the module-reload
+ * hook, and the engine's lifetime.
+ */
+#ifndef BREAKPOINTS_BP_H
+#define BREAKPOINTS_BP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "vm/module.h"
+#include "vm/process.h"
+
+/* mod:fun/arity with trailing wildcards (any_* set from the first one on). */
+typedef struct BpPattern {
+    Atom mod, fun;
+    int arity;
+    bool any_mod, any_fun, any_arity;
+} BpPattern;
+
+/* Parses "m:f/a", "m:f/_", "m:_/_" or "_:_/_"; false with a reason. */
+bool bp_pattern_parse(const char *text, BpPattern *out, char *why, size_t whylen);
+
+/* Checks that an action and flags go together; false with a reason. */
+bool bp_request_check(tvm_tp_action how, unsigned flags, char *why, size_t whylen);
+
+/*
+ * Runs trace_pattern (the request must have passed the checks above):
+ * takes the code-modification permission, runs the staged sequence and
+ * returns the number of functions matched.  Any thread; a calling process
+ * is suspended while it waits.
+ */
+int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, tvm_tp_action how, unsigned flags);
+
+/* trace_info items. */
+typedef enum BpInfoItem { BP_INFO_TRACED, BP_INFO_CALL_COUNT, BP_INFO_ALL } BpInfoItem;
+
+/* {Item, Value} for function mod:fun/arity, built on p's heap. */
+Term bp_trace_info(Process *p, Atom mod, Atom fun, int arity, BpInfoItem item);
+
+/* The call count of a function; false if it has no counter or does not exist. */
+bool bp_call_count(tvm_vm *vm, Atom mod, Atom fun, int arity, int64_t *count);
+
+/*
+ * Loading a new version of module `old->name`: removes every breakpoint of
+ * the old version (its functions and the trampolines of its exports) with
+ * the full sequence, so neither old nor new code is traced afterwards.
+ * Call with the code-modification permission held.
+ */
+void bp_module_replaced(tvm_vm *vm, const Module *old);
+
+/* The engine's lifetime (tvm_new / tvm_destroy), and its natives. */
+void bp_engine_init(tvm_vm *vm);
+void bp_engine_destroy(tvm_vm *vm);
+
+#endif /* BREAKPOINTS_BP_H */

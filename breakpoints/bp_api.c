@@ -1,0 +1,279 @@
+/*
+ * breakpoints/bp_api.c - the breakpoint engine's faces: the C API in
+ * tracevm.h (tvm_trace_pattern, tvm_trace_info, tvm_call_count,
+ * tvm_trace_calls, tvm_set_call_hook), the natives erlang:trace_pattern/3
+ * and erlang:trace_info/2, and the call-trace action that runs the hook.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "breakpoints/bp_engine_internal.h"
+#include "vm/atom.h"
+#include "vm/heap.h"
+#include "vm/sched.h"
+
+static tvm_status fail(tvm_error *err, tvm_status st, const char *fn, const char *why)
+{
+    if (err) {
+        err->status = st;
+        snprintf(err->message, sizeof err->message, "%s: %s", fn, why);
+    }
+    return st;
+}
+
+static void ok(tvm_error *err)
+{
+    if (err) {
+        err->status = TVM_OK;
+        err->message[0] = '\0';
+    }
+}
+
+/* ==== C API ==== */
+
+tvm_status tvm_trace_pattern(tvm_vm *vm, const char *pattern, tvm_tp_action how,
+                             unsigned flags, int *matched, tvm_error *err)
+{
+    char why[200];
+    BpPattern pat;
+    if (!vm)
+        return fail(err, TVM_ERR_BADARG, "tvm_trace_pattern", "NULL vm");
+    if (!bp_pattern_parse(pattern, &pat, why, sizeof why) ||
+        !bp_request_check(how, flags, why, sizeof why))
+        return fail(err, TVM_ERR_BADARG, "tvm_trace_pattern", why);
+    int n = bp_trace_pattern(vm, &pat, how, flags);
+    if (matched)
+        *matched = n;
+    ok(err);
+    return TVM_OK;
+}
+
+/* An exact mod:fun/arity (no wildcards). */
+static bool parse_mfa(const char *text, BpPattern *pat, char *why, size_t n)
+{
+    if (!bp_pattern_parse(text, pat, why, n))
+        return false;
+    if (pat->any_mod || pat->any_fun || pat->any_arity) {
+        snprintf(why, n, "bad function \"%s\": wildcards are not allowed here", text);
+        return false;
+    }
+    return true;
+}
+
+tvm_status tvm_trace_info(tvm_env *env, const char *mfa, const char *item,
+                          tvm_term *out, tvm_error *err)
+{
+    char why[200];
+    BpPattern pat;
+    if (!env || !env->p || !out)
+        return fail(err, TVM_ERR_BADARG, "tvm_trace_info", "NULL argument");
+    if (!parse_mfa(mfa, &pat, why, sizeof why))
+        return fail(err, TVM_ERR_BADARG, "tvm_trace_info", why);
+    BpInfoItem it;
+    if (item && !strcmp(item, "traced"))
+        it = BP_INFO_TRACED;
+    else if (item && !strcmp(item, "call_count"))
+        it = BP_INFO_CALL_COUNT;
+    else if (item && !strcmp(item, "all"))
+        it = BP_INFO_ALL;
+    else
+        return fail(err, TVM_ERR_BADARG, "tvm_trace_info",
+                    "bad item: expected traced, call_count or all");
+    *out = vm_root_push(env->p, bp_trace_info(env->p, pat.mod, pat.fun, pat.arity, it));
+    ok(err);
+    return TVM_OK;
+}
+
+tvm_status tvm_call_count(tvm_vm *vm, const char *mfa, int64_t *count)
+{
+    char why[200];
+    BpPattern pat;
+    if (!vm || !count || !parse_mfa(mfa, &pat, why, sizeof why))
+        return TVM_ERR_BADARG;
+    return bp_call_count(vm, pat.mod, pat.fun, pat.arity, count) ? TVM_OK : TVM_ERR_NOTFOUND;
+}
+
+tvm_status tvm_trace_calls(tvm_env *env, tvm_pid pid, bool on)
+{
+    if (!env || !env->p)
+        return TVM_ERR_BADARG;
+    if (!pid) {
+        vm_atomic_store_relaxed(&env->p->trace, on ? VM_TRACE_CALL : 0);
+        return TVM_OK;
+    }
+    SchedSystem *sys = vm_sched_of(env->p->vm);
+    Process *p = sys ? vm_proc_get(sys, pid) : NULL;
+    if (!p)
+        return TVM_ERR_NOTFOUND;
+    vm_atomic_store_relaxed(&p->trace, on ? VM_TRACE_CALL : 0);
+    vm_proc_put(sys, p);
+    return TVM_OK;
+}
+
+void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data)
+{
+    if (!vm)
+        return;
+    /* Hooks are immutable once published and freed only with the VM, so
+     * a call still running the previous one is never left dangling. */
+    VmCallHook *h = vm_calloc(1, sizeof *h);
+    h->fn = hook;
+    h->data = data;
+    vm_code_perm_acquire(vm);
+    h->older = vm_atomic_load_ptr_relaxed(&vm->call_hook);
+    /* [HK1] release: the hook's fields before its pointer; pairs with
+     * [HK1'] in bp_call_event(). */
+    vm_atomic_store_ptr_release(&vm->call_hook, h);
+    vm_code_perm_release(vm);
+}
+
+/* ==== the call-trace action ==== */
+
+void bp_call_event(Process *p, const FuncInfo *fn, bool global)
+{
+    /* [HK1'] acquire; pairs with [HK1] in tvm_set_call_hook(). */
+    const VmCallHook *h = vm_atomic_load_ptr_acquire(&p->vm->call_hook);
+    if (!h || !h->fn)
+        return;
+    const Frame *f = &p->frames[p->nframes - 1];
+    uint32_t rbase = p->nroots;
+    tvm_term argv[VM_MAX_ARITY];
+    for (uint32_t i = 0; i < fn->arity; i++)
+        argv[i] = vm_root_push(p, p->stack[f->base + i]);
+    tvm_call_event ev = {
+        .pid = p->pid,
+        .module = vm_atom_name(fn->mod, NULL),
+        .function = vm_atom_name(fn->name, NULL),
+        .arity = fn->arity,
+        .argv = argv,
+        .global = global,
+    };
+    h->fn(&p->env, &ev, h->data);
+    p->nroots = rbase;
+}
+
+void bp_hooks_free(tvm_vm *vm);
+void bp_hooks_free(tvm_vm *vm)
+{
+    VmCallHook *h = vm_atomic_load_ptr_relaxed(&vm->call_hook);
+    while (h) {
+        VmCallHook *older = h->older;
+        free(h);
+        h = older;
+    }
+    vm_atomic_store_ptr_release(&vm->call_hook, NULL);
+}
+
+/* ==== natives: erlang:trace_pattern/3, erlang:trace_info/2 ==== */
+
+static tvm_status badarg(Process *p)
+{
+    vm_exception_set(p, make_atom(ATOM_ERROR), make_atom(ATOM_BADARG), NULL);
+    return TVM_EXCEPTION;
+}
+
+static bool named(Term t, const char *name)
+{
+    return term_is_atom(t) && !strcmp(vm_atom_name(atom_value(t), NULL), name);
+}
+
+/* {M, F, A} with '_' wildcards into a pattern; trailing wildcards only. */
+static bool mfa_term(Term t, BpPattern *pat)
+{
+    memset(pat, 0, sizeof *pat);
+    if (!term_is_tuple(t) || tuple_arity(t) != 3)
+        return false;
+    const Term *e = tuple_elems(t);
+    pat->any_mod = named(e[0], "_");
+    pat->any_fun = named(e[1], "_");
+    pat->any_arity = named(e[2], "_");
+    if ((pat->any_mod && !pat->any_fun) || (pat->any_fun && !pat->any_arity))
+        return false;
+    if ((!pat->any_mod && !term_is_atom(e[0])) || (!pat->any_fun && !term_is_atom(e[1])))
+        return false;
+    if (!pat->any_arity &&
+        (!term_is_small(e[2]) || small_value(e[2]) < 0 || small_value(e[2]) > VM_MAX_ARITY))
+        return false;
+    pat->mod = pat->any_mod ? 0 : atom_value(e[0]);
+    pat->fun = pat->any_fun ? 0 : atom_value(e[1]);
+    pat->arity = pat->any_arity ? 0 : (int)small_value(e[2]);
+    return true;
+}
+
+static bool action_term(Term t, tvm_tp_action *how)
+{
+    static const char *const names[] = { "true", "false", "pause", "restart" };
+    for (int i = 0; i < 4; i++)
+        if (named(t, names[i])) {
+            *how = (tvm_tp_action)i;
+            return true;
+        }
+    return false;
+}
+
+static bool flags_term(Term l, unsigned *flags)
+{
+    *flags = 0;
+    for (; term_is_cons(l); l = cons_tail(l)) {
+        Term h = cons_head(l);
+        if (named(h, "global"))
+            *flags |= TVM_TP_GLOBAL;
+        else if (named(h, "local"))
+            *flags |= TVM_TP_LOCAL;
+        else if (named(h, "call_count"))
+            *flags |= TVM_TP_CALL_COUNT;
+        else
+            return false;
+    }
+    return term_is_nil(l);
+}
+
+static tvm_status nif_trace_pattern(tvm_env *env, int argc, const tvm_term *argv,
+                                    tvm_term *result, void *data)
+{
+    (void)argc;
+    (void)data;
+    Process *p = env->p;
+    BpPattern pat;
+    tvm_tp_action how;
+    unsigned flags;
+    char why[200];
+    if (!mfa_term(vm_root_get(p, argv[0]), &pat) || !action_term(vm_root_get(p, argv[1]), &how) ||
+        !flags_term(vm_root_get(p, argv[2]), &flags) || !bp_request_check(how, flags, why, sizeof why))
+        return badarg(p);
+    int n = bp_trace_pattern(p->vm, &pat, how, flags);
+    *result = vm_root_push(p, make_small(n));
+    return TVM_OK;
+}
+
+static tvm_status nif_trace_info(tvm_env *env, int argc, const tvm_term *argv,
+                                 tvm_term *result, void *data)
+{
+    (void)argc;
+    (void)data;
+    Process *p = env->p;
+    BpPattern pat;
+    Term item = vm_root_get(p, argv[1]);
+    BpInfoItem it;
+    if (named(item, "traced"))
+        it = BP_INFO_TRACED;
+    else if (named(item, "call_count"))
+        it = BP_INFO_CALL_COUNT;
+    else if (named(item, "all"))
+        it = BP_INFO_ALL;
+    else
+        return badarg(p);
+    if (!mfa_term(vm_root_get(p, argv[0]), &pat) || pat.any_mod || pat.any_fun || pat.any_arity)
+        return badarg(p);
+    *result = vm_root_push(p, bp_trace_info(p, pat.mod, pat.fun, pat.arity, it));
+    return TVM_OK;
+}
+
+void bp_natives_register(tvm_vm *vm)
+{
+    if (tvm_register_native(vm, "erlang", "trace_pattern", 3, nif_trace_pattern, NULL, NULL) !=
+            TVM_OK ||
+        tvm_register_native(vm, "erlang", "trace_info", 2, nif_trace_info, NULL, NULL) != TVM_OK)
+        vm_die("cannot register the breakpoint natives");
+}

@@ -1,0 +1,408 @@
+/*
+ * breakpoints/bp_engine.c - the breakpoint sequence: trace_pattern without
+ * stopping any scheduler.
+ *
+ * Protocol: changing breakpoints while every scheduler runs.
+ *
+ * Terms.  A *record* (bp_record.h) hangs off a function (local) or off a
+ * trampoline (global) and holds two *generations* of flags and data.  The
+ * *active index* vm->bp_ix says which generation readers use; the other
+ * is the *staging* generation.  A record is *armed* when calls reach it:
+ * a local one once BREAKPOINT is stored over its function's code[0], a
+ * global one once the export entry points at its trampoline.  A *wait* is
+ * a thread-progress wait (bp_progress.h): when it returns, every scheduler
+ * and every foreign thread inside tvm_call has passed a quiescent state
+ * (between two processes, or offline) after everything written before it.
+ *
+ * Who runs what.  Readers are the BREAKPOINT instructions executing on
+ * any number of threads at any time; a reader loads the record, the index
+ * (relaxed) and the generation's fields and copies out what it needs, and
+ * never keeps any of it across a quiescent state.  The writer is whoever
+ * holds the code-modification permission (vm/codeperm.h): trace_pattern or
+ * a module load, one at a time.  Only the writer writes records, the
+ * index, code[0] of armed functions and export entries.  Readers never
+ * wait for the writer and the writer never stops a reader.
+ *
+ * The sequence (each stage below says why it is safe while every
+ * scheduler keeps running):
+ *   1 stage:       write the staging generation of every record touched;
+ *                  create and link new records (both generations empty).
+ *   wait
+ *   2 arm:         store BREAKPOINT / point exports at trampolines for
+ *                  records whose staging generation has flags.
+ *   wait
+ *   3 flip:        active index := staging.
+ *   wait
+ *   4 disarm:      restore code[0] / the export for records whose (now
+ *                  active) flags are all off.
+ *   wait
+ *   5 consolidate: staging := active for every record touched; unlink
+ *                  records with no flags.
+ *   wait
+ *   6 free:        free unlinked records, trampolines and counters.
+ * A wait is skipped when the stage before it changed nothing readers can
+ * reach (nothing to arm, disarm or free), so toggling flags on armed
+ * functions costs two waits and arming or disarming three or four.
+ *
+ * Guarantees.  (a) A reader sees one whole generation: the generation it
+ * indexes was written before a wait that preceded the flip it saw, and is
+ * not written again until a later call's stage 1, which comes after this
+ * call's wait following the flip, i.e. after the reader's next quiescent
+ * state.  (b) No reader uses a freed record: a record is unlinked only
+ * after a wait that follows its disarming (no reader can reach it any
+ * more) and freed only after another wait.  (c) When trace_pattern
+ * returns, every later call sees the new settings: the flip was followed
+ * by a wait, so every thread's next hit loads the new index.
+ * The Promela model tests/model/bp_protocol.pml checks (a)-(c).
+ *
+ * Stop-the-world baseline (tvm_config.stop_the_world_tracing, for the
+ * benchmark only): the same stages run with every other scheduler parked
+ * at a barrier and no waits, as BEAM did before R16.  Foreign threads
+ * inside tvm_call are not parked in that mode.
+ */
+#include "breakpoints/bp.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "breakpoints/bp_engine_internal.h"
+#include "breakpoints/bp_progress.h"
+#include "breakpoints/bp_record.h"
+#include "vm/sched.h"
+
+/* ==== records and counters (writer only) ==== */
+
+static BpCount *count_new(BpEngine *E)
+{
+    BpCount *c = vm_calloc(1, sizeof(BpCount) + E->nshards * sizeof(BpShard));
+    c->nshards = E->nshards;
+    return c;
+}
+
+static BpCount *count_ref(BpCount *c)
+{
+    if (c)
+        c->refs++;
+    return c;
+}
+
+/* Drops a generation's reference; the counter is freed in stage 6. */
+static void count_unref(BpEngine *E, BpCount *c)
+{
+    if (c && --c->refs == 0) {
+        c->next_free = E->count_free;
+        E->count_free = c;
+    }
+}
+
+int64_t bp_count_sum(const BpCount *c)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < c->nshards; i++)
+        sum += vm_atomic_load_relaxed(&c->shard[i].n);
+    return (int64_t)sum;
+}
+
+static void link_record(BpEngine *E, BpRecord *r)
+{
+    r->next = E->records;
+    r->prev = NULL;
+    if (E->records)
+        E->records->prev = r;
+    E->records = r;
+}
+
+static void unlink_record(BpEngine *E, BpRecord *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        E->records = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    r->next_free = E->free_list;
+    E->free_list = r;
+}
+
+/* The function's local record, created (unarmed, empty) if asked. */
+BpRecord *bp_local_record(BpEngine *E, FuncInfo *fi, bool create)
+{
+    BpRecord *r = vm_atomic_load_ptr_relaxed(&fi->bp);
+    if (r || !create)
+        return r;
+    r = vm_calloc(1, sizeof *r);
+    r->orig = fi->code[0];
+    r->fi = fi;
+    link_record(E, r);
+    /* Relaxed: no reader can reach r before it is armed, and arming comes
+     * after a wait. */
+    vm_atomic_store_ptr_release(&fi->bp, r);
+    return r;
+}
+
+/* The global record of an exported function, created if asked. */
+BpRecord *bp_global_record(BpEngine *E, FuncInfo *fi, bool create)
+{
+    Export *e = fi->export;
+    if (!e)
+        return NULL;
+    if (e->bp_tramp)
+        return vm_atomic_load_ptr_relaxed(&e->bp_tramp->bp);
+    if (!create)
+        return NULL;
+    FuncInfo *t = vm_func_alloc(1);
+    t->module = fi->module;
+    t->mod = fi->mod;
+    t->name = fi->name;
+    t->arity = fi->arity;
+    t->nregs = fi->nregs;
+    t->file = fi->file;
+    t->export = e;
+    t->real = fi;
+    t->code[0] = instr_make(OP_BREAKPOINT, 0, 0, 0);
+    BpRecord *r = vm_calloc(1, sizeof *r);
+    r->orig = t->code[0];
+    r->target = fi;
+    r->fi = t;
+    r->export = e;
+    link_record(E, r);
+    vm_atomic_store_ptr_release(&t->bp, r);
+    e->bp_tramp = t;
+    return r;
+}
+
+void bp_touch(BpEngine *E, BpRecord *r)
+{
+    if (!r || r->mark == E->mark)
+        return;
+    r->mark = E->mark;
+    if (E->ntouched == E->touched_cap) {
+        E->touched_cap = E->touched_cap ? E->touched_cap * 2 : 256;
+        E->touched = vm_realloc(E->touched, E->touched_cap * sizeof(BpRecord *));
+    }
+    E->touched[E->ntouched++] = r;
+}
+
+/* Replaces the staging generation's counter (a fresh one, or none). */
+void bp_stage_count(BpEngine *E, BpGen *g, bool fresh)
+{
+    count_unref(E, g->count);
+    g->count = fresh ? count_ref(count_new(E)) : NULL;
+}
+
+/* ==== arming ==== */
+
+static void arm(tvm_vm *vm, BpRecord *r)
+{
+    if (r->target) {
+        /* Remote calls read addr[active code index]; loads cannot run
+         * meanwhile (they need the permission), so that index is stable. */
+        unsigned ix = vm_code_ix(vm);
+        vm_atomic_store_ptr_release(&r->export->addr[ix], r->fi);
+    } else {
+        vm_code_patch(&r->fi->code[0], instr_make(OP_BREAKPOINT, 0, 0, 0));
+    }
+    r->armed = true;
+}
+
+static void disarm(BpRecord *r)
+{
+    if (r->target) {
+        /* Every slot still naming the trampoline: a slot of an older code
+         * index is read only by a caller that loaded that index before
+         * this call's waits, so none will; this keeps later loads, which
+         * copy the active slot, from ever resurrecting the trampoline. */
+        for (int k = 0; k < VM_CODE_IX_COUNT; k++)
+            if (vm_atomic_load_ptr_relaxed(&r->export->addr[k]) == r->fi)
+                vm_atomic_store_ptr_release(&r->export->addr[k], r->target);
+    } else {
+        vm_code_patch(&r->fi->code[0], r->orig);
+    }
+    r->armed = false;
+}
+
+/* ==== the sequence ==== */
+
+/* A thread-progress wait, or nothing with the world stopped. */
+static void wait_progress(tvm_vm *vm)
+{
+    if (vm->bp->stw)
+        return;
+    BpProgress *bp = bp_progress_get(vm);
+    bp_progress_wait(bp, vm_running_process(), bp_progress_ticket(bp));
+    vm->bp->waits++;
+}
+
+/* Frees what stage 5 unlinked and what lost its last reference. */
+static void free_unlinked(BpEngine *E)
+{
+    while (E->free_list) {
+        BpRecord *r = E->free_list;
+        E->free_list = r->next_free;
+        if (r->target) {
+            if (r->export->bp_tramp == r->fi)
+                r->export->bp_tramp = NULL;
+            free(r->fi);
+        } else {
+            vm_atomic_store_ptr_release(&r->fi->bp, NULL);
+        }
+        free(r);
+    }
+    while (E->count_free) {
+        BpCount *c = E->count_free;
+        E->count_free = c->next_free;
+        free(c);
+    }
+}
+
+/*
+ * Stages 2-6 for the records stage 1 touched (E->touched, staging
+ * generation written).  Called with the permission held.
+ */
+void bp_commit(tvm_vm *vm)
+{
+    BpEngine *E = vm->bp;
+    if (!E->ntouched)
+        return;
+    const unsigned active = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix);
+    const unsigned staging = active ^ 1u;
+
+    /* wait: every reader that reaches a record linked or written in stage
+     * 1 sees it whole; until the flip they only read the active
+     * generation, which stage 1 did not touch. */
+    wait_progress(vm);
+
+    /* 2 arm.  Safe: a reader that hits a newly armed function reads its
+     * active generation, which is empty for a new record (flags 0: it just
+     * runs the saved word) and unchanged for an old one, so arming changes
+     * no behaviour yet; the single aligned store means a reader fetches
+     * either the old word or BREAKPOINT, never a mix. */
+    bool armed_any = false;
+    for (size_t i = 0; i < E->ntouched; i++) {
+        BpRecord *r = E->touched[i];
+        if (r->gen[staging].flags && !r->armed) {
+            arm(vm, r);
+            armed_any = true;
+        }
+    }
+    /* wait: every armed word is seen before any reader sees the new
+     * index, so a call that should hit a new breakpoint under the new
+     * index does. */
+    if (armed_any)
+        wait_progress(vm);
+
+    /* 3 flip.  Safe: readers that loaded the old index keep using the old
+     * generation, which stays intact until stage 5 of this call (after a
+     * wait); readers loading the new one find it complete (stage 1 was
+     * followed by a wait). */
+    vm_atomic_store_relaxed(&vm->bp_ix, staging);
+    /* wait: no reader uses the old index any more; from here on, every
+     * call sees the new settings. */
+    wait_progress(vm);
+
+    /* 4 disarm.  Safe: the active generation of these records is empty,
+     * so a reader still hitting them just runs the saved word, exactly as
+     * after the store; the store is one aligned word again. */
+    bool disarmed_any = false;
+    for (size_t i = 0; i < E->ntouched; i++) {
+        BpRecord *r = E->touched[i];
+        if (!r->gen[staging].flags && r->armed) {
+            disarm(r);
+            disarmed_any = true;
+        }
+    }
+    /* wait: no reader is inside a disarmed record's breakpoint. */
+    if (disarmed_any)
+        wait_progress(vm);
+
+    /* 5 consolidate.  Safe: readers use only the active generation; the
+     * old one, written here, has had no reader since the wait after the
+     * flip.  An empty record is unlinked from the engine's list only; its
+     * function's `bp` slot is cleared at the free stage. */
+    bool unlinked_any = false;
+    for (size_t i = 0; i < E->ntouched; i++) {
+        BpRecord *r = E->touched[i];
+        BpGen *to = &r->gen[active], *from = &r->gen[staging];
+        if (to->count != from->count) {
+            count_unref(E, to->count);
+            to->count = count_ref(from->count);
+        }
+        to->flags = from->flags;
+        to->match_spec = from->match_spec;
+        to->meta_spec = from->meta_spec;
+        to->meta_tracer = from->meta_tracer;
+        to->time = from->time;
+        if (!from->flags) {
+            count_unref(E, to->count);
+            count_unref(E, from->count);
+            to->count = from->count = NULL;
+            unlink_record(E, r);
+            unlinked_any = true;
+        }
+    }
+    E->ntouched = 0;
+    E->mark++;
+    /* wait: a reader that could have reached an unlinked record (none
+     * can since the disarm wait) has certainly let go of it. */
+    if (unlinked_any || E->count_free) {
+        wait_progress(vm);
+        /* 6 free. */
+        free_unlinked(E);
+    }
+}
+
+/* Takes the permission, and in stop-the-world mode parks the schedulers. */
+void bp_begin(tvm_vm *vm)
+{
+    vm_code_perm_acquire(vm);
+    vm_sched_start(vm, vm->schedulers);
+    if (vm->stw_tracing) {
+        vm_sched_stw_begin(vm);
+        vm->bp->stw = true;
+    }
+}
+
+void bp_end(tvm_vm *vm)
+{
+    if (vm->bp->stw) {
+        vm->bp->stw = false;
+        vm_sched_stw_end(vm);
+    }
+    vm_code_perm_release(vm);
+}
+
+/* ==== lifetime ==== */
+
+void bp_hooks_free(tvm_vm *vm);
+
+void bp_engine_init(tvm_vm *vm)
+{
+    BpEngine *E = vm_calloc(1, sizeof *E);
+    E->mark = 1;
+    vm->bp = E;
+    vm_atomic_store_relaxed(&vm->bp_ix, 0);
+    bp_natives_register(vm);
+}
+
+void bp_engine_destroy(tvm_vm *vm)
+{
+    BpEngine *E = vm->bp;
+    if (!E)
+        return;
+    /* No reader runs any more: disarm and free everything directly. */
+    while (E->records) {
+        BpRecord *r = E->records;
+        if (r->armed)
+            disarm(r);
+        for (int g = 0; g < 2; g++) {
+            count_unref(E, r->gen[g].count);
+            r->gen[g].count = NULL;
+        }
+        unlink_record(E, r);
+    }
+    free_unlinked(E);
+    free(E->touched);
+    free(E);
+    vm->bp = NULL;
+    bp_hooks_free(vm);
+}

@@ -1,0 +1,37 @@
+/*
+ * breakpoints/bp_engine_internal.h - state shared by the engine's files.
+ * Everything here belongs to the holder of the code-modification
+ * permission (vm/codeperm.h) and is touched by nobody else.
+ */
+#ifndef BREAKPOINTS_BP_ENGINE_INTERNAL_H
+#define BREAKPOINTS_BP_ENGINE_INTERNAL_H
+
+#include "breakpoints/bp.h"
+#include "breakpoints/bp_record.h"
+
+typedef struct BpEngine {
+    BpRecord *records;          /* every linked record */
+    BpRecord *free_list;        /* unlinked, freed at the next free stage */
+    BpCount *count_free;        /* counters that lost their last reference */
+    BpRecord **touched;         /* records the running call staged */
+    size_t ntouched, touched_cap;
+    uint32_t mark;              /* BpRecord.mark of the running call */
+    uint32_t nshards;           /* counters: 1 + schedulers */
+    bool stw;                   /* this call stopped the world */
+    uint64_t waits;             /* thread-progress waits made (statistics) */
+} BpEngine;
+
+/* bp_engine.c: records, staging helpers and the sequence. */
+BpRecord *bp_local_record(BpEngine *E, FuncInfo *fi, bool create);
+BpRecord *bp_global_record(BpEngine *E, FuncInfo *fi, bool create);
+void bp_touch(BpEngine *E, BpRecord *r);
+void bp_stage_count(BpEngine *E, BpGen *g, bool fresh);
+int64_t bp_count_sum(const BpCount *c);
+void bp_begin(tvm_vm *vm);
+void bp_commit(tvm_vm *vm);
+void bp_end(tvm_vm *vm);
+
+/* bp_natives.c: erlang:trace_pattern/3 and erlang:trace_info/2. */
+void bp_natives_register(tvm_vm *vm);
+
+#endif /* BREAKPOINTS_BP_ENGINE_INTERNAL_H */

@@ -1,0 +1,102 @@
+/*
+ * breakpoints/bp_record.h - breakpoint records: the contract between the
+ * engine (the only writer, breakpoints/bp_engine.c) and the interpreter's
+ * BREAKPOINT instruction (the readers, vm/interp.c).
+ *
+ * A record hangs off a FuncInfo's `bp` slot.  Two kinds share the layout:
+ *   - a *local* record sits on a function: arming stores the BREAKPOINT
+ *     word over code[0] and `orig` keeps the word it replaced (ENTER, or
+ *     NATIVE for a native), so every call, local or remote, hits it;
+ *   - a *global* record sits on a trampoline, a one-word FuncInfo whose
+ *     code[0] is BREAKPOINT, and arming points the export entry at the
+ *     trampoline; `target` is the real function, so only remote calls
+ *     (through the export entry) hit it.
+ *
+ * Each record has two generations of data.  Readers use only
+ * gen[vm->bp_ix] (a relaxed load per hit); the engine writes only the other
+ * one, the staging generation, and flips bp_ix.  Why relaxed loads and
+ * plain fields are enough: every write is separated from the readers that
+ * must see it by a thread-progress wait (a grace period, which orders
+ * everything a writer did before it against everything a reader does after
+ * its next quiescent state), and no reader keeps a record, a generation or
+ * an index across a quiescent state.  See docs/breakpoints.md.
+ */
+#ifndef BREAKPOINTS_BP_RECORD_H
+#define BREAKPOINTS_BP_RECORD_H
+
+#include <stdint.h>
+
+#include "vm/atomics.h"
+#include "vm/module.h"
+
+/* Generation flags.  "X" means the data object exists, "X_ACTIVE" that it
+ * is accumulating (pause clears only the latter). */
+enum {
+    BP_LOCAL = 1u << 0,         /* local call trace (hook / trace events) */
+    BP_GLOBAL = 1u << 1,        /* global call trace (trampoline records only) */
+    BP_META = 1u << 2,          /* meta trace (the tracing issue) */
+    BP_COUNT = 1u << 3,         /* a call counter exists */
+    BP_COUNT_ACTIVE = 1u << 4,  /* ... and counts */
+    BP_TIME = 1u << 5,          /* call time data exists (the tracing issue) */
+    BP_TIME_ACTIVE = 1u << 6,
+};
+
+/* Flags that make a process-traced call report an event. */
+#define BP_CALL_TRACE (BP_LOCAL | BP_GLOBAL)
+
+/*
+ * A call counter, sharded so that schedulers never contend: shard 0 is
+ * shared by threads that are not schedulers (atomic add); shard 1 + i is
+ * written only by scheduler i (a relaxed load and store: one writer).
+ * Readers sum relaxed loads.  Shared by both generations after
+ * consolidation (refs counts the generations pointing here; engine only).
+ */
+typedef struct BpShard {
+    VmAtomic n;
+    char pad[64 - sizeof(VmAtomic)];
+} BpShard;
+
+typedef struct BpCount {
+    uint32_t refs;              /* engine only, under the permission */
+    uint32_t nshards;           /* 1 + number of schedulers */
+    struct BpCount *next_free;  /* engine only */
+    BpShard shard[];
+} BpCount;
+
+/* One generation.  Written only while it is the staging generation. */
+typedef struct BpGen {
+    uint32_t flags;             /* BP_* */
+    BpCount *count;             /* BP_COUNT: the counter, else NULL */
+    const void *match_spec;     /* local/global trace filter (tracing issue); NULL = all */
+    const void *meta_spec;      /* meta trace filter (tracing issue) */
+    const void *meta_tracer;    /* meta trace destination (tracing issue) */
+    const void *time;           /* call time tables (tracing issue) */
+} BpGen;
+
+typedef struct BpRecord {
+    /* Immutable while the record is linked. */
+    Instr orig;                 /* local: the word BREAKPOINT replaced */
+    const FuncInfo *target;     /* global: the function the trampoline enters */
+    BpGen gen[2];               /* indexed by vm->bp_ix */
+
+    /* Engine only, under the code-modification permission. */
+    FuncInfo *fi;               /* the function or trampoline it hangs off */
+    Export *export;             /* global: the entry pointing at the trampoline */
+    struct BpRecord *next;      /* every linked record */
+    struct BpRecord *prev;
+    struct BpRecord *next_free; /* unlinked, waiting for the free stage */
+    uint32_t mark;              /* touched by the running trace_pattern */
+    bool armed;
+} BpRecord;
+
+struct Process;
+
+/*
+ * The call-trace action of a hit (breakpoints/bp_hook.c): hands the call
+ * (pid, function, args = the first `fn->arity` registers) to the
+ * embedder's hook.  May collect garbage and may suspend the process, so
+ * the caller holds no record across it.
+ */
+void bp_call_event(struct Process *p, const FuncInfo *fn, bool global);
+
+#endif /* BREAKPOINTS_BP_RECORD_H */
