@@ -13,6 +13,9 @@ check '{done,1000}' "$TRACEVM" run examples/pingpong.tasm -e pingpong:main 1000
 check '{ring,200,20,4000}' "$TRACEVM" run -S 2 examples/ring.tasm -e ring:main 200 20
 check '{8,18,20672}' "$TRACEVM" run -S 2 examples/parallel.tasm -e parallel:main 8 18
 check '[100,200,300]' "$TRACEVM" run -S 1 examples/sleep.tasm
+out=$("$TRACEVM" run -S 2 examples/callcount.tasm 2>&1) || fail "callcount.tasm: $out"
+[[ "$out" == $'1\n{call_count,394600}\n{call_count,394600}\n1\n{call_count,false}\n{done,3}' ]] ||
+    fail "callcount.tasm: $out"
 out=$("$TRACEVM" run examples/lists.tasm 2>&1) || fail "lists.tasm: $out"
 [[ "$out" == *'{[81,36,25,16,9,4,1,1],173}' ]] || fail "lists.tasm result: $out"
 out=$("$TRACEVM" run examples/exceptions.tasm 2>&1) || fail "exceptions.tasm: $out"
