@@ -190,11 +190,14 @@ void bp_progress_wait(BpProgress *bp, Process *self, uint64_t ticket)
     if (bp_progress_reached(bp, ticket))
         return;
     if (!self || !self->fiber) {
-        /* A foreign thread (or a call context) blocks. */
+        /* A foreign thread blocks, offline: if it is inside tvm_call it is
+         * a reader, and the grace period must not wait for it. */
+        bool was = vm_qsbr_block_begin();
         pthread_mutex_lock(&bp->lock);
         while (!bp_progress_reached(bp, ticket))
             pthread_cond_wait(&bp->done, &bp->lock);
         pthread_mutex_unlock(&bp->lock);
+        vm_qsbr_block_end(was);
         return;
     }
     /* A process: register, then suspend until woken with the ticket reached.

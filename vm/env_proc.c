@@ -10,6 +10,7 @@
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/print.h"
+#include "vm/qsbr.h"
 #include "vm/sched.h"
 
 void vm_timer_add(SchedSystem *sys, uint64_t deadline, uint64_t pid, uint64_t seq);
@@ -93,8 +94,10 @@ tvm_status tvm_sleep(tvm_env *env, int64_t ms)
     Process *p = env->p;
     if (!p->fiber) {
         struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+        bool was = vm_qsbr_block_begin();   /* offline while blocked (vm/qsbr.h) */
         while (nanosleep(&ts, &ts) != 0)
             ;
+        vm_qsbr_block_end(was);
         return TVM_OK;
     }
     if (ms > VM_TIMEOUT_MAX_MS)

@@ -187,7 +187,7 @@ bool vm_module_has_natives_locked(tvm_vm *vm, Atom mod)
     pthread_mutex_lock(&vm->export_lock);
     for (uint32_t i = 0; i < vm->export_cap && !found; i++)
         for (Export *e = vm->export_buckets[i]; e; e = e->next) {
-            const FuncInfo *fi = vm_atomic_load_ptr_relaxed(&e->addr[ix]);
+            const FuncInfo *fi = vm_func_real(vm_atomic_load_ptr_relaxed(&e->addr[ix]));
             if (e->mod == mod && fi->native) {
                 found = true;
                 break;
