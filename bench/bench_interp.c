@@ -115,7 +115,7 @@ int main(int argc, char **argv)
     const char *path = "bench/interp.tasm";
     int runs = 7;
     long fib_n = 30, ncalls = 10 * 1000 * 1000, nlist = 1000 * 1000;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {   /* options come in pairs */
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--tasm") == 0 && val)
             path = val;
@@ -132,7 +132,6 @@ int main(int argc, char **argv)
                             "[--calls M] [--list L]\n");
             return 2;
         }
-        i++;
     }
 
     tvm_vm *vm = tvm_new(NULL);

@@ -327,7 +327,8 @@ int main(int argc, char **argv)
     int runs = 7;
     long n_switch = 500 * 1000, n_spawn = 20 * 1000, n_rt = 200 * 1000, n_rt2 = 20 * 1000;
     long ring_n = 1000, ring_m = 200, ring2_m = 20, n_idle = 10 * 1000;
-    for (int i = 1; i < argc; i++) {
+    int i = 1;
+    while (i < argc) {   /* options take one value (--ring two) */
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--tasm") == 0 && val)
             path = val;
@@ -357,7 +358,7 @@ int main(int argc, char **argv)
                             "[--idle N] [--only W,...]\n");
             return 2;
         }
-        i++;
+        i += 2;
     }
 
     static double sw[MAX_RUNS], noop[MAX_RUNS], sp1[MAX_RUNS], sp2[MAX_RUNS], spp[MAX_RUNS];
