@@ -508,17 +508,20 @@ arith:
                 vm_atomic_fetch_add_relaxed(&c->shard[0].n, 1);
             }
         }
-        if ((fl & BP_CALL_TRACE) && (vm_atomic_load_relaxed(&p->trace) & VM_TRACE_CALL)) {
-            f->pc = pc;
-            bp_call_event(p, target ? target : f->fn, (fl & BP_GLOBAL) != 0);
-            RELOAD();
-        }
         if (target) {
-            /* The trampoline hands the frame to the real function. */
+            /* The trampoline hands the frame to the real function now, so
+             * nothing (a stack listing while the hook is suspended) sees
+             * the trampoline in a frame after it could be freed. */
             f->fn = target;
             pc = target->code;
-            DISPATCH();
         }
+        if ((fl & BP_CALL_TRACE) && (vm_atomic_load_relaxed(&p->trace) & VM_TRACE_CALL)) {
+            f->pc = pc;
+            bp_call_event(p, f->fn, (fl & BP_GLOBAL) != 0);
+            RELOAD();
+        }
+        if (target)
+            DISPATCH();     /* the real function's first word */
         insn = orig;
         DISPATCH_INSN();
     }
