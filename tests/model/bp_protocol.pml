@@ -113,11 +113,11 @@ inline trace_pattern(v)
     :: fa[D(r, active_ix)] == 0 -> hdr = 0; rstate[r] = R_DEAD
     :: else -> skip
     fi;
-    wait();
 
-    /* Free: everyone passed a QS since the unlink (and the disarm). */
+    /* Free: after a wait, everyone passed a QS since the unlink (and the
+     * disarm).  As in bp_engine.c, no wait when nothing was unlinked. */
     if
-    :: rstate[r] == R_DEAD -> rstate[r] = R_FREED
+    :: rstate[r] == R_DEAD -> wait(); rstate[r] = R_FREED
     :: else -> skip
     fi;
 
