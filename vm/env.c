@@ -47,12 +47,15 @@ tvm_vm *tvm_env_vm(tvm_env *env)
 /*
  * Resolves mod:fun/argc through the export table and reads the argument
  * handles into args[]; TVM_ERR_BADARG on any bad argument.  Shared by
- * tvm_call() and tvm_spawn().
+ * tvm_call() and tvm_spawn().  The result is the export entry, not its
+ * target: a target may be a breakpoint trampoline, which lives only while
+ * thread progress protects it, so it is read by whoever runs the call, as
+ * a reader (see vm/qsbr.h).
  */
 tvm_status vm_env_resolve(tvm_env *env, const char *mod, const char *fun, int argc,
-                          const tvm_term *argv, Term *args, const FuncInfo **fn);
+                          const tvm_term *argv, Term *args, const Export **fn);
 tvm_status vm_env_resolve(tvm_env *env, const char *mod, const char *fun, int argc,
-                          const tvm_term *argv, Term *args, const FuncInfo **fn)
+                          const tvm_term *argv, Term *args, const Export **fn)
 {
     if (!ENV_OK(env) || !mod || !fun || argc < 0 || argc > VM_MAX_ARITY || (argc > 0 && !argv))
         return TVM_ERR_BADARG;
@@ -65,7 +68,7 @@ tvm_status vm_env_resolve(tvm_env *env, const char *mod, const char *fun, int ar
             return TVM_ERR_BADARG;
         args[i] = vm_root_get(p, argv[i]);
     }
-    *fn = vm_export_target(p->vm, vm_export_get(p->vm, m, f, (uint32_t)argc));
+    *fn = vm_export_get(p->vm, m, f, (uint32_t)argc);
     return TVM_OK;
 }
 
@@ -73,15 +76,16 @@ tvm_status tvm_call(tvm_env *env, const char *mod, const char *fun, int argc,
                     const tvm_term *argv, tvm_term *result)
 {
     Term args[VM_MAX_ARITY];
-    const FuncInfo *fn;
-    if (!result || vm_env_resolve(env, mod, fun, argc, argv, args, &fn) != TVM_OK)
+    const Export *e;
+    if (!result || vm_env_resolve(env, mod, fun, argc, argv, args, &e) != TVM_OK)
         return TVM_ERR_BADARG;
     Process *p = env->p;
     p->exc_pending = false;
     Term res;
-    /* A thread running VM code is a thread-progress reader (vm/qsbr.h). */
+    /* A thread running VM code is a thread-progress reader (vm/qsbr.h),
+     * from before it reads the export's target until it is done. */
     vm_qsbr_call_enter();
-    tvm_status st = vm_execute(p, fn, argc, args, &res);
+    tvm_status st = vm_execute(p, vm_export_target(p->vm, e), argc, args, &res);
     vm_qsbr_call_leave();
     if (st == TVM_OK) {
         *result = vm_root_push(p, res);

@@ -19,13 +19,13 @@ uint64_t vm_now_ns(void);
 #define ENV_OK(env) ((env) && (env)->p)
 
 tvm_status vm_env_resolve(tvm_env *env, const char *mod, const char *fun, int argc,
-                          const tvm_term *argv, Term *args, const FuncInfo **fn);
+                          const tvm_term *argv, Term *args, const Export **fn);
 
 tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
                      const tvm_term *argv, tvm_pid *pid)
 {
     Term args[VM_MAX_ARITY];
-    const FuncInfo *fn;
+    const Export *fn;
     if (!pid || vm_env_resolve(env, mod, fun, argc, argv, args, &fn) != TVM_OK)
         return TVM_ERR_BADARG;
     *pid = vm_spawn(env->p->vm, fn, argc, args, true);
@@ -179,11 +179,15 @@ size_t tvm_processes(tvm_vm *vm, tvm_process_info *out, size_t max)
             /* Not running: its frames cannot change while we hold its lock
              * (a scheduler takes the lock to make it RUNNING). */
             if (p->state != PS_RUNNING) {
-                const FuncInfo *fi = p->nframes ? p->frames[p->nframes - 1].fn : p->entry;
-                if (fi) {
+                const FuncInfo *fi = p->nframes ? p->frames[p->nframes - 1].fn : NULL;
+                const Export *e = p->entry;
+                if (fi || e) {
                     StrBuf sb;
                     sb_init(&sb);
-                    vm_print_mfa(&sb, fi->mod, fi->name, fi->arity);
+                    if (fi)
+                        vm_print_mfa(&sb, fi->mod, fi->name, fi->arity);
+                    else
+                        vm_print_mfa(&sb, e->mod, e->name, e->arity);
                     sb_copy_out(&sb, pi->function, sizeof pi->function);
                     sb_free(&sb);
                 }

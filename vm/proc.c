@@ -152,7 +152,7 @@ static void proc_main(void *arg)
     for (; term_is_cons(list) && argc < VM_MAX_ARITY; list = cons_tail(list))
         args[argc++] = cons_head(list);
     Term res;
-    tvm_status st = vm_execute(p, p->entry, argc, args, &res);
+    tvm_status st = vm_execute(p, vm_export_target(p->vm, p->entry), argc, args, &res);
     if (st == TVM_OK) {
         proc_exit(p, make_atom(ATOM_NORMAL), res);
     } else {
@@ -168,7 +168,7 @@ static void proc_main(void *arg)
     VM_UNREACHABLE();
 }
 
-uint64_t vm_spawn(tvm_vm *vm, const FuncInfo *entry, int argc, const Term *args, bool joinable)
+uint64_t vm_spawn(tvm_vm *vm, const Export *entry, int argc, const Term *args, bool joinable)
 {
     SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
     Fiber *fiber = vm_fiber_alloc(&sys->pool);

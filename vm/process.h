@@ -149,7 +149,9 @@ struct Process {
     Message **cursor;              /* the next message `recv` looks at */
     bool want_wait;                /* asks its scheduler to make it WAITING */
     struct Fiber *fiber;
-    const FuncInfo *entry;         /* first function and its arguments */
+    /* The first function (its export entry, resolved when the process
+     * starts: the target may be a breakpoint trampoline) and arguments. */
+    const Export *entry;
     Message *entry_args;
 
     /* Written by the scheduler that runs it (before switching in). */

@@ -90,7 +90,7 @@ void vm_sched_stop(tvm_vm *vm);
  * fiber stack can be mapped (system_limit).  An undefined entry is not
  * checked here: the process raises undef.  `joinable` keeps its exit
  * value until vm_proc_join(). */
-uint64_t vm_spawn(tvm_vm *vm, const FuncInfo *entry, int argc, const Term *args,
+uint64_t vm_spawn(tvm_vm *vm, const Export *entry, int argc, const Term *args,
                   bool joinable);
 
 /* Sends a copy of `msg` to pid; false if there is no such live process. */
