@@ -190,11 +190,18 @@ void bp_progress_wait(BpProgress *bp, Process *self, uint64_t ticket)
     if (bp_progress_reached(bp, ticket))
         return;
     if (!self || !self->fiber) {
-        /* A foreign thread (or a call context) blocks. */
+        /* A foreign thread (or a call context) blocks.  Inside tvm_call it
+         * is a reader (VM code calling trace_pattern or loading a module
+         * through a native): offline while it blocks, or the grace period
+         * it waits for would wait for it.  Like a process suspended here,
+         * it holds no breakpoint data meanwhile (the interpreter copies
+         * what it needs out of a record before any call). */
+        bool was_online = vm_qsbr_block_begin();
         pthread_mutex_lock(&bp->lock);
         while (!bp_progress_reached(bp, ticket))
             pthread_cond_wait(&bp->done, &bp->lock);
         pthread_mutex_unlock(&bp->lock);
+        vm_qsbr_block_end(was_online);
         return;
     }
     /* A process: register, then suspend until woken with the ticket reached.
