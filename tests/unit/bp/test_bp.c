@@ -19,13 +19,13 @@
 /* ---- the module under test ---- */
 
 /* Functions of bt, and the exported ones among them. */
-#define BT_FUNCS 18
-#define BT_EXPORTS 13
+#define BT_FUNCS 20
+#define BT_EXPORTS 15
 
 static const char *const bt_src =
     "module bt\n"
     "export wrap/1, exported/1, ex/1, ex/2, both/1, calls_loc/1, len/1, dbl/1\n"
-    "export loop/2, tp/3, info/2, waiter/0, loc_only/1\n"
+    "export loop/2, tp/3, info/2, waiter/0, loc_only/1, viafun/1, viaapply/1\n"
     /* item 2's chain: wrap -tail, remote-> exported -body-> local -body->
      * local2 -tail-> local_tail */
     "function wrap/1 regs 1\n    tailcallx r0, bt:exported/1\nend\n"
@@ -44,6 +44,12 @@ static const char *const bt_src =
     "function loc/1 regs 1\n    addi r0, r0, 100\n    ret r0\nend\n"
     "function loc_only/1 regs 1\n    tailcall r0, loc2/1\nend\n"
     "function loc2/1 regs 1\n    addi r0, r0, 200\n    ret r0\nend\n"
+    /* viafun(X): callf on fun bt:ex/1; viaapply(X): erlang:apply(bt, ex, [X]) */
+    "function viafun/1 regs 3\n"
+    "    move r2, r0\n    loadk r1, fun bt:ex/1\n    callf r0, r1, 1\n    ret r0\nend\n"
+    "function viaapply/1 regs 4\n"
+    "    loadk r3, []\n    cons r3, r0, r3\n    loadk r1, bt\n    loadk r2, ex\n"
+    "    callx r0, r1, erlang:apply/3\n    ret r0\nend\n"
     "function len/1 regs 1\n    callx r0, r0, erlang:length/1\n    ret r0\nend\n"
     "function dbl/1 regs 1\n    callx r0, r0, t:dbl/1\n    ret r0\nend\n"
     /* loop(N, X): N times ex(X) by a local call and bt:ex(X) by a remote
@@ -287,6 +293,49 @@ Test(bp, global_traces_remote_calls_only)
     /* functions that are not traced produce nothing even when called remotely */
     cr_assert_str_eq(call("bt", "ex", 2, 1, 2), "3");
     cr_assert_str_eq(take_events(), "");
+}
+
+/* funs and erlang:apply/3 call through the export entry: remote calls */
+Test(bp, funs_and_apply_are_remote_calls)
+{
+    cr_assert_eq(tp("bt:ex/1", TVM_TP_TRUE, TVM_TP_GLOBAL), 1);
+    cr_assert_str_eq(call("bt", "viafun", 1, 3, 0), "3");
+    cr_assert_str_eq(call("bt", "viaapply", 1, 4, 0), "4");
+    cr_assert_str_eq(take_events(), "bt:ex/1(3) global | bt:ex/1(4) global");
+    cr_assert_eq(tp("bt:ex/1", TVM_TP_TRUE, TVM_TP_LOCAL), 1);
+    cr_assert_str_eq(call("bt", "viafun", 1, 5, 0), "5");
+    cr_assert_str_eq(call("bt", "viaapply", 1, 6, 0), "6");
+    cr_assert_str_eq(take_events(), "bt:ex/1(5) local | bt:ex/1(6) local");
+    /* apply itself is a native and can be traced too */
+    cr_assert_eq(tp("erlang:apply/3", TVM_TP_TRUE, TVM_TP_GLOBAL), 1);
+    cr_assert_str_eq(call("bt", "viaapply", 1, 7, 0), "7");
+    cr_assert_str_eq(take_events(), "erlang:apply/3(bt,ex,[7]) global | bt:ex/1(7) local");
+    cr_assert_eq(tp("bt:ex/1", TVM_TP_FALSE, TVM_TP_LOCAL), 1);
+    cr_assert_eq(tp("erlang:apply/3", TVM_TP_FALSE, TVM_TP_GLOBAL), 1);
+    cr_assert_str_eq(call("bt", "viafun", 1, 8, 0), "8");
+    cr_assert_str_eq(call("bt", "viaapply", 1, 9, 0), "9");
+    cr_assert_str_eq(take_events(), "");
+}
+
+/* exceptions through traced functions keep their stack traces */
+Test(bp, exceptions_through_traced_functions)
+{
+    cr_assert_eq(tp("erlang:length/1", TVM_TP_TRUE, TVM_TP_GLOBAL), 1);
+    cr_assert_eq(tp("bt:len/1", TVM_TP_TRUE, TVM_TP_GLOBAL), 1);
+    tvm_term a, r;
+    cr_assert_eq(tvm_make_int(env, 5, &a), TVM_OK);
+    cr_assert_eq(tvm_call(env, "bt", "len", 1, &a, &r), TVM_EXCEPTION);
+    char buf[512];
+    tvm_format_exception(env, buf, sizeof buf);
+    cr_assert_str_eq(buf, "exception error: badarg\n  in erlang:length/1 (native)\n"
+                          "  in bt:len/1 (bt.tasm:66)\n");
+    cr_assert_str_eq(take_events(), "bt:len/1(5) global | erlang:length/1(5) global");
+    cr_assert_eq(tp("bt:len/1", TVM_TP_TRUE, TVM_TP_LOCAL), 1);
+    cr_assert_eq(tvm_call(env, "bt", "len", 1, &a, &r), TVM_EXCEPTION);
+    tvm_format_exception(env, buf, sizeof buf);
+    cr_assert_str_eq(buf, "exception error: badarg\n  in erlang:length/1 (native)\n"
+                          "  in bt:len/1 (bt.tasm:66)\n");
+    cr_assert_str_eq(take_events(), "bt:len/1(5) local | erlang:length/1(5) global");
 }
 
 /* ==== item 2: local traces every call, in call order ==== */
@@ -954,10 +1003,10 @@ Test(bp, trace_pattern_from_a_process_while_others_run)
     }
     /* and one over the whole module from a process */
     tvm_pid p = spawn_terms("bt", "tp", "[{bt, '_', '_'}, true, [local]]");
-    cr_assert_str_eq(join(p), "18");
+    cr_assert_str_eq(join(p), "20");
     cr_assert_str_eq(info("bt:loop/2", "traced"), "{traced,local}");
     p = spawn_terms("bt", "tp", "[{bt, '_', '_'}, false, [local]]");
-    cr_assert_str_eq(join(p), "18");
+    cr_assert_str_eq(join(p), "20");
     cr_assert_str_eq(info("bt:ex/1", "all"), ALL_FALSE_BUT("false", "false", "0"));
     /* restart left the counter at 0; exact counting from here on */
     p = spawn_terms("bt", "tp", "[{bt, ex, 1}, true, [call_count]]");
