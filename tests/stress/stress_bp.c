@@ -331,8 +331,49 @@ static void *reloader(void *arg)
     return NULL;
 }
 
+/*
+ * KNOWN BUG, run only with STRESS_BP_KNOWN_BUGS=1 (it fails today): three
+ * foreign threads call c:a/1 through tvm_call while the main thread turns
+ * its global trace on and off.  tvm_call resolves the export entry (the
+ * trampoline, while global trace is on) before the thread comes online as
+ * a thread-progress reader, so trace_pattern false can free the
+ * trampoline in between; ASan reports a heap-use-after-free in execute()
+ * within a second.
+ */
+static void *window_caller(void *arg)
+{
+    (void)arg;
+    tvm_env *env = tvm_env_new(vm);
+    int64_t v;
+    while (!atomic_load(&stop_foreign))
+        if (!call_int(env, "c", "a", 1, &v) || v != 2)
+            abort();
+    tvm_env_free(env);
+    return NULL;
+}
+
+static int known_bug_tvm_call_window(void)
+{
+    tvm_config cfg = { .schedulers = 1 };
+    vm = tvm_new(&cfg);
+    load_or_die("c.tasm", c_src);
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++)
+        pthread_create(&th[i], NULL, window_caller, NULL);
+    for (int i = 0; i < 20000; i++)
+        tp_or_die("c:a/1", i % 2 ? TVM_TP_FALSE : TVM_TP_TRUE, TVM_TP_GLOBAL);
+    atomic_store(&stop_foreign, true);
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    atomic_store(&stop_foreign, false);
+    tvm_destroy(vm);
+    return 0;
+}
+
 int main(void)
 {
+    if (getenv("STRESS_BP_KNOWN_BUGS") && known_bug_tvm_call_window() != 0)
+        return 1;
     (void)spawn_int; /* of stress_util.h; every process here takes other arguments */
     double seconds = TOGGLE_SECONDS;
     const char *s = getenv("STRESS_BP_SECONDS");
