@@ -19,7 +19,9 @@
  * Then the togglers stop, every worker acknowledges that it stopped
  * calling, every trace pattern is cleared and call_count set on the
  * candidates, and each worker makes exactly ROUNDS more rounds: every
- * call count must be exact, and no hook event may come from those rounds.
+ * call count must be exact, and no hook event may come from those rounds;
+ * over the whole run, hook events come from every traced process and from
+ * no other.
  * A crash, an exception in any process, or a sanitizer report fails.
  * A plain program (exit 0 = pass), run under ASan and TSan by the suite.
  */
@@ -167,6 +169,8 @@ static tvm_vm *vm;
 static atomic_bool stop_foreign;
 static atomic_int acks;
 static atomic_long hook_events;
+/* Hook events by pid (pids here are small; 255 stands for any larger) */
+static atomic_long events_of[256];
 static atomic_long natives_called;
 
 /* t:nat/1 - a candidate native: X + 4. */
@@ -198,9 +202,10 @@ static void hook(tvm_env *env, const tvm_call_event *ev, void *data)
     char buf[128];
     if (ev->arity > 0)
         tvm_format_term(env, ev->argv[0], buf, sizeof buf);
-    if (!ev->module || !ev->function || ev->arity < 0 || ev->arity > 3)
+    if (!ev->module || !ev->function || ev->arity < 0 || ev->arity > 255)
         abort();
     atomic_fetch_add_explicit(&hook_events, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&events_of[ev->pid < 255 ? ev->pid : 255], 1, memory_order_relaxed);
 }
 
 static double now_s(void)
@@ -530,6 +535,19 @@ int main(void)
     if (events_before == 0 || vm_toggles < 10 || foreign_toggles < 5 || foreign_calls < 10 ||
         reloads < 5)
         return fail("too little happened: no hook events, toggles, foreign calls or reloads");
+    /* Events came from the traced workers and the traced call context
+     * (pid 0) only, and from each of them. */
+    for (int i = 0; i < 256; i++) {
+        bool traced = i == 0;
+        for (int w = 0; w < TRACED_WORKERS; w++)
+            traced = traced || (tvm_pid)i == workers[w];
+        long n = atomic_load(&events_of[i]);
+        if (traced ? n == 0 : n != 0) {
+            fprintf(stderr, "%s: %ld hook events from pid %d, which is %straced\n", stress_name,
+                    n, i, traced ? "" : "not ");
+            status = 1;
+        }
+    }
     if (tp_or_die("c:_/_", TVM_TP_FALSE, TVM_TP_CALL_COUNT) != C_FUNCS)
         status = fail("c:_/_ false matched the wrong number");
     tvm_env_free(env);
