@@ -923,6 +923,30 @@ Test(bp, natives_traced_locally_and_globally)
     cr_assert_str_eq(take_events(), "");
 }
 
+/* registering a native (a change of the export table, like a load) keeps
+ * global traces of other exports, and a new native can be traced at once */
+Test(bp, registering_a_native_keeps_global_traces)
+{
+    cr_assert_eq(tp("bt:ex/1", TVM_TP_TRUE, TVM_TP_GLOBAL), 1);
+    cr_assert_eq(tp("t:_/_", TVM_TP_TRUE, TVM_TP_GLOBAL), 1);
+    tvm_error err;
+    cr_assert_eq(tvm_register_native(vm, "t", "dbl2", 1, dbl, NULL, &err), TVM_OK, "%s",
+                 err.message);
+    cr_assert_str_eq(info("t:dbl2/1", "traced"), "{traced,false}");
+    cr_assert_str_eq(call("bt", "both", 1, 1, 0), "11");
+    cr_assert_str_eq(call("bt", "dbl", 1, 2, 0), "4");
+    cr_assert_str_eq(call("t", "dbl2", 1, 3, 0), "6");
+    cr_assert_str_eq(take_events(), "bt:ex/1(11) global | t:dbl/1(2) global");
+    cr_assert_eq(tp("t:_/_", TVM_TP_TRUE, TVM_TP_LOCAL), 2);
+    cr_assert_str_eq(call("t", "dbl2", 1, 3, 0), "6");
+    cr_assert_str_eq(take_events(), "t:dbl2/1(3) local");
+    cr_assert_eq(tp("bt:ex/1", TVM_TP_FALSE, TVM_TP_GLOBAL), 1);
+    cr_assert_eq(tp("t:_/_", TVM_TP_FALSE, TVM_TP_LOCAL), 2);
+    cr_assert_str_eq(call("bt", "both", 1, 1, 0), "11");
+    cr_assert_str_eq(call("bt", "dbl", 1, 2, 0), "4");
+    cr_assert_str_eq(take_events(), "");
+}
+
 /* ==== processes and the hook ==== */
 
 Test(bp, trace_calls_on_processes)
