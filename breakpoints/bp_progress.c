@@ -190,8 +190,12 @@ void bp_progress_wait(BpProgress *bp, Process *self, uint64_t ticket)
     if (bp_progress_reached(bp, ticket))
         return;
     if (!self || !self->fiber) {
-        /* A foreign thread blocks, offline: if it is inside tvm_call it is
-         * a reader, and the grace period must not wait for it. */
+        /* A foreign thread (or a call context) blocks.  Inside tvm_call it
+         * is a reader (VM code calling trace_pattern or loading a module
+         * through a native): offline while it blocks, or the grace period
+         * it waits for would wait for it.  Like a process suspended here,
+         * it holds no breakpoint data meanwhile (the interpreter copies
+         * what it needs out of a record before any call). */
         bool was = vm_qsbr_block_begin();
         pthread_mutex_lock(&bp->lock);
         while (!bp_progress_reached(bp, ticket))
