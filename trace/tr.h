@@ -8,7 +8,8 @@
  *   tp = tr_pipeline_new(&opts);           rings allocated, nothing running
  *   tr_pipeline_add_sink(tp, sink) ...     before start; the pipeline owns them
  *   tr_pipeline_start(tp);                 opens the sinks, starts the collector
- *   tr_emit(tp, sched, &ev) ...            from producers, any time after start
+ *   tr_emit(tp, sched, &ev) ...            from producers (before start the rings
+ *                                          only fill up: nothing drains them)
  *   tr_flush(tp);                          everything emitted so far reaches the sinks
  *   tr_pipeline_free(tp);                  drains, reports losses, closes the sinks
  *
@@ -119,9 +120,11 @@ TrStatus tr_emit(TrPipeline *tp, int sched, const TrEmit *ev);
 
 /*
  * Blocks the calling thread until ring `sched` has room for the largest
- * record, or `timeout_ns` passed (0: forever).  For threads that may
- * block (tests, foreign threads); a scheduler suspends the process
- * instead and waits for on_space.  Returns false on timeout.
+ * record, or `timeout_ns` passed (0: forever), or the pipeline is being
+ * freed.  For threads that may block (tests, foreign threads); a
+ * scheduler suspends the process instead and waits for on_space.  Only
+ * after tr_pipeline_start (before it nothing frees space).  Returns false
+ * on timeout.
  */
 bool tr_wait_space(TrPipeline *tp, int sched, uint64_t timeout_ns);
 

@@ -222,6 +222,7 @@ TrStatus tr_emit(TrPipeline *tp, int sched, const TrEmit *ev)
 {
     VM_ASSERT(sched >= -1 && sched < tp->opts.nscheds, "bad scheduler id");
     VM_ASSERT(ev->kind < TR_K_LOST, "producers emit real events only");
+    VM_ASSERT(ev->arity <= UINT8_MAX, "arity fits the record");
     TrStatus st;
     if (VM_LIKELY(sched >= 0)) {
         TrRing *r = &tp->rings[sched];

@@ -282,6 +282,27 @@ static bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
     return false;
 }
 
+void tr_put_u64(StrBuf *sb, uint64_t v)
+{
+    char tmp[20];
+    size_t n = sizeof tmp;
+    do {
+        tmp[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    sb_put(sb, tmp + n, sizeof tmp - n);
+}
+
+void tr_put_i64(StrBuf *sb, int64_t v)
+{
+    if (v < 0) {
+        sb_putc(sb, '-');
+        tr_put_u64(sb, 0 - (uint64_t)v);
+    } else {
+        tr_put_u64(sb, (uint64_t)v);
+    }
+}
+
 /* Printing recursion is bounded: the encoder never nests deeper. */
 #define PRINT_DEPTH (TR_ENCODE_DEPTH + 1)
 
@@ -327,7 +348,7 @@ static bool print_at(StrBuf *sb, const uint8_t **p, const uint8_t *end, unsigned
     case TR_T_SMALL:
         if (!get_varint(p, end, &a))
             goto bad;
-        sb_printf(sb, "%lld", (long long)((a >> 1) ^ (0 - (a & 1))));
+        tr_put_i64(sb, (int64_t)((a >> 1) ^ (0 - (a & 1))));
         return true;
     case TR_T_ATOM:
         if (!get_varint(p, end, &a) || a >= vm_atom_count())
@@ -340,7 +361,9 @@ static bool print_at(StrBuf *sb, const uint8_t **p, const uint8_t *end, unsigned
     case TR_T_PID:
         if (!get_varint(p, end, &a))
             goto bad;
-        sb_printf(sb, "<0.%llu.0>", (unsigned long long)a);
+        sb_puts(sb, "<0.");
+        tr_put_u64(sb, a);
+        sb_puts(sb, ".0>");
         return true;
     case TR_T_TUPLE:
         sb_putc(sb, '{');

@@ -98,6 +98,10 @@ bool tr_print_seq(StrBuf *sb, const uint8_t **p, const uint8_t *end, unsigned n,
  */
 bool tr_print_next(StrBuf *sb, const uint8_t **p, const uint8_t *end, unsigned *left);
 
+/* Append integers in decimal (the sinks' hot path: no format parsing). */
+void tr_put_u64(StrBuf *sb, uint64_t v);
+void tr_put_i64(StrBuf *sb, int64_t v);
+
 /* Appends s[0..n-1] as the inside of a JSON string (escaped). */
 void tr_json_escape(StrBuf *sb, const char *s, size_t n);
 

@@ -68,7 +68,7 @@ typedef struct ChromeSink {
     uint64_t lost;
     Lane **buckets;
     size_t nbuckets, nlanes;
-    StrBuf sb, vals;
+    StrBuf sb, vals, name;   /* the event being written; payload fields; a slice name */
 } ChromeSink;
 
 /* ==== lanes ==== */
@@ -133,24 +133,31 @@ static void end_event(ChromeSink *c)
 
 static void put_ts(StrBuf *sb, uint64_t ts)
 {
-    sb_printf(sb, "%llu.%03llu", (unsigned long long)(ts / 1000),
-              (unsigned long long)(ts % 1000));
+    char frac[4] = { (char)('0' + ts % 1000 / 100), (char)('0' + ts % 100 / 10),
+                     (char)('0' + ts % 10), 0 };
+    tr_put_u64(sb, ts / 1000);
+    sb_putc(sb, '.');
+    sb_puts(sb, frac);
 }
 
-static void put_name(StrBuf *sb, Atom mod, Atom fun, unsigned arity)
+/* "mod:fun/arity" (quoted atoms as in Erlang), JSON-escaped. */
+static void put_name(ChromeSink *c, Atom mod, Atom fun, unsigned arity)
 {
-    StrBuf tmp;
-    sb_init(&tmp);
-    vm_print_mfa(&tmp, mod, fun, arity);
-    tr_json_escape(sb, tmp.s, tmp.len);
-    sb_free(&tmp);
+    c->name.len = 0;
+    vm_print_mfa(&c->name, mod, fun, arity);
+    tr_json_escape(&c->sb, c->name.s, c->name.len);
 }
 
 /* Common fields of an event on `lane`'s track. */
 static void put_head(ChromeSink *c, const char *ph, uint64_t tid, uint64_t ts)
 {
-    sb_printf(&c->sb, "{\"ph\":\"%s\",\"pid\":%d,\"tid\":%llu,\"ts\":", ph, c->os_pid,
-              (unsigned long long)tid);
+    sb_puts(&c->sb, "{\"ph\":\"");
+    sb_puts(&c->sb, ph);
+    sb_puts(&c->sb, "\",\"pid\":");
+    tr_put_i64(&c->sb, c->os_pid);
+    sb_puts(&c->sb, ",\"tid\":");
+    tr_put_u64(&c->sb, tid);
+    sb_puts(&c->sb, ",\"ts\":");
     put_ts(&c->sb, ts);
 }
 
@@ -199,9 +206,12 @@ static void put_args(ChromeSink *c, const TrEvent *ev, const char *extra)
     TrField f[TR_MAX_FIELDS];
     c->vals.len = 0;
     unsigned n = tr_event_fields(ev, &c->vals, f);
-    sb_printf(&c->sb, ",\"args\":{\"sched\":%d", ev->sched);
+    sb_puts(&c->sb, ",\"args\":{\"sched\":");
+    tr_put_i64(&c->sb, ev->sched);
     for (unsigned i = 0; i < n; i++) {
-        sb_printf(&c->sb, ",\"%s\":\"", f[i].name);
+        sb_puts(&c->sb, ",\"");
+        sb_puts(&c->sb, f[i].name);
+        sb_puts(&c->sb, "\":\"");
         tr_json_escape(&c->sb, c->vals.s + f[i].off, f[i].len);
         sb_putc(&c->sb, '"');
     }
@@ -218,7 +228,7 @@ static void instant(ChromeSink *c, const TrEvent *ev, uint64_t ts, bool fn_name)
     sb_puts(&c->sb, tr_kind_name(ev->kind));
     sb_puts(&c->sb, "\",\"name\":\"");
     if (fn_name && !(ev->flags & TR_F_NO_MFA))
-        put_name(&c->sb, ev->mod, ev->fun, ev->arity);
+        put_name(c, ev->mod, ev->fun, ev->arity);
     else
         sb_puts(&c->sb, tr_kind_name(ev->kind));
     sb_putc(&c->sb, '"');
@@ -241,7 +251,7 @@ static void open_slice(ChromeSink *c, Lane *l, const TrEvent *ev, uint64_t ts)
     begin_event(c);
     put_head(c, "B", l->pid, ts);
     sb_puts(&c->sb, ",\"cat\":\"call\",\"name\":\"");
-    put_name(&c->sb, ev->mod, ev->fun, ev->arity);
+    put_name(c, ev->mod, ev->fun, ev->arity);
     sb_puts(&c->sb, "\"}");
     end_event(c);
 }
@@ -357,6 +367,7 @@ static void chrome_close(TrSink *s)
     free(c->buckets);
     sb_free(&c->sb);
     sb_free(&c->vals);
+    sb_free(&c->name);
     free(c);
 }
 
@@ -379,5 +390,6 @@ TrSink *tr_sink_chrome_new(FILE *out, int os_pid)
     c->buckets = vm_calloc(c->nbuckets, sizeof *c->buckets);
     sb_init(&c->sb);
     sb_init(&c->vals);
+    sb_init(&c->name);
     return &c->base;
 }

@@ -30,7 +30,9 @@ typedef struct JsonlSink {
 
 static void put_key_str(StrBuf *sb, const char *key, const char *s, size_t n)
 {
-    sb_printf(sb, ",\"%s\":\"", key);
+    sb_puts(sb, ",\"");
+    sb_puts(sb, key);
+    sb_puts(sb, "\":\"");
     tr_json_escape(sb, s, n);
     sb_putc(sb, '"');
 }
@@ -47,18 +49,25 @@ static void jsonl_event(TrSink *s, const TrEvent *ev)
     JsonlSink *j = (JsonlSink *)s;
     StrBuf *sb = &j->line;
     sb->len = 0;
-    sb_printf(sb, "{\"ts\":%llu,\"sched\":%d", (unsigned long long)ev->ts, ev->sched);
+    sb_puts(sb, "{\"ts\":");
+    tr_put_u64(sb, ev->ts);
+    sb_puts(sb, ",\"sched\":");
+    tr_put_i64(sb, ev->sched);
     if (ev->kind == TR_K_LOST) {
         sb_printf(sb, ",\"kind\":\"lost\",\"count\":%llu}\n", (unsigned long long)ev->lost);
         fwrite(sb->s, 1, sb->len, j->out);
         return;
     }
-    sb_printf(sb, ",\"pid\":%llu,\"kind\":\"%s\"", (unsigned long long)ev->pid,
-              tr_kind_name(ev->kind));
+    sb_puts(sb, ",\"pid\":");
+    tr_put_u64(sb, ev->pid);
+    sb_puts(sb, ",\"kind\":\"");
+    sb_puts(sb, tr_kind_name(ev->kind));
+    sb_putc(sb, '"');
     if (!(ev->flags & TR_F_NO_MFA)) {
         put_atom(sb, "mod", ev->mod);
         put_atom(sb, "fun", ev->fun);
-        sb_printf(sb, ",\"arity\":%u", ev->arity);
+        sb_puts(sb, ",\"arity\":");
+        tr_put_u64(sb, ev->arity);
     }
     TrField f[TR_MAX_FIELDS];
     j->vals.len = 0;

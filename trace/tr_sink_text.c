@@ -36,7 +36,9 @@ static void put_mfa(StrBuf *sb, const TrEvent *ev, const char *none)
     vm_print_atom(sb, ev->mod);
     sb_putc(sb, ',');
     vm_print_atom(sb, ev->fun);
-    sb_printf(sb, ",%u}", ev->arity);
+    sb_putc(sb, ',');
+    tr_put_u64(sb, ev->arity);
+    sb_putc(sb, '}');
 }
 
 /* {M,F,[Args]} from the remaining payload terms. */
@@ -68,7 +70,9 @@ void tr_event_format(const TrEvent *ev, bool ts, StrBuf *sb)
     }
     const uint8_t *p = ev->payload, *end = ev->payload + ev->paylen;
     unsigned left = ev->nterms;
-    sb_printf(sb, "{%s,<0.%llu.0>,", ts ? "trace_ts" : "trace", (unsigned long long)ev->pid);
+    sb_puts(sb, ts ? "{trace_ts,<0." : "{trace,<0.");
+    tr_put_u64(sb, ev->pid);
+    sb_puts(sb, ".0>,");
     sb_puts(sb, ev->kind == TR_K_RECEIVE ? "'receive'" : tr_kind_name(ev->kind));
     sb_putc(sb, ',');
     switch (ev->kind) {
@@ -114,8 +118,10 @@ void tr_event_format(const TrEvent *ev, bool ts, StrBuf *sb)
         tr_print_next(sb, &p, end, &left);
         break;
     }
-    if (ts)
-        sb_printf(sb, ",%llu", (unsigned long long)ev->ts);
+    if (ts) {
+        sb_putc(sb, ',');
+        tr_put_u64(sb, ev->ts);
+    }
     sb_putc(sb, '}');
 }
 
