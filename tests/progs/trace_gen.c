@@ -4,6 +4,11 @@
  *
  *   trace_gen text|jsonl|chrome           the fixed sequence to stdout
  *   trace_gen ctf DIR                     the fixed sequence as CTF
+ *   trace_gen ctf-losses DIR              losses where CTF needs extra packets:
+ *                                         before a stream's first event (5 on
+ *                                         sched 1), after its last one (7 on
+ *                                         sched 0) and on a stream with no
+ *                                         events at all (2 on shared)
  *   trace_gen pipeline-ctf DIR N          N events through a real pipeline
  *                                         (2 schedulers + the shared ring,
  *                                         small rings, drop policy) into
@@ -43,6 +48,36 @@ static int fixed(const char *kind, const char *path)
     if (s->ops->open && s->ops->open(s, &info) != 0)
         return 1;
     fx_sequence(s);
+    s->ops->close(s);
+    return 0;
+}
+
+static int losses(const char *dir)
+{
+    char err[256];
+    vm_atoms_init();
+    TrSink *s = tr_sink_ctf_new(dir, 0, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    TrSinkInfo info = { .nscheds = 2 };
+    if (s->ops->open(s, &info) != 0)
+        return 1;
+    uint8_t b[2][64];
+    Term one = make_small(1);
+    TrEvent ev[] = {
+        { .ts = 500, .sched = 1, .kind = TR_K_LOST, .lost = 5 },
+        fx_event(b[0], 64, 1000, 1, TR_K_CALL, 0, 9, "a", "b", 1, &one, 1),
+        fx_event(b[1], 64, 1100, 0, TR_K_CALL, 0, 9, "a", "b", 1, &one, 1),
+        { .ts = 2000, .sched = 0, .kind = TR_K_LOST, .lost = 7 },
+        { .ts = 2100, .sched = -1, .kind = TR_K_LOST, .lost = 2 },
+    };
+    for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++) {
+        s->ops->event(s, &ev[i]);
+        if (i == 2)
+            s->ops->flush(s);   /* the trailing loss comes after a packet was cut */
+    }
     s->ops->close(s);
     return 0;
 }
@@ -113,9 +148,11 @@ int main(int argc, char **argv)
         return fixed(argv[1], argc > 2 ? argv[2] : NULL);
     if (argc == 3 && !strcmp(argv[1], "ctf"))
         return fixed("ctf", argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "ctf-losses"))
+        return losses(argv[2]);
     if (argc == 4 && !strncmp(argv[1], "pipeline-", 9))
         return pipeline(argv[1] + 9, argv[2], atol(argv[3]));
-    fprintf(stderr, "usage: trace_gen text|jsonl|chrome [FILE] | ctf DIR | "
+    fprintf(stderr, "usage: trace_gen text|jsonl|chrome [FILE] | ctf DIR | ctf-losses DIR | "
                     "pipeline-ctf DIR N | pipeline-chrome FILE N\n");
     return 2;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CTF sink read back by babeltrace2: the fixed event sequence prints
-# exactly, with the loss reported in its stream; a real pipeline that
+# exactly, with the loss reported in its stream; losses at the edges of
+# streams are reported too; a real pipeline that
 # drops events prints every event it kept and reports every event it
 # dropped.  Skips (passing) only when babeltrace2 is not installed.
 set -uo pipefail
@@ -37,6 +38,18 @@ diff -u "$tmp/want" "$tmp/out" || fail "babeltrace2 output differs"
 grep -q "Tracer discarded 3 events between \[00:00:00.000001400\] and \[00:00:00.000002300\] .* within stream \"$tmp/fixed/sched_0\"" "$tmp/err" ||
     fail "no report of the 3 lost events: $(cat "$tmp/err")"
 [[ $(grep -c discarded "$tmp/err") == 1 ]] || fail "unexpected reports: $(cat "$tmp/err")"
+
+# Losses that need packets of their own: before a stream's first event,
+# after its last one, and on a stream that has no events.
+"$GEN" ctf-losses "$tmp/losses" || fail "trace_gen ctf-losses"
+babeltrace2 --clock-gmt "$tmp/losses" >"$tmp/out" 2>"$tmp/err" ||
+    fail "babeltrace2 exited $?: $(cat "$tmp/err")"
+[[ $(wc -l <"$tmp/out") == 2 ]] || fail "expected 2 events: $(cat "$tmp/out")"
+for want in "5 events between \[00:00:00.000000500\] and \[00:00:00.000001000\] .*/sched_1\"" \
+            "7 events between \[00:00:00.000001100\] and \[00:00:00.000002000\] .*/sched_0\"" \
+            "2 events between \[00:00:00.000002100\] and \[00:00:00.000002100\] .*/shared\""; do
+    grep -q "Tracer discarded $want" "$tmp/err" || fail "no report matching '$want': $(cat "$tmp/err")"
+done
 
 # Through the pipeline: 2 schedulers + the shared ring, rings that overflow.
 counts=$("$GEN" pipeline-ctf "$tmp/pipe" 600) || fail "trace_gen pipeline-ctf: $counts"

@@ -6,6 +6,7 @@
 #ifndef TESTS_UNIT_TRACE_TR_FIXTURE_H
 #define TESTS_UNIT_TRACE_TR_FIXTURE_H
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "trace/tr.h"
