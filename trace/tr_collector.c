@@ -119,8 +119,10 @@ static size_t drain(TrPipeline *tp, bool all)
         if (tr_ring_used(r) > r->size / 2 || vm_atomic_load_relaxed(&r->waiting))
             pressed = true;
     }
-    if (!all && !pressed && tp->opts.merge_window_ns != TR_MERGE_OFF)
-        limit = tr_mono_ns() - tp->opts.merge_window_ns;
+    if (!all && !pressed && tp->opts.merge_window_ns != TR_MERGE_OFF) {
+        uint64_t now = tr_mono_ns();
+        limit = now > tp->opts.merge_window_ns ? now - tp->opts.merge_window_ns : 0;
+    }
 
     size_t n = 0;
     unsigned since_release[tp->nrings];

@@ -208,3 +208,46 @@ Test(sinks, ctf_writes_metadata_and_a_stream_per_ring)
     unlink(path);
     rmdir(dir);
 }
+
+/* Chrome: a return whose call is not the innermost open one closes the
+ * calls above it first (their returns were lost); a return with no open
+ * call of its function becomes an instant; slices close at the end. */
+Test(sinks, chrome_recovers_from_lost_events)
+{
+    uint8_t b[6][64];
+    Term v = I(1);
+    TrEvent ev[] = {
+        fx_event(b[0], 64, 0, 0, TR_K_CALL, TR_F_RETURNS, 5, "m", "a", 0, NULL, 0),
+        fx_event(b[1], 64, 1000, 0, TR_K_CALL, TR_F_RETURNS, 5, "m", "b", 0, NULL, 0),
+        fx_event(b[2], 64, 2000, 0, TR_K_CALL, TR_F_RETURNS, 5, "m", "c", 0, NULL, 0),
+        fx_event(b[3], 64, 3000, 0, TR_K_RETURN_FROM, 0, 5, "m", "a", 0, &v, 1),
+        fx_event(b[4], 64, 4000, 0, TR_K_RETURN_FROM, 0, 5, "m", "z", 0, &v, 1),
+        fx_event(b[5], 64, 5000, 0, TR_K_CALL, TR_F_RETURNS, 5, "m", "d", 0, NULL, 0),
+    };
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    TrSink *s = tr_sink_chrome_new(f, 1);
+    TrSinkInfo info = { .nscheds = 1 };
+    s->ops->open(s, &info);
+    for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++)
+        s->ops->event(s, &ev[i]);
+    s->ops->close(s);
+    fclose(f);
+    cr_expect_str_eq(text,
+        "{\"traceEvents\":[\n"
+        "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"tracevm\"}},\n"
+        "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":5,\"args\":{\"name\":\"<0.5.0>\"}},\n"
+        "{\"ph\":\"B\",\"pid\":1,\"tid\":5,\"ts\":0.000,\"cat\":\"call\",\"name\":\"m:a/0\"},\n"
+        "{\"ph\":\"B\",\"pid\":1,\"tid\":5,\"ts\":1.000,\"cat\":\"call\",\"name\":\"m:b/0\"},\n"
+        "{\"ph\":\"B\",\"pid\":1,\"tid\":5,\"ts\":2.000,\"cat\":\"call\",\"name\":\"m:c/0\"},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":3.000},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":3.000},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":3.000},\n"
+        "{\"ph\":\"i\",\"pid\":1,\"tid\":5,\"ts\":4.000,\"s\":\"t\",\"cat\":\"return_from\","
+        "\"name\":\"m:z/0\",\"args\":{\"sched\":0,\"value\":\"1\"}},\n"
+        "{\"ph\":\"B\",\"pid\":1,\"tid\":5,\"ts\":5.000,\"cat\":\"call\",\"name\":\"m:d/0\"},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":5.000}\n"
+        "],\"displayTimeUnit\":\"ns\",\"otherData\":{\"lost_events\":0}}\n");
+    free(text);
+}
