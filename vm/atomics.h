@@ -62,6 +62,18 @@ static inline uintptr_t vm_atomic_fetch_add_full(VmAtomic *a, uintptr_t d)
     return (uintptr_t)AO_fetch_and_add_full(&a->v, (AO_t)d);
 }
 
+/*
+ * A sequentially consistent read: a read-modify-write that adds 0.  For
+ * store-then-load handshakes (Dekker style) where neither side's load may
+ * pass its own preceding store: do the store as a _full RMW and the load
+ * with this.  A fence (vm_atomic_fence_full) would do on the hardware, but
+ * ThreadSanitizer does not support fences, and RMWs it understands.
+ */
+static inline uintptr_t vm_atomic_load_rmw_full(VmAtomic *a)
+{
+    return (uintptr_t)AO_fetch_and_add_full(&a->v, 0);
+}
+
 /* Compare-and-swap with a full barrier; non-zero on success. */
 static inline int vm_atomic_cas_full(VmAtomic *a, uintptr_t old, uintptr_t nw)
 {

@@ -199,10 +199,8 @@ static bool printable(const uint8_t *b, size_t n)
     return true;
 }
 
-static void print_binary(StrBuf *sb, Term t)
+void vm_print_bytes(StrBuf *sb, const uint8_t *b, size_t n, bool more)
 {
-    const uint8_t *b = binary_bytes(t);
-    size_t n = binary_size(t);
     sb_puts(sb, "<<");
     if (n && printable(b, n)) {
         sb_putc(sb, '"');
@@ -212,6 +210,8 @@ static void print_binary(StrBuf *sb, Term t)
         for (size_t i = 0; i < n; i++)
             sb_printf(sb, i ? ",%u" : "%u", b[i]);
     }
+    if (more)
+        sb_puts(sb, "...");
     sb_puts(sb, ">>");
 }
 
@@ -258,7 +258,7 @@ void vm_print_term(StrBuf *sb, Term t)
             return;
         }
         case IMM_HDR_BINARY:
-            print_binary(sb, t);
+            vm_print_bytes(sb, binary_bytes(t), binary_size(t), false);
             return;
         case IMM_HDR_FUN: {
             const Export *e = fun_export(t);

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The Chrome trace JSON parses (python3's json), its B/E events nest per
+# lane, and it stays a whole document when calls are still open at the end
+# and events were lost.
+set -uo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+GEN="$(dirname "$TRACEVM")/../tests/trace_gen"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+check='
+import json, sys
+doc = json.load(open(sys.argv[1]))
+ev = doc["traceEvents"]
+assert doc["displayTimeUnit"] == "ns"
+assert ev[0]["ph"] == "M" and ev[0]["name"] == "process_name"
+depth, named = {}, set()
+for e in ev:
+    for k in ("ph", "pid", "tid"):
+        assert k in e, e
+    if e["ph"] == "M" and e["name"] == "thread_name":
+        named.add(e["tid"])
+    if e["ph"] in "BEi" and e["tid"] != 0:
+        assert e["tid"] in named, ("lane without a name", e)
+    if e["ph"] == "B":
+        depth[e["tid"]] = depth.get(e["tid"], 0) + 1
+    elif e["ph"] == "E":
+        depth[e["tid"]] = depth.get(e["tid"], 0) - 1
+        assert depth[e["tid"]] >= 0, ("E without B", e)
+assert all(d == 0 for d in depth.values()), depth
+lost = sum(e["args"]["count"] for e in ev if e.get("name") == "lost")
+assert lost == doc["otherData"]["lost_events"], lost
+print(len(ev), lost)
+'
+"$GEN" chrome >"$tmp/fixed.json" || fail "trace_gen chrome"
+out=$(python3 -c "$check" "$tmp/fixed.json" 2>&1) || fail "fixed sequence: $out"
+[[ $out == "21 3" ]] || fail "fixed sequence: expected 21 events and 3 lost, got $out"
+counts=$("$GEN" pipeline-chrome "$tmp/pipe.json" 600) || fail "trace_gen pipeline-chrome: $counts"
+lost=$(sed -n 's/.*lost=\([0-9]*\).*/\1/p' <<<"$counts")
+out=$(python3 -c "$check" "$tmp/pipe.json" 2>&1) || fail "pipeline: $out"
+[[ ${out#* } == "$lost" ]] || fail "pipeline: $out, but the pipeline lost $lost"
+exit 0

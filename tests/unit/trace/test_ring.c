@@ -1,0 +1,304 @@
+/*
+ * tests/unit/trace/test_ring.c - the rings and the collector through the
+ * pipeline API, with a recording callback sink: wrap-around with
+ * variable-size records, exact drop counts and their place in the stream,
+ * lossless mode with a slow sink, the shared ring, the merge by
+ * timestamp, and bad options.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "tests/unit/trace/tr_fixture.h"
+#include "trace/tr_internal.h"
+
+static Arena arena;
+
+static void setup(void)
+{
+    vm_atoms_init();
+    arena.used = 0;
+}
+
+TestSuite(ring, .init = setup);
+
+/* What the callback sink saw.  Written by the collector thread only;
+ * read by the test after tr_flush / tr_pipeline_free (which synchronise
+ * through the pipeline's lock or the thread join). */
+typedef struct Seen {
+    uint64_t events, lost, lost_records;
+    uint64_t next_pid[8];      /* per ring: the pid expected next (pids count up) */
+    bool order_ok, payload_ok, ts_sorted;
+    uint64_t last_ts;
+    int sleep_us;              /* a slow sink */
+    char first_lost_after[64]; /* ring/pid of the event before the first LOST */
+    uint64_t prev_pid;
+} Seen;
+
+static void seen_init(Seen *s)
+{
+    memset(s, 0, sizeof *s);
+    s->order_ok = s->payload_ok = s->ts_sorted = true;
+}
+
+/* Events carry pid = sequence number per ring and a binary payload of
+ * (pid % 61) bytes, each byte = pid & 0xff. */
+static void record(const TrEvent *ev, void *data)
+{
+    Seen *s = data;
+    if (ev->ts < s->last_ts)
+        s->ts_sorted = false;
+    s->last_ts = ev->ts;
+    if (ev->kind == TR_K_LOST) {
+        if (!s->lost_records)
+            snprintf(s->first_lost_after, sizeof s->first_lost_after, "%d/%llu", ev->sched,
+                     (unsigned long long)s->prev_pid);
+        s->lost += ev->lost;
+        s->lost_records++;
+        return;
+    }
+    s->prev_pid = ev->pid;
+    int ring = ev->sched + 1;
+    if (ev->pid < s->next_pid[ring])
+        s->order_ok = false;
+    s->next_pid[ring] = ev->pid + 1;
+    s->events++;
+    const uint8_t *p = ev->payload;
+    uint64_t n = ev->pid % 61;
+    if (ev->nterms != 1 || ev->paylen != 3 + n || p[0] != TR_T_BIN || p[1] != n || p[2] != n)
+        s->payload_ok = false;
+    for (uint64_t i = 0; i < n && s->payload_ok; i++)
+        if (p[3 + i] != (uint8_t)ev->pid)
+            s->payload_ok = false;
+    if (s->sleep_us) {
+        struct timespec ts = { 0, s->sleep_us * 1000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
+static TrPipeline *make(const TrOptions *o, Seen *seen)
+{
+    char err[256];
+    TrPipeline *tp = tr_pipeline_new(o, err, sizeof err);
+    cr_assert(tp, "%s", err);
+    tr_pipeline_add_sink(tp, tr_sink_callback_new(record, seen));
+    return tp;
+}
+
+static TrStatus emit_seq(TrPipeline *tp, int sched, uint64_t pid)
+{
+    uint8_t bytes[64];
+    memset(bytes, (int)(pid & 0xff), sizeof bytes);
+    Term *p = arena_alloc(&arena, binary_words(pid % 61));
+    p[0] = MAKE_HEADER(IMM_HDR_BINARY, pid % 61);
+    memcpy(p + 1, bytes, pid % 61);
+    Term b = make_boxed(p);
+    arena.used -= binary_words(pid % 61);   /* copied at emit: reuse the words */
+    TrEmit ev = { .kind = TR_K_CALL, .pid = pid, .mod = ATOM_TRUE, .fun = ATOM_TRUE,
+                  .arity = 1, .terms = &b, .nterms = 1 };
+    return tr_emit(tp, sched, &ev);
+}
+
+Test(ring, wraps_around_with_variable_sizes_in_order)
+{
+    Seen seen;
+    seen_init(&seen);
+    TrOptions o = { .nscheds = 1, .ring_bytes = 4096, .payload_cap = 128 };
+    TrPipeline *tp = make(&o, &seen);
+    tr_pipeline_start(tp);
+    uint64_t pid = 0;
+    /* Bursts that fit (at most 30 x 96 bytes), flushed each time: the
+     * ring wraps about 200 times at every possible offset. */
+    for (int burst = 0; burst < 600; burst++) {
+        for (int i = 0; i < 1 + burst % 30; i++)
+            cr_assert_eq(emit_seq(tp, 0, pid++), TR_OK);
+        tr_flush(tp);
+    }
+    cr_expect_eq(seen.events, pid);
+    cr_expect(seen.order_ok);
+    cr_expect(seen.payload_ok);
+    cr_expect_eq(seen.lost, 0);
+    TrStats *st = tr_pipeline_stats(tp);
+    cr_expect_eq(st->nrings, 2);
+    cr_expect_eq(st->ring[0].emitted, pid);
+    cr_expect_eq(st->ring[0].lost, 0);
+    free(st);
+    tr_pipeline_free(tp);
+}
+
+Test(ring, a_full_ring_drops_counts_exactly_and_reports_in_place)
+{
+    Seen seen;
+    seen_init(&seen);
+    TrOptions o = { .nscheds = 2, .ring_bytes = 4096, .payload_cap = 128 };
+    TrPipeline *tp = make(&o, &seen);
+    /* Before start nothing drains: pid 61*k has an empty binary (3
+     * bytes), a 40-byte record; 4096 / 40 = 102 fit, the rest drop. */
+    uint64_t pid = 0, dropped = 0;
+    for (int i = 0; i < 200; i++, pid += 61) {
+        TrStatus st = emit_seq(tp, 1, pid);
+        cr_assert(st == (i < 102 ? TR_OK : TR_DROPPED), "event %d: %d", i, st);
+        dropped += st == TR_DROPPED;
+    }
+    cr_expect_eq(dropped, 98);
+    tr_pipeline_start(tp);
+    tr_flush(tp);
+    cr_expect_eq(seen.events, 102);
+    cr_expect_eq(seen.lost, 0, "the loss is reported where it happened, not yet");
+    /* The next event carries a LOST marker before it. */
+    cr_assert_eq(emit_seq(tp, 1, pid), TR_OK);
+    tr_flush(tp);
+    cr_expect_eq(seen.lost, 98);
+    cr_expect_eq(seen.lost_records, 1);
+    cr_expect_str_eq(seen.first_lost_after, "1/6161");   /* after event 101 = pid 101*61 */
+    cr_expect_eq(seen.events, 103);
+    /* Drops at the very end are reported at shutdown. */
+    for (int i = 0; i < 300; i++)
+        emit_seq(tp, 0, (uint64_t)i * 61);
+    TrStats *st = tr_pipeline_stats(tp);
+    uint64_t emitted = st->ring[0].emitted + st->ring[1].emitted + st->ring[2].emitted;
+    uint64_t lost = st->ring[0].lost + st->ring[1].lost + st->ring[2].lost;
+    free(st);
+    tr_pipeline_free(tp);
+    cr_expect_eq(emitted + lost, 200 + 1 + 300);
+    cr_expect_eq(seen.events, emitted);
+    cr_expect_eq(seen.lost, lost);
+    cr_expect(seen.order_ok);
+}
+
+/* Producer thread of the lossless test: waits whenever the ring is full. */
+typedef struct LosslessRun {
+    TrPipeline *tp;
+    uint64_t n, full, ok;
+} LosslessRun;
+
+static void *lossless_producer(void *arg)
+{
+    LosslessRun *run = arg;
+    for (uint64_t pid = 0; pid < run->n;) {
+        TrStatus st = emit_seq(run->tp, 0, pid);
+        if (st == TR_OK) {
+            pid++;
+            run->ok++;
+        } else {
+            cr_assert_eq(st, TR_FULL);
+            run->full++;
+            cr_assert(tr_wait_space(run->tp, 0, 10u * 1000000000u), "no wake-up in 10 s");
+        }
+    }
+    return NULL;
+}
+
+static VmAtomic wakeups = VM_ATOMIC_INIT(0);
+
+static void on_space(void *data, int sched)
+{
+    (void)data;
+    cr_assert_eq(sched, 0);
+    vm_atomic_fetch_add_relaxed(&wakeups, 1);
+}
+
+Test(ring, lossless_never_loses_and_the_producer_waits)
+{
+    Seen seen;
+    seen_init(&seen);
+    seen.sleep_us = 20;   /* a slow sink: the producer outruns it */
+    TrOptions o = { .nscheds = 1, .ring_bytes = 4096, .payload_cap = 128,
+                    .policy = TR_POLICY_LOSSLESS, .on_space = on_space };
+    TrPipeline *tp = make(&o, &seen);
+    tr_pipeline_start(tp);
+    LosslessRun run = { .tp = tp, .n = 3000 };
+    pthread_t t;
+    pthread_create(&t, NULL, lossless_producer, &run);
+    pthread_join(t, NULL);
+    tr_flush(tp);
+    cr_expect_eq(seen.events, 3000);
+    cr_expect_eq(seen.lost, 0);
+    cr_expect(seen.order_ok);
+    cr_expect(seen.payload_ok);
+    cr_expect_gt(run.full, 0, "the producer never had to wait");
+    cr_expect_gt(vm_atomic_load_relaxed(&wakeups), 0);
+    TrStats *st = tr_pipeline_stats(tp);
+    cr_expect_eq(st->ring[0].lost, 0);
+    cr_expect_eq(st->ring[0].full, run.full);
+    free(st);
+    tr_pipeline_free(tp);
+}
+
+/* Foreign threads share the last ring. */
+static void *shared_producer(void *arg)
+{
+    TrPipeline *tp = arg;
+    for (int i = 0; i < 2000; i++) {
+        Term t = make_small(i);
+        TrEmit ev = { .kind = TR_K_SEND, .flags = TR_F_NO_MFA, .pid = 1000 + (uint64_t)i,
+                      .terms = &t, .nterms = 1 };
+        while (tr_emit(tp, -1, &ev) == TR_FULL)
+            tr_wait_space(tp, -1, 0);
+    }
+    return NULL;
+}
+
+static void count(const TrEvent *ev, void *data)
+{
+    uint64_t *n = data;
+    if (ev->kind != TR_K_LOST)
+        (*n)++;
+}
+
+Test(ring, the_shared_ring_takes_several_threads)
+{
+    uint64_t n = 0;
+    char err[256];
+    TrOptions o = { .nscheds = 0, .ring_bytes = 8192, .policy = TR_POLICY_LOSSLESS };
+    TrPipeline *tp = tr_pipeline_new(&o, err, sizeof err);
+    tr_pipeline_add_sink(tp, tr_sink_callback_new(count, &n));
+    tr_pipeline_start(tp);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, shared_producer, tp);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    tr_pipeline_free(tp);
+    cr_expect_eq(n, 8000);
+}
+
+Test(ring, a_flush_merges_rings_by_timestamp)
+{
+    Seen seen;
+    seen_init(&seen);
+    TrOptions o = { .nscheds = 3, .ring_bytes = 1 << 16 };
+    TrPipeline *tp = make(&o, &seen);
+    tr_pipeline_start(tp);
+    /* One thread may stand in for three schedulers, one after another. */
+    for (uint64_t i = 0; i < 900; i++)
+        cr_assert_eq(emit_seq(tp, (int)(i * 7 % 3), i / 3), TR_OK);
+    tr_flush(tp);
+    cr_expect_eq(seen.events, 900);
+    cr_expect(seen.ts_sorted, "events of different rings out of timestamp order");
+    tr_pipeline_free(tp);
+}
+
+Test(ring, bad_options_are_refused_with_a_reason)
+{
+    char err[256];
+    TrOptions o = { .nscheds = 1, .ring_bytes = 5000 };
+    cr_expect_null(tr_pipeline_new(&o, err, sizeof err));
+    cr_expect(strstr(err, "power of two"), "%s", err);
+    o.ring_bytes = 4096;
+    o.payload_cap = 2048;
+    cr_expect_null(tr_pipeline_new(&o, err, sizeof err));
+    cr_expect(strstr(err, "at least 8320"), "%s", err);
+    o.payload_cap = TR_PAYLOAD_MAX + 1;
+    cr_expect_null(tr_pipeline_new(&o, err, sizeof err));
+    cr_expect(strstr(err, "payload cap"), "%s", err);
+    o = (TrOptions){ .nscheds = -1 };
+    cr_expect_null(tr_pipeline_new(&o, err, sizeof err));
+    /* Freed without ever starting: the sinks are closed all the same. */
+    o = (TrOptions){ .nscheds = 2 };
+    TrPipeline *tp = tr_pipeline_new(&o, err, sizeof err);
+    cr_assert(tp);
+    uint64_t n = 0;
+    tr_pipeline_add_sink(tp, tr_sink_callback_new(count, &n));
+    tr_pipeline_free(tp);
+}

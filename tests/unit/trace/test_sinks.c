@@ -1,0 +1,253 @@
+/*
+ * tests/unit/trace/test_sinks.c - every sink's exact output for the fixed
+ * synthetic sequence of tr_fixture.h (a call tree, a loss, an exception,
+ * scheduling, messages, a spawn, an exit, a payload cut at the cap, and a
+ * call still open at the end).  The Chrome JSON is also parsed back by
+ * tests/sh/trace_chrome.sh and the CTF trace read by babeltrace2 in
+ * tests/sh/trace_ctf.sh.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/unit/trace/tr_fixture.h"
+
+static void setup(void)
+{
+    vm_atoms_init();
+}
+
+TestSuite(sinks, .init = setup);
+
+/* Runs the fixed sequence through `s` (writing to a memory stream). */
+static char *run(TrSink *(*make)(FILE *), int nscheds)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    TrSink *s = make(f);
+    TrSinkInfo info = { .nscheds = nscheds };
+    if (s->ops->open)
+        cr_assert_eq(s->ops->open(s, &info), 0);
+    fx_sequence(s);
+    s->ops->close(s);
+    fclose(f);
+    return text;
+}
+
+static TrSink *text_sink(FILE *f) { return tr_sink_text_new(f, 0); }
+static TrSink *text_ts_sink(FILE *f) { return tr_sink_text_new(f, TR_TEXT_TIMESTAMPS); }
+static TrSink *jsonl_sink(FILE *f) { return tr_sink_jsonl_new(f); }
+static TrSink *chrome_sink(FILE *f) { return tr_sink_chrome_new(f, 1); }
+
+Test(sinks, text)
+{
+    char *got = run(text_sink, 2);
+    cr_expect_str_eq(got,
+        "{trace,<0.42.0>,call,{fib,fib,[10]}}\n"
+        "{trace,<0.42.0>,call,{fib,fib,[9]}}\n"
+        "{trace,<0.7.0>,in,{m,loop,0}}\n"
+        "{trace,<0.7.0>,call,{m,f,[badarg]}}\n"
+        "{trace,<0.42.0>,return_from,{fib,fib,1},34}\n"
+        "{trace_lost,{sched,0},3}\n"
+        "{trace,<0.7.0>,exception_from,{m,f,1},{error,badarg}}\n"
+        "{trace,<0.7.0>,return_to,{m,loop,0}}\n"
+        "{trace,<0.42.0>,return_from,{fib,fib,1},55}\n"
+        "{trace,<0.42.0>,spawn,<0.43.0>,{m,start,[1]}}\n"
+        "{trace,<0.42.0>,send,{hello,<<\"hi\">>},<0.43.0>}\n"
+        "{trace,<0.43.0>,'receive',{hello,<<\"hi\">>}}\n"
+        "{trace,<0.7.0>,out,{m,loop,0}}\n"
+        "{trace,<0.42.0>,call,{lists,seq,[<<\"0123456789abcdefghi\"...>>|...]}}\n"
+        "{trace,<0.42.0>,call,{io,format,2}}\n"
+        "{trace,<0.7.0>,exit,normal}\n");
+    free(got);
+}
+
+Test(sinks, text_with_timestamps)
+{
+    char *got = run(text_ts_sink, 2);
+    char *first = strtok(got, "\n");
+    cr_expect_str_eq(first, "{trace_ts,<0.42.0>,call,{fib,fib,[10]},1000}");
+    bool lost = false;
+    for (char *l = strtok(NULL, "\n"); l; l = strtok(NULL, "\n"))
+        lost |= strcmp(l, "{trace_lost,{sched,0},3,1450}") == 0;
+    cr_expect(lost);
+    free(got);
+}
+
+Test(sinks, jsonl)
+{
+    char *got = run(jsonl_sink, 2);
+    cr_expect_str_eq(got,
+        "{\"ts\":1000,\"sched\":0,\"pid\":42,\"kind\":\"call\",\"mod\":\"fib\",\"fun\":\"fib\",\"arity\":1,\"args\":\"[10]\"}\n"
+        "{\"ts\":1100,\"sched\":0,\"pid\":42,\"kind\":\"call\",\"mod\":\"fib\",\"fun\":\"fib\",\"arity\":1,\"args\":\"[9]\"}\n"
+        "{\"ts\":1200,\"sched\":1,\"pid\":7,\"kind\":\"in\",\"mod\":\"m\",\"fun\":\"loop\",\"arity\":0}\n"
+        "{\"ts\":1300,\"sched\":1,\"pid\":7,\"kind\":\"call\",\"mod\":\"m\",\"fun\":\"f\",\"arity\":1,\"args\":\"[badarg]\"}\n"
+        "{\"ts\":1400,\"sched\":0,\"pid\":42,\"kind\":\"return_from\",\"mod\":\"fib\",\"fun\":\"fib\",\"arity\":1,\"value\":\"34\"}\n"
+        "{\"ts\":1450,\"sched\":0,\"kind\":\"lost\",\"count\":3}\n"
+        "{\"ts\":1500,\"sched\":1,\"pid\":7,\"kind\":\"exception_from\",\"mod\":\"m\",\"fun\":\"f\",\"arity\":1,\"class\":\"error\",\"reason\":\"badarg\"}\n"
+        "{\"ts\":1600,\"sched\":1,\"pid\":7,\"kind\":\"return_to\",\"mod\":\"m\",\"fun\":\"loop\",\"arity\":0}\n"
+        "{\"ts\":1700,\"sched\":0,\"pid\":42,\"kind\":\"return_from\",\"mod\":\"fib\",\"fun\":\"fib\",\"arity\":1,\"value\":\"55\"}\n"
+        "{\"ts\":1800,\"sched\":-1,\"pid\":42,\"kind\":\"spawn\",\"mod\":\"m\",\"fun\":\"start\",\"arity\":1,\"child\":\"<0.43.0>\",\"args\":\"[1]\"}\n"
+        "{\"ts\":1900,\"sched\":0,\"pid\":42,\"kind\":\"send\",\"msg\":\"{hello,<<\\\"hi\\\">>}\",\"to\":\"<0.43.0>\"}\n"
+        "{\"ts\":2000,\"sched\":1,\"pid\":43,\"kind\":\"receive\",\"msg\":\"{hello,<<\\\"hi\\\">>}\"}\n"
+        "{\"ts\":2100,\"sched\":1,\"pid\":7,\"kind\":\"out\",\"mod\":\"m\",\"fun\":\"loop\",\"arity\":0}\n"
+        "{\"ts\":2200,\"sched\":0,\"pid\":42,\"kind\":\"call\",\"mod\":\"lists\",\"fun\":\"seq\",\"arity\":3,\"args\":\"[<<\\\"0123456789abcdefghi\\\"...>>|...]\",\"truncated\":true}\n"
+        "{\"ts\":2300,\"sched\":0,\"pid\":42,\"kind\":\"call\",\"mod\":\"io\",\"fun\":\"format\",\"arity\":2}\n"
+        "{\"ts\":2400,\"sched\":1,\"pid\":7,\"kind\":\"exit\",\"reason\":\"normal\"}\n");
+    free(got);
+}
+
+Test(sinks, chrome)
+{
+    char *got = run(chrome_sink, 2);
+    cr_expect_str_eq(got,
+        "{\"traceEvents\":[\n"
+        "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"tracevm\"}},\n"
+        "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":42,\"args\":{\"name\":\"<0.42.0>\"}},\n"
+        "{\"ph\":\"B\",\"pid\":1,\"tid\":42,\"ts\":0.000,\"cat\":\"call\",\"name\":\"fib:fib/1\"},\n"
+        "{\"ph\":\"B\",\"pid\":1,\"tid\":42,\"ts\":0.100,\"cat\":\"call\",\"name\":\"fib:fib/1\"},\n"
+        "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":7,\"args\":{\"name\":\"<0.7.0>\"}},\n"
+        "{\"ph\":\"i\",\"pid\":1,\"tid\":7,\"ts\":0.200,\"s\":\"t\",\"cat\":\"in\",\"name\":\"in\",\"args\":{\"sched\":1}},\n"
+        "{\"ph\":\"B\",\"pid\":1,\"tid\":7,\"ts\":0.300,\"cat\":\"call\",\"name\":\"m:f/1\"},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":42,\"ts\":0.400},\n"
+        "{\"ph\":\"i\",\"pid\":1,\"tid\":0,\"ts\":0.450,\"s\":\"g\",\"cat\":\"lost\",\"name\":\"lost\",\"args\":{\"ring\":\"sched 0\",\"count\":3}},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":7,\"ts\":0.500,\"args\":{\"sched\":1,\"class\":\"error\",\"reason\":\"badarg\"}},\n"
+        "{\"ph\":\"i\",\"pid\":1,\"tid\":7,\"ts\":0.600,\"s\":\"t\",\"cat\":\"return_to\",\"name\":\"return_to\",\"args\":{\"sched\":1}},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":42,\"ts\":0.700},\n"
+        "{\"ph\":\"i\",\"pid\":1,\"tid\":42,\"ts\":0.800,\"s\":\"t\",\"cat\":\"spawn\",\"name\":\"spawn\",\"args\":{\"sched\":-1,\"child\":\"<0.43.0>\",\"args\":\"[1]\"}},\n"
+        "{\"ph\":\"i\",\"pid\":1,\"tid\":42,\"ts\":0.900,\"s\":\"t\",\"cat\":\"send\",\"name\":\"send\",\"args\":{\"sched\":0,\"msg\":\"{hello,<<\\\"hi\\\">>}\",\"to\":\"<0.43.0>\"}},\n"
+        "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":43,\"args\":{\"name\":\"<0.43.0>\"}},\n"
+        "{\"ph\":\"i\",\"pid\":1,\"tid\":43,\"ts\":1.000,\"s\":\"t\",\"cat\":\"receive\",\"name\":\"receive\",\"args\":{\"sched\":1,\"msg\":\"{hello,<<\\\"hi\\\">>}\"}},\n"
+        "{\"ph\":\"i\",\"pid\":1,\"tid\":7,\"ts\":1.100,\"s\":\"t\",\"cat\":\"out\",\"name\":\"out\",\"args\":{\"sched\":1}},\n"
+        "{\"ph\":\"i\",\"pid\":1,\"tid\":42,\"ts\":1.200,\"s\":\"t\",\"cat\":\"call\",\"name\":\"lists:seq/3\",\"args\":{\"sched\":0,\"args\":\"[<<\\\"0123456789abcdefghi\\\"...>>|...]\",\"truncated\":true}},\n"
+        "{\"ph\":\"B\",\"pid\":1,\"tid\":42,\"ts\":1.300,\"cat\":\"call\",\"name\":\"io:format/2\"},\n"
+        "{\"ph\":\"i\",\"pid\":1,\"tid\":7,\"ts\":1.400,\"s\":\"t\",\"cat\":\"exit\",\"name\":\"exit\",\"args\":{\"sched\":1,\"reason\":\"normal\"}},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":42,\"ts\":1.400}\n"
+        "],\"displayTimeUnit\":\"ns\",\"otherData\":{\"lost_events\":3}}\n");
+    free(got);
+}
+
+Test(sinks, chrome_is_a_whole_document_even_when_empty)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    TrSink *s = tr_sink_chrome_new(f, 5);
+    s->ops->close(s);   /* never opened, no events */
+    fclose(f);
+    cr_expect_str_eq(text, "{\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\","
+                           "\"pid\":5,\"tid\":0,\"args\":{\"name\":\"tracevm\"}}\n],"
+                           "\"displayTimeUnit\":\"ns\",\"otherData\":{\"lost_events\":0}}\n");
+    free(text);
+}
+
+/* The callback sink hands over decoded events; tr_event_term and
+ * tr_event_format read their payloads. */
+typedef struct Got {
+    int n;
+    char lines[FX_COUNT][160];
+    char second_term[64];
+} Got;
+
+static void collect(const TrEvent *ev, void *data)
+{
+    Got *g = data;
+    StrBuf sb;
+    sb_init(&sb);
+    tr_event_format(ev, false, &sb);
+    snprintf(g->lines[g->n], sizeof g->lines[0], "%s", sb.s);
+    if (ev->kind == TR_K_EXCEPTION_FROM) {
+        sb.len = 0;
+        cr_assert(tr_event_term(ev, 1, &sb));
+        cr_assert(!tr_event_term(ev, 2, &sb));
+        snprintf(g->second_term, sizeof g->second_term, "%s", sb.s);
+    }
+    sb_free(&sb);
+    g->n++;
+}
+
+Test(sinks, callback)
+{
+    Got g = { 0 };
+    TrSink *s = tr_sink_callback_new(collect, &g);
+    fx_sequence(s);
+    s->ops->close(s);
+    cr_expect_eq(g.n, FX_COUNT);
+    cr_expect_str_eq(g.lines[0], "{trace,<0.42.0>,call,{fib,fib,[10]}}");
+    cr_expect_str_eq(g.lines[5], "{trace_lost,{sched,0},3}");
+    cr_expect_str_eq(g.second_term, "badarg");
+}
+
+Test(sinks, ctf_writes_metadata_and_a_stream_per_ring)
+{
+    char dir[] = "/tmp/tr_ctf_XXXXXX", err[256], path[128];
+    cr_assert(mkdtemp(dir));
+    TrSink *s = tr_sink_ctf_new(dir, 0, err, sizeof err);
+    cr_assert(s, "%s", err);
+    TrSinkInfo info = { .nscheds = 2 };
+    cr_assert_eq(s->ops->open(s, &info), 0);
+    fx_sequence(s);
+    s->ops->close(s);
+    const char *files[] = { "metadata", "sched_0", "sched_1", "shared" };
+    for (int i = 0; i < 4; i++) {
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        cr_expect_eq(stat(path, &st), 0, "%s missing", files[i]);
+        unlink(path);
+    }
+    /* A directory that is not empty is refused (stale streams would be
+     * read as part of the trace). */
+    snprintf(path, sizeof path, "%s/junk", dir);
+    FILE *f = fopen(path, "w");
+    fclose(f);
+    cr_expect_null(tr_sink_ctf_new(dir, 0, err, sizeof err));
+    cr_expect(strstr(err, "not empty"), "%s", err);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Chrome: a return whose call is not the innermost open one closes the
+ * calls above it first (their returns were lost); a return with no open
+ * call of its function becomes an instant; slices close at the end. */
+Test(sinks, chrome_recovers_from_lost_events)
+{
+    uint8_t b[6][64];
+    Term v = I(1);
+    TrEvent ev[] = {
+        fx_event(b[0], 64, 0, 0, TR_K_CALL, TR_F_RETURNS, 5, "m", "a", 0, NULL, 0),
+        fx_event(b[1], 64, 1000, 0, TR_K_CALL, TR_F_RETURNS, 5, "m", "b", 0, NULL, 0),
+        fx_event(b[2], 64, 2000, 0, TR_K_CALL, TR_F_RETURNS, 5, "m", "c", 0, NULL, 0),
+        fx_event(b[3], 64, 3000, 0, TR_K_RETURN_FROM, 0, 5, "m", "a", 0, &v, 1),
+        fx_event(b[4], 64, 4000, 0, TR_K_RETURN_FROM, 0, 5, "m", "z", 0, &v, 1),
+        fx_event(b[5], 64, 5000, 0, TR_K_CALL, TR_F_RETURNS, 5, "m", "d", 0, NULL, 0),
+    };
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    TrSink *s = tr_sink_chrome_new(f, 1);
+    TrSinkInfo info = { .nscheds = 1 };
+    s->ops->open(s, &info);
+    for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++)
+        s->ops->event(s, &ev[i]);
+    s->ops->close(s);
+    fclose(f);
+    cr_expect_str_eq(text,
+        "{\"traceEvents\":[\n"
+        "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"tracevm\"}},\n"
+        "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":5,\"args\":{\"name\":\"<0.5.0>\"}},\n"
+        "{\"ph\":\"B\",\"pid\":1,\"tid\":5,\"ts\":0.000,\"cat\":\"call\",\"name\":\"m:a/0\"},\n"
+        "{\"ph\":\"B\",\"pid\":1,\"tid\":5,\"ts\":1.000,\"cat\":\"call\",\"name\":\"m:b/0\"},\n"
+        "{\"ph\":\"B\",\"pid\":1,\"tid\":5,\"ts\":2.000,\"cat\":\"call\",\"name\":\"m:c/0\"},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":3.000},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":3.000},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":3.000},\n"
+        "{\"ph\":\"i\",\"pid\":1,\"tid\":5,\"ts\":4.000,\"s\":\"t\",\"cat\":\"return_from\","
+        "\"name\":\"m:z/0\",\"args\":{\"sched\":0,\"value\":\"1\"}},\n"
+        "{\"ph\":\"B\",\"pid\":1,\"tid\":5,\"ts\":5.000,\"cat\":\"call\",\"name\":\"m:d/0\"},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":5.000}\n"
+        "],\"displayTimeUnit\":\"ns\",\"otherData\":{\"lost_events\":0}}\n");
+    free(text);
+}

@@ -1,0 +1,330 @@
+/*
+ * trace/tr_buffer.c - the per-scheduler event rings: the producer side
+ * (tr_emit) and the primitives the collector reads them with.
+ *
+ * Protocol: one ring, one producer, one consumer.
+ *
+ *   Terms.  A ring is `size` bytes (a power of two) holding variable-size
+ *   records (trace/tr_event.h), each 8-byte aligned.  `head` counts the
+ *   bytes the producer has published, `tail` the bytes the collector has
+ *   finished with; both only grow.  The producer owns [head, tail + size),
+ *   the collector [tail, head).
+ *
+ *   Writing (producer, the scheduler thread that owns the ring, or any
+ *   thread holding shared_lock for the shared ring):
+ *     1. Reserve: the record needs `n` contiguous bytes.  If fewer than n
+ *        are left before the end of the array, a PAD record covers the
+ *        rest and the record starts at offset 0 (so records never wrap and
+ *        the collector reads them in place).  The space is free if
+ *        head + pad + n - tail <= size, tested first against the cached
+ *        tail and, only if that fails, against a fresh load of `tail`
+ *        ([TB2'] acquire: the collector's reads of the old bytes happen
+ *        before we overwrite them).
+ *     2. Write the record (header, payload) with plain stores.
+ *     3. Publish: `head` += pad + n with a release store ([TB1]: the
+ *        record bytes before the new head).
+ *   Reading (collector):
+ *     1. Load `head` ([TB1'] acquire: pairs with [TB1]; every byte below
+ *        it is written).
+ *     2. Read records in [tail, head), skipping PAD.
+ *     3. Release: advance `tail` ([TB2], a seq_cst add, so a release: the
+ *        reads above happen before the producer may reuse the space;
+ *        pairs with [TB2']; seq_cst for the lossless handshake below).
+ *   No other field is shared except the statistics mirrors (relaxed, see
+ *   tr_internal.h) and `waiting` (below).
+ *
+ *   Full ring, drop policy: the event is not written; the producer counts
+ *   it in pending_lost and in `lost`.  The next event that fits is
+ *   preceded by a LOST marker record carrying pending_lost, so sinks see
+ *   the loss where it happened.  Whatever is still pending at shutdown is
+ *   reported by the collector from `lost` minus what it delivered.
+ *
+ *   Full ring, lossless policy: nothing is written and tr_emit returns
+ *   TR_FULL.  Before that the producer adds 1 to `waiting` and re-reads
+ *   `tail` ([TB3]); the collector, after it hands space back by adding to
+ *   `tail`, reads `waiting` ([TB3']).  All four accesses are sequentially
+ *   consistent read-modify-writes, so they fall in one total order: either
+ *   the producer's re-read comes after the collector's update (it finds
+ *   the room itself) or the collector's read comes after the producer's
+ *   request (it subtracts what it saw, calls on_space and wakes
+ *   tr_wait_space()).  No wake-up is lost and no producer spins.  (Plain
+ *   stores with fences would do the same on x86, but ThreadSanitizer does
+ *   not support fences; it does understand RMWs.)
+
+ *   Memory is bounded by size per ring; a producer never allocates, never
+ *   blocks (a scheduler ring takes no lock at all) and never waits for
+ *   the collector.
+ *
+ * Concurrency table (X: must not run concurrently; -: may):
+ *                      emit(ring)  collector(ring)  stats
+ *   emit(same ring)        X             -            -
+ *   collector              -             X            -
+ */
+#include "trace/tr_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace/tr_clock.h"
+#include "trace/tr_encode.h"
+
+static inline size_t align_record(size_t n)
+{
+    return (n + TR_RECORD_ALIGN - 1) & ~(size_t)(TR_RECORD_ALIGN - 1);
+}
+
+void tr_ring_init(TrRing *r, size_t size, int sched)
+{
+    memset(r, 0, sizeof *r);
+    r->data = vm_calloc(1, size);
+    r->size = size;
+    r->sched = sched;
+}
+
+void tr_ring_destroy(TrRing *r)
+{
+    free(r->data);
+    r->data = NULL;
+}
+
+/* ==== producer side ==== */
+
+/*
+ * Step 1 of writing: returns where `n` bytes may be written (after a PAD
+ * if the end of the array is too close), or NULL if the ring lacks room.
+ * *adv gets the bytes the PAD took.  Nothing is visible to the collector
+ * until reserve_commit().
+ */
+static uint8_t *reserve(TrRing *r, size_t n, size_t *adv)
+{
+    uint64_t head = r->head_local;
+    size_t off = (size_t)(head & (r->size - 1));
+    size_t contig = r->size - off;
+    size_t pad = contig < n ? contig : 0;
+    if (head + pad + n - r->tail_cache > r->size) {
+        /* [TB2'] acquire: pairs with [TB2] in tr_ring_release(); the
+         * collector is done reading what we are about to overwrite. */
+        r->tail_cache = vm_atomic_load_acquire(&r->tail);
+        if (head + pad + n - r->tail_cache > r->size)
+            return NULL;
+    }
+    if (pad) {
+        TrRecord *p = (TrRecord *)(void *)(r->data + off);
+        p->size = (uint16_t)pad;   /* pad < n <= TR_RECORD_MAX */
+        p->kind = TR_K_PAD;
+        off = 0;
+    }
+    *adv = pad;
+    return r->data + off;
+}
+
+/* Step 3: publish pad + n bytes. */
+static void reserve_commit(TrRing *r, size_t adv)
+{
+    r->head_local += adv;
+    /* [TB1] release: the record (and any PAD) before the new head; pairs
+     * with [TB1'] in tr_ring_snapshot(). */
+    vm_atomic_store_release(&r->head, (uintptr_t)r->head_local);
+}
+
+static void put_header(uint8_t *at, const TrEmit *ev, uint64_t ticks, size_t size,
+                       size_t paylen, unsigned items, bool truncated)
+{
+    TrRecord *h = (TrRecord *)(void *)at;
+    h->size = (uint16_t)size;
+    h->paylen = (uint16_t)paylen;
+    h->kind = (uint8_t)ev->kind;
+    h->flags = (uint8_t)(ev->flags | (truncated ? TR_F_TRUNCATED : 0));
+    h->arity = (uint8_t)ev->arity;
+    h->nterms = (uint8_t)items;
+    h->ticks = ticks;
+    h->pid = ev->pid;
+    h->mod = ev->mod;
+    h->fun = ev->fun;
+}
+
+static void put_lost_marker(TrRing *r, uint8_t *at, uint64_t ticks)
+{
+    TrRecord *h = (TrRecord *)(void *)at;
+    memset(h, 0, sizeof *h);
+    h->size = sizeof(TrRecord);
+    h->kind = TR_K_LOST;
+    h->ticks = ticks;
+    h->pid = r->pending_lost;
+    r->pending_lost = 0;
+}
+
+/*
+ * The slow path: encode into a stack buffer first so that only the exact
+ * size is reserved (the fast path needs room for the largest record).
+ * Kept out of line so the fast path's frame stays small.
+ */
+static __attribute__((noinline)) bool write_exact(TrPipeline *tp, TrRing *r,
+                                                  const TrEmit *ev, uint64_t ticks,
+                                                  size_t marker)
+{
+    uint8_t scratch[TR_PAYLOAD_MAX];
+    unsigned items;
+    bool truncated;
+    size_t paylen = tr_encode(scratch, tp->cap, ev->terms, ev->nterms, &items, &truncated);
+    size_t size = align_record(sizeof(TrRecord) + paylen), adv;
+    uint8_t *at = reserve(r, marker + size, &adv);
+    if (!at)
+        return false;
+    if (marker)
+        put_lost_marker(r, at, ticks);
+    put_header(at + marker, ev, ticks, size, paylen, items, truncated);
+    memcpy(at + marker + sizeof(TrRecord), scratch, paylen);
+    reserve_commit(r, adv + marker + size);
+    return true;
+}
+
+/* Writes one event (and a LOST marker before it, if drops are pending). */
+static bool ring_write(TrPipeline *tp, TrRing *r, const TrEmit *ev, uint64_t ticks)
+{
+    size_t marker = r->pending_lost ? sizeof(TrRecord) : 0, adv;
+    /* Fast path: room for the largest record; encode in place. */
+    uint8_t *at = reserve(r, marker + tp->max_record, &adv);
+    if (!at)
+        return write_exact(tp, r, ev, ticks, marker);
+    unsigned items;
+    bool truncated;
+    size_t paylen = tr_encode(at + marker + sizeof(TrRecord), tp->cap, ev->terms,
+                              ev->nterms, &items, &truncated);
+    size_t size = align_record(sizeof(TrRecord) + paylen);
+    if (marker)
+        put_lost_marker(r, at, ticks);
+    put_header(at + marker, ev, ticks, size, paylen, items, truncated);
+    reserve_commit(r, adv + marker + size);
+    return true;
+}
+
+static TrStatus ring_full(TrPipeline *tp, TrRing *r, const TrEmit *ev, uint64_t ticks)
+{
+    if (tp->opts.policy == TR_POLICY_DROP) {
+        r->pending_lost++;
+        vm_atomic_store_relaxed(&r->lost, (uintptr_t)++r->n_lost);
+        tr_collector_kick(tp);
+        return TR_DROPPED;
+    }
+    /* [TB3] seq_cst RMWs: the request, then a fresh tail for reserve();
+     * pairs with [TB3'] in tr_ring_release(). */
+    vm_atomic_fetch_add_full(&r->waiting, 1);
+    r->tail_cache = vm_atomic_load_rmw_full(&r->tail);
+    if (ring_write(tp, r, ev, ticks))
+        return TR_OK;
+    vm_atomic_store_relaxed(&r->full, (uintptr_t)++r->n_full);
+    tr_collector_kick(tp);
+    return TR_FULL;
+}
+
+TrStatus tr_emit(TrPipeline *tp, int sched, const TrEmit *ev)
+{
+    VM_ASSERT(sched >= -1 && sched < tp->opts.nscheds, "bad scheduler id");
+    VM_ASSERT(ev->kind < TR_K_LOST, "producers emit real events only");
+    VM_ASSERT(ev->arity <= UINT8_MAX, "arity fits the record");
+    TrStatus st;
+    if (VM_LIKELY(sched >= 0)) {
+        TrRing *r = &tp->rings[sched];
+        uint64_t ticks = tr_clock_ticks();
+        st = ring_write(tp, r, ev, ticks) ? TR_OK : ring_full(tp, r, ev, ticks);
+        if (st == TR_OK)
+            vm_atomic_store_relaxed(&r->emitted, (uintptr_t)++r->n_emitted);
+        return st;
+    }
+    TrRing *r = &tp->rings[tp->nrings - 1];
+    pthread_mutex_lock(&tp->shared_lock);
+    /* Stamped under the lock: the shared ring's records stay in time order. */
+    uint64_t ticks = tr_clock_ticks();
+    st = ring_write(tp, r, ev, ticks) ? TR_OK : ring_full(tp, r, ev, ticks);
+    if (st == TR_OK)
+        vm_atomic_store_relaxed(&r->emitted, (uintptr_t)++r->n_emitted);
+    pthread_mutex_unlock(&tp->shared_lock);
+    return st;
+}
+
+bool tr_ring_has_room(const TrPipeline *tp, TrRing *r)
+{
+    /* Worst case: a PAD of almost a record, a marker, then the record. */
+    size_t need = 2 * tp->max_record + sizeof(TrRecord);
+    /* [TB3] (after the caller's request): seq_cst, and so also [TB2']. */
+    uint64_t tail = vm_atomic_load_rmw_full(&r->tail);
+    return vm_atomic_load_relaxed(&r->head) + need - tail <= r->size;
+}
+
+bool tr_wait_space(TrPipeline *tp, int sched, uint64_t timeout_ns)
+{
+    TrRing *r = &tp->rings[sched >= 0 ? sched : tp->nrings - 1];
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += (time_t)(timeout_ns / 1000000000u);
+    deadline.tv_nsec += (long)(timeout_ns % 1000000000u);
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    bool ok = true;
+    pthread_mutex_lock(&tp->lock);
+    for (;;) {
+        /* [TB3] again: a request, then the check.  The collector
+         * broadcasts `space` under tp->lock after it saw a request, so the
+         * check-then-wait below under the same lock cannot miss it. */
+        vm_atomic_fetch_add_full(&r->waiting, 1);
+        if (tr_ring_has_room(tp, r) || tp->stop)
+            break;
+        pthread_cond_signal(&tp->kick);
+        int rc = timeout_ns ? pthread_cond_timedwait(&tp->space, &tp->lock, &deadline)
+                            : pthread_cond_wait(&tp->space, &tp->lock);
+        if (rc != 0 && !tr_ring_has_room(tp, r)) {
+            ok = false;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&tp->lock);
+    return ok;
+}
+
+/* ==== consumer side (collector thread only) ==== */
+
+bool tr_ring_snapshot(TrRing *r)
+{
+    /* [TB1'] acquire: pairs with [TB1] in reserve_commit(); the records
+     * below head are fully written. */
+    r->head_seen = vm_atomic_load_acquire(&r->head);
+    return r->head_seen != r->tail_local;
+}
+
+const TrRecord *tr_ring_peek(TrRing *r)
+{
+    while (r->tail_local != r->head_seen) {
+        const TrRecord *h =
+            (const TrRecord *)(const void *)(r->data + (r->tail_local & (r->size - 1)));
+        if (h->kind != TR_K_PAD)
+            return h;
+        r->tail_local += h->size;
+    }
+    return NULL;
+}
+
+void tr_ring_release(TrPipeline *tp, TrRing *r)
+{
+    /* Only the collector writes tail: a relaxed read of our own value. */
+    uintptr_t old = vm_atomic_load_relaxed(&r->tail);
+    if (old == r->tail_local)
+        return;   /* nothing freed: a waiting producer waits for a later release */
+    /* [TB2] (a seq_cst RMW, so also release): our reads of the consumed
+     * records before the space is handed back; pairs with [TB2'] in
+     * reserve().  It is also the first half of [TB3']. */
+    vm_atomic_fetch_add_full(&r->tail, (uintptr_t)r->tail_local - old);
+    /* [TB3'] seq_cst read of the requests; pairs with [TB3] in ring_full()
+     * and tr_wait_space(). */
+    uintptr_t w = vm_atomic_load_rmw_full(&r->waiting);
+    if (!w)
+        return;
+    vm_atomic_fetch_add_full(&r->waiting, (uintptr_t)0 - w);
+    if (tp->opts.on_space)
+        tp->opts.on_space(tp->opts.on_space_data, r->sched);
+    pthread_mutex_lock(&tp->lock);
+    pthread_cond_broadcast(&tp->space);
+    pthread_mutex_unlock(&tp->lock);
+}

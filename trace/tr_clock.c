@@ -1,0 +1,77 @@
+/*
+ * trace/tr_clock.c - calibration of the trace clock (see tr_clock.h).
+ */
+#include "trace/tr_clock.h"
+
+#include <pthread.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+TrClock tr_clock;
+
+static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
+
+#if defined(__x86_64__)
+static bool invariant_tsc(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u)
+        return false;
+    __get_cpuid(0x80000007u, &a, &b, &c, &d);
+    return (d >> 8) & 1;
+}
+
+/* One (tsc, mono) pair: the TSC is the midpoint of two reads around the
+ * clock_gettime; returns the bracket width (its uncertainty). */
+static uint64_t sample(uint64_t *tsc, uint64_t *mono)
+{
+    uint64_t a = __rdtsc();
+    *mono = tr_mono_ns();
+    uint64_t b = __rdtsc();
+    *tsc = a + (b - a) / 2;
+    return b - a;
+}
+
+/* The tightest of a few samples (an interrupt widens a bracket). */
+static void best_sample(uint64_t *tsc, uint64_t *mono)
+{
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 8; i++) {
+        uint64_t t, m;
+        uint64_t w = sample(&t, &m);
+        if (w < best) {
+            best = w;
+            *tsc = t;
+            *mono = m;
+        }
+    }
+}
+#endif
+
+static void calibrate(void)
+{
+#if defined(__x86_64__)
+    if (!invariant_tsc())
+        return;
+    uint64_t t0, m0, t1, m1;
+    best_sample(&t0, &m0);
+    while (tr_mono_ns() - m0 < TR_CLOCK_CALIBRATE_NS)
+        ;
+    best_sample(&t1, &m1);
+    if (t1 <= t0 || m1 <= m0)
+        return;
+    tr_clock.tsc0 = t0;
+    tr_clock.mono0 = m0;
+    tr_clock.mult = (uint64_t)(((unsigned __int128)(m1 - m0) << 32) / (t1 - t0));
+    tr_clock.tsc = true;
+#endif
+}
+
+void tr_clock_init(void)
+{
+    /* pthread_once orders the writes above before every later caller's
+     * reads, and producers only stamp after tr_pipeline_new() returned. */
+    pthread_once(&clock_once, calibrate);
+}

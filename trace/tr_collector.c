@@ -1,0 +1,374 @@
+/*
+ * trace/tr_collector.c - the pipeline's life cycle and the collector
+ * thread that drains every ring into the sinks.
+ *
+ * Protocol: collecting.
+ *
+ *   The collector wakes every poll_ns, when a producer finds its ring full
+ *   (tr_collector_kick), at tr_flush() and at shutdown.  Each pass loads
+ *   every ring's head ([TB1'], see tr_buffer.c) and then repeatedly takes,
+ *   among the first unread records of all rings, the one with the smallest
+ *   timestamp, and hands it to every sink.  Consumed space goes back to
+ *   the producer ([TB2]) every TR_RELEASE_EVERY records and at the end of
+ *   the pass, and a producer waiting for room is woken then.
+ *
+ *   Ordering guarantees:
+ *   - Per ring (one scheduler): events reach the sinks exactly in the
+ *     order they were emitted, LOST markers included where drops
+ *     happened.
+ *   - Across rings: a record is held back while it is younger than
+ *     merge_window_ns, unless a ring is over half full, a producer waits
+ *     for room, or a flush or shutdown drains everything.  So events come
+ *     out in global timestamp order provided no producer takes longer
+ *     than the window between stamping a record and publishing it (a
+ *     producer preempted in between can be later by as much as it was
+ *     preempted; under pressure the merge covers only what one pass
+ *     sees).  With TR_MERGE_OFF the merge covers one pass only.
+ *     Timestamps come from one clock on all threads (tr_clock.h).
+ *
+ *   Losses: a LOST marker in a ring is delivered as a LOST event in its
+ *   place.  At shutdown, drops that no marker reported yet (the producer
+ *   dropped and then wrote nothing more) are delivered as one final LOST
+ *   event per ring, so every sink sees the total: emitted + lost equals
+ *   what producers generated.
+ *
+ *   Memory: nothing here grows with the event rate; the sinks keep what
+ *   their formats need (the Chrome sink one open-call stack per process).
+ */
+#include "trace/tr_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace/tr_clock.h"
+#include "vm/atom.h"
+
+/* Records a long pass consumes before it hands their space back. */
+#define TR_RELEASE_EVERY 256
+
+const char *tr_kind_name(TrKind k)
+{
+    static const char *const names[TR_K__COUNT] = {
+        [TR_K_CALL] = "call",
+        [TR_K_RETURN_FROM] = "return_from",
+        [TR_K_EXCEPTION_FROM] = "exception_from",
+        [TR_K_RETURN_TO] = "return_to",
+        [TR_K_SPAWN] = "spawn",
+        [TR_K_EXIT] = "exit",
+        [TR_K_IN] = "in",
+        [TR_K_OUT] = "out",
+        [TR_K_SEND] = "send",
+        [TR_K_RECEIVE] = "receive",
+        [TR_K_LOST] = "lost",
+    };
+    return (unsigned)k < TR_K__COUNT ? names[k] : "?";
+}
+
+/* ==== delivery ==== */
+
+static void deliver(TrPipeline *tp, const TrEvent *ev)
+{
+    for (int i = 0; i < tp->nsinks; i++)
+        tp->sinks[i]->ops->event(tp->sinks[i], ev);
+}
+
+static void deliver_record(TrPipeline *tp, TrRing *r, const TrRecord *h, uint64_t ts)
+{
+    TrEvent ev = {
+        .ts = ts,
+        .sched = r->sched,
+        .kind = (TrKind)h->kind,
+        .flags = h->flags,
+    };
+    if (h->kind == TR_K_LOST) {
+        ev.lost = h->pid;
+        r->lost_reported += h->pid;
+    } else {
+        ev.pid = h->pid;
+        ev.mod = h->mod;
+        ev.fun = h->fun;
+        ev.arity = h->arity;
+        ev.nterms = h->nterms;
+        ev.payload = (const uint8_t *)(h + 1);
+        ev.paylen = h->paylen;
+    }
+    r->last_ts = ts;
+    deliver(tp, &ev);
+}
+
+static void flush_sinks(TrPipeline *tp)
+{
+    for (int i = 0; i < tp->nsinks; i++)
+        if (tp->sinks[i]->ops->flush)
+            tp->sinks[i]->ops->flush(tp->sinks[i]);
+}
+
+/*
+ * One pass over the rings (see the essay).  `all`: ignore the merge
+ * window (flush, shutdown).  Returns the records delivered.
+ */
+static size_t drain(TrPipeline *tp, bool all)
+{
+    uint64_t limit = UINT64_MAX;
+    bool pressed = false;
+    for (int i = 0; i < tp->nrings; i++) {
+        TrRing *r = &tp->rings[i];
+        tr_ring_snapshot(r);
+        if (tr_ring_used(r) > r->size / 2 || vm_atomic_load_relaxed(&r->waiting))
+            pressed = true;
+    }
+    if (!all && !pressed && tp->opts.merge_window_ns != TR_MERGE_OFF) {
+        uint64_t now = tr_mono_ns();
+        limit = now > tp->opts.merge_window_ns ? now - tp->opts.merge_window_ns : 0;
+    }
+
+    size_t n = 0;
+    unsigned since_release[tp->nrings];
+    memset(since_release, 0, sizeof since_release);
+    for (;;) {
+        TrRing *best = NULL;
+        const TrRecord *bh = NULL;
+        uint64_t best_ts = 0;
+        for (int i = 0; i < tp->nrings; i++) {
+            const TrRecord *h = tr_ring_peek(&tp->rings[i]);
+            if (!h)
+                continue;
+            uint64_t ts = tr_clock_ns(h->ticks);
+            if (!best || ts < best_ts) {
+                best = &tp->rings[i];
+                bh = h;
+                best_ts = ts;
+            }
+        }
+        if (!best || best_ts > limit)
+            break;
+        deliver_record(tp, best, bh, best_ts);
+        best->tail_local += bh->size;
+        n++;
+        if (++since_release[best - tp->rings] == TR_RELEASE_EVERY) {
+            since_release[best - tp->rings] = 0;
+            tr_ring_release(tp, best);
+        }
+    }
+    for (int i = 0; i < tp->nrings; i++)
+        tr_ring_release(tp, &tp->rings[i]);
+    return n;
+}
+
+/* Shutdown: drops no marker reported yet, one LOST event per ring. */
+static void report_pending_losses(TrPipeline *tp)
+{
+    for (int i = 0; i < tp->nrings; i++) {
+        TrRing *r = &tp->rings[i];
+        /* The producers stopped before tr_pipeline_free (its contract),
+         * and the caller's synchronisation with them orders this load. */
+        uint64_t lost = vm_atomic_load_relaxed(&r->lost);
+        if (lost <= r->lost_reported)
+            continue;
+        TrEvent ev = {
+            .ts = r->last_ts ? r->last_ts : tr_mono_ns(),
+            .sched = r->sched,
+            .kind = TR_K_LOST,
+            .lost = lost - r->lost_reported,
+        };
+        r->lost_reported = lost;
+        deliver(tp, &ev);
+    }
+}
+
+/* ==== the collector thread ==== */
+
+static void timed_wait(TrPipeline *tp)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + tp->opts.poll_ns;
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    vm_atomic_store_relaxed(&tp->sleeping, 1);
+    pthread_cond_timedwait(&tp->kick, &tp->lock, &ts);
+    vm_atomic_store_relaxed(&tp->sleeping, 0);
+}
+
+static void *collector_main(void *arg)
+{
+    TrPipeline *tp = arg;
+    bool dirty = false;   /* events delivered since the sinks were flushed */
+    pthread_mutex_lock(&tp->lock);
+    for (;;) {
+        uint64_t req = tp->flush_req;
+        bool stop = tp->stop, flushing = req != tp->flush_done;
+        pthread_mutex_unlock(&tp->lock);
+
+        size_t n = drain(tp, flushing || stop);
+        dirty |= n > 0;
+        if (stop)
+            report_pending_losses(tp);
+        if (dirty && (n == 0 || flushing || stop)) {
+            /* Idle, or asked to: push buffered output out. */
+            flush_sinks(tp);
+            dirty = false;
+        }
+
+        pthread_mutex_lock(&tp->lock);
+        if (flushing) {
+            tp->flush_done = req;
+            pthread_cond_broadcast(&tp->done);
+        }
+        if (stop)
+            break;
+        if (n == 0 && tp->flush_req == tp->flush_done && !tp->stop)
+            timed_wait(tp);
+    }
+    pthread_mutex_unlock(&tp->lock);
+    return NULL;
+}
+
+void tr_collector_kick(TrPipeline *tp)
+{
+    if (!vm_atomic_load_relaxed(&tp->sleeping))
+        return;
+    pthread_mutex_lock(&tp->lock);
+    pthread_cond_signal(&tp->kick);
+    pthread_mutex_unlock(&tp->lock);
+}
+
+/* ==== life cycle ==== */
+
+static bool is_pow2(size_t n)
+{
+    return n && !(n & (n - 1));
+}
+
+TrPipeline *tr_pipeline_new(const TrOptions *opts, char *err, size_t errlen)
+{
+    TrOptions o = *opts;
+    if (!o.ring_bytes)
+        o.ring_bytes = TR_RING_DEFAULT;
+    if (!o.payload_cap)
+        o.payload_cap = TR_PAYLOAD_DEFAULT;
+    if (!o.merge_window_ns)
+        o.merge_window_ns = TR_MERGE_WINDOW_DEFAULT;
+    if (!o.poll_ns)
+        o.poll_ns = TR_POLL_DEFAULT;
+    size_t max_record = (sizeof(TrRecord) + o.payload_cap + TR_RECORD_ALIGN - 1) &
+                        ~(size_t)(TR_RECORD_ALIGN - 1);
+    if (o.nscheds < 0 || o.nscheds > 4096) {
+        snprintf(err, errlen, "trace: bad scheduler count %d", o.nscheds);
+        return NULL;
+    }
+    if (o.payload_cap > TR_PAYLOAD_MAX) {
+        snprintf(err, errlen, "trace: payload cap %zu is above the maximum %d",
+                 o.payload_cap, TR_PAYLOAD_MAX);
+        return NULL;
+    }
+    if (!is_pow2(o.ring_bytes) || o.ring_bytes < TR_RING_MIN ||
+        o.ring_bytes < 4 * max_record) {
+        snprintf(err, errlen,
+                 "trace: ring size %zu must be a power of two of at least %zu bytes",
+                 o.ring_bytes, 4 * max_record > TR_RING_MIN ? 4 * max_record : TR_RING_MIN);
+        return NULL;
+    }
+    if (o.policy != TR_POLICY_DROP && o.policy != TR_POLICY_LOSSLESS) {
+        snprintf(err, errlen, "trace: bad full-buffer policy %d", (int)o.policy);
+        return NULL;
+    }
+    vm_atoms_init();
+    tr_clock_init();
+    TrPipeline *tp = vm_calloc(1, sizeof *tp);
+    tp->opts = o;
+    tp->cap = o.payload_cap;
+    tp->max_record = max_record;
+    tp->nrings = o.nscheds + 1;
+    if (posix_memalign((void **)&tp->rings, TR_CACHE_LINE,
+                       (size_t)tp->nrings * sizeof *tp->rings) != 0)
+        vm_die("out of memory");
+    for (int i = 0; i < tp->nrings; i++)
+        tr_ring_init(&tp->rings[i], o.ring_bytes, i < o.nscheds ? i : -1);
+    pthread_mutex_init(&tp->shared_lock, NULL);
+    pthread_mutex_init(&tp->lock, NULL);
+    pthread_cond_init(&tp->kick, NULL);
+    pthread_cond_init(&tp->done, NULL);
+    pthread_cond_init(&tp->space, NULL);
+    return tp;
+}
+
+void tr_pipeline_add_sink(TrPipeline *tp, TrSink *sink)
+{
+    VM_ASSERT(!tp->started, "sinks are added before start");
+    tp->sinks = vm_realloc(tp->sinks, (size_t)(tp->nsinks + 1) * sizeof *tp->sinks);
+    tp->sinks[tp->nsinks++] = sink;
+}
+
+void tr_pipeline_start(TrPipeline *tp)
+{
+    VM_ASSERT(!tp->started, "started once");
+    TrSinkInfo info = { .nscheds = tp->opts.nscheds };
+    int kept = 0;
+    for (int i = 0; i < tp->nsinks; i++) {
+        TrSink *s = tp->sinks[i];
+        if (s->ops->open && s->ops->open(s, &info) != 0) {
+            s->ops->close(s);
+            continue;
+        }
+        tp->sinks[kept++] = s;
+    }
+    tp->nsinks = kept;
+    tp->started = true;
+    int rc = pthread_create(&tp->thread, NULL, collector_main, tp);
+    if (rc != 0) {
+        errno = rc;
+        vm_die("pthread_create (trace collector)");
+    }
+}
+
+void tr_flush(TrPipeline *tp)
+{
+    if (!tp->started)
+        return;
+    pthread_mutex_lock(&tp->lock);
+    uint64_t want = ++tp->flush_req;
+    pthread_cond_signal(&tp->kick);
+    while (tp->flush_done < want)
+        pthread_cond_wait(&tp->done, &tp->lock);
+    pthread_mutex_unlock(&tp->lock);
+}
+
+TrStats *tr_pipeline_stats(TrPipeline *tp)
+{
+    TrStats *s = vm_malloc(sizeof *s + (size_t)tp->nrings * sizeof s->ring[0]);
+    s->nrings = tp->nrings;
+    for (int i = 0; i < tp->nrings; i++) {
+        TrRing *r = &tp->rings[i];
+        s->ring[i].emitted = vm_atomic_load_relaxed(&r->emitted);
+        s->ring[i].lost = vm_atomic_load_relaxed(&r->lost);
+        s->ring[i].full = vm_atomic_load_relaxed(&r->full);
+    }
+    return s;
+}
+
+void tr_pipeline_free(TrPipeline *tp)
+{
+    if (tp->started) {
+        pthread_mutex_lock(&tp->lock);
+        tp->stop = true;
+        pthread_cond_signal(&tp->kick);
+        pthread_cond_broadcast(&tp->space);
+        pthread_mutex_unlock(&tp->lock);
+        pthread_join(tp->thread, NULL);
+    }
+    for (int i = 0; i < tp->nsinks; i++)
+        tp->sinks[i]->ops->close(tp->sinks[i]);
+    free(tp->sinks);
+    for (int i = 0; i < tp->nrings; i++)
+        tr_ring_destroy(&tp->rings[i]);
+    free(tp->rings);
+    pthread_mutex_destroy(&tp->shared_lock);
+    pthread_mutex_destroy(&tp->lock);
+    pthread_cond_destroy(&tp->kick);
+    pthread_cond_destroy(&tp->done);
+    pthread_cond_destroy(&tp->space);
+    free(tp);
+}

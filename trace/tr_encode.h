@@ -1,0 +1,108 @@
+/*
+ * trace/tr_encode.h - the compact, self-contained encoding of trace
+ * payload terms, and its printers.
+ *
+ * A payload is a sequence of terms copied out of a process heap when the
+ * event happens, so the collector can print them later without touching
+ * the process.  Each term is a tag byte followed by its data; integers are
+ * LEB128 varints (unsigned), small integers zigzag-mapped first:
+ *
+ *   0x01 SMALL  zigzag varint            0x02 ATOM   varint atom index
+ *   0x03 NIL                             0x04 PID    varint pid number
+ *   0x05 TUPLE  elements... END          0x06 LIST   elements... [TAIL t] END
+ *   0x07 TAIL   (inside a LIST: the improper tail follows)
+ *   0x08 BIN    varint size, varint kept, kept bytes (kept < size: cut)
+ *   0x09 FUN    varint mod, varint fun, varint arity (an export fun)
+ *   0x0a TRUNC  the size cap was reached: everything from here to the
+ *               end of the payload was left out (containers still close)
+ *   0x0b NONE   a non-term (THE_NONE), printed #none
+ *   0x0c DEEP   one subterm nested too deeply, left out; siblings follow
+ *   0x0f END    closes a TUPLE or LIST
+ *
+ * Atoms are stored by index: the atom table is global and never shrinks,
+ * so the index stays valid for the collector.  Containers are closed by
+ * END rather than prefixed with a count so that the encoder can stop at
+ * any point and still leave a well-formed encoding: it keeps one byte in
+ * reserve per open container plus one for a TRUNC, so a cut always ends
+ * as `... TRUNC END END`.  Printing follows io_lib's ~P: a cut tuple is
+ * {a,...}, a cut list [1,2|...], a cut binary <<"ab"...>>, a subterm
+ * below the depth bound "...".
+ *
+ * Encoding takes no lock, does not allocate and does not recurse (an
+ * explicit stack of TR_ENCODE_DEPTH entries): deeper subterms become
+ * DEEP and the walk goes on with their siblings.
+ */
+#ifndef TRACE_TR_ENCODE_H
+#define TRACE_TR_ENCODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vm/strbuf.h"
+#include "vm/term.h"
+
+enum {
+    TR_T_SMALL = 0x01,
+    TR_T_ATOM = 0x02,
+    TR_T_NIL = 0x03,
+    TR_T_PID = 0x04,
+    TR_T_TUPLE = 0x05,
+    TR_T_LIST = 0x06,
+    TR_T_TAIL = 0x07,
+    TR_T_BIN = 0x08,
+    TR_T_FUN = 0x09,
+    TR_T_TRUNC = 0x0a,
+    TR_T_NONE = 0x0b,
+    TR_T_DEEP = 0x0c,
+    TR_T_END = 0x0f,
+};
+
+/* Containers nested deeper than this are cut (TRUNC in their place). */
+#define TR_ENCODE_DEPTH 16
+/* The smallest cap that can hold anything (a TRUNC). */
+#define TR_ENCODE_MIN_CAP 1
+
+/*
+ * Encodes terms[0..n-1] into buf (at most `cap` bytes).  Returns the bytes
+ * written; *nterms gets the number of top-level items written (a TRUNC
+ * standing for the terms left out counts as one) and *truncated whether
+ * anything was cut.  The terms must not change meanwhile (call on the
+ * thread that owns the process heap).  No locks, no allocation.
+ */
+size_t tr_encode(uint8_t *buf, size_t cap, const Term *terms, unsigned n,
+                 unsigned *nterms, bool *truncated);
+
+/*
+ * Appends the term at *p (not beyond end) in Erlang syntax, advancing *p
+ * past it.  Returns false (and appends "#bad") on a malformed encoding.
+ */
+bool tr_print_term(StrBuf *sb, const uint8_t **p, const uint8_t *end);
+
+/* Steps *p over one term; false on a malformed encoding. */
+bool tr_skip_term(const uint8_t **p, const uint8_t *end);
+
+/*
+ * Appends the terms at *p as a comma-separated sequence of `n` items,
+ * printing a top-level TRUNC as "|..." if `list_tail` (an argument list)
+ * or "..." otherwise.  Returns false on a malformed encoding.
+ */
+bool tr_print_seq(StrBuf *sb, const uint8_t **p, const uint8_t *end, unsigned n,
+                  bool list_tail);
+
+/*
+ * Appends the next of the `*left` top-level terms at *p, or "..." if the
+ * size cap left it out (then *left becomes 0 and *p end).  For printers
+ * that give each payload term its own place.  false on a malformed
+ * encoding.
+ */
+bool tr_print_next(StrBuf *sb, const uint8_t **p, const uint8_t *end, unsigned *left);
+
+/* Append integers in decimal (the sinks' hot path: no format parsing). */
+void tr_put_u64(StrBuf *sb, uint64_t v);
+void tr_put_i64(StrBuf *sb, int64_t v);
+
+/* Appends s[0..n-1] as the inside of a JSON string (escaped). */
+void tr_json_escape(StrBuf *sb, const char *s, size_t n);
+
+#endif /* TRACE_TR_ENCODE_H */

@@ -1,0 +1,128 @@
+/*
+ * trace/tr_event.h - trace event kinds, the fixed record layout that
+ * producers write into the per-scheduler rings, and the decoded event the
+ * collector hands to sinks.
+ *
+ * A record in a ring is a 32-byte header followed by its payload, padded
+ * to a multiple of 8 bytes:
+ *
+ *   offset  size  field
+ *        0     2  size     whole record in bytes (header + payload + pad)
+ *        2     2  paylen   payload bytes actually used
+ *        4     1  kind     TrKind
+ *        5     1  flags    TR_F_*
+ *        6     1  arity    arity of the MFA (VM_MAX_ARITY is 255)
+ *        7     1  nterms   terms in the payload (see trace/tr_encode.h)
+ *        8     8  ticks    clock ticks (trace/tr_clock.h); the collector
+ *                          converts them to CLOCK_MONOTONIC ns
+ *       16     8  pid      the traced process (or a count, for TR_K_LOST)
+ *       24     4  mod      atom index of the module
+ *       28     4  fun      atom index of the function
+ *       32     -  payload  terms in the encoding of trace/tr_encode.h
+ *
+ * The size and kind sit in the first word so that a padding record (kind
+ * TR_K_PAD, written where a record would not fit before the ring's end)
+ * needs only 8 bytes.  The scheduler is not in the record: each ring has
+ * one producer scheduler, so the collector knows it from the ring.
+ */
+#ifndef TRACE_TR_EVENT_H
+#define TRACE_TR_EVENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vm/term.h"
+
+/*
+ * Event kinds.  Payload terms per kind (in order), and the text form
+ * (BEAM's trace messages, reference/beam.md Part 2):
+ *   CALL            args...        {trace,Pid,call,{M,F,[Args]}}
+ *                  (TR_F_ARITY: none; {trace,Pid,call,{M,F,Arity}})
+ *   RETURN_FROM     value          {trace,Pid,return_from,{M,F,A},Value}
+ *   EXCEPTION_FROM  class, reason  {trace,Pid,exception_from,{M,F,A},{C,R}}
+ *   RETURN_TO       -              {trace,Pid,return_to,{M,F,A}}
+ *   SPAWN           child, args... {trace,Pid,spawn,Child,{M,F,[Args]}}
+ *   EXIT            reason         {trace,Pid,exit,Reason}
+ *   IN, OUT         -              {trace,Pid,in,{M,F,A}} ({...,0} if no MFA)
+ *   SEND            msg, to        {trace,Pid,send,Msg,To}
+ *   RECEIVE         msg            {trace,Pid,'receive',Msg}
+ * LOST is a pseudo-record: `pid` holds the number of events the ring's
+ * producer dropped just before this point (drop policy).  PAD fills the
+ * end of a ring and is never shown to sinks.
+ */
+typedef enum TrKind {
+    TR_K_CALL = 0,
+    TR_K_RETURN_FROM,
+    TR_K_EXCEPTION_FROM,
+    TR_K_RETURN_TO,
+    TR_K_SPAWN,
+    TR_K_EXIT,
+    TR_K_IN,
+    TR_K_OUT,
+    TR_K_SEND,
+    TR_K_RECEIVE,
+    TR_K_LOST,
+    TR_K__COUNT,
+    TR_K_PAD = 0xff,
+} TrKind;
+
+/* Record flags. */
+enum {
+    /* The payload was cut at the size cap or the depth bound; the
+     * encoding holds a truncation marker where terms were left out. */
+    TR_F_TRUNCATED = 1u << 0,
+    /* CALL: no arguments were recorded, print the arity (the `arity`
+     * process flag). */
+    TR_F_ARITY = 1u << 1,
+    /* CALL: a RETURN_FROM or EXCEPTION_FROM for this call will follow
+     * (a return-trace frame was pushed), so sinks that draw durations
+     * (Chrome) open a slice instead of an instant. */
+    TR_F_RETURNS = 1u << 2,
+    /* IN, OUT, RETURN_TO: the MFA is unknown (mod/fun not valid). */
+    TR_F_NO_MFA = 1u << 3,
+};
+
+/* The header of a record in a ring (layout above; 8-byte aligned). */
+typedef struct TrRecord {
+    uint16_t size;
+    uint16_t paylen;
+    uint8_t kind;
+    uint8_t flags;
+    uint8_t arity;
+    uint8_t nterms;
+    uint64_t ticks;
+    uint64_t pid;
+    uint32_t mod;
+    uint32_t fun;
+} TrRecord;
+
+_Static_assert(sizeof(TrRecord) == 32, "the record header is 32 bytes");
+_Static_assert(offsetof(TrRecord, ticks) == 8, "size/kind fit the first word");
+
+/* Records are 8-byte aligned and at most this big (size is a u16). */
+#define TR_RECORD_ALIGN 8u
+#define TR_RECORD_MAX 65528u
+
+/*
+ * A decoded event, as the collector hands it to sinks.  `payload` points
+ * into the ring (or into a sink test's buffer) and is valid only during the
+ * call; sinks that keep anything copy it.
+ */
+typedef struct TrEvent {
+    uint64_t ts;           /* CLOCK_MONOTONIC nanoseconds */
+    int sched;             /* scheduler id; -1 for the shared (non-scheduler) ring */
+    TrKind kind;
+    unsigned flags;        /* TR_F_* */
+    uint64_t pid;          /* the process; 0 for LOST */
+    Atom mod, fun;         /* valid unless TR_F_NO_MFA (and not for LOST) */
+    unsigned arity;
+    unsigned nterms;       /* payload terms */
+    const uint8_t *payload;
+    size_t paylen;
+    uint64_t lost;         /* LOST only: events dropped at this point */
+} TrEvent;
+
+/* Kind names as sinks print them ("call", "return_from", ..., "lost"). */
+const char *tr_kind_name(TrKind k);
+
+#endif /* TRACE_TR_EVENT_H */

@@ -1,0 +1,123 @@
+/*
+ * trace/tr_internal.h - the pipeline's private structures, shared by the
+ * producer side (tr_buffer.c) and the collector (tr_collector.c).
+ */
+#ifndef TRACE_TR_INTERNAL_H
+#define TRACE_TR_INTERNAL_H
+
+#include <pthread.h>
+
+#include "trace/tr.h"
+#include "vm/atomics.h"
+
+#define TR_CACHE_LINE 64
+
+/*
+ * One ring: a single producer, the collector as the single consumer.
+ * Positions are byte counts since the start (never wrap in practice:
+ * 2^64 bytes); the offset in `data` is pos & (size - 1).  The fields are
+ * grouped by writer so that the producer's and the consumer's lines do
+ * not bounce.  Protocol and orderings: trace/tr_buffer.c.
+ */
+typedef struct TrRing {
+    /* ---- written by the producer ---- */
+    /* Bytes published.  [TB1] release store by the producer after the
+     * record bytes; [TB1'] acquire load by the collector before reading
+     * them. */
+    VmAtomic head __attribute__((aligned(TR_CACHE_LINE)));
+    uint64_t head_local;     /* producer only: == head */
+    uint64_t tail_cache;     /* producer only: the last tail it loaded */
+    uint64_t pending_lost;   /* producer only: drops not yet marked in the ring */
+    uint64_t n_emitted, n_lost, n_full;   /* producer only; mirrored below */
+    /* Statistics mirrors: relaxed stores by the producer, relaxed loads by
+     * tr_pipeline_stats (a slightly stale value is fine).  `lost` is also
+     * read by the collector at shutdown, after the producers stopped (the
+     * thread join or the caller's own synchronisation orders it). */
+    VmAtomic emitted, lost, full;
+
+    /* ---- written by the collector ---- */
+    /* Bytes consumed.  [TB2] seq_cst add (a release) by the collector after it
+     * finished reading the records below it; [TB2'] acquire load by the
+     * producer before it overwrites that space. */
+    VmAtomic tail __attribute__((aligned(TR_CACHE_LINE)));
+    uint64_t tail_local;     /* collector only: consumed, not yet released */
+    uint64_t head_seen;      /* collector only: the last head it loaded */
+    uint64_t lost_reported;  /* collector only: drops delivered as LOST so far */
+    uint64_t last_ts;        /* collector only: ns of the last record delivered */
+
+    /* ---- both ---- */
+    /* Lossless wake-up requests, a count (Dekker with [TB3]/[TB3']): a
+     * producer adds 1 and then re-reads `tail`; the collector adds to
+     * `tail`, reads this and subtracts what it read.  All seq_cst RMWs,
+     * so one of them sees the other and a producer that got TR_FULL is
+     * always woken.  Read relaxed by the collector as a pressure hint. */
+    VmAtomic waiting __attribute__((aligned(TR_CACHE_LINE)));
+
+    /* ---- immutable after creation ---- */
+    uint8_t *data;
+    size_t size;
+    int sched;               /* scheduler id; -1 for the shared ring */
+} TrRing;
+
+struct TrPipeline {
+    TrOptions opts;          /* immutable after tr_pipeline_new */
+    size_t cap;              /* payload cap */
+    size_t max_record;       /* header + cap, aligned */
+    int nrings;              /* opts.nscheds + 1; the last is shared */
+    TrRing *rings;
+    /* Producers on other threads than schedulers share the last ring
+     * under this lock (taken around the stamp and the write, so the
+     * ring's timestamps stay in order). */
+    pthread_mutex_t shared_lock;
+
+    TrSink **sinks;          /* collector only after start */
+    int nsinks;
+
+    /*
+     * lock protects: stop, flush_req, flush_done, sleeping; the collector
+     * waits on `kick` (work, a flush request, stop), flushers on `done`,
+     * tr_wait_space() callers on `space`.
+     */
+    pthread_mutex_t lock;
+    pthread_cond_t kick, done, space;
+    bool stop;
+    uint64_t flush_req, flush_done;
+    /* 1 while the collector sleeps on `kick`.  Written under `lock`; read
+     * relaxed by producers whose ring is full, who then kick it (a stale
+     * 0 only costs one poll interval). */
+    VmAtomic sleeping;
+    bool started;
+    pthread_t thread;
+};
+
+/* ---- tr_buffer.c: ring primitives used by the collector ---- */
+
+/* Allocates ring memory (zeroed); false on bad size. */
+void tr_ring_init(TrRing *r, size_t size, int sched);
+void tr_ring_destroy(TrRing *r);
+
+/* Collector: the next record below the head snapshot, skipping padding;
+ * NULL when the ring is empty up to head_seen. */
+const TrRecord *tr_ring_peek(TrRing *r);
+
+/* Collector: loads head ([TB1']) into head_seen; true if records wait. */
+bool tr_ring_snapshot(TrRing *r);
+
+/* Collector: bytes in use (head_seen - tail_local). */
+static inline size_t tr_ring_used(const TrRing *r)
+{
+    return (size_t)(r->head_seen - r->tail_local);
+}
+
+/* Collector: publishes tail_local ([TB2]) and wakes a waiting producer. */
+void tr_ring_release(TrPipeline *tp, TrRing *r);
+
+/* True when a record of tp->max_record (plus a marker) would fit now. */
+bool tr_ring_has_room(const TrPipeline *tp, TrRing *r);
+
+/* ---- tr_collector.c ---- */
+
+/* A producer found its ring full: make sure the collector runs soon. */
+void tr_collector_kick(TrPipeline *tp);
+
+#endif /* TRACE_TR_INTERNAL_H */

@@ -1,0 +1,120 @@
+/*
+ * trace/tr_sink.c - what every sink shares: reading an event's payload as
+ * named fields or single terms, and the C callback sink for embedders.
+ */
+#include "trace/tr_sink.h"
+
+#include <stdlib.h>
+
+#include "trace/tr_encode.h"
+#include "vm/common.h"
+
+/*
+ * Payload shapes: `fixed` named terms, then (if `rest`) every remaining
+ * term as one list.  Matches the per-kind table in tr_event.h.
+ */
+typedef struct Shape {
+    const char *names[TR_MAX_FIELDS];
+    unsigned nfixed;
+    bool rest;              /* the last name takes the remaining terms as a list */
+} Shape;
+
+static const Shape shapes[TR_K__COUNT] = {
+    [TR_K_CALL] = { { "args" }, 0, true },
+    [TR_K_RETURN_FROM] = { { "value" }, 1, false },
+    [TR_K_EXCEPTION_FROM] = { { "class", "reason" }, 2, false },
+    [TR_K_SPAWN] = { { "child", "args" }, 1, true },
+    [TR_K_EXIT] = { { "reason" }, 1, false },
+    [TR_K_SEND] = { { "msg", "to" }, 2, false },
+    [TR_K_RECEIVE] = { { "msg" }, 1, false },
+};
+
+const char *const *tr_kind_fields(TrKind k, unsigned *n)
+{
+    if ((unsigned)k >= TR_K__COUNT) {
+        *n = 0;
+        return NULL;
+    }
+    *n = shapes[k].nfixed + (shapes[k].rest ? 1 : 0);
+    return shapes[k].names;
+}
+
+unsigned tr_event_fields(const TrEvent *ev, StrBuf *sb, TrField f[TR_MAX_FIELDS])
+{
+    if ((unsigned)ev->kind >= TR_K__COUNT)
+        return 0;
+    const Shape *s = &shapes[ev->kind];
+    const uint8_t *p = ev->payload, *end = ev->payload + ev->paylen;
+    unsigned left = ev->nterms, n = 0;
+    if (ev->kind == TR_K_CALL && (ev->flags & TR_F_ARITY))
+        return 0;   /* the arity process flag: no arguments were recorded */
+    for (; n < s->nfixed; n++) {
+        f[n].name = s->names[n];
+        f[n].off = sb->len;
+        tr_print_next(sb, &p, end, &left);
+        f[n].len = sb->len - f[n].off;
+    }
+    if (s->rest) {
+        f[n].name = s->names[n];
+        f[n].off = sb->len;
+        sb_putc(sb, '[');
+        tr_print_seq(sb, &p, end, left, true);
+        sb_putc(sb, ']');
+        f[n].len = sb->len - f[n].off;
+        n++;
+    }
+    return n;
+}
+
+bool tr_event_term(const TrEvent *ev, unsigned i, StrBuf *sb)
+{
+    const uint8_t *p = ev->payload, *end = ev->payload + ev->paylen;
+    if (i >= ev->nterms)
+        return false;
+    for (unsigned k = 0; k < i; k++)
+        if (!tr_skip_term(&p, end))
+            return false;
+    return tr_print_term(sb, &p, end);
+}
+
+void tr_ring_label(int sched, StrBuf *sb)
+{
+    if (sched < 0)
+        sb_puts(sb, "shared");
+    else
+        sb_printf(sb, "sched %d", sched);
+}
+
+/* ==== the callback sink ==== */
+
+typedef struct CallbackSink {
+    TrSink base;
+    TrCallbackFn fn;
+    void *data;
+} CallbackSink;
+
+static void cb_event(TrSink *s, const TrEvent *ev)
+{
+    CallbackSink *c = (CallbackSink *)s;
+    c->fn(ev, c->data);
+}
+
+static void cb_close(TrSink *s)
+{
+    free(s);
+}
+
+static const TrSinkOps callback_ops = {
+    .name = "callback",
+    .event = cb_event,
+    .close = cb_close,
+};
+
+TrSink *tr_sink_callback_new(TrCallbackFn fn, void *data)
+{
+    CallbackSink *c = vm_calloc(1, sizeof *c);
+    c->base.ops = &callback_ops;
+    c->fn = fn;
+    c->data = data;
+    return &c->base;
+}

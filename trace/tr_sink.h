@@ -1,0 +1,109 @@
+/*
+ * trace/tr_sink.h - what the collector writes events to.
+ *
+ * A sink is a struct that starts with a TrSink; the collector calls its
+ * operations from the collector thread only, one at a time, so a sink
+ * needs no locking of its own:
+ *   open   once, before the first event (the rings' layout);
+ *   event  for every event in delivery order (per ring: emission order),
+ *          including LOST pseudo-events;
+ *   flush  at tr_flush() and when the collector goes idle;
+ *   close  once, after the last event: finish the output and free the sink.
+ * Sinks that write to a FILE * never close it (it is the caller's).
+ */
+#ifndef TRACE_TR_SINK_H
+#define TRACE_TR_SINK_H
+
+#include <stdio.h>
+
+#include "trace/tr_event.h"
+#include "vm/strbuf.h"
+
+typedef struct TrSinkInfo {
+    int nscheds;               /* scheduler rings 0..nscheds-1, plus the shared ring (-1) */
+} TrSinkInfo;
+
+typedef struct TrSink TrSink;
+
+typedef struct TrSinkOps {
+    const char *name;
+    /* Returns 0, or -1 with a message on stderr (the sink is then closed
+     * and dropped from the pipeline). */
+    int (*open)(TrSink *s, const TrSinkInfo *info);
+    void (*event)(TrSink *s, const TrEvent *ev);
+    void (*flush)(TrSink *s);
+    void (*close)(TrSink *s);
+} TrSinkOps;
+
+struct TrSink {
+    const TrSinkOps *ops;
+};
+
+/* Erlang-like text, one event per line: {trace,<0.42.0>,call,{fib,fib,[10]}}.
+ * TR_TEXT_TIMESTAMPS: trace_ts messages with the ns timestamp last. */
+enum { TR_TEXT_TIMESTAMPS = 1u << 0 };
+TrSink *tr_sink_text_new(FILE *out, unsigned flags);
+
+/* One JSON object per line (fields in docs/tracing.md). */
+TrSink *tr_sink_jsonl_new(FILE *out);
+
+/* Chrome trace event JSON: a lane (tid) per process; valid JSON at close
+ * even if calls are still open or events were lost.  os_pid names the
+ * trace's process lane group ("pid" of every event). */
+TrSink *tr_sink_chrome_new(FILE *out, int os_pid);
+
+/*
+ * CTF 1.8 into directory `dir` (created if missing): `metadata` plus one
+ * stream file per ring (sched_0 ... sched_N-1, shared).  clock_offset_ns:
+ * what to add to CLOCK_MONOTONIC to get wall-clock time (use
+ * tr_ctf_clock_offset(); tests pass 0 for stable output).  NULL and a
+ * message in err if the directory cannot be made.
+ */
+TrSink *tr_sink_ctf_new(const char *dir, int64_t clock_offset_ns, char *err, size_t errlen);
+/* CLOCK_REALTIME - CLOCK_MONOTONIC now, in ns. */
+int64_t tr_ctf_clock_offset(void);
+
+/* A C callback for embedders: fn(ev, data) for every event (LOST included).
+ * ev and its payload are valid during the call only; format payload terms
+ * with tr_event_term(). */
+typedef void (*TrCallbackFn)(const TrEvent *ev, void *data);
+TrSink *tr_sink_callback_new(TrCallbackFn fn, void *data);
+
+/*
+ * Appends payload term `i` of ev (0-based) in Erlang syntax; false (and
+ * nothing appended) if there is no such term.  For sinks and callbacks.
+ */
+bool tr_event_term(const TrEvent *ev, unsigned i, StrBuf *sb);
+
+/*
+ * The Erlang-like text of an event, as the text sink writes it (no
+ * newline); `ts` selects the trace_ts form.  Shared by the text sink and
+ * callbacks that want the same rendering (tr_sink_text.c).
+ */
+void tr_event_format(const TrEvent *ev, bool ts, StrBuf *sb);
+
+/* ---- for sink implementations (tr_sink.c) ---- */
+
+/*
+ * The payload of an event as named fields whose values are Erlang text,
+ * as the JSON lines and CTF sinks write them:
+ *   call: args ("[10]", or "[...]" style when cut); return_from: value;
+ *   exception_from: class, reason; spawn: child, args; exit: reason;
+ *   send: msg, to; receive: msg; others: none.
+ * Values are appended to sb; field i is sb->s[off .. off + len).  A field
+ * the size cap left out reads "...".  Returns the number of fields.
+ */
+#define TR_MAX_FIELDS 2
+typedef struct TrField {
+    const char *name;
+    size_t off, len;
+} TrField;
+unsigned tr_event_fields(const TrEvent *ev, StrBuf *sb, TrField f[TR_MAX_FIELDS]);
+
+/* Field names of a kind (for CTF metadata); *n gets their count. */
+const char *const *tr_kind_fields(TrKind k, unsigned *n);
+
+/* Where an event's ring is, for messages: "sched 3" or "shared". */
+void tr_ring_label(int sched, StrBuf *sb);
+
+#endif /* TRACE_TR_SINK_H */

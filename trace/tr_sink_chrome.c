@@ -1,0 +1,395 @@
+/*
+ * trace/tr_sink_chrome.c - Chrome trace event JSON (Perfetto UI,
+ * chrome://tracing, speedscope).
+ *
+ * Layout (reference/deps.md §3.3): one object {"traceEvents":[...],
+ * "displayTimeUnit":"ns","otherData":{...}}.  Every event has pid = the
+ * OS process given at creation and tid = the VM process id, so each VM
+ * process gets its own lane (a process migrating between schedulers keeps
+ * its lane; the scheduler is in args where useful).  ts is in
+ * microseconds (three decimals: ns resolution) from the first event.
+ *
+ *   - a CALL with TR_F_RETURNS opens a duration slice ("ph":"B", name
+ *     "mod:fun/arity"); its RETURN_FROM or EXCEPTION_FROM closes it
+ *     ("ph":"E"; an exception adds args class/reason).  B/E carry no
+ *     other args so that speedscope, which folds args into frame names,
+ *     aggregates by function.
+ *   - a CALL without a return to wait for, and every other kind, is an
+ *     instant on the process's lane ("ph":"i","s":"t") named after the
+ *     function (calls) or the kind, with the payload fields as args.
+ *   - LOST is a global instant ("s":"g") named "lost" with the ring and
+ *     count; otherData.lost_events holds the total.
+ *   - the first event of a process writes a thread_name metadata event
+ *     naming its lane "<0.N.0>"; the trace starts with process_name.
+ *
+ * B/E must nest per lane, and events may be missing (drops, tracing
+ * switched on mid-call), so the sink keeps each lane's stack of open
+ * calls: a return closes the innermost open call of the same function
+ * and, first, any open calls above it (their returns were lost); a
+ * return with no open call of its function becomes an instant.  An exit
+ * and the end of the trace close whatever is open, so the output is
+ * valid, well-nested JSON however the stream ends.  Lanes are freed at
+ * exit; a lane's stack is bounded (TR_CHROME_MAX_DEPTH: deeper calls are
+ * counted, not drawn).
+ */
+#include "trace/tr_sink.h"
+
+#include <stdlib.h>
+
+#include "trace/tr_encode.h"
+#include "vm/atom.h"
+#include "vm/common.h"
+#include "vm/print.h"
+
+#define TR_CHROME_MAX_DEPTH 4096
+
+typedef struct OpenCall {
+    Atom mod, fun;
+    unsigned arity;
+} OpenCall;
+
+typedef struct Lane {
+    struct Lane *next;       /* hash chain */
+    uint64_t pid;
+    uint64_t last_ts;        /* ts of its last event (slices never end before they begin) */
+    OpenCall *stack;
+    unsigned depth, cap;
+    unsigned hidden;         /* open calls deeper than TR_CHROME_MAX_DEPTH */
+} Lane;
+
+typedef struct ChromeSink {
+    TrSink base;
+    FILE *out;
+    int os_pid;
+    bool first_event;        /* no comma before the next event */
+    bool have_origin;
+    uint64_t origin;         /* ns of the first event: ts 0 */
+    uint64_t last_ts;
+    uint64_t lost;
+    Lane **buckets;
+    size_t nbuckets, nlanes;
+    StrBuf sb, vals, name;   /* the event being written; payload fields; a slice name */
+} ChromeSink;
+
+/* ==== lanes ==== */
+
+static size_t lane_slot(const ChromeSink *c, uint64_t pid)
+{
+    return (size_t)((pid * 0x9E3779B97F4A7C15ull) >> 32) & (c->nbuckets - 1);
+}
+
+static void grow_buckets(ChromeSink *c)
+{
+    size_t n = c->nbuckets * 2;
+    Lane **b = vm_calloc(n, sizeof *b);
+    Lane **old = c->buckets;
+    size_t oldn = c->nbuckets;
+    c->buckets = b;
+    c->nbuckets = n;
+    for (size_t i = 0; i < oldn; i++) {
+        for (Lane *l = old[i], *next; l; l = next) {
+            next = l->next;
+            size_t k = lane_slot(c, l->pid);
+            l->next = b[k];
+            b[k] = l;
+        }
+    }
+    free(old);
+}
+
+static Lane *lane_find(ChromeSink *c, uint64_t pid)
+{
+    for (Lane *l = c->buckets[lane_slot(c, pid)]; l; l = l->next)
+        if (l->pid == pid)
+            return l;
+    return NULL;
+}
+
+static void lane_remove(ChromeSink *c, Lane *l)
+{
+    Lane **pp = &c->buckets[lane_slot(c, l->pid)];
+    while (*pp != l)
+        pp = &(*pp)->next;
+    *pp = l->next;
+    c->nlanes--;
+    free(l->stack);
+    free(l);
+}
+
+/* ==== output ==== */
+
+static void begin_event(ChromeSink *c)
+{
+    StrBuf *sb = &c->sb;
+    sb->len = 0;
+    sb_puts(sb, c->first_event ? "\n" : ",\n");
+    c->first_event = false;
+}
+
+static void end_event(ChromeSink *c)
+{
+    fwrite(c->sb.s, 1, c->sb.len, c->out);
+}
+
+static void put_ts(StrBuf *sb, uint64_t ts)
+{
+    char frac[4] = { (char)('0' + ts % 1000 / 100), (char)('0' + ts % 100 / 10),
+                     (char)('0' + ts % 10), 0 };
+    tr_put_u64(sb, ts / 1000);
+    sb_putc(sb, '.');
+    sb_puts(sb, frac);
+}
+
+/* "mod:fun/arity" (quoted atoms as in Erlang), JSON-escaped. */
+static void put_name(ChromeSink *c, Atom mod, Atom fun, unsigned arity)
+{
+    c->name.len = 0;
+    vm_print_mfa(&c->name, mod, fun, arity);
+    tr_json_escape(&c->sb, c->name.s, c->name.len);
+}
+
+/* Common fields of an event on `lane`'s track. */
+static void put_head(ChromeSink *c, const char *ph, uint64_t tid, uint64_t ts)
+{
+    sb_puts(&c->sb, "{\"ph\":\"");
+    sb_puts(&c->sb, ph);
+    sb_puts(&c->sb, "\",\"pid\":");
+    tr_put_i64(&c->sb, c->os_pid);
+    sb_puts(&c->sb, ",\"tid\":");
+    tr_put_u64(&c->sb, tid);
+    sb_puts(&c->sb, ",\"ts\":");
+    put_ts(&c->sb, ts);
+}
+
+static void close_slice(ChromeSink *c, Lane *l, uint64_t ts)
+{
+    begin_event(c);
+    put_head(c, "E", l->pid, ts);
+    sb_puts(&c->sb, "}");
+    end_event(c);
+    l->depth--;
+}
+
+/* Closes every open slice of l (exit, end of trace). */
+static void close_all(ChromeSink *c, Lane *l, uint64_t ts)
+{
+    while (l->depth)
+        close_slice(c, l, ts);
+    l->hidden = 0;
+}
+
+static Lane *lane_get(ChromeSink *c, uint64_t pid)
+{
+    Lane *l = lane_find(c, pid);
+    if (l)
+        return l;
+    if (c->nlanes >= c->nbuckets)
+        grow_buckets(c);
+    l = vm_calloc(1, sizeof *l);
+    l->pid = pid;
+    size_t k = lane_slot(c, pid);
+    l->next = c->buckets[k];
+    c->buckets[k] = l;
+    c->nlanes++;
+    begin_event(c);
+    sb_printf(&c->sb,
+              "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%llu,"
+              "\"args\":{\"name\":\"<0.%llu.0>\"}}",
+              c->os_pid, (unsigned long long)pid, (unsigned long long)pid);
+    end_event(c);
+    return l;
+}
+
+/* Payload fields as "args":{...} (nothing if there are none). */
+static void put_args(ChromeSink *c, const TrEvent *ev, const char *extra)
+{
+    TrField f[TR_MAX_FIELDS];
+    c->vals.len = 0;
+    unsigned n = tr_event_fields(ev, &c->vals, f);
+    sb_puts(&c->sb, ",\"args\":{\"sched\":");
+    tr_put_i64(&c->sb, ev->sched);
+    for (unsigned i = 0; i < n; i++) {
+        sb_puts(&c->sb, ",\"");
+        sb_puts(&c->sb, f[i].name);
+        sb_puts(&c->sb, "\":\"");
+        tr_json_escape(&c->sb, c->vals.s + f[i].off, f[i].len);
+        sb_putc(&c->sb, '"');
+    }
+    if (extra)
+        sb_puts(&c->sb, extra);
+    sb_putc(&c->sb, '}');
+}
+
+static void instant(ChromeSink *c, const TrEvent *ev, uint64_t ts, bool fn_name)
+{
+    begin_event(c);
+    put_head(c, "i", ev->pid, ts);
+    sb_puts(&c->sb, ",\"s\":\"t\",\"cat\":\"");
+    sb_puts(&c->sb, tr_kind_name(ev->kind));
+    sb_puts(&c->sb, "\",\"name\":\"");
+    if (fn_name && !(ev->flags & TR_F_NO_MFA))
+        put_name(c, ev->mod, ev->fun, ev->arity);
+    else
+        sb_puts(&c->sb, tr_kind_name(ev->kind));
+    sb_putc(&c->sb, '"');
+    put_args(c, ev, (ev->flags & TR_F_TRUNCATED) ? ",\"truncated\":true" : NULL);
+    sb_putc(&c->sb, '}');
+    end_event(c);
+}
+
+static void open_slice(ChromeSink *c, Lane *l, const TrEvent *ev, uint64_t ts)
+{
+    if (l->depth == TR_CHROME_MAX_DEPTH) {
+        l->hidden++;
+        return;
+    }
+    if (l->depth == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->stack = vm_realloc(l->stack, l->cap * sizeof *l->stack);
+    }
+    l->stack[l->depth++] = (OpenCall){ ev->mod, ev->fun, ev->arity };
+    begin_event(c);
+    put_head(c, "B", l->pid, ts);
+    sb_puts(&c->sb, ",\"cat\":\"call\",\"name\":\"");
+    put_name(c, ev->mod, ev->fun, ev->arity);
+    sb_puts(&c->sb, "\"}");
+    end_event(c);
+}
+
+/* A return: close the matching open call (see the header comment). */
+static void return_slice(ChromeSink *c, Lane *l, const TrEvent *ev, uint64_t ts)
+{
+    if (l->hidden) {
+        l->hidden--;
+        return;
+    }
+    unsigned k = l->depth;
+    while (k > 0) {
+        const OpenCall *o = &l->stack[k - 1];
+        if (o->mod == ev->mod && o->fun == ev->fun && o->arity == ev->arity)
+            break;
+        k--;
+    }
+    if (k == 0 || (ev->flags & TR_F_NO_MFA)) {
+        instant(c, ev, ts, true);
+        return;
+    }
+    while (l->depth > k)
+        close_slice(c, l, ts);
+    begin_event(c);
+    put_head(c, "E", l->pid, ts);
+    if (ev->kind == TR_K_EXCEPTION_FROM)
+        put_args(c, ev, NULL);
+    sb_putc(&c->sb, '}');
+    end_event(c);
+    l->depth--;
+}
+
+static void chrome_event(TrSink *s, const TrEvent *ev)
+{
+    ChromeSink *c = (ChromeSink *)s;
+    if (!c->have_origin) {
+        c->origin = ev->ts;
+        c->have_origin = true;
+    }
+    uint64_t ts = ev->ts > c->origin ? ev->ts - c->origin : 0;
+    if (ev->kind == TR_K_LOST) {
+        c->lost += ev->lost;
+        begin_event(c);
+        put_head(c, "i", 0, ts);
+        sb_puts(&c->sb, ",\"s\":\"g\",\"cat\":\"lost\",\"name\":\"lost\",\"args\":{\"ring\":\"");
+        tr_ring_label(ev->sched, &c->sb);
+        sb_printf(&c->sb, "\",\"count\":%llu}}", (unsigned long long)ev->lost);
+        end_event(c);
+        return;
+    }
+    Lane *l = lane_get(c, ev->pid);
+    /* Per lane, time never goes back (rings merge within a window). */
+    if (ts < l->last_ts)
+        ts = l->last_ts;
+    l->last_ts = ts;
+    if (ts > c->last_ts)
+        c->last_ts = ts;
+    switch (ev->kind) {
+    case TR_K_CALL:
+        if (ev->flags & TR_F_RETURNS)
+            open_slice(c, l, ev, ts);
+        else
+            instant(c, ev, ts, true);
+        break;
+    case TR_K_RETURN_FROM:
+    case TR_K_EXCEPTION_FROM:
+        return_slice(c, l, ev, ts);
+        break;
+    case TR_K_EXIT:
+        close_all(c, l, ts);
+        instant(c, ev, ts, false);
+        lane_remove(c, l);
+        break;
+    default:
+        instant(c, ev, ts, false);
+        break;
+    }
+}
+
+static int chrome_open(TrSink *s, const TrSinkInfo *info)
+{
+    ChromeSink *c = (ChromeSink *)s;
+    (void)info;
+    fprintf(c->out,
+            "{\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,"
+            "\"tid\":0,\"args\":{\"name\":\"tracevm\"}}",
+            c->os_pid);
+    c->first_event = false;
+    return 0;
+}
+
+static void chrome_flush(TrSink *s)
+{
+    fflush(((ChromeSink *)s)->out);
+}
+
+static void chrome_close(TrSink *s)
+{
+    ChromeSink *c = (ChromeSink *)s;
+    for (size_t i = 0; i < c->nbuckets; i++) {
+        while (c->buckets[i]) {
+            Lane *l = c->buckets[i];
+            close_all(c, l, c->last_ts > l->last_ts ? c->last_ts : l->last_ts);
+            lane_remove(c, l);
+        }
+    }
+    if (c->first_event)
+        chrome_open(s, NULL);   /* never opened: still write a whole document */
+    fprintf(c->out, "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"lost_events\":%llu}}\n",
+            (unsigned long long)c->lost);
+    fflush(c->out);
+    free(c->buckets);
+    sb_free(&c->sb);
+    sb_free(&c->vals);
+    sb_free(&c->name);
+    free(c);
+}
+
+static const TrSinkOps chrome_ops = {
+    .name = "chrome",
+    .open = chrome_open,
+    .event = chrome_event,
+    .flush = chrome_flush,
+    .close = chrome_close,
+};
+
+TrSink *tr_sink_chrome_new(FILE *out, int os_pid)
+{
+    ChromeSink *c = vm_calloc(1, sizeof *c);
+    c->base.ops = &chrome_ops;
+    c->out = out;
+    c->os_pid = os_pid;
+    c->first_event = true;   /* until open writes the process_name event */
+    c->nbuckets = 64;
+    c->buckets = vm_calloc(c->nbuckets, sizeof *c->buckets);
+    sb_init(&c->sb);
+    sb_init(&c->vals);
+    sb_init(&c->name);
+    return &c->base;
+}

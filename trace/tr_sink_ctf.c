@@ -1,0 +1,396 @@
+/*
+ * trace/tr_sink_ctf.c - Common Trace Format 1.8 for babeltrace2 and Trace
+ * Compass (the layout of reference/deps.md §3.2, which babeltrace2 2.0.4
+ * was shown to read, extended with one event class per kind).
+ *
+ * The directory holds `metadata` (TSDL text) and one binary stream file
+ * per ring that carried anything: sched_0 ... sched_N-1 and `shared`
+ * (babeltrace reads every other regular file as a stream, so the
+ * directory must start empty).  All integers are little-endian and
+ * byte-aligned; strings are NUL-terminated.
+ *
+ *   packet header   u32 magic 0xC1FC1FC1, u8 uuid[16], u32 stream_id (0),
+ *                   u64 stream_instance_id (ring: sched id, nscheds for shared)
+ *   packet context  u64 timestamp_begin, u64 timestamp_end,
+ *                   u64 content_size, u64 packet_size (bits),
+ *                   u64 packet_seq_num, u64 events_discarded (cumulative),
+ *                   s32 sched_id (-1: shared)
+ *   event header    u16 id (the TrKind), u64 timestamp (CLOCK_MONOTONIC ns)
+ *   event fields    u64 pid, string module, string function, u8 arity,
+ *                   then the kind's payload fields as strings in Erlang
+ *                   syntax (args, value, class/reason, ...; see
+ *                   tr_event_fields)
+ *
+ * Losses: a LOST event ends the stream's current packet and adds its count
+ * to the stream's cumulative events_discarded, which the next packet
+ * carries; babeltrace2 then reports "Tracer discarded N events between
+ * [t1] and [t2]" at the right place.  A loss with no later event on that
+ * stream gets an empty packet of its own at close; a loss before a
+ * stream's first packet is preceded by an empty packet with count 0 so
+ * that readers have a packet to count from.  Event timestamps are kept
+ * non-decreasing per stream (a reader requires it), which the rings
+ * already guarantee up to the clock's conversion.
+ *
+ * Packets are cut at TR_CTF_PACKET bytes, at every flush and at close, so
+ * a trace read while it is written shows everything flushed.
+ */
+#include "trace/tr_sink.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vm/atom.h"
+#include "vm/common.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the CTF sink writes host integers and declares them little-endian"
+#endif
+
+#define TR_CTF_PACKET (64 * 1024)
+#define CTF_MAGIC 0xC1FC1FC1u
+/* Header (32) + context (52) bytes. */
+#define CTF_PACKET_HEAD 84
+
+typedef struct CtfStream {
+    FILE *f;                 /* opened with the first packet */
+    uint8_t *buf;            /* the current packet, head included */
+    size_t len, cap;
+    uint64_t nevents;
+    uint64_t ts_begin, ts_end, last_ts;
+    uint64_t seq;            /* packets written */
+    uint64_t discarded;      /* cumulative events_discarded */
+    bool discard_pending;    /* discarded grew since the last packet written */
+} CtfStream;
+
+typedef struct CtfSink {
+    TrSink base;
+    char *dir;
+    int64_t clock_offset;
+    uint8_t uuid[16];
+    int nscheds;
+    CtfStream *streams;      /* nscheds + 1; the last is shared */
+    StrBuf vals;
+    bool failed;             /* a write failed: reported once, then ignored */
+} CtfSink;
+
+/* ==== bytes ==== */
+
+static void put(CtfStream *s, const void *p, size_t n)
+{
+    if (s->len + n > s->cap) {
+        while (s->len + n > s->cap)
+            s->cap *= 2;
+        s->buf = vm_realloc(s->buf, s->cap);
+    }
+    memcpy(s->buf + s->len, p, n);
+    s->len += n;
+}
+
+static void put_u8(CtfStream *s, uint8_t v) { put(s, &v, 1); }
+static void put_u16(CtfStream *s, uint16_t v) { put(s, &v, 2); }
+static void put_u64(CtfStream *s, uint64_t v) { put(s, &v, 8); }
+
+static void put_str(CtfStream *s, const char *p, size_t n)
+{
+    /* A NUL inside would end the string early; printers escape them. */
+    const char *nul = memchr(p, 0, n);
+    put(s, p, nul ? (size_t)(nul - p) : n);
+    put_u8(s, 0);
+}
+
+/* ==== packets ==== */
+
+static void stream_name(const CtfSink *c, int i, char *out, size_t n)
+{
+    if (i == c->nscheds)
+        snprintf(out, n, "%s/shared", c->dir);
+    else
+        snprintf(out, n, "%s/sched_%d", c->dir, i);
+}
+
+static void report_error(CtfSink *c, const char *what)
+{
+    if (!c->failed)
+        fprintf(stderr, "trace: CTF %s in %s: %s\n", what, c->dir, strerror(errno));
+    c->failed = true;
+}
+
+/* Writes the current packet (even if empty) and starts the next one. */
+static void write_packet(CtfSink *c, int i)
+{
+    CtfStream *s = &c->streams[i];
+    uint8_t *h = s->buf;
+    uint32_t magic = CTF_MAGIC, stream_id = 0;
+    uint64_t instance = (uint64_t)i, bits = (uint64_t)s->len * 8;
+    int32_t sched = i == c->nscheds ? -1 : i;
+    memcpy(h, &magic, 4);
+    memcpy(h + 4, c->uuid, 16);
+    memcpy(h + 20, &stream_id, 4);
+    memcpy(h + 24, &instance, 8);
+    memcpy(h + 32, &s->ts_begin, 8);
+    memcpy(h + 40, &s->ts_end, 8);
+    memcpy(h + 48, &bits, 8);     /* content_size */
+    memcpy(h + 56, &bits, 8);     /* packet_size: no padding */
+    memcpy(h + 64, &s->seq, 8);
+    memcpy(h + 72, &s->discarded, 8);
+    memcpy(h + 80, &sched, 4);
+    if (!s->f && !c->failed) {
+        char path[4096];
+        stream_name(c, i, path, sizeof path);
+        s->f = fopen(path, "wb");
+        if (!s->f)
+            report_error(c, "cannot create a stream file");
+    }
+    if (s->f && fwrite(s->buf, 1, s->len, s->f) != s->len)
+        report_error(c, "write failed");
+    s->seq++;
+    s->discard_pending = false;
+    s->len = CTF_PACKET_HEAD;
+    s->nevents = 0;
+}
+
+static void event_fields(CtfSink *c, CtfStream *s, const TrEvent *ev)
+{
+    size_t n;
+    const char *name;
+    put_u64(s, ev->pid);
+    name = (ev->flags & TR_F_NO_MFA) ? "" : vm_atom_name(ev->mod, &n);
+    put_str(s, name, (ev->flags & TR_F_NO_MFA) ? 0 : n);
+    name = (ev->flags & TR_F_NO_MFA) ? "" : vm_atom_name(ev->fun, &n);
+    put_str(s, name, (ev->flags & TR_F_NO_MFA) ? 0 : n);
+    put_u8(s, (uint8_t)ev->arity);
+    TrField f[TR_MAX_FIELDS];
+    c->vals.len = 0;
+    unsigned got = tr_event_fields(ev, &c->vals, f), want;
+    tr_kind_fields(ev->kind, &want);
+    for (unsigned k = 0; k < want; k++) {
+        if (k < got)
+            put_str(s, c->vals.s + f[k].off, f[k].len);
+        else
+            put_str(s, "", 0);   /* CALL with the arity flag: no args */
+    }
+}
+
+static void ctf_event(TrSink *sink, const TrEvent *ev)
+{
+    CtfSink *c = (CtfSink *)sink;
+    int i = ev->sched < 0 ? c->nscheds : ev->sched;
+    CtfStream *s = &c->streams[i];
+    uint64_t ts = ev->ts > s->last_ts ? ev->ts : s->last_ts;
+    s->last_ts = ts;
+    if (ev->kind == TR_K_LOST) {
+        if (s->nevents || s->seq == 0) {
+            /* Close what came before the loss (or give a loss before
+             * the first event a packet to count from). */
+            if (!s->nevents)
+                s->ts_begin = s->ts_end = ts;
+            write_packet(c, i);
+        }
+        s->discarded += ev->lost;
+        s->discard_pending = true;
+        s->ts_begin = s->ts_end = ts;
+        return;
+    }
+    if (!s->nevents)
+        s->ts_begin = ts;
+    s->ts_end = ts;
+    put_u16(s, (uint16_t)ev->kind);
+    put_u64(s, ts);
+    event_fields(c, s, ev);
+    s->nevents++;
+    if (s->len >= TR_CTF_PACKET)
+        write_packet(c, i);
+}
+
+static void ctf_flush(TrSink *sink)
+{
+    CtfSink *c = (CtfSink *)sink;
+    for (int i = 0; i <= c->nscheds; i++) {
+        CtfStream *s = &c->streams[i];
+        if (s->nevents)
+            write_packet(c, i);
+        if (s->f)
+            fflush(s->f);
+    }
+}
+
+/* ==== metadata ==== */
+
+static void put_event_class(FILE *f, TrKind k)
+{
+    unsigned n;
+    const char *const *names = tr_kind_fields(k, &n);
+    fprintf(f,
+            "event {\n\tname = \"%s\";\n\tid = %d;\n\tstream_id = 0;\n"
+            "\tfields := struct {\n\t\tuint64_t pid;\n\t\tstring module;\n"
+            "\t\tstring function;\n\t\tuint8_t arity;\n",
+            tr_kind_name(k), (int)k);
+    for (unsigned i = 0; i < n; i++)
+        fprintf(f, "\t\tstring %s;\n", names[i]);
+    fputs("\t};\n};\n\n", f);
+}
+
+static int write_metadata(CtfSink *c)
+{
+    char path[4096], uuid[37];
+    snprintf(path, sizeof path, "%s/metadata", c->dir);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        report_error(c, "cannot create metadata");
+        return -1;
+    }
+    const uint8_t *u = c->uuid;
+    snprintf(uuid, sizeof uuid,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+             u[12], u[13], u[14], u[15]);
+    int64_t off = c->clock_offset;
+    int64_t off_s = off / 1000000000, off_ns = off % 1000000000;
+    if (off_ns < 0) {
+        off_s--;
+        off_ns += 1000000000;
+    }
+    fprintf(f,
+            "/* CTF 1.8 */\n\n"
+            "typealias integer { size = 8;  align = 8; signed = false; } := uint8_t;\n"
+            "typealias integer { size = 16; align = 8; signed = false; } := uint16_t;\n"
+            "typealias integer { size = 32; align = 8; signed = false; } := uint32_t;\n"
+            "typealias integer { size = 32; align = 8; signed = true; } := int32_t;\n"
+            "typealias integer { size = 64; align = 8; signed = false; } := uint64_t;\n\n"
+            "trace {\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"%s\";\n\tbyte_order = le;\n"
+            "\tpacket.header := struct {\n\t\tuint32_t magic;\n\t\tuint8_t  uuid[16];\n"
+            "\t\tuint32_t stream_id;\n\t\tuint64_t stream_instance_id;\n\t};\n};\n\n"
+            "env {\n\tdomain = \"tracevm\";\n\ttracer_name = \"tracevm\";\n"
+            "\ttracer_major = 0;\n\ttracer_minor = 1;\n};\n\n"
+            "clock {\n\tname = \"monotonic\";\n\tuuid = \"%s\";\n"
+            "\tdescription = \"CLOCK_MONOTONIC, ns; the offset makes it wall-clock\";\n"
+            "\tfreq = 1000000000;\n\tprecision = 1;\n\toffset_s = %lld;\n\toffset = %lld;\n"
+            "\tabsolute = true;\n};\n\n"
+            "typealias integer {\n\tsize = 64; align = 8; signed = false;\n"
+            "\tmap = clock.monotonic.value;\n} := uint64_clock_monotonic_t;\n\n"
+            "stream {\n\tid = 0;\n\tpacket.context := struct {\n"
+            "\t\tuint64_clock_monotonic_t timestamp_begin;\n"
+            "\t\tuint64_clock_monotonic_t timestamp_end;\n"
+            "\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n"
+            "\t\tuint64_t packet_seq_num;\n\t\tuint64_t events_discarded;\n"
+            "\t\tint32_t sched_id;\n\t};\n"
+            "\tevent.header := struct {\n\t\tuint16_t id;\n"
+            "\t\tuint64_clock_monotonic_t timestamp;\n\t};\n};\n\n",
+            uuid, uuid, (long long)off_s, (long long)off_ns);
+    for (int k = 0; k < TR_K_LOST; k++)
+        put_event_class(f, (TrKind)k);
+    if (fclose(f) != 0) {
+        report_error(c, "cannot write metadata");
+        return -1;
+    }
+    return 0;
+}
+
+/* ==== life cycle ==== */
+
+static void make_uuid(uint8_t u[16])
+{
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, u, 16) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (got != 16) {
+        /* No urandom: time and pid still tell traces apart. */
+        uint64_t a = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
+        uint64_t b = (uint64_t)getpid() * 0xBF58476D1CE4E5B9ull ^ (uint64_t)clock();
+        memcpy(u, &a, 8);
+        memcpy(u + 8, &b, 8);
+    }
+    u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);   /* version 4 */
+    u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);   /* RFC 4122 variant */
+}
+
+static int ctf_open(TrSink *sink, const TrSinkInfo *info)
+{
+    CtfSink *c = (CtfSink *)sink;
+    c->nscheds = info->nscheds;
+    c->streams = vm_calloc((size_t)c->nscheds + 1, sizeof *c->streams);
+    for (int i = 0; i <= c->nscheds; i++) {
+        CtfStream *s = &c->streams[i];
+        s->cap = 4096;
+        s->buf = vm_calloc(1, s->cap);
+        s->len = CTF_PACKET_HEAD;
+    }
+    return write_metadata(c);
+}
+
+static void ctf_close(TrSink *sink)
+{
+    CtfSink *c = (CtfSink *)sink;
+    for (int i = 0; c->streams && i <= c->nscheds; i++) {
+        CtfStream *s = &c->streams[i];
+        /* The last packet, or an empty one carrying a trailing loss. */
+        if (s->nevents || s->discard_pending)
+            write_packet(c, i);
+        if (s->f && fclose(s->f) != 0)
+            report_error(c, "write failed");
+        free(s->buf);
+    }
+    free(c->streams);
+    sb_free(&c->vals);
+    free(c->dir);
+    free(c);
+}
+
+static const TrSinkOps ctf_ops = {
+    .name = "ctf",
+    .open = ctf_open,
+    .event = ctf_event,
+    .flush = ctf_flush,
+    .close = ctf_close,
+};
+
+static bool dir_is_empty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    struct dirent *e;
+    bool empty = true;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            empty = false;
+    closedir(d);
+    return empty;
+}
+
+TrSink *tr_sink_ctf_new(const char *dir, int64_t clock_offset_ns, char *err, size_t errlen)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "trace: cannot create CTF directory %s: %s", dir,
+                 strerror(errno));
+        return NULL;
+    }
+    if (!dir_is_empty(dir)) {
+        snprintf(err, errlen, "trace: CTF directory %s is not empty (or not a directory)",
+                 dir);
+        return NULL;
+    }
+    CtfSink *c = vm_calloc(1, sizeof *c);
+    c->base.ops = &ctf_ops;
+    c->dir = vm_strndup(dir, strlen(dir));
+    c->clock_offset = clock_offset_ns;
+    make_uuid(c->uuid);
+    sb_init(&c->vals);
+    return &c->base;
+}
+
+int64_t tr_ctf_clock_offset(void)
+{
+    struct timespec rt, mono;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    return ((int64_t)rt.tv_sec - (int64_t)mono.tv_sec) * 1000000000 +
+           ((int64_t)rt.tv_nsec - (int64_t)mono.tv_nsec);
+}

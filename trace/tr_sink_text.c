@@ -1,0 +1,172 @@
+/*
+ * trace/tr_sink_text.c - the Erlang-like text sink: one trace message per
+ * line, in the shapes BEAM's tracer receives (reference/beam.md Part 2):
+ *
+ *   {trace,<0.42.0>,call,{fib,fib,[10]}}
+ *   {trace,<0.42.0>,return_from,{fib,fib,1},55}
+ *   {trace,<0.42.0>,exception_from,{m,f,1},{error,badarg}}
+ *   {trace,<0.42.0>,return_to,{m,f,1}}
+ *   {trace,<0.42.0>,spawn,<0.43.0>,{m,start,[1]}}
+ *   {trace,<0.42.0>,exit,normal}
+ *   {trace,<0.42.0>,in,{m,loop,0}}        (out likewise; 0 for no MFA)
+ *   {trace,<0.42.0>,send,hello,<0.43.0>}
+ *   {trace,<0.43.0>,'receive',hello}
+ *   {trace_lost,{sched,0},17}              (shared for the shared ring)
+ *
+ * With TR_TEXT_TIMESTAMPS the tag is trace_ts and the CLOCK_MONOTONIC ns
+ * timestamp is the last element, as BEAM's trace_ts appends its stamp.
+ * Payload terms cut at the size cap print as in io_lib's ~P:
+ * {fib,fib,[1,2|...]}, {a,...}, <<"ab"...>>.
+ */
+#include "trace/tr_sink.h"
+
+#include <stdlib.h>
+
+#include "trace/tr_encode.h"
+#include "vm/common.h"
+#include "vm/print.h"
+
+static void put_mfa(StrBuf *sb, const TrEvent *ev, const char *none)
+{
+    if (ev->flags & TR_F_NO_MFA) {
+        sb_puts(sb, none);
+        return;
+    }
+    sb_putc(sb, '{');
+    vm_print_atom(sb, ev->mod);
+    sb_putc(sb, ',');
+    vm_print_atom(sb, ev->fun);
+    sb_putc(sb, ',');
+    tr_put_u64(sb, ev->arity);
+    sb_putc(sb, '}');
+}
+
+/* {M,F,[Args]} from the remaining payload terms. */
+static void put_mfargs(StrBuf *sb, const TrEvent *ev, const uint8_t **p,
+                       const uint8_t *end, unsigned left)
+{
+    sb_putc(sb, '{');
+    vm_print_atom(sb, ev->mod);
+    sb_putc(sb, ',');
+    vm_print_atom(sb, ev->fun);
+    sb_puts(sb, ",[");
+    tr_print_seq(sb, p, end, left, true);
+    sb_puts(sb, "]}");
+}
+
+void tr_event_format(const TrEvent *ev, bool ts, StrBuf *sb)
+{
+    if (ev->kind == TR_K_LOST) {
+        sb_puts(sb, "{trace_lost,");
+        if (ev->sched < 0)
+            sb_puts(sb, "shared");
+        else
+            sb_printf(sb, "{sched,%d}", ev->sched);
+        sb_printf(sb, ",%llu", (unsigned long long)ev->lost);
+        if (ts)
+            sb_printf(sb, ",%llu", (unsigned long long)ev->ts);
+        sb_putc(sb, '}');
+        return;
+    }
+    const uint8_t *p = ev->payload, *end = ev->payload + ev->paylen;
+    unsigned left = ev->nterms;
+    sb_puts(sb, ts ? "{trace_ts,<0." : "{trace,<0.");
+    tr_put_u64(sb, ev->pid);
+    sb_puts(sb, ".0>,");
+    sb_puts(sb, ev->kind == TR_K_RECEIVE ? "'receive'" : tr_kind_name(ev->kind));
+    sb_putc(sb, ',');
+    switch (ev->kind) {
+    case TR_K_CALL:
+        if (ev->flags & TR_F_ARITY)
+            put_mfa(sb, ev, "undefined");
+        else
+            put_mfargs(sb, ev, &p, end, left);
+        break;
+    case TR_K_RETURN_FROM:
+        put_mfa(sb, ev, "undefined");
+        sb_putc(sb, ',');
+        tr_print_next(sb, &p, end, &left);
+        break;
+    case TR_K_EXCEPTION_FROM:
+        put_mfa(sb, ev, "undefined");
+        sb_puts(sb, ",{");
+        tr_print_next(sb, &p, end, &left);
+        sb_putc(sb, ',');
+        tr_print_next(sb, &p, end, &left);
+        sb_putc(sb, '}');
+        break;
+    case TR_K_RETURN_TO:
+        put_mfa(sb, ev, "undefined");
+        break;
+    case TR_K_SPAWN:
+        tr_print_next(sb, &p, end, &left);
+        sb_putc(sb, ',');
+        put_mfargs(sb, ev, &p, end, left);
+        break;
+    case TR_K_IN:
+    case TR_K_OUT:
+        put_mfa(sb, ev, "0");
+        break;
+    case TR_K_SEND:
+        tr_print_next(sb, &p, end, &left);
+        sb_putc(sb, ',');
+        tr_print_next(sb, &p, end, &left);
+        break;
+    case TR_K_EXIT:
+    case TR_K_RECEIVE:
+    default:
+        tr_print_next(sb, &p, end, &left);
+        break;
+    }
+    if (ts) {
+        sb_putc(sb, ',');
+        tr_put_u64(sb, ev->ts);
+    }
+    sb_putc(sb, '}');
+}
+
+typedef struct TextSink {
+    TrSink base;
+    FILE *out;
+    bool ts;
+    StrBuf sb;      /* one line, reused */
+} TextSink;
+
+static void text_event(TrSink *s, const TrEvent *ev)
+{
+    TextSink *t = (TextSink *)s;
+    t->sb.len = 0;
+    tr_event_format(ev, t->ts, &t->sb);
+    sb_putc(&t->sb, '\n');
+    fwrite(t->sb.s, 1, t->sb.len, t->out);
+}
+
+static void text_flush(TrSink *s)
+{
+    fflush(((TextSink *)s)->out);
+}
+
+static void text_close(TrSink *s)
+{
+    TextSink *t = (TextSink *)s;
+    fflush(t->out);
+    sb_free(&t->sb);
+    free(t);
+}
+
+static const TrSinkOps text_ops = {
+    .name = "text",
+    .event = text_event,
+    .flush = text_flush,
+    .close = text_close,
+};
+
+TrSink *tr_sink_text_new(FILE *out, unsigned flags)
+{
+    TextSink *t = vm_calloc(1, sizeof *t);
+    t->base.ops = &text_ops;
+    t->out = out;
+    t->ts = flags & TR_TEXT_TIMESTAMPS;
+    sb_init(&t->sb);
+    return &t->base;
+}
