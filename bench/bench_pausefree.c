@@ -26,6 +26,10 @@
  * (field 2 of /proc/self/task/TID/schedstat: time runnable but not
  * running, i.e. the machine's noise).  Printed as key=value lines: the
  * medians over the rounds per mode, the ratios nb/none of those medians,
+ * the longest stretch in which every worker was stalled (a gap of 100 us
+ * or more) at once, and for nb and stw the share of the calls' time in
+ * which every worker was stalled (stop-the-world stalls them all; host
+ * noise rarely does),
  * and the latency median and p99 of all nb (and stw) calls pooled.
  * Before the rounds, the same calls on the idle nb VM (no worker):
  * idle_latency_median_ms, the engine's own cost.
@@ -61,6 +65,14 @@ static const char *const mode_name[NMODES] = { "none", "nb", "stw" };
 
 /* ---- per-worker state, written by its tick only ---- */
 
+/* A stretch of time [a, b), ns. */
+typedef struct Span {
+    uint64_t a, b;
+} Span;
+
+#define STALL_NS 100000    /* a gap this long is a stall (kept with its times) */
+#define MAX_STALLS 100000  /* per worker and run */
+
 typedef struct Worker {
     uint64_t prev;        /* last tick, ns */
     uint64_t ticks;       /* every tick (warm-up included) */
@@ -70,6 +82,8 @@ typedef struct Worker {
     int sched_id, migrations;
     long tid;             /* the scheduler thread of its first tick */
     uint32_t *hist;       /* NBUCKETS */
+    Span *stalls;         /* gaps of STALL_NS or more, while recording */
+    size_t nstalls;
     char pad[64];
 } Worker;
 
@@ -110,6 +124,8 @@ static tvm_status nat_tick(tvm_env *env, int argc, const tvm_term *argv, tvm_ter
             w->max_gap = gap;
         if (gap >= 1000000)
             w->ge_1ms++;
+        if (gap >= STALL_NS && w->nstalls < MAX_STALLS)
+            w->stalls[w->nstalls++] = (Span){ w->prev, t };
         w->iters++;
     }
     w->prev = t;
@@ -224,7 +240,29 @@ typedef struct Result {
     int nlat;
     double lat_ms[MAX_TOGGLES];
     double waits_per_call;
+    double common_max_ms;     /* longest time every worker was stalled at once */
+    double common_in_calls_pct; /* of the calls' time, every worker stalled */
 } Result;
+
+/*
+ * Intersects two sorted lists of disjoint spans into out (not a or b: one
+ * span of a can meet several of b); returns the length of the result.
+ */
+static size_t intersect(const Span *a, size_t na, const Span *b, size_t nb, Span *out)
+{
+    size_t i = 0, j = 0, n = 0;
+    while (i < na && j < nb) {
+        uint64_t lo = a[i].a > b[j].a ? a[i].a : b[j].a;
+        uint64_t hi = a[i].b < b[j].b ? a[i].b : b[j].b;
+        if (lo < hi)
+            out[n++] = (Span){ lo, hi };
+        if (a[i].b < b[j].b)
+            i++;
+        else
+            j++;
+    }
+    return n;
+}
 
 static void sleep_ms(double ms)
 {
@@ -232,6 +270,8 @@ static void sleep_ms(double ms)
     while (nanosleep(&ts, &ts) != 0)
         ;
 }
+
+static Span windows[MAX_TOGGLES];  /* the calls of the running mode */
 
 static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sleep,
                      Result *res)
@@ -241,9 +281,11 @@ static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sle
     memset(res, 0, sizeof *res);
     for (int i = 0; i < nworkers; i++) {
         uint32_t *h = workers[i].hist;
+        Span *st = workers[i].stalls;
         memset(&workers[i], 0, sizeof workers[i]);
         memset(h, 0, NBUCKETS * sizeof *h);
         workers[i].hist = h;
+        workers[i].stalls = st;
     }
     vm_atomic_store_release(&phase, 0);
     for (int i = 0; i < nworkers; i++) {
@@ -268,11 +310,13 @@ static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sle
     tvm_error err;
     for (int k = 0; k < toggles; k++) {
         if (mode != M_NONE) {
-            double a = now_ns();
+            uint64_t a = mono_ns();
             if (tvm_trace_pattern(vm, "genmod:_/_", k % 2 == 0 ? TVM_TP_TRUE : TVM_TP_FALSE,
                                   TVM_TP_LOCAL, NULL, &err) != TVM_OK)
                 die("tvm_trace_pattern", err.message);
-            res->lat_ms[res->nlat++] = (now_ns() - a) / 1e6;
+            uint64_t b = mono_ns();
+            windows[res->nlat] = (Span){ a, b };
+            res->lat_ms[res->nlat++] = (double)(b - a) / 1e6;
         }
         sleep_ms(sleep);
     }
@@ -311,6 +355,28 @@ static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sle
             res->p99_ns = (double)(b + 1) * BUCKET_NS;  /* the bucket's upper edge */
             break;
         }
+    }
+    /* The times every worker was stalled at once, and how much of the
+     * calls' time they cover (a stop-the-world call stalls all). */
+    static Span common[MAX_STALLS], next[MAX_STALLS];
+    size_t nc = workers[0].nstalls;
+    memcpy(common, workers[0].stalls, nc * sizeof *common);
+    for (int i = 1; i < nworkers; i++) {
+        nc = intersect(common, nc, workers[i].stalls, workers[i].nstalls, next);
+        memcpy(common, next, nc * sizeof *common);
+    }
+    for (size_t i = 0; i < nc; i++)
+        if ((double)(common[i].b - common[i].a) / 1e6 > res->common_max_ms)
+            res->common_max_ms = (double)(common[i].b - common[i].a) / 1e6;
+    if (res->nlat) {
+        static Span in_calls[MAX_STALLS];
+        size_t ni = intersect(common, nc, windows, (size_t)res->nlat, in_calls);
+        double stalled = 0, total = 0;
+        for (size_t i = 0; i < ni; i++)
+            stalled += (double)(in_calls[i].b - in_calls[i].a);
+        for (int i = 0; i < res->nlat; i++)
+            total += (double)(windows[i].b - windows[i].a);
+        res->common_in_calls_pct = total > 0 ? 100 * stalled / total : 0;
     }
     res->secs = (t1 - t0) / 1e9;
     res->tput = (double)n / res->secs;
@@ -357,7 +423,8 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < scheds; i++) {
         workers[i].hist = calloc(NBUCKETS, sizeof(uint32_t));
-        if (!workers[i].hist)
+        workers[i].stalls = calloc(MAX_STALLS, sizeof(Span));
+        if (!workers[i].hist || !workers[i].stalls)
             die("out of memory", NULL);
     }
     size_t genlen;
@@ -407,6 +474,12 @@ int main(int argc, char **argv)
         printf("%s_gaps_ge_1ms=%.1f\n", nm, median(v, runs));
         for (int r = 0; r < runs; r++) v[r] = results[m][r].runq_ms / results[m][r].secs / 10 / scheds;
         printf("%s_runq_pct=%.2f\n", nm, median(v, runs));
+        for (int r = 0; r < runs; r++) v[r] = results[m][r].common_max_ms;
+        printf("%s_common_stall_max_ms=%.3f\n", nm, median(v, runs));
+        if (m != M_NONE) {
+            for (int r = 0; r < runs; r++) v[r] = results[m][r].common_in_calls_pct;
+            printf("%s_common_stall_in_calls_pct=%.2f\n", nm, median(v, runs));
+        }
         int mig = 0;
         for (int r = 0; r < runs; r++) mig += results[m][r].migrations;
         printf("%s_migrations=%d\n", nm, mig);
