@@ -103,6 +103,50 @@ int64_t bp_count_sum(const BpCount *c)
     return (int64_t)sum;
 }
 
+/*
+ * Records come from a pool of freed ones: toggling a pattern on a large
+ * module frees and re-creates thousands of records per call, and malloc
+ * and free were a fifth of such a call's CPU time.  A pooled record is one
+ * the free stage released (no reader can reach it), so reusing it is as
+ * safe as a fresh allocation.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define BP_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BP_ASAN 1                /* clang's way of saying it */
+#endif
+#endif
+#ifndef BP_POOL_MAX
+#ifdef BP_ASAN
+#define BP_POOL_MAX 0      /* AddressSanitizer then sees every free and reuse */
+#else
+#define BP_POOL_MAX 65536  /* records */
+#endif
+#endif
+
+static BpRecord *record_new(BpEngine *E)
+{
+    BpRecord *r = E->pool;
+    if (!r)
+        return vm_calloc(1, sizeof *r);
+    E->pool = r->next_free;
+    E->npool--;
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+static void record_free(BpEngine *E, BpRecord *r)
+{
+    if (E->npool + 1 > BP_POOL_MAX) {  /* (not >=: BP_POOL_MAX may be 0) */
+        free(r);
+        return;
+    }
+    r->next_free = E->pool;
+    E->pool = r;
+    E->npool++;
+}
+
 static void link_record(BpEngine *E, BpRecord *r)
 {
     r->next = E->records;
@@ -130,7 +174,7 @@ BpRecord *bp_local_record(BpEngine *E, FuncInfo *fi, bool create)
     BpRecord *r = vm_atomic_load_ptr_relaxed(&fi->bp);
     if (r || !create)
         return r;
-    r = vm_calloc(1, sizeof *r);
+    r = record_new(E);
     r->orig = fi->code[0];
     r->fi = fi;
     link_record(E, r);
@@ -160,7 +204,7 @@ BpRecord *bp_global_record(BpEngine *E, FuncInfo *fi, bool create)
     t->export = e;
     t->real = fi;
     t->code[0] = instr_make(OP_BREAKPOINT, 0, 0, 0);
-    BpRecord *r = vm_calloc(1, sizeof *r);
+    BpRecord *r = record_new(E);
     r->orig = t->code[0];
     r->target = fi;
     r->fi = t;
@@ -246,7 +290,7 @@ static void free_unlinked(BpEngine *E)
         } else {
             vm_atomic_store_ptr_release(&r->fi->bp, NULL);
         }
-        free(r);
+        record_free(E, r);
     }
     while (E->count_free) {
         BpCount *c = E->count_free;
@@ -401,6 +445,11 @@ void bp_engine_destroy(tvm_vm *vm)
         unlink_record(E, r);
     }
     free_unlinked(E);
+    while (E->pool) {
+        BpRecord *r = E->pool;
+        E->pool = r->next_free;
+        free(r);
+    }
     free(E->touched);
     free(E);
     vm->bp = NULL;
