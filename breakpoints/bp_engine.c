@@ -38,19 +38,22 @@
  *   wait
  *   5 consolidate: staging := active for every record touched; unlink
  *                  records with no flags.
- *   wait
  *   6 free:        free unlinked records, trampolines and counters.
  * A wait is skipped when the stage before it changed nothing readers can
- * reach (nothing to arm, disarm or free), so toggling flags on armed
- * functions costs two waits and arming or disarming three or four.
+ * reach (nothing to arm or disarm), so toggling flags on armed functions
+ * costs two waits and arming or disarming three.  Stage 6 needs no wait
+ * of its own: see (b).
  *
  * Guarantees.  (a) A reader sees one whole generation: the generation it
  * indexes was written before a wait that preceded the flip it saw, and is
  * not written again until a later call's stage 1, which comes after this
  * call's wait following the flip, i.e. after the reader's next quiescent
- * state.  (b) No reader uses a freed record: a record is unlinked only
- * after a wait that follows its disarming (no reader can reach it any
- * more) and freed only after another wait.  (c) When trace_pattern
+ * state.  (b) No reader uses a freed record or counter: a record is
+ * unlinked and freed only after a wait that follows its disarming (from
+ * then on no reader can reach it, and none is still inside its
+ * breakpoint), or, if it was never armed, no reader ever reached it; a
+ * counter is freed only after the wait that follows the flip, and after
+ * it no reader uses the generation that held it.  (c) When trace_pattern
  * returns, every later call sees the new settings: the flip was followed
  * by a wait, so every thread's next hit loads the new index.
  * The Promela model tests/model/bp_protocol.pml checks (a)-(c).
@@ -386,13 +389,14 @@ void bp_commit(tvm_vm *vm)
     }
     E->ntouched = 0;
     E->mark++;
-    /* wait: a reader that could have reached an unlinked record (none
-     * can since the disarm wait) has certainly let go of it. */
-    if (unlinked_any || E->count_free) {
-        wait_progress(vm);
-        /* 6 free. */
+    /* 6 free, with no wait of its own (it used to have one, which only
+     * repeated the disarm wait).  Safe: an unlinked record was disarmed
+     * before the wait after stage 4, so no reader can reach it and none
+     * is still inside its breakpoint; or it was never armed, and no reader
+     * ever reached it.  A counter that lost its last reference belonged to
+     * a generation that no reader has used since the wait after the flip. */
+    if (unlinked_any || E->count_free)
         free_unlinked(E);
-    }
 }
 
 /* Takes the permission, and in stop-the-world mode parks the schedulers. */

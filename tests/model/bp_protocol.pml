@@ -113,9 +113,10 @@ inline trace_pattern(v)
     :: fa[D(r, active_ix)] == 0 -> hdr = 0; rstate[r] = R_DEAD
     :: else -> skip
     fi;
-    wait();
 
-    /* Free: everyone passed a QS since the unlink (and the disarm). */
+    /* Free, with no wait of its own: a dead record was disarmed before the
+     * disarm wait, so every reader has passed a QS since it could last
+     * reach it (bp_engine.c, guarantee (b)). */
     if
     :: rstate[r] == R_DEAD -> rstate[r] = R_FREED
     :: else -> skip
