@@ -276,7 +276,7 @@ static void wait_progress(tvm_vm *vm)
     if (vm->bp->stw)
         return;
     BpProgress *bp = bp_progress_get(vm);
-    bp_progress_wait(bp, vm_running_process(), bp_progress_ticket(bp));
+    bp_progress_sync(bp, vm_running_process());
     vm->bp->waits++;
 }
 
