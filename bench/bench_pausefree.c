@@ -24,8 +24,14 @@
  * every worker's gaps, the throughput (iterations of all workers per
  * second), and the OS run-queue delay of the workers' scheduler threads (per thread, percent of the run)
  * (field 2 of /proc/self/task/TID/schedstat: time runnable but not
- * running, i.e. the machine's noise).  Printed as key=value lines: the
- * medians over the rounds per mode, the ratios nb/none of those medians,
+ * running, i.e. the machine's noise) and the throughput per second the
+ * workers' threads were on a CPU (field 1: robust to that noise).  For
+ * nb, the throughput is split into the phases in which the pattern is on
+ * (every genmod call then enters its breakpoint: the armed cost, not a
+ * pause) and off, each phase starting with its call.
+ * Printed as key=value lines: the medians over the rounds per mode; the
+ * ratios nb/none, each the median over the rounds of nb against the none
+ * run of the same round (and, *_of_medians, the ratio of the medians);
  * the longest stretch in which every worker was stalled (a gap of 100 us
  * or more) at once, and for nb and stw the share of the calls' time in
  * which every worker was stalled (stop-the-world stalls them all; host
@@ -77,6 +83,7 @@ typedef struct Worker {
     uint64_t prev;        /* last tick, ns */
     uint64_t ticks;       /* every tick (warm-up included) */
     uint64_t iters;       /* ticks while recording */
+    uint64_t iters_on;    /* ... of them while the pattern was on */
     uint64_t max_gap;     /* ns, while recording */
     uint64_t ge_1ms;      /* gaps of 1 ms or more, while recording */
     int sched_id, migrations;
@@ -89,6 +96,7 @@ typedef struct Worker {
 
 static Worker workers[MAX_WORKERS];
 static VmAtomic phase;   /* 0 warm-up, 1 recording, 2 stop */
+static VmAtomic tp_on;   /* the pattern is on: from an on call's start to the off call's */
 
 static uint64_t mono_ns(void)
 {
@@ -127,6 +135,7 @@ static tvm_status nat_tick(tvm_env *env, int argc, const tvm_term *argv, tvm_ter
         if (gap >= STALL_NS && w->nstalls < MAX_STALLS)
             w->stalls[w->nstalls++] = (Span){ w->prev, t };
         w->iters++;
+        w->iters_on += vm_atomic_load_relaxed(&tp_on);
     }
     w->prev = t;
     __atomic_store_n(&w->ticks, w->ticks + 1, __ATOMIC_RELAXED);
@@ -217,24 +226,29 @@ static tvm_vm *make_vm(int schedulers, bool stw, const char *genmod, size_t genl
 
 /* ---- OS run-queue delay ---- */
 
-static double runq_ns(long tid)
+/* A thread's time on a CPU and time runnable but waiting for one, ns
+ * (fields 1 and 2 of its schedstat). */
+static void schedstat(long tid, double *run_ns, double *wait_ns)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", tid);
     FILE *f = fopen(path, "r");
     unsigned long long run = 0, wait = 0;
-    if (!f)
-        return 0;
-    if (fscanf(f, "%llu %llu", &run, &wait) != 2)
-        wait = 0;
-    fclose(f);
-    return (double)wait;
+    if (f) {
+        if (fscanf(f, "%llu %llu", &run, &wait) != 2)
+            run = wait = 0;
+        fclose(f);
+    }
+    *run_ns += (double)run;
+    *wait_ns += (double)wait;
 }
 
 /* ---- one mode, one round ---- */
 
 typedef struct Result {
     double p99_ns, max_ns, tput, runq_ms, secs;
+    double cpu_tput;          /* iterations per second on a CPU (schedstat) */
+    double tput_on, tput_off; /* throughput while the pattern was on / off */
     uint64_t ge_1ms;
     int migrations;
     int nlat;
@@ -301,16 +315,24 @@ static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sle
         while (__atomic_load_n(&workers[i].ticks, __ATOMIC_RELAXED) < 10000)
             sleep_ms(1);
     sleep_ms(20);
-    double rq0 = 0, rq1 = 0;
+    double rq0 = 0, rq1 = 0, cpu0 = 0, cpu1 = 0;
     for (int i = 0; i < nworkers; i++)
-        rq0 += runq_ns(workers[i].tid);
+        schedstat(workers[i].tid, &cpu0, &rq0);
     uint64_t waits0 = vm->bp->waits;
     vm_atomic_store_release(&phase, 1);
     double t0 = now_ns();
     tvm_error err;
+    double on_ns = 0, on_since = 0;
     for (int k = 0; k < toggles; k++) {
         if (mode != M_NONE) {
             uint64_t a = mono_ns();
+            /* The phase turns at the start of each call (its work and
+             * waits count to the phase it begins). */
+            vm_atomic_store_relaxed(&tp_on, k % 2 == 0);
+            if (k % 2 == 0)
+                on_since = (double)a;
+            else
+                on_ns += (double)a - on_since;
             if (tvm_trace_pattern(vm, "genmod:_/_", k % 2 == 0 ? TVM_TP_TRUE : TVM_TP_FALSE,
                                   TVM_TP_LOCAL, NULL, &err) != TVM_OK)
                 die("tvm_trace_pattern", err.message);
@@ -322,8 +344,11 @@ static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sle
     }
     vm_atomic_store_release(&phase, 2);
     double t1 = now_ns();
+    if (vm_atomic_load_relaxed(&tp_on))
+        on_ns += t1 - on_since;
+    vm_atomic_store_relaxed(&tp_on, 0);
     for (int i = 0; i < nworkers; i++)
-        rq1 += runq_ns(workers[i].tid);
+        schedstat(workers[i].tid, &cpu1, &rq1);
     res->waits_per_call = res->nlat ? (double)(vm->bp->waits - waits0) / res->nlat : 0;
     for (int i = 0; i < nworkers; i++) {
         tvm_term r;
@@ -337,9 +362,10 @@ static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sle
     if (!all)
         all = calloc(NBUCKETS, sizeof *all);
     memset(all, 0, NBUCKETS * sizeof *all);
-    uint64_t n = 0;
+    uint64_t n = 0, n_on = 0;
     for (int i = 0; i < nworkers; i++) {
         Worker *w = &workers[i];
+        n_on += w->iters_on;
         for (int b = 0; b < NBUCKETS; b++)
             all[b] += w->hist[b];
         n += w->iters;
@@ -380,6 +406,11 @@ static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sle
     }
     res->secs = (t1 - t0) / 1e9;
     res->tput = (double)n / res->secs;
+    if (on_ns > 0 && t1 - t0 > on_ns) {
+        res->tput_on = (double)n_on / (on_ns / 1e9);
+        res->tput_off = (double)(n - n_on) / ((t1 - t0 - on_ns) / 1e9);
+    }
+    res->cpu_tput = cpu1 > cpu0 ? (double)n / ((cpu1 - cpu0) / 1e9) : 0;
     res->runq_ms = (rq1 - rq0) / 1e6;
 }
 
@@ -470,6 +501,8 @@ int main(int argc, char **argv)
         printf("%s_gap_max_ms=%.3f\n", nm, med[m][1] = median(v, runs));
         for (int r = 0; r < runs; r++) v[r] = results[m][r].tput;
         printf("%s_throughput=%.0f\n", nm, med[m][2] = median(v, runs));
+        for (int r = 0; r < runs; r++) v[r] = results[m][r].cpu_tput;
+        printf("%s_cpu_throughput=%.0f\n", nm, median(v, runs));
         for (int r = 0; r < runs; r++) v[r] = (double)results[m][r].ge_1ms;
         printf("%s_gaps_ge_1ms=%.1f\n", nm, median(v, runs));
         for (int r = 0; r < runs; r++) v[r] = results[m][r].runq_ms / results[m][r].secs / 10 / scheds;
@@ -498,9 +531,27 @@ int main(int argc, char **argv)
         }
     }
     if (want[M_NONE] && want[M_NB]) {
-        printf("gap_p99_ratio=%.3f\n", med[M_NB][0] / med[M_NONE][0]);
-        printf("gap_max_ratio=%.3f\n", med[M_NB][1] / med[M_NONE][1]);
-        printf("throughput_ratio=%.3f\n", med[M_NB][2] / med[M_NONE][2]);
+        /* nb against none of the same round (the two ran seconds apart, so
+         * they share most of the machine's noise), median over the rounds;
+         * and the ratio of the medians. */
+#define PAIRED(key, expr)                                                   \
+        do {                                                                \
+            for (int r = 0; r < runs; r++) {                                \
+                const Result *x = &results[M_NB][r], *y = &results[M_NONE][r]; \
+                v[r] = (expr);                                              \
+            }                                                               \
+            printf("%s=%.3f\n", key, median(v, runs));                      \
+        } while (0)
+        PAIRED("gap_p99_ratio", x->p99_ns / y->p99_ns);
+        PAIRED("gap_max_ratio", x->max_ns / y->max_ns);
+        PAIRED("throughput_ratio", x->tput / y->tput);
+        PAIRED("cpu_throughput_ratio", x->cpu_tput / y->cpu_tput);
+        PAIRED("throughput_on_ratio", x->tput_on / y->tput);
+        PAIRED("throughput_off_ratio", x->tput_off / y->tput);
+#undef PAIRED
+        printf("gap_p99_ratio_of_medians=%.3f\n", med[M_NB][0] / med[M_NONE][0]);
+        printf("gap_max_ratio_of_medians=%.3f\n", med[M_NB][1] / med[M_NONE][1]);
+        printf("throughput_ratio_of_medians=%.3f\n", med[M_NB][2] / med[M_NONE][2]);
     }
     return 0;
 }
