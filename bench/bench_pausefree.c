@@ -256,6 +256,7 @@ typedef struct Result {
     double waits_per_call;
     double common_max_ms;     /* longest time every worker was stalled at once */
     double common_in_calls_pct; /* of the calls' time, every worker stalled */
+    double common_pct;        /* of the whole run, every worker stalled */
 } Result;
 
 /*
@@ -391,9 +392,13 @@ static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sle
         nc = intersect(common, nc, workers[i].stalls, workers[i].nstalls, next);
         memcpy(common, next, nc * sizeof *common);
     }
-    for (size_t i = 0; i < nc; i++)
+    double all_stalled = 0;
+    for (size_t i = 0; i < nc; i++) {
+        all_stalled += (double)(common[i].b - common[i].a);
         if ((double)(common[i].b - common[i].a) / 1e6 > res->common_max_ms)
             res->common_max_ms = (double)(common[i].b - common[i].a) / 1e6;
+    }
+    res->common_pct = 100 * all_stalled / (t1 - t0);
     if (res->nlat) {
         static Span in_calls[MAX_STALLS];
         size_t ni = intersect(common, nc, windows, (size_t)res->nlat, in_calls);
@@ -509,6 +514,8 @@ int main(int argc, char **argv)
         printf("%s_runq_pct=%.2f\n", nm, median(v, runs));
         for (int r = 0; r < runs; r++) v[r] = results[m][r].common_max_ms;
         printf("%s_common_stall_max_ms=%.3f\n", nm, median(v, runs));
+        for (int r = 0; r < runs; r++) v[r] = results[m][r].common_pct;
+        printf("%s_common_stall_pct=%.2f\n", nm, median(v, runs));
         if (m != M_NONE) {
             for (int r = 0; r < runs; r++) v[r] = results[m][r].common_in_calls_pct;
             printf("%s_common_stall_in_calls_pct=%.2f\n", nm, median(v, runs));
