@@ -206,7 +206,7 @@ BpRecord *bp_global_record(BpEngine *E, FuncInfo *fi, bool create)
     t->file = fi->file;
     t->export = e;
     t->real = fi;
-    t->code[0] = instr_make(OP_BREAKPOINT, 0, 0, 0);
+    t->code[0] = instr_make(OP_BREAKPOINT_TRAMP, 0, 0, 0);
     BpRecord *r = record_new(E);
     r->orig = t->code[0];
     r->target = fi;
