@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#define BENCH_PROG "bench_interp"
 #include "bench/bench_util.h"
 #include "include/tracevm.h"
 
@@ -31,11 +32,6 @@ static double clock_ns(clockid_t id)
     struct timespec ts;
     clock_gettime(id, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static double now_ns(void)
-{
-    return clock_ns(CLOCK_MONOTONIC);
 }
 
 /* Process CPU time: on a busy machine it leaves out the time the process
@@ -99,23 +95,12 @@ static int64_t list_head(tvm_env *env, tvm_term list, const char *what)
     return get_int(env, h, what);
 }
 
-static long arg_long(const char *opt, const char *val, long lo, long hi)
-{
-    char *end;
-    long v = val ? strtol(val, &end, 10) : 0;
-    if (!val || *end || v < lo || v > hi) {
-        fprintf(stderr, "bench_interp: %s wants an integer in %ld..%ld\n", opt, lo, hi);
-        exit(2);
-    }
-    return v;
-}
-
 int main(int argc, char **argv)
 {
     const char *path = "bench/interp.tasm";
     int runs = 7;
     long fib_n = 30, ncalls = 10 * 1000 * 1000, nlist = 1000 * 1000;
-    for (int i = 1; i < argc; i += 2) {   /* options come in pairs */
+    for (int i = 1; i < argc; i += 2) { /* an option and its value */
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--tasm") == 0 && val)
             path = val;

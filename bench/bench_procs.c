@@ -60,25 +60,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#define BENCH_PROG "bench_procs"
 #include "bench/bench_util.h"
 #include "include/tracevm.h"
 #include "vm/interp.h"   /* vm_yield_point(), for procs_nat:yield/0 */
 #include "vm/process.h"  /* struct tvm_env: the env of a native is its process */
 
 #define MAX_RUNS 1000
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static void die(const char *what, const char *detail)
-{
-    fprintf(stderr, "bench_procs: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-    exit(1);
-}
 
 static void die_status(tvm_env *env, tvm_status st, const char *what)
 {
@@ -186,17 +174,6 @@ static double malloc_kib(void)
 {
     struct mallinfo2 mi = mallinfo2();
     return (double)(mi.uordblks + mi.hblkhd) / 1024.0;
-}
-
-static long arg_long(const char *opt, const char *val, long lo, long hi)
-{
-    char *end;
-    long v = val ? strtol(val, &end, 10) : 0;
-    if (!val || *end || v < lo || v > hi) {
-        fprintf(stderr, "bench_procs: %s wants an integer in %ld..%ld\n", opt, lo, hi);
-        exit(2);
-    }
-    return v;
 }
 
 /* ---- the workloads; each returns one measurement ---- */
@@ -327,8 +304,7 @@ int main(int argc, char **argv)
     int runs = 7;
     long n_switch = 500 * 1000, n_spawn = 20 * 1000, n_rt = 200 * 1000, n_rt2 = 20 * 1000;
     long ring_n = 1000, ring_m = 200, ring2_m = 20, n_idle = 10 * 1000;
-    int i = 1;
-    while (i < argc) {   /* options take one value (--ring two) */
+    for (int i = 1; i < argc; i += 2) { /* an option and its value */
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--tasm") == 0 && val)
             path = val;
@@ -358,7 +334,6 @@ int main(int argc, char **argv)
                             "[--idle N] [--only W,...]\n");
             return 2;
         }
-        i += 2;
     }
 
     static double sw[MAX_RUNS], noop[MAX_RUNS], sp1[MAX_RUNS], sp2[MAX_RUNS], spp[MAX_RUNS];

@@ -22,19 +22,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#define BENCH_PROG "bench_trace"
 #include "bench/bench_util.h"
 #include "trace/tr.h"
 #include "vm/atom.h"
 
 #define BATCH 20000
 #define ROUNDS 31
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void nothing(const TrEvent *ev, void *data)
 {
@@ -65,10 +59,10 @@ static double emit_cost(int sched, const Term *args, unsigned nargs)
     double per[ROUNDS];
     uint64_t dropped = 0;
     for (int r = 0; r < ROUNDS; r++) {
-        uint64_t t0 = now_ns();
+        double t0 = now_ns();
         for (int i = 0; i < BATCH; i++)
             dropped += tr_emit(tp, sched, &ev) != TR_OK;
-        per[r] = (double)(now_ns() - t0) / BATCH;
+        per[r] = (now_ns() - t0) / BATCH;
         tr_flush(tp);
     }
     tr_pipeline_free(tp);
@@ -94,10 +88,10 @@ static double sink_rate(TrSink *sink, long n)
             fprintf(stderr, "bench_trace: the ring is too small for %ld events\n", n);
             exit(1);
         }
-    uint64_t t0 = now_ns();
+    double t0 = now_ns();
     tr_pipeline_start(tp);
     tr_flush(tp);
-    double secs = (double)(now_ns() - t0) / 1e9;
+    double secs = (now_ns() - t0) / 1e9;
     tr_pipeline_free(tp);
     return (double)n / secs / 1e6;
 }

@@ -1,10 +1,17 @@
 /*
- * bench/bench_util.h - helpers shared by the benchmark programs.
+ * bench/bench_util.h - helpers shared by the benchmark programs.  A program
+ * defines BENCH_PROG (its name, for messages) before including it.
  */
 #ifndef BENCH_BENCH_UTIL_H
 #define BENCH_BENCH_UTIL_H
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+
+#ifndef BENCH_PROG
+#error "define BENCH_PROG before including bench/bench_util.h"
+#endif
 
 static int bench_cmp_double(const void *a, const void *b)
 {
@@ -17,6 +24,33 @@ static inline double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* CLOCK_MONOTONIC in ns. */
+static inline double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* Prints "PROG: what: detail" and exits with status 1. */
+static inline void die(const char *what, const char *detail)
+{
+    fprintf(stderr, BENCH_PROG ": %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+    exit(1);
+}
+
+/* The integer value of option `opt`, which must be in lo..hi (else exit 2). */
+static inline long arg_long(const char *opt, const char *val, long lo, long hi)
+{
+    char *end;
+    long v = val ? strtol(val, &end, 10) : 0;
+    if (!val || *end || v < lo || v > hi) {
+        fprintf(stderr, BENCH_PROG ": %s wants an integer in %ld..%ld\n", opt, lo, hi);
+        exit(2);
+    }
+    return v;
 }
 
 #endif /* BENCH_BENCH_UTIL_H */

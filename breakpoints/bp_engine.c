@@ -41,16 +41,22 @@
  *   wait
  *   6 free:        free unlinked records, trampolines and counters.
  * A wait is skipped when the stage before it changed nothing readers can
- * reach (nothing to arm, disarm or free), so toggling flags on armed
- * functions costs two waits and arming or disarming three or four.
+ * reach (nothing to arm or disarm).  The wait before stage 6 is the first
+ * wait of the next trace_pattern, which runs stage 6 for its predecessors
+ * right after it: so toggling flags on armed functions costs two waits
+ * and arming or disarming three, and at most one call's unlinked records
+ * wait to be freed.
  *
  * Guarantees.  (a) A reader sees one whole generation: the generation it
  * indexes was written before a wait that preceded the flip it saw, and is
  * not written again until a later call's stage 1, which comes after this
  * call's wait following the flip, i.e. after the reader's next quiescent
- * state.  (b) No reader uses a freed record: a record is unlinked only
- * after a wait that follows its disarming (no reader can reach it any
- * more) and freed only after another wait.  (c) When trace_pattern
+ * state.  (b) No reader uses a freed record or counter: a record is
+ * unlinked only after a wait that follows its disarming (from then on no
+ * reader can reach it, and none is still inside its breakpoint), or, if it
+ * was never armed, no reader ever reached it; it is freed after yet
+ * another wait.  A counter is freed only after waits that follow the flip
+ * of its call, after which no reader uses the generation that held it.  (c) When trace_pattern
  * returns, every later call sees the new settings: the flip was followed
  * by a wait, so every thread's next hit loads the new index.
  * The Promela model tests/model/bp_protocol.pml checks (a)-(c).
@@ -103,6 +109,50 @@ int64_t bp_count_sum(const BpCount *c)
     return (int64_t)sum;
 }
 
+/*
+ * Records come from a pool of freed ones: toggling a pattern on a large
+ * module frees and re-creates thousands of records per call, and malloc
+ * and free were a fifth of such a call's CPU time.  A pooled record is one
+ * the free stage released (no reader can reach it), so reusing it is as
+ * safe as a fresh allocation.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define BP_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BP_ASAN 1                /* clang's way of saying it */
+#endif
+#endif
+#ifndef BP_POOL_MAX
+#ifdef BP_ASAN
+#define BP_POOL_MAX 0      /* AddressSanitizer then sees every free and reuse */
+#else
+#define BP_POOL_MAX 65536  /* records */
+#endif
+#endif
+
+static BpRecord *record_new(BpEngine *E)
+{
+    BpRecord *r = E->pool;
+    if (!r)
+        return vm_calloc(1, sizeof *r);
+    E->pool = r->next_free;
+    E->npool--;
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+static void record_free(BpEngine *E, BpRecord *r)
+{
+    if (E->npool + 1 > BP_POOL_MAX) {  /* (not >=: BP_POOL_MAX may be 0) */
+        free(r);
+        return;
+    }
+    r->next_free = E->pool;
+    E->pool = r;
+    E->npool++;
+}
+
 static void link_record(BpEngine *E, BpRecord *r)
 {
     r->next = E->records;
@@ -120,6 +170,14 @@ static void unlink_record(BpEngine *E, BpRecord *r)
         E->records = r->next;
     if (r->next)
         r->next->prev = r->prev;
+    /* The function (or export) forgets the record now, so the next call
+     * creates a fresh one; the record itself is freed after a wait. */
+    if (r->target) {
+        if (r->export->bp_tramp == r->fi)
+            r->export->bp_tramp = NULL;
+    } else {
+        vm_atomic_store_ptr_release(&r->fi->bp, NULL);
+    }
     r->next_free = E->free_list;
     E->free_list = r;
 }
@@ -130,7 +188,7 @@ BpRecord *bp_local_record(BpEngine *E, FuncInfo *fi, bool create)
     BpRecord *r = vm_atomic_load_ptr_relaxed(&fi->bp);
     if (r || !create)
         return r;
-    r = vm_calloc(1, sizeof *r);
+    r = record_new(E);
     r->orig = fi->code[0];
     r->fi = fi;
     link_record(E, r);
@@ -159,8 +217,8 @@ BpRecord *bp_global_record(BpEngine *E, FuncInfo *fi, bool create)
     t->file = fi->file;
     t->export = e;
     t->real = fi;
-    t->code[0] = instr_make(OP_BREAKPOINT, 0, 0, 0);
-    BpRecord *r = vm_calloc(1, sizeof *r);
+    t->code[0] = instr_make(OP_BREAKPOINT_TRAMP, 0, 0, 0);
+    BpRecord *r = record_new(E);
     r->orig = t->code[0];
     r->target = fi;
     r->fi = t;
@@ -229,30 +287,32 @@ static void wait_progress(tvm_vm *vm)
     if (vm->bp->stw)
         return;
     BpProgress *bp = bp_progress_get(vm);
-    bp_progress_wait(bp, vm_running_process(), bp_progress_ticket(bp));
+    bp_progress_sync(bp, vm_running_process());
     vm->bp->waits++;
 }
 
 /* Frees what stage 5 unlinked and what lost its last reference. */
-static void free_unlinked(BpEngine *E)
+static void free_dead(BpEngine *E, BpRecord *recs, BpCount *counts)
 {
-    while (E->free_list) {
-        BpRecord *r = E->free_list;
-        E->free_list = r->next_free;
-        if (r->target) {
-            if (r->export->bp_tramp == r->fi)
-                r->export->bp_tramp = NULL;
-            free(r->fi);
-        } else {
-            vm_atomic_store_ptr_release(&r->fi->bp, NULL);
-        }
-        free(r);
+    while (recs) {
+        BpRecord *r = recs;
+        recs = r->next_free;
+        if (r->target)
+            free(r->fi);    /* the trampoline */
+        record_free(E, r);
     }
-    while (E->count_free) {
-        BpCount *c = E->count_free;
-        E->count_free = c->next_free;
+    while (counts) {
+        BpCount *c = counts;
+        counts = c->next_free;
         free(c);
     }
+}
+
+static void free_unlinked(BpEngine *E)
+{
+    free_dead(E, E->free_list, E->count_free);
+    E->free_list = NULL;
+    E->count_free = NULL;
 }
 
 /*
@@ -266,11 +326,25 @@ void bp_commit(tvm_vm *vm)
         return;
     const unsigned active = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix);
     const unsigned staging = active ^ 1u;
+    /* What earlier calls unlinked (records, trampolines) and released
+     * (counters): their free stage comes after this call's first wait. */
+    BpRecord *dead = E->free_list;
+    BpCount *dead_counts = E->count_free;
+    E->free_list = NULL;
+    E->count_free = NULL;
 
     /* wait: every reader that reaches a record linked or written in stage
      * 1 sees it whole; until the flip they only read the active
      * generation, which stage 1 did not touch. */
     wait_progress(vm);
+
+    /* 6 free (of the calls before).  Safe: an unlinked record was disarmed
+     * before a wait of its own call, which was followed by this one, so no
+     * reader can reach it and none is still inside its breakpoint (or it
+     * was never armed, and no reader ever reached it); a released counter
+     * belongs to a generation no reader has used since the wait after its
+     * call's flip. */
+    free_dead(E, dead, dead_counts);
 
     /* 2 arm.  Safe: a reader that hits a newly armed function reads its
      * active generation, which is empty for a new record (flags 0: it just
@@ -317,9 +391,10 @@ void bp_commit(tvm_vm *vm)
 
     /* 5 consolidate.  Safe: readers use only the active generation; the
      * old one, written here, has had no reader since the wait after the
-     * flip.  An empty record is unlinked from the engine's list only; its
-     * function's `bp` slot is cleared at the free stage. */
-    bool unlinked_any = false;
+     * flip.  An empty record is unlinked: off the engine's list, and its
+     * function's `bp` slot (or its export's trampoline) forgets it, which
+     * no reader reads any more since the disarm wait (a never-armed record
+     * was never reachable). */
     for (size_t i = 0; i < E->ntouched; i++) {
         BpRecord *r = E->touched[i];
         BpGen *to = &r->gen[active], *from = &r->gen[staging];
@@ -337,18 +412,14 @@ void bp_commit(tvm_vm *vm)
             count_unref(E, from->count);
             to->count = from->count = NULL;
             unlink_record(E, r);
-            unlinked_any = true;
         }
     }
     E->ntouched = 0;
     E->mark++;
-    /* wait: a reader that could have reached an unlinked record (none
-     * can since the disarm wait) has certainly let go of it. */
-    if (unlinked_any || E->count_free) {
-        wait_progress(vm);
-        /* 6 free. */
-        free_unlinked(E);
-    }
+    /* The wait before the free stage of what this call unlinked is the
+     * next call's first wait (above): the records stay unreachable until
+     * then, and waiting costs this call nothing.  At most one call's worth
+     * of records waits like this. */
 }
 
 /* Takes the permission, and in stop-the-world mode parks the schedulers. */
@@ -401,6 +472,11 @@ void bp_engine_destroy(tvm_vm *vm)
         unlink_record(E, r);
     }
     free_unlinked(E);
+    while (E->pool) {
+        BpRecord *r = E->pool;
+        E->pool = r->next_free;
+        free(r);
+    }
     free(E->touched);
     free(E);
     vm->bp = NULL;

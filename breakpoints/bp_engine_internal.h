@@ -13,6 +13,8 @@ typedef struct BpEngine {
     BpRecord *records;          /* every linked record */
     BpRecord *free_list;        /* unlinked, freed at the next free stage */
     BpCount *count_free;        /* counters that lost their last reference */
+    BpRecord *pool;             /* freed records kept for reuse (via next_free) */
+    size_t npool;
     BpRecord **touched;         /* records the running call staged */
     size_t ntouched, touched_cap;
     uint32_t mark;              /* BpRecord.mark of the running call */

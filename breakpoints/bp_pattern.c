@@ -132,16 +132,12 @@ static void match_functions(tvm_vm *vm, const BpPattern *pat, FnList *out)
             if (pattern_matches(pat, m->funcs[j]))
                 fnlist_add(out, m->funcs[j]);
     }
-    unsigned ix = vm_code_ix(vm);
-    pthread_mutex_lock(&vm->export_lock);
-    for (uint32_t b = 0; b < vm->export_cap; b++)
-        for (Export *e = vm->export_buckets[b]; e; e = e->next) {
-            const FuncInfo *fi = vm_atomic_load_ptr_relaxed(&e->addr[ix]);
-            fi = vm_func_real(fi);
-            if (fi->native && pattern_matches(pat, fi))
-                fnlist_add(out, (FuncInfo *)fi);
-        }
-    pthread_mutex_unlock(&vm->export_lock);
+    /* The natives from their own list: walking the export table instead
+     * reads every export's FuncInfo, a cache miss each (half the CPU time
+     * of a trace_pattern over a 5,000-function module). */
+    for (uint32_t i = 0; i < vm->nnatives; i++)
+        if (pattern_matches(pat, vm->natives[i]))
+            fnlist_add(out, vm->natives[i]);
 }
 
 /* ==== staging (stage 1 of the sequence) ==== */

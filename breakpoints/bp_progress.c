@@ -16,6 +16,9 @@
  * blocked threads and the suspended processes whose tickets are reached.
  * Readers (scheduler threads):  report a quiescent state between two
  * processes and go offline while idle (vm/sched.c, vm/qsbr.h).
+ * A writer on a foreign thread (bp_progress_sync) skips the progress
+ * thread: it calls synchronize_rcu() itself, which begins after its own
+ * earlier writes, so the guarantee below holds for it as well.
  *
  * Guarantee.  When bp_progress_wait(t) returns, every scheduler has been
  * quiescent at least once after the writes made before bp_progress_ticket()
@@ -172,6 +175,24 @@ uint64_t bp_progress_ticket(BpProgress *bp)
     }
     pthread_mutex_unlock(&bp->lock);
     return t;
+}
+
+void bp_progress_sync(BpProgress *bp, Process *self)
+{
+    if (self && self->fiber) {
+        bp_progress_wait(bp, self, bp_progress_ticket(bp));
+        return;
+    }
+    /* A foreign thread runs the grace period itself: asking the progress
+     * thread costs two more thread wake-ups per wait (to start it and to
+     * report it), and on a machine whose cores are all busy each wake-up
+     * waits for a time slice.  liburcu serializes concurrent grace periods.
+     * Offline meanwhile if it is a reader (a native inside tvm_call). */
+    bool was_online = vm_qsbr_block_begin();
+    VM_QSBR_PUBLISH();
+    synchronize_rcu();
+    VM_QSBR_ACQUIRE();
+    vm_qsbr_block_end(was_online);
 }
 
 bool bp_progress_reached(BpProgress *bp, uint64_t ticket)

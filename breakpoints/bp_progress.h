@@ -38,6 +38,13 @@ bool bp_progress_reached(BpProgress *bp, uint64_t ticket);
  */
 void bp_progress_wait(BpProgress *bp, Process *self, uint64_t ticket);
 
+/*
+ * A wait for thread progress after every write the caller made before
+ * the call: a process takes a ticket and waits as above; a foreign thread
+ * runs a grace period itself (blocking), without the progress thread.
+ */
+void bp_progress_sync(BpProgress *bp, Process *self);
+
 /* Grace periods completed so far (for tests and statistics). */
 uint64_t bp_progress_completed(BpProgress *bp);
 

@@ -484,47 +484,55 @@ arith:
         NEXT(1);
     }
 
-    CASE(BREAKPOINT) {
-        /*
-         * A breakpoint hit (breakpoints/bp_record.h).  The record is
-         * reached through the running frame's function: the armed function
-         * itself (local), or the trampoline the export entry pointed at
-         * (global).  Everything needed from the record is copied out
-         * before the hook runs: the hook may suspend the process, and a
-         * record may be freed once this thread has been quiescent.
-         */
-        const BpRecord *r = (const BpRecord *)vm_atomic_load_ptr_relaxed(&f->fn->bp);
-        const BpGen *g = &r->gen[vm_atomic_load_relaxed(&p->vm->bp_ix)];
-        const FuncInfo *target = r->target;
-        const Instr orig = r->orig;
-        const uint32_t fl = g->flags;
-        if (fl & BP_COUNT_ACTIVE) {
-            BpCount *c = g->count;
-            if (VM_LIKELY(p->sched != NULL)) {
-                /* This scheduler is the shard's only writer. */
-                VmAtomic *n = &c->shard[1 + p->sched->id].n;
-                vm_atomic_store_relaxed(n, vm_atomic_load_relaxed(n) + 1);
-            } else {
-                vm_atomic_fetch_add_relaxed(&c->shard[0].n, 1);
-            }
-        }
-        if (target) {
-            /* The trampoline hands the frame to the real function now, so
-             * nothing (a stack listing while the hook is suspended) sees
-             * the trampoline in a frame after it could be freed. */
-            f->fn = target;
-            pc = target->code;
-        }
-        if ((fl & BP_CALL_TRACE) && (vm_atomic_load_relaxed(&p->trace) & VM_TRACE_CALL)) {
-            f->pc = pc;
-            bp_call_event(p, f->fn, (fl & BP_GLOBAL) != 0);
-            RELOAD();
-        }
-        if (target)
-            DISPATCH();     /* the real function's first word */
-        insn = orig;
-        DISPATCH_INSN();
-    }
+    /*
+     * A breakpoint hit (breakpoints/bp_record.h).  The record is reached
+     * through the running frame's function: the armed function itself
+     * (BREAKPOINT, local), or the trampoline the export entry pointed at
+     * (BREAKPOINT_TRAMP, global).  Everything needed from the record is
+     * copied out before the hook runs: the hook may suspend the process,
+     * and a record may be freed once this thread has been quiescent.  For
+     * the same reason a trampoline hands the frame to the real function
+     * before the hook, so nothing (a stack listing while the hook is
+     * suspended) finds the trampoline in a frame after it could be freed.
+     * TRAMP is a constant in each expansion, so neither kind tests it.
+     */
+#define BP_HIT(TRAMP)                                                          \
+    do {                                                                       \
+        const BpRecord *r = (const BpRecord *)vm_atomic_load_ptr_relaxed(&f->fn->bp); \
+        const BpGen *g = &r->gen[vm_atomic_load_relaxed(&p->vm->bp_ix)];      \
+        const Instr orig = (TRAMP) ? 0 : r->orig;                              \
+        const uint32_t fl = g->flags;                                          \
+        if (TRAMP) {                                                           \
+            f->fn = r->target;                                                 \
+            pc = r->target->code;                                              \
+        }                                                                      \
+        if (fl & BP_COUNT_ACTIVE) {                                            \
+            BpCount *c = g->count;                                             \
+            if (VM_LIKELY(p->sched != NULL)) {                                 \
+                /* This scheduler is the shard's only writer. */               \
+                VmAtomic *n = &c->shard[1 + p->sched->id].n;                   \
+                vm_atomic_store_relaxed(n, vm_atomic_load_relaxed(n) + 1);     \
+            } else {                                                           \
+                vm_atomic_fetch_add_relaxed(&c->shard[0].n, 1);                \
+            }                                                                  \
+        }                                                                      \
+        /* The process's flag first: an untraced process (the common case)   \
+         * falls through after one load and test. */                          \
+        if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->trace) & VM_TRACE_CALL) &&  \
+            (fl & BP_CALL_TRACE)) {                                            \
+            f->pc = pc;                                                        \
+            bp_call_event(p, f->fn, (fl & BP_GLOBAL) != 0);                    \
+            RELOAD();                                                          \
+        }                                                                      \
+        if (TRAMP)                                                             \
+            DISPATCH();     /* the real function's first word */               \
+        insn = orig;                                                           \
+        DISPATCH_INSN();                                                       \
+    } while (0)
+
+    CASE(BREAKPOINT) { BP_HIT(false); }
+    CASE(BREAKPOINT_TRAMP) { BP_HIT(true); }
+#undef BP_HIT
 
     CASE(STOP) {
         /* The function called by this activation returned into its entry frame. */

@@ -240,6 +240,11 @@ tvm_status vm_native_install_locked(tvm_vm *vm, Export *e, FuncInfo *fi)
     fi->export = e;
     vm_atomic_store_relaxed(&e->addr[staging], (uintptr_t)fi);
     stage_commit(vm, staging);
+    if (vm->nnatives == vm->natives_cap) {
+        vm->natives_cap = vm->natives_cap ? 2 * vm->natives_cap : 64;
+        vm->natives = vm_realloc(vm->natives, vm->natives_cap * sizeof *vm->natives);
+    }
+    vm->natives[vm->nnatives++] = fi;
     return TVM_OK;
 }
 
@@ -297,6 +302,7 @@ void vm_modules_destroy(tvm_vm *vm)
         }
     }
     free(vm->export_buckets);
+    free(vm->natives);
     for (uint32_t i = 0; i < vm->nmodules; i++)
         vm_module_free(vm->modules[i]);
     free(vm->modules);

@@ -119,6 +119,10 @@ struct tvm_vm {
     pthread_mutex_t code_lock;   /* the start of the schedulers and services; modules[] */
     Module **modules;            /* written under perm and code_lock; read under either */
     uint32_t nmodules, modules_cap;
+    /* Every registered native (natives are never removed): appended under
+     * perm and code_lock, read under perm (trace_pattern's matching). */
+    FuncInfo **natives;
+    uint32_t nnatives, natives_cap;
     pthread_mutex_t export_lock; /* protects the export hash (not addr[]) */
     Export **export_buckets;
     uint32_t export_cap, export_count;

@@ -114,8 +114,10 @@ inline trace_pattern(v)
     :: else -> skip
     fi;
 
-    /* Free: after a wait, everyone passed a QS since the unlink (and the
-     * disarm).  As in bp_engine.c, no wait when nothing was unlinked. */
+    /* Free, after a wait: everyone passed a QS since the unlink (and the
+     * disarm).  In bp_engine.c that wait is the first wait of the next
+     * trace_pattern, so it costs no call any time; the interleavings are
+     * the same as waiting here. */
     if
     :: rstate[r] == R_DEAD -> wait(); rstate[r] = R_FREED
     :: else -> skip
