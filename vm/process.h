@@ -70,9 +70,15 @@ typedef struct Monitor {
  * Process states.  Transitions (all under p->lock except the first):
  *   NEW -> RUNNABLE (spawn, before it is visible to anyone else)
  *   RUNNABLE -> RUNNING (a scheduler took it from a run queue)
- *   RUNNING -> RUNNABLE (it yielded), WAITING (it waits, decided by its
- *     scheduler after the switch), EXITED
+ *   RUNNING -> WAITING (it waits, decided by its scheduler after the
+ *     switch), EXITED
  *   WAITING -> RUNNABLE (a message, a timer, or an exit it waits for)
+ * A process that yields stays RUNNING while it is queued again (vm/sched.c):
+ * RUNNING means "taken by a scheduler and not waiting since": running, or
+ * queued again after a yield.  Only the thread running it writes the
+ * state of a RUNNING process (and a waker only sets `signaled`), so that
+ * thread reads it without the lock.  tvm_processes() shows a process
+ * queued after a yield as running.
  */
 enum { PS_NEW, PS_RUNNABLE, PS_RUNNING, PS_WAITING, PS_EXITED };
 
@@ -127,7 +133,7 @@ struct Process {
      * the timer thread and exiting processes it monitors.
      */
     pthread_mutex_t lock;
-    int state;                     /* PS_* (under lock) */
+    int state;                     /* PS_* (written under lock; see the states above) */
     Message *inbox, **inbox_tail;  /* sent, not yet seen by the receiver (under lock) */
     bool signaled;                 /* something arrived while RUNNING (under lock) */
     bool timed_out;                /* the wait's timer fired (under lock) */
@@ -147,7 +153,8 @@ struct Process {
 
     /* Written by the scheduler that runs it (before switching in). */
     struct Scheduler *sched;
-    struct Process *rq_next;       /* run-queue link (under that queue's lock) */
+    struct Process *rq_next;       /* run-queue link: a local queue's owner, or a shared
+                                    * queue's lock (vm/sched.h) */
 
     int refs;                      /* table + lookups; freed at 0 (under the table lock) */
     bool joinable;                 /* someone will join it (no crash report) */
