@@ -322,14 +322,17 @@ static void *sched_main(void *arg)
         }
         if (!s->rq_head) {
             /* Going idle.  The last scheduler to do so gives the stacks of
-             * processes that ended back to the OS (the burst that freed
-             * them paid no system call); while another one still runs, it
-             * would only have to map them again. */
+             * processes that ended back to the OS once the VM has stayed
+             * idle a little: a burst that follows at once (or that another
+             * scheduler still runs) reuses them without a system call. */
             uintptr_t idle = vm_atomic_fetch_add_relaxed(&sys->nidle, 1);
             if (idle == (uintptr_t)sys->n - 1) {
-                pthread_mutex_unlock(&s->lock);
-                vm_fiber_pool_trim(&sys->pool);
-                pthread_mutex_lock(&s->lock);
+                sleep_locked(s, VM_POOL_TRIM_DELAY_MS);
+                if (idle_locked(s)) {
+                    pthread_mutex_unlock(&s->lock);
+                    vm_fiber_pool_trim(&sys->pool);
+                    pthread_mutex_lock(&s->lock);
+                }
             }
             if (idle_locked(s))
                 sleep_locked(s, 1000);
