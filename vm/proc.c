@@ -279,7 +279,9 @@ void vm_proc_reap(SchedSystem *sys, Process *p)
         *slot = TOMBSTONE;
     sys->live--;
     bool last = --p->refs == 0;
-    if (sys->exit_waiters)
+    /* Waiters want a joinable process's exit (vm_proc_join) or no process
+     * left (tvm_wait_idle); other exits wake nobody. */
+    if (sys->exit_waiters && (p->joinable || sys->live == 0))
         pthread_cond_broadcast(&sys->exited);
     pthread_mutex_unlock(&sys->lock);
     if (last)
