@@ -185,7 +185,7 @@ uint64_t vm_spawn(tvm_vm *vm, const FuncInfo *entry, int argc, const Term *args,
         tmp[2 * i + 1] = list;
         list = make_cons_ptr(&tmp[2 * i]);
     }
-    p->entry_args = vm_message_new(list);
+    p->entry_args = argc > 0 ? vm_message_new(list) : NULL;
     pthread_mutex_lock(&sys->lock);
     p->pid = sys->next_pid++;
     p->refs = joinable ? 2 : 1;
@@ -255,8 +255,8 @@ static void proc_exit(Process *p, Term cls, Term value)
         m = n;
     }
     /* The exit value is the result, or the raw reason (the joiner gets the
-     * class and the stack trace separately). */
-    Message *val = vm_message_new(vm_root_get(p, hv));
+     * class and the stack trace separately); only a joiner reads it. */
+    Message *val = joinable ? vm_message_new(vm_root_get(p, hv)) : NULL;
     pthread_mutex_lock(&p->lock);
     p->exit_class = cls;
     p->exit_value = val;

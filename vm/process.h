@@ -141,7 +141,8 @@ struct Process {
     uint64_t timer_seq;            /* identifies the current wait's timer (under lock) */
     Monitor *monitors;             /* under lock */
     Term exit_class;               /* after EXITED: normal (class none) or the exception */
-    Message *exit_value;           /* after EXITED: the result or reason, copied out */
+    Message *exit_value;           /* after EXITED: the result or reason, copied out
+                                    * (joinable processes only: nobody else reads it) */
 
     /* Owned by the process itself (only its own fiber touches them). */
     Message *mq, **mq_tail;        /* received messages, oldest first */
