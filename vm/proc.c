@@ -5,7 +5,10 @@
  * Lifetime: a process is referenced by the table (one reference, dropped
  * when it is reaped), by whoever looked it up (vm_proc_get / vm_proc_put)
  * and, if joinable, by the joiner.  It is freed when the last reference
- * goes; pids are never reused, so a stale pid finds nothing.
+ * goes, except that a process whose last reference is dropped by its reap
+ * (on its scheduler's thread) is kept in that scheduler's cache, with its
+ * fiber and buffers, and reused by a later spawn there under a new pid;
+ * pids are never reused, so a stale pid finds nothing.
  */
 #include "vm/sched.h"
 
@@ -19,6 +22,8 @@
 #include "vm/print.h"
 
 void vm_sched_enqueue(SchedSystem *sys, Process *p);
+Process *vm_sched_cache_get(SchedSystem *sys);
+bool vm_sched_cache_put(SchedSystem *sys, Process *p);
 void vm_timer_add(SchedSystem *sys, uint64_t deadline, uint64_t pid, uint64_t seq);
 uint64_t vm_now_ns(void);
 void vm_format_exception(Process *p, StrBuf *sb);
@@ -108,17 +113,33 @@ Process *vm_proc_get(SchedSystem *sys, uint64_t pid)
     return p;
 }
 
-static void proc_destroy(Process *p)
+/* Frees what an ended process still holds besides its buffers. */
+static void proc_release(Process *p)
 {
     free_messages(p->inbox);
     free_messages(p->mq);
     free_messages(p->exit_value);
     free_messages(p->entry_args);
+    p->inbox = p->mq = p->exit_value = p->entry_args = NULL;
     for (Monitor *m = p->monitors; m;) {
         Monitor *n = m->next;
         free(m);
         m = n;
     }
+    p->monitors = NULL;
+}
+
+static void proc_destroy(Process *p)
+{
+    proc_release(p);
+    vm_process_free(p);
+}
+
+/* Frees a process kept in a scheduler's cache, and its fiber. */
+void vm_proc_discard(SchedSystem *sys, Process *p);
+void vm_proc_discard(SchedSystem *sys, Process *p)
+{
+    vm_fiber_free(&sys->pool, p->fiber);
     vm_process_free(p);
 }
 
@@ -171,12 +192,19 @@ static void proc_main(void *arg)
 uint64_t vm_spawn(tvm_vm *vm, const FuncInfo *entry, int argc, const Term *args, bool joinable)
 {
     SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
-    Fiber *fiber = vm_fiber_alloc(&sys->pool);
-    if (!fiber)
-        return 0;
-    Process *p = vm_process_new(vm);
+    Process *p = vm_sched_cache_get(sys);
+    if (p) {
+        Fiber *fiber = p->fiber;
+        vm_process_recycle(p);
+        p->fiber = fiber;
+    } else {
+        Fiber *fiber = vm_fiber_alloc(&sys->pool);
+        if (!fiber)
+            return 0;
+        p = vm_process_new(vm);
+        p->fiber = fiber;
+    }
     p->entry = entry;
-    p->fiber = fiber;
     /* Arguments travel as one message: a list copied off the caller's heap. */
     Term tmp[VM_MAX_ARITY * 2 + 2];
     Term list = TERM_NIL;
@@ -267,12 +295,10 @@ static void proc_exit(Process *p, Term cls, Term value)
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
 }
 
-/* Called by the scheduler after an exited process switched out. */
-void vm_proc_reap(SchedSystem *sys, Process *p);
-void vm_proc_reap(SchedSystem *sys, Process *p)
+/* Takes an exited process out of the table; true if that dropped the
+ * last reference. */
+static bool table_drop(SchedSystem *sys, Process *p)
 {
-    vm_fiber_free(&sys->pool, p->fiber);
-    p->fiber = NULL;
     pthread_mutex_lock(&sys->lock);
     Process **slot = table_find(sys, p->pid);
     if (slot)
@@ -284,6 +310,28 @@ void vm_proc_reap(SchedSystem *sys, Process *p)
     if (sys->exit_waiters && (p->joinable || sys->live == 0))
         pthread_cond_broadcast(&sys->exited);
     pthread_mutex_unlock(&sys->lock);
+    return last;
+}
+
+/* Called by the scheduler after an exited process switched out.  The
+ * fiber is detached first: once the table reference is dropped, another
+ * holder may free p at any time. */
+void vm_proc_reap(SchedSystem *sys, Process *p);
+void vm_proc_reap(SchedSystem *sys, Process *p)
+{
+    Fiber *fiber = p->fiber;
+    p->fiber = NULL;
+    bool last = table_drop(sys, p);
+    if (last && vm_process_recyclable(p)) {
+        /* Nobody else can reach p: keep it, with its fiber, for a spawn
+         * on this scheduler. */
+        proc_release(p);
+        p->fiber = fiber;
+        if (vm_sched_cache_put(sys, p))
+            return;
+        p->fiber = NULL;
+    }
+    vm_fiber_free(&sys->pool, fiber);
     if (last)
         proc_destroy(p);
 }

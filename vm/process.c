@@ -9,23 +9,18 @@
 
 #include "vm/heap.h"
 
-Process *vm_process_new(tvm_vm *vm)
+/* Start values, on a zeroed Process whose buffers (heap, stack, frames,
+ * at their start sizes) are already set. */
+static void process_start(Process *p, tvm_vm *vm)
 {
-    Process *p = vm_calloc(1, sizeof(Process));
     p->vm = vm;
     p->env.p = p;
-    p->heap_min = vm->heap_min;
-    p->heap = vm_malloc(p->heap_min * sizeof(Term));
     p->htop = p->heap;
     p->hend = p->heap + p->heap_min;
     p->stack_limit = (uint32_t)vm->stack_limit;
-    p->stack_size = VM_STACK_MIN_WORDS;
-    p->stack = vm_malloc(p->stack_size * sizeof(Term));
     for (uint32_t i = 0; i < p->stack_size; i++)
         p->stack[i] = TERM_NIL;
     p->frames_limit = p->stack_limit / 4 > 64 ? p->stack_limit / 4 : 64;
-    p->frames_cap = VM_FRAMES_MIN;
-    p->frames = vm_malloc(p->frames_cap * sizeof(Frame));
     p->exc_class = p->exc_reason = TERM_NIL;
     p->exc_trace_term = THE_NONE;
     p->reds = VM_REDUCTIONS;
@@ -34,7 +29,44 @@ Process *vm_process_new(tvm_vm *vm)
     p->mq_tail = &p->mq;
     p->cursor = &p->mq;
     p->exit_class = TERM_NIL;
+}
+
+Process *vm_process_new(tvm_vm *vm)
+{
+    Process *p = vm_calloc(1, sizeof(Process));
+    p->heap_min = vm->heap_min;
+    p->heap = vm_malloc(p->heap_min * sizeof(Term));
+    p->stack_size = VM_STACK_MIN_WORDS;
+    p->stack = vm_malloc(p->stack_size * sizeof(Term));
+    p->frames_cap = VM_FRAMES_MIN;
+    p->frames = vm_malloc(p->frames_cap * sizeof(Frame));
+    process_start(p, vm);
     return p;
+}
+
+bool vm_process_recyclable(const Process *p)
+{
+    return (size_t)(p->hend - p->heap) == p->vm->heap_min &&
+           p->stack_size == VM_STACK_MIN_WORDS && p->frames_cap == VM_FRAMES_MIN &&
+           p->handlers_cap <= 8 && p->roots_cap <= 32;
+}
+
+void vm_process_recycle(Process *p)
+{
+    Process old = *p;
+    pthread_mutex_destroy(&p->lock);
+    memset(p, 0, sizeof *p);
+    p->heap_min = old.vm->heap_min;
+    p->heap = old.heap;
+    p->stack_size = old.stack_size;
+    p->stack = old.stack;
+    p->frames_cap = old.frames_cap;
+    p->frames = old.frames;
+    p->handlers = old.handlers;
+    p->handlers_cap = old.handlers_cap;
+    p->roots = old.roots;
+    p->roots_cap = old.roots_cap;
+    process_start(p, old.vm);
 }
 
 void vm_process_free(Process *p)

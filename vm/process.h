@@ -165,6 +165,11 @@ struct Process {
 /* Creates a process (call context) of `vm`. */
 Process *vm_process_new(tvm_vm *vm);
 void vm_process_free(Process *p);
+/* True when p's buffers are still at their start sizes (worth keeping). */
+bool vm_process_recyclable(const Process *p);
+/* Makes an ended, recyclable process as vm_process_new() would, keeping
+ * its buffers (and nothing else: every other field starts at zero). */
+void vm_process_recycle(Process *p);
 
 /*
  * Makes sure the register stack has `words` entries; returns false (and

@@ -211,6 +211,55 @@ static Process *steal(Scheduler *self)
     return NULL;
 }
 
+/* ==== the cache of ended processes (owner only) ==== */
+
+void vm_proc_discard(SchedSystem *sys, Process *p);
+
+/* This thread's scheduler, if it is one of sys's. */
+static Scheduler *self_in(SchedSystem *sys)
+{
+    Scheduler *self = tls_sched;
+    return self && self->sys == sys ? self : NULL;
+}
+
+/* An ended process kept by this thread's scheduler, or NULL. */
+Process *vm_sched_cache_get(SchedSystem *sys);
+Process *vm_sched_cache_get(SchedSystem *sys)
+{
+    Scheduler *s = self_in(sys);
+    Process *p = s ? s->cache : NULL;
+    if (p) {
+        s->cache = p->rq_next;
+        s->ncache--;
+    }
+    return p;
+}
+
+/* Keeps an ended process nobody else can reach; false if this thread is
+ * not one of sys's schedulers or its cache is full. */
+bool vm_sched_cache_put(SchedSystem *sys, Process *p);
+bool vm_sched_cache_put(SchedSystem *sys, Process *p)
+{
+    Scheduler *s = self_in(sys);
+    if (!s || s->ncache >= VM_PROC_CACHE_MAX)
+        return false;
+    p->rq_next = s->cache;
+    s->cache = p;
+    s->ncache++;
+    return true;
+}
+
+/* Frees the cache (its owner when idle, or vm_sched_stop after the join). */
+static void cache_flush(Scheduler *s)
+{
+    while (s->cache) {
+        Process *p = s->cache;
+        s->cache = p->rq_next;
+        vm_proc_discard(s->sys, p);
+    }
+    s->ncache = 0;
+}
+
 /* ==== the scheduler loop ==== */
 
 void vm_proc_reap(SchedSystem *sys, Process *p);
@@ -321,18 +370,21 @@ static void *sched_main(void *arg)
             break;
         }
         if (!s->rq_head) {
-            /* Going idle.  The last scheduler to do so gives the stacks of
-             * processes that ended back to the OS once the VM has stayed
-             * idle a little: a burst that follows at once (or that another
+            /* Going idle: the cache of ended processes goes, and the last
+             * scheduler to go idle gives the stacks of processes that ended
+             * back to the OS; both once the VM has stayed idle a little
+             * while, so that a burst that follows at once (or that another
              * scheduler still runs) reuses them without a system call. */
             uintptr_t idle = vm_atomic_fetch_add_relaxed(&sys->nidle, 1);
-            if (idle == (uintptr_t)sys->n - 1) {
+            bool last = idle == (uintptr_t)sys->n - 1;
+            if (last)
                 sleep_locked(s, VM_POOL_TRIM_DELAY_MS);
-                if (idle_locked(s)) {
-                    pthread_mutex_unlock(&s->lock);
+            if (idle_locked(s) && (s->cache || last)) {
+                pthread_mutex_unlock(&s->lock);
+                cache_flush(s);
+                if (last)
                     vm_fiber_pool_trim(&sys->pool);
-                    pthread_mutex_lock(&s->lock);
-                }
+                pthread_mutex_lock(&s->lock);
             }
             if (idle_locked(s))
                 sleep_locked(s, 1000);
@@ -487,8 +539,10 @@ void vm_sched_stop(tvm_vm *vm)
         pthread_cond_signal(&sys->scheds[i].cond);
         pthread_mutex_unlock(&sys->scheds[i].lock);
     }
-    for (int i = 0; i < sys->n; i++)
+    for (int i = 0; i < sys->n; i++) {
         pthread_join(sys->scheds[i].thread, NULL);
+        cache_flush(&sys->scheds[i]);
+    }
     pthread_mutex_lock(&sys->tlock);
     sys->tstop = true;
     pthread_cond_signal(&sys->tcond);

@@ -50,6 +50,9 @@ typedef struct Scheduler {
      * only costs a wake-up or a missed steal, never a lost process). */
     VmAtomic sleeping;
     /* Owned by the scheduler thread. */
+    Process *cache;           /* ended processes kept for reuse, with their
+                               * fibers and buffers (linked by rq_next) */
+    size_t ncache;
     void *sp;                 /* its own context while a process runs */
     void *tsan;               /* its ThreadSanitizer fiber (tsan builds) */
     Process *current;
