@@ -308,9 +308,8 @@ static void run(Scheduler *s, Process *p)
     /* The process switched out: its context is saved in p->fiber->sp.  A
      * plain yield (no wait asked, not exited: both written by the process
      * on this thread) needs no lock: it stays RUNNING and queues again. */
-    if ((p->want_wait || p->state == PS_EXITED) && !after_wait_or_exit(s, p))
-        return;
-    local_push(s, p);
+    if (!(p->want_wait || p->state == PS_EXITED) || after_wait_or_exit(s, p))
+        local_push(s, p);
     /* A backlog here while another scheduler sleeps: give it half. */
     if (s->local_len > 1 && vm_atomic_load_relaxed(&s->sys->nidle) > 0)
         share_with_sleeper(s);
