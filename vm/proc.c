@@ -107,8 +107,10 @@ Process *vm_proc_get(SchedSystem *sys, uint64_t pid)
     pthread_mutex_lock(&sys->lock);
     Process **slot = table_find(sys, pid);
     Process *p = slot ? *slot : NULL;
+    /* Relaxed: the table's own reference keeps refs above 0 while we hold
+     * the lock, so this cannot race with the last drop. */
     if (p)
-        p->refs++;
+        vm_atomic_fetch_add_relaxed(&p->refs, 1);
     pthread_mutex_unlock(&sys->lock);
     return p;
 }
@@ -143,12 +145,18 @@ void vm_proc_discard(SchedSystem *sys, Process *p)
     vm_process_free(p);
 }
 
+/* Drops one reference; true if it was the last.  [RF1] full: everything
+ * each holder did with p happens before the free by whoever drops last;
+ * pairs with itself in every other drop. */
+static bool proc_unref(Process *p)
+{
+    return vm_atomic_fetch_add_full(&p->refs, (uintptr_t)-1) == 1;
+}
+
 void vm_proc_put(SchedSystem *sys, Process *p)
 {
-    pthread_mutex_lock(&sys->lock);
-    bool last = --p->refs == 0;
-    pthread_mutex_unlock(&sys->lock);
-    if (last)
+    (void)sys;
+    if (proc_unref(p))
         proc_destroy(p);
 }
 
@@ -216,7 +224,7 @@ uint64_t vm_spawn(tvm_vm *vm, const FuncInfo *entry, int argc, const Term *args,
     p->entry_args = argc > 0 ? vm_message_new(list) : NULL;
     pthread_mutex_lock(&sys->lock);
     p->pid = sys->next_pid++;
-    p->refs = joinable ? 2 : 1;
+    vm_atomic_store_relaxed(&p->refs, joinable ? 2 : 1);
     p->joinable = joinable;
     if (joinable) {
         p->join_next = sys->joinables;
@@ -304,7 +312,7 @@ static bool table_drop(SchedSystem *sys, Process *p)
     if (slot)
         *slot = TOMBSTONE;
     sys->live--;
-    bool last = --p->refs == 0;
+    bool last = proc_unref(p);
     /* Waiters want a joinable process's exit (vm_proc_join) or no process
      * left (tvm_wait_idle); other exits wake nobody. */
     if (sys->exit_waiters && (p->joinable || sys->live == 0))
@@ -375,7 +383,7 @@ void vm_proc_free_all(SchedSystem *sys)
         if (p->state == PS_EXITED)
             proc_destroy(p);
         else
-            p->refs--;
+            proc_unref(p);
         p = n;
     }
     for (size_t i = 0; i < sys->cap; i++) {

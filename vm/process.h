@@ -157,7 +157,10 @@ struct Process {
     struct Process *rq_next;       /* run-queue link: a local queue's owner, or a shared
                                     * queue's lock (vm/sched.h) */
 
-    int refs;                      /* table + lookups; freed at 0 (under the table lock) */
+    /* The table's reference + lookups + the joiner's; freed (or cached) by
+     * whoever drops the last (vm/proc.c, [RF1]).  Taken only under the
+     * table lock while the process is in the table; dropped anywhere. */
+    VmAtomic refs;
     bool joinable;                 /* someone will join it (no crash report) */
     struct Process *join_next;     /* on sys->joinables until joined (sys->lock) */
 };
