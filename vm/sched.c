@@ -29,8 +29,9 @@
  * Thread progress: each scheduler is registered with liburcu QSBR, calls
  * rcu_quiescent_state() between two processes (the process has switched
  * out, so the scheduler holds no reference to VM code or breakpoint data)
- * and is offline while it sleeps, so a grace period never waits for an
- * idle scheduler.
+ * and is offline while it sleeps or, going idle, frees its cache of ended
+ * processes and trims the fiber pool, so a grace period never waits for
+ * an idle scheduler.
  */
 #include "vm/sched.h"
 
@@ -380,9 +381,11 @@ static void *sched_main(void *arg)
                 sleep_locked(s, VM_POOL_TRIM_DELAY_MS);
             if (idle_locked(s) && (s->cache || last)) {
                 pthread_mutex_unlock(&s->lock);
+                vm_qsbr_offline();
                 cache_flush(s);
                 if (last)
                     vm_fiber_pool_trim(&sys->pool);
+                vm_qsbr_online();
                 pthread_mutex_lock(&s->lock);
             }
             if (idle_locked(s))
