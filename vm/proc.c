@@ -436,15 +436,21 @@ bool vm_send(tvm_vm *vm, uint64_t pid, Term msg)
     return ok;
 }
 
-void vm_proc_fetch(Process *p)
+/* Moves messages sent so far into the process's own queue (lock held). */
+static void fetch_locked(Process *p)
 {
-    pthread_mutex_lock(&p->lock);
     if (p->inbox) {
         *p->mq_tail = p->inbox;
         p->mq_tail = p->inbox_tail;
         p->inbox = NULL;
         p->inbox_tail = &p->inbox;
     }
+}
+
+void vm_proc_fetch(Process *p)
+{
+    pthread_mutex_lock(&p->lock);
+    fetch_locked(p);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -501,22 +507,21 @@ void vm_proc_timeout(SchedSystem *sys, uint64_t pid, uint64_t seq)
 
 bool vm_proc_wait(Process *p, int64_t timeout_ms)
 {
-    /* Anything sent already counts: look before sleeping. */
-    vm_proc_fetch(p);
-    if (*p->cursor)
-        return true;
-    if (timeout_ms == 0)
-        return false;
+    /* Anything sent already counts: look before sleeping.  Whatever is
+     * sent after this look (the same lock) sets signaled again, so the
+     * scheduler will not make us WAITING. */
     pthread_mutex_lock(&p->lock);
-    uint64_t seq = ++p->timer_seq;
-    p->timed_out = false;
-    p->signaled = false;
+    fetch_locked(p);
+    bool found = *p->cursor != NULL;
+    uint64_t seq = 0;
+    if (!found && timeout_ms != 0) {
+        seq = ++p->timer_seq;
+        p->timed_out = false;
+        p->signaled = false;
+    }
     pthread_mutex_unlock(&p->lock);
-    /* A message sent between the fetch above and this point set signaled
-     * again, so the scheduler will not make us WAITING. */
-    vm_proc_fetch(p);
-    if (*p->cursor)
-        return true;
+    if (found || timeout_ms == 0)
+        return found;
     /* Beyond VM_TIMEOUT_MAX_MS (about 31 years) a timeout is infinity; it
      * also keeps the deadline arithmetic from overflowing. */
     if (timeout_ms > 0 && timeout_ms <= VM_TIMEOUT_MAX_MS)
@@ -524,12 +529,12 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
     for (;;) {
         p->want_wait = true;
         vm_proc_yield(p);
-        vm_proc_fetch(p);
-        if (*p->cursor)
-            return true;
         pthread_mutex_lock(&p->lock);
+        fetch_locked(p);
         bool to = p->timed_out;
         pthread_mutex_unlock(&p->lock);
+        if (*p->cursor)
+            return true;
         if (to)
             return false;
     }
