@@ -18,8 +18,9 @@ static void process_start(Process *p, tvm_vm *vm)
     p->htop = p->heap;
     p->hend = p->heap + p->heap_min;
     p->stack_limit = (uint32_t)vm->stack_limit;
-    for (uint32_t i = 0; i < p->stack_size; i++)
-        p->stack[i] = TERM_NIL;
+    Term *stack = p->stack;
+    for (uint32_t i = 0, n = p->stack_size; i < n; i++)
+        stack[i] = TERM_NIL;
     p->frames_limit = p->stack_limit / 4 > 64 ? p->stack_limit / 4 : 64;
     p->exc_class = p->exc_reason = TERM_NIL;
     p->exc_trace_term = THE_NONE;
@@ -53,20 +54,24 @@ bool vm_process_recyclable(const Process *p)
 
 void vm_process_recycle(Process *p)
 {
-    Process old = *p;
+    tvm_vm *vm = p->vm;
+    Term *heap = p->heap, *stack = p->stack, *roots = p->roots;
+    Frame *frames = p->frames;
+    Handler *handlers = p->handlers;
+    uint32_t handlers_cap = p->handlers_cap, roots_cap = p->roots_cap;
     pthread_mutex_destroy(&p->lock);
     memset(p, 0, sizeof *p);
-    p->heap_min = old.vm->heap_min;
-    p->heap = old.heap;
-    p->stack_size = old.stack_size;
-    p->stack = old.stack;
-    p->frames_cap = old.frames_cap;
-    p->frames = old.frames;
-    p->handlers = old.handlers;
-    p->handlers_cap = old.handlers_cap;
-    p->roots = old.roots;
-    p->roots_cap = old.roots_cap;
-    process_start(p, old.vm);
+    p->heap_min = vm->heap_min;
+    p->heap = heap;
+    p->stack_size = VM_STACK_MIN_WORDS;
+    p->stack = stack;
+    p->frames_cap = VM_FRAMES_MIN;
+    p->frames = frames;
+    p->handlers = handlers;
+    p->handlers_cap = handlers_cap;
+    p->roots = roots;
+    p->roots_cap = roots_cap;
+    process_start(p, vm);
 }
 
 void vm_process_free(Process *p)
