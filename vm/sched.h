@@ -5,9 +5,10 @@
  * its own run queues (a lock-free local one for its own thread, a locked
  * shared one for the others; see vm/sched.c); an idle scheduler steals
  * from the others' shared queues and then sleeps, and a busy one hands
- * part of its backlog to a sleeping one.  Every scheduler thread is a liburcu QSBR reader: it reports a
- * quiescent state between two processes and goes offline while it sleeps,
- * which is what the breakpoint engine's thread-progress waits stand on.
+ * part of its backlog to a sleeping one.  Every scheduler thread is a
+ * liburcu QSBR reader: it reports a quiescent state between two processes
+ * and goes offline while it sleeps, which is what the breakpoint engine's
+ * thread-progress waits stand on.
  *
  * Locking order: a process's lock is never held while taking a run-queue
  * lock or the system lock, except that the system lock (table) may be
@@ -46,8 +47,9 @@ typedef struct Scheduler {
      * check before sleeping; a stale non-zero costs one lock). */
     VmAtomic rq_len;
     /* 1 while the scheduler waits on cond.  Written by it under `lock`;
-     * read relaxed by enqueuers choosing where to put work (a stale value
-     * only costs a wake-up or a missed steal, never a lost process). */
+     * read relaxed by enqueuers choosing where to put work and by busy
+     * schedulers looking for one to share a backlog with (a stale value
+     * only costs a wake-up or a missed hand-over, never a lost process). */
     VmAtomic sleeping;
     /* Owned by the scheduler thread. */
     Process *cache;           /* ended processes kept for reuse, with their
