@@ -113,6 +113,26 @@
 #endif
 
 /*
+ * VM_POOL_TRIM_DELAY_MS: how long the whole VM must stay idle (every
+ * scheduler without work) before the pages of pooled fiber stacks go back
+ * to the OS.  A burst of spawns that follows sooner reuses them without a
+ * system call; later, memory returns.
+ */
+#ifndef VM_POOL_TRIM_DELAY_MS
+#define VM_POOL_TRIM_DELAY_MS 20
+#endif
+
+/*
+ * VM_PROC_CACHE_MAX: ended processes each scheduler keeps, with their
+ * fibers and buffers, for the next spawns it runs (a burst of spawns and
+ * exits then calls neither malloc nor the fiber pool).  The cache is
+ * emptied when the scheduler goes idle.
+ */
+#ifndef VM_PROC_CACHE_MAX
+#define VM_PROC_CACHE_MAX 4096
+#endif
+
+/*
  * VM_CODE_IX_COUNT: generations of export addresses.  Three, as in BEAM:
  * one active, one being staged, and one that readers which loaded the
  * index just before the last commit may still be reading.

@@ -5,7 +5,10 @@
  * Lifetime: a process is referenced by the table (one reference, dropped
  * when it is reaped), by whoever looked it up (vm_proc_get / vm_proc_put)
  * and, if joinable, by the joiner.  It is freed when the last reference
- * goes; pids are never reused, so a stale pid finds nothing.
+ * goes, except that a process whose last reference is dropped by its reap
+ * (on its scheduler's thread) is kept in that scheduler's cache, with its
+ * fiber and buffers, and reused by a later spawn there under a new pid;
+ * pids are never reused, so a stale pid finds nothing.
  */
 #include "vm/sched.h"
 
@@ -19,6 +22,8 @@
 #include "vm/print.h"
 
 void vm_sched_enqueue(SchedSystem *sys, Process *p);
+Process *vm_sched_cache_get(SchedSystem *sys);
+bool vm_sched_cache_put(SchedSystem *sys, Process *p);
 void vm_timer_add(SchedSystem *sys, uint64_t deadline, uint64_t pid, uint64_t seq);
 uint64_t vm_now_ns(void);
 void vm_format_exception(Process *p, StrBuf *sb);
@@ -102,32 +107,56 @@ Process *vm_proc_get(SchedSystem *sys, uint64_t pid)
     pthread_mutex_lock(&sys->lock);
     Process **slot = table_find(sys, pid);
     Process *p = slot ? *slot : NULL;
+    /* Relaxed: the table's own reference keeps refs above 0 while we hold
+     * the lock, so this cannot race with the last drop. */
     if (p)
-        p->refs++;
+        vm_atomic_fetch_add_relaxed(&p->refs, 1);
     pthread_mutex_unlock(&sys->lock);
     return p;
 }
 
-static void proc_destroy(Process *p)
+/* Frees what an ended process still holds besides its buffers. */
+static void proc_release(Process *p)
 {
     free_messages(p->inbox);
     free_messages(p->mq);
     free_messages(p->exit_value);
     free_messages(p->entry_args);
+    p->inbox = p->mq = p->exit_value = p->entry_args = NULL;
     for (Monitor *m = p->monitors; m;) {
         Monitor *n = m->next;
         free(m);
         m = n;
     }
+    p->monitors = NULL;
+}
+
+static void proc_destroy(Process *p)
+{
+    proc_release(p);
     vm_process_free(p);
+}
+
+/* Frees a process kept in a scheduler's cache, and its fiber. */
+void vm_proc_discard(SchedSystem *sys, Process *p);
+void vm_proc_discard(SchedSystem *sys, Process *p)
+{
+    vm_fiber_free(&sys->pool, p->fiber);
+    vm_process_free(p);
+}
+
+/* Drops one reference; true if it was the last.  [RF1] full: everything
+ * each holder did with p happens before the free by whoever drops last;
+ * pairs with itself in every other drop. */
+static bool proc_unref(Process *p)
+{
+    return vm_atomic_fetch_add_full(&p->refs, (uintptr_t)-1) == 1;
 }
 
 void vm_proc_put(SchedSystem *sys, Process *p)
 {
-    pthread_mutex_lock(&sys->lock);
-    bool last = --p->refs == 0;
-    pthread_mutex_unlock(&sys->lock);
-    if (last)
+    (void)sys;
+    if (proc_unref(p))
         proc_destroy(p);
 }
 
@@ -171,12 +200,19 @@ static void proc_main(void *arg)
 uint64_t vm_spawn(tvm_vm *vm, const Export *entry, int argc, const Term *args, bool joinable)
 {
     SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
-    Fiber *fiber = vm_fiber_alloc(&sys->pool);
-    if (!fiber)
-        return 0;
-    Process *p = vm_process_new(vm);
+    Process *p = vm_sched_cache_get(sys);
+    if (p) {
+        Fiber *fiber = p->fiber;
+        vm_process_recycle(p);
+        p->fiber = fiber;
+    } else {
+        Fiber *fiber = vm_fiber_alloc(&sys->pool);
+        if (!fiber)
+            return 0;
+        p = vm_process_new(vm);
+        p->fiber = fiber;
+    }
     p->entry = entry;
-    p->fiber = fiber;
     /* Arguments travel as one message: a list copied off the caller's heap. */
     Term tmp[VM_MAX_ARITY * 2 + 2];
     Term list = TERM_NIL;
@@ -185,10 +221,10 @@ uint64_t vm_spawn(tvm_vm *vm, const Export *entry, int argc, const Term *args, b
         tmp[2 * i + 1] = list;
         list = make_cons_ptr(&tmp[2 * i]);
     }
-    p->entry_args = vm_message_new(list);
+    p->entry_args = argc > 0 ? vm_message_new(list) : NULL;
     pthread_mutex_lock(&sys->lock);
     p->pid = sys->next_pid++;
-    p->refs = joinable ? 2 : 1;
+    vm_atomic_store_relaxed(&p->refs, joinable ? 2 : 1);
     p->joinable = joinable;
     if (joinable) {
         p->join_next = sys->joinables;
@@ -255,8 +291,8 @@ static void proc_exit(Process *p, Term cls, Term value)
         m = n;
     }
     /* The exit value is the result, or the raw reason (the joiner gets the
-     * class and the stack trace separately). */
-    Message *val = vm_message_new(vm_root_get(p, hv));
+     * class and the stack trace separately); only a joiner reads it. */
+    Message *val = joinable ? vm_message_new(vm_root_get(p, hv)) : NULL;
     pthread_mutex_lock(&p->lock);
     p->exit_class = cls;
     p->exit_value = val;
@@ -267,21 +303,43 @@ static void proc_exit(Process *p, Term cls, Term value)
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
 }
 
-/* Called by the scheduler after an exited process switched out. */
-void vm_proc_reap(SchedSystem *sys, Process *p);
-void vm_proc_reap(SchedSystem *sys, Process *p)
+/* Takes an exited process out of the table; true if that dropped the
+ * last reference. */
+static bool table_drop(SchedSystem *sys, Process *p)
 {
-    vm_fiber_free(&sys->pool, p->fiber);
-    p->fiber = NULL;
     pthread_mutex_lock(&sys->lock);
     Process **slot = table_find(sys, p->pid);
     if (slot)
         *slot = TOMBSTONE;
     sys->live--;
-    bool last = --p->refs == 0;
-    if (sys->exit_waiters)
+    bool last = proc_unref(p);
+    /* Waiters want a joinable process's exit (vm_proc_join) or no process
+     * left (tvm_wait_idle); other exits wake nobody. */
+    if (sys->exit_waiters && (p->joinable || sys->live == 0))
         pthread_cond_broadcast(&sys->exited);
     pthread_mutex_unlock(&sys->lock);
+    return last;
+}
+
+/* Called by the scheduler after an exited process switched out.  The
+ * fiber is detached first: once the table reference is dropped, another
+ * holder may free p at any time. */
+void vm_proc_reap(SchedSystem *sys, Process *p);
+void vm_proc_reap(SchedSystem *sys, Process *p)
+{
+    Fiber *fiber = p->fiber;
+    p->fiber = NULL;
+    bool last = table_drop(sys, p);
+    if (last && vm_process_recyclable(p)) {
+        /* Nobody else can reach p: keep it, with its fiber, for a spawn
+         * on this scheduler. */
+        proc_release(p);
+        p->fiber = fiber;
+        if (vm_sched_cache_put(sys, p))
+            return;
+        p->fiber = NULL;
+    }
+    vm_fiber_free(&sys->pool, fiber);
     if (last)
         proc_destroy(p);
 }
@@ -325,7 +383,7 @@ void vm_proc_free_all(SchedSystem *sys)
         if (p->state == PS_EXITED)
             proc_destroy(p);
         else
-            p->refs--;
+            proc_unref(p);
         p = n;
     }
     for (size_t i = 0; i < sys->cap; i++) {
@@ -378,15 +436,21 @@ bool vm_send(tvm_vm *vm, uint64_t pid, Term msg)
     return ok;
 }
 
-void vm_proc_fetch(Process *p)
+/* Moves messages sent so far into the process's own queue (lock held). */
+static void fetch_locked(Process *p)
 {
-    pthread_mutex_lock(&p->lock);
     if (p->inbox) {
         *p->mq_tail = p->inbox;
         p->mq_tail = p->inbox_tail;
         p->inbox = NULL;
         p->inbox_tail = &p->inbox;
     }
+}
+
+void vm_proc_fetch(Process *p)
+{
+    pthread_mutex_lock(&p->lock);
+    fetch_locked(p);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -443,22 +507,21 @@ void vm_proc_timeout(SchedSystem *sys, uint64_t pid, uint64_t seq)
 
 bool vm_proc_wait(Process *p, int64_t timeout_ms)
 {
-    /* Anything sent already counts: look before sleeping. */
-    vm_proc_fetch(p);
-    if (*p->cursor)
-        return true;
-    if (timeout_ms == 0)
-        return false;
+    /* Anything sent already counts: look before sleeping.  Whatever is
+     * sent after this look (the same lock) sets signaled again, so the
+     * scheduler will not make us WAITING. */
     pthread_mutex_lock(&p->lock);
-    uint64_t seq = ++p->timer_seq;
-    p->timed_out = false;
-    p->signaled = false;
+    fetch_locked(p);
+    bool found = *p->cursor != NULL;
+    uint64_t seq = 0;
+    if (!found && timeout_ms != 0) {
+        seq = ++p->timer_seq;
+        p->timed_out = false;
+        p->signaled = false;
+    }
     pthread_mutex_unlock(&p->lock);
-    /* A message sent between the fetch above and this point set signaled
-     * again, so the scheduler will not make us WAITING. */
-    vm_proc_fetch(p);
-    if (*p->cursor)
-        return true;
+    if (found || timeout_ms == 0)
+        return found;
     /* Beyond VM_TIMEOUT_MAX_MS (about 31 years) a timeout is infinity; it
      * also keeps the deadline arithmetic from overflowing. */
     if (timeout_ms > 0 && timeout_ms <= VM_TIMEOUT_MAX_MS)
@@ -466,12 +529,12 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
     for (;;) {
         p->want_wait = true;
         vm_proc_yield(p);
-        vm_proc_fetch(p);
-        if (*p->cursor)
-            return true;
         pthread_mutex_lock(&p->lock);
+        fetch_locked(p);
         bool to = p->timed_out;
         pthread_mutex_unlock(&p->lock);
+        if (*p->cursor)
+            return true;
         if (to)
             return false;
     }

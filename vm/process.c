@@ -9,23 +9,19 @@
 
 #include "vm/heap.h"
 
-Process *vm_process_new(tvm_vm *vm)
+/* Start values, on a zeroed Process whose buffers (heap, stack, frames,
+ * at their start sizes) are already set. */
+static void process_start(Process *p, tvm_vm *vm)
 {
-    Process *p = vm_calloc(1, sizeof(Process));
     p->vm = vm;
     p->env.p = p;
-    p->heap_min = vm->heap_min;
-    p->heap = vm_malloc(p->heap_min * sizeof(Term));
     p->htop = p->heap;
     p->hend = p->heap + p->heap_min;
     p->stack_limit = (uint32_t)vm->stack_limit;
-    p->stack_size = VM_STACK_MIN_WORDS;
-    p->stack = vm_malloc(p->stack_size * sizeof(Term));
-    for (uint32_t i = 0; i < p->stack_size; i++)
-        p->stack[i] = TERM_NIL;
+    Term *stack = p->stack;
+    for (uint32_t i = 0, n = p->stack_size; i < n; i++)
+        stack[i] = TERM_NIL;
     p->frames_limit = p->stack_limit / 4 > 64 ? p->stack_limit / 4 : 64;
-    p->frames_cap = VM_FRAMES_MIN;
-    p->frames = vm_malloc(p->frames_cap * sizeof(Frame));
     p->exc_class = p->exc_reason = TERM_NIL;
     p->exc_trace_term = THE_NONE;
     p->reds = VM_REDUCTIONS;
@@ -34,7 +30,48 @@ Process *vm_process_new(tvm_vm *vm)
     p->mq_tail = &p->mq;
     p->cursor = &p->mq;
     p->exit_class = TERM_NIL;
+}
+
+Process *vm_process_new(tvm_vm *vm)
+{
+    Process *p = vm_calloc(1, sizeof(Process));
+    p->heap_min = vm->heap_min;
+    p->heap = vm_malloc(p->heap_min * sizeof(Term));
+    p->stack_size = VM_STACK_MIN_WORDS;
+    p->stack = vm_malloc(p->stack_size * sizeof(Term));
+    p->frames_cap = VM_FRAMES_MIN;
+    p->frames = vm_malloc(p->frames_cap * sizeof(Frame));
+    process_start(p, vm);
     return p;
+}
+
+bool vm_process_recyclable(const Process *p)
+{
+    return (size_t)(p->hend - p->heap) == p->vm->heap_min &&
+           p->stack_size == VM_STACK_MIN_WORDS && p->frames_cap == VM_FRAMES_MIN &&
+           p->handlers_cap <= 8 && p->roots_cap <= 32;
+}
+
+void vm_process_recycle(Process *p)
+{
+    tvm_vm *vm = p->vm;
+    Term *heap = p->heap, *stack = p->stack, *roots = p->roots;
+    Frame *frames = p->frames;
+    Handler *handlers = p->handlers;
+    uint32_t handlers_cap = p->handlers_cap, roots_cap = p->roots_cap;
+    pthread_mutex_destroy(&p->lock);
+    memset(p, 0, sizeof *p);
+    p->heap_min = vm->heap_min;
+    p->heap = heap;
+    p->stack_size = VM_STACK_MIN_WORDS;
+    p->stack = stack;
+    p->frames_cap = VM_FRAMES_MIN;
+    p->frames = frames;
+    p->handlers = handlers;
+    p->handlers_cap = handlers_cap;
+    p->roots = roots;
+    p->roots_cap = roots_cap;
+    process_start(p, vm);
 }
 
 void vm_process_free(Process *p)

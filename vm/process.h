@@ -72,9 +72,15 @@ typedef struct Monitor {
  * Process states.  Transitions (all under p->lock except the first):
  *   NEW -> RUNNABLE (spawn, before it is visible to anyone else)
  *   RUNNABLE -> RUNNING (a scheduler took it from a run queue)
- *   RUNNING -> RUNNABLE (it yielded), WAITING (it waits, decided by its
- *     scheduler after the switch), EXITED
+ *   RUNNING -> WAITING (it waits, decided by its scheduler after the
+ *     switch), EXITED
  *   WAITING -> RUNNABLE (a message, a timer, or an exit it waits for)
+ * A process that yields stays RUNNING while it is queued again (vm/sched.c):
+ * RUNNING means "taken by a scheduler and not waiting since": running, or
+ * queued again after a yield.  Only the thread running it writes the
+ * state of a RUNNING process (and a waker only sets `signaled`), so that
+ * thread reads it without the lock.  tvm_processes() shows a process
+ * queued after a yield as running.
  */
 enum { PS_NEW, PS_RUNNABLE, PS_RUNNING, PS_WAITING, PS_EXITED };
 
@@ -134,7 +140,7 @@ struct Process {
      * the timer thread and exiting processes it monitors.
      */
     pthread_mutex_t lock;
-    int state;                     /* PS_* (under lock) */
+    int state;                     /* PS_* (written under lock; see the states above) */
     Message *inbox, **inbox_tail;  /* sent, not yet seen by the receiver (under lock) */
     bool signaled;                 /* something arrived while RUNNING (under lock) */
     bool timed_out;                /* the wait's timer fired (under lock) */
@@ -142,7 +148,8 @@ struct Process {
     uint64_t timer_seq;            /* identifies the current wait's timer (under lock) */
     Monitor *monitors;             /* under lock */
     Term exit_class;               /* after EXITED: normal (class none) or the exception */
-    Message *exit_value;           /* after EXITED: the result or reason, copied out */
+    Message *exit_value;           /* after EXITED: the result or reason, copied out
+                                    * (joinable processes only: nobody else reads it) */
 
     /* Owned by the process itself (only its own fiber touches them). */
     Message *mq, **mq_tail;        /* received messages, oldest first */
@@ -156,9 +163,13 @@ struct Process {
 
     /* Written by the scheduler that runs it (before switching in). */
     struct Scheduler *sched;
-    struct Process *rq_next;       /* run-queue link (under that queue's lock) */
+    struct Process *rq_next;       /* run-queue link: a local queue's owner, or a shared
+                                    * queue's lock (vm/sched.h) */
 
-    int refs;                      /* table + lookups; freed at 0 (under the table lock) */
+    /* The table's reference + lookups + the joiner's; freed (or cached) by
+     * whoever drops the last (vm/proc.c, [RF1]).  Taken only under the
+     * table lock while the process is in the table; dropped anywhere. */
+    VmAtomic refs;
     bool joinable;                 /* someone will join it (no crash report) */
     struct Process *join_next;     /* on sys->joinables until joined (sys->lock) */
 };
@@ -166,6 +177,11 @@ struct Process {
 /* Creates a process (call context) of `vm`. */
 Process *vm_process_new(tvm_vm *vm);
 void vm_process_free(Process *p);
+/* True when p's buffers are still at their start sizes (worth keeping). */
+bool vm_process_recyclable(const Process *p);
+/* Makes an ended, recyclable process as vm_process_new() would, keeping
+ * its buffers (and nothing else: every other field starts at zero). */
+void vm_process_recycle(Process *p);
 
 /*
  * Makes sure the register stack has `words` entries; returns false (and

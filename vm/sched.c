@@ -3,22 +3,35 @@
  * thread, and QSBR scheduling points.
  *
  * Protocol: running a process.
- *   A scheduler pops a RUNNABLE process from its queue (or steals one),
- *   marks it RUNNING under the process lock, switches into its fiber and
- *   gets control back when the process yields, waits or exits.  Only then,
- *   with the process's context saved, does the scheduler decide what it
- *   becomes: RUNNABLE again (yield), WAITING (it asked to wait and nothing
- *   arrived meanwhile: `signaled` is clear), or it is reaped (EXITED).
- *   Because the WAITING decision is made after the switch, a sender or
- *   timer that wakes a WAITING process always finds a saved context, and a
- *   wake-up that arrives while the process is still RUNNING sets
- *   `signaled`, which the scheduler sees under the same lock.
+ *   Each scheduler has a local run queue that only its own thread touches
+ *   (no lock) and a shared one, under its lock, for processes put there by
+ *   other threads; it moves the shared queue behind the local one between
+ *   two processes, and an idle scheduler steals from the shared queues of
+ *   the others.  A busy scheduler hands half of its local backlog to a
+ *   sleeping one between two processes (share_with_sleeper).
+ *   A scheduler pops a process and, if it is RUNNABLE (just spawned or
+ *   woken), marks it RUNNING under the process lock; a process queued
+ *   again after a yield is still RUNNING.  It switches into the process's
+ *   fiber and gets control back when the process yields, waits or exits.
+ *   Only then, with the process's context saved, does the scheduler decide
+ *   what it becomes.  A plain yield (want_wait clear, not EXITED: both
+ *   written by the process itself, on this thread) takes no lock: the
+ *   process stays RUNNING and goes to the back of the local queue; wakers
+ *   treat a queued RUNNING process like a running one (they set
+ *   `signaled`).  Otherwise, under the process lock: it is reaped
+ *   (EXITED), queued again, still RUNNING (it asked to wait but `signaled`
+ *   is set: something arrived meanwhile), or made WAITING.  Because the
+ *   WAITING decision is made after the switch, a sender or timer that
+ *   wakes a WAITING process always finds a saved context, and a wake-up
+ *   that arrives while the process is still RUNNING sets `signaled`,
+ *   which the scheduler sees under the same lock.
  *
  * Thread progress: each scheduler is registered with liburcu QSBR, calls
  * rcu_quiescent_state() between two processes (the process has switched
  * out, so the scheduler holds no reference to VM code or breakpoint data)
- * and is offline while it sleeps, so a grace period never waits for an
- * idle scheduler.
+ * and is offline while it sleeps or, going idle, frees its cache of ended
+ * processes and trims the fiber pool, so a grace period never waits for
+ * an idle scheduler.
  */
 #include "vm/sched.h"
 
@@ -31,7 +44,8 @@
 #include "vm/module.h"
 #include "vm/qsbr.h"
 
-/* The scheduler the calling thread is, if it is one (set by sched_main). */
+/* The scheduler this thread is (NULL on any other thread).  Written once
+ * by sched_main before its loop; read only by the same thread. */
 static _Thread_local Scheduler *tls_sched;
 
 Process *vm_running_process(void)
@@ -50,57 +64,125 @@ uint64_t vm_now_ns(void)
 
 /* ==== run queues ==== */
 
-/* Appends p to s's queue and wakes s if it sleeps; returns the length. */
-static size_t rq_push(Scheduler *s, Process *p)
+/* Appends the chain first..last (linked by rq_next) to a queue. */
+static void list_append(Process **head, Process **tail, Process *first, Process *last)
 {
-    pthread_mutex_lock(&s->lock);
-    p->rq_next = NULL;
-    if (s->rq_tail)
-        s->rq_tail->rq_next = p;
+    last->rq_next = NULL;
+    if (*tail)
+        (*tail)->rq_next = first;
     else
-        s->rq_head = p;
-    s->rq_tail = p;
-    size_t len = ++s->rq_len;
-    bool wake = vm_atomic_load_relaxed(&s->sleeping);
-    pthread_mutex_unlock(&s->lock);
-    if (wake)
-        pthread_cond_signal(&s->cond);
-    return len;
+        *head = first;
+    *tail = last;
 }
 
-/* Wakes one sleeping scheduler (other than `self`) so that it steals. */
-static void wake_a_sleeper(SchedSystem *sys, const Scheduler *self)
+static Process *list_pop(Process **head, Process **tail)
 {
-    for (int i = 0; i < sys->n; i++) {
-        Scheduler *o = &sys->scheds[i];
-        if (o != self && vm_atomic_load_relaxed(&o->sleeping)) {
-            pthread_mutex_lock(&o->lock);
-            pthread_cond_signal(&o->cond);
-            pthread_mutex_unlock(&o->lock);
-            return;
-        }
-    }
-}
-
-static Process *rq_pop_locked(Scheduler *s)
-{
-    Process *p = s->rq_head;
+    Process *p = *head;
     if (p) {
-        s->rq_head = p->rq_next;
-        if (!s->rq_head)
-            s->rq_tail = NULL;
-        s->rq_len--;
+        *head = p->rq_next;
+        if (!*head)
+            *tail = NULL;
     }
     return p;
 }
 
+/* Appends first..last (n processes) to s's shared queue and wakes s if it
+ * sleeps (any thread). */
+static void rq_push_chain(Scheduler *s, Process *first, Process *last, size_t n)
+{
+    pthread_mutex_lock(&s->lock);
+    list_append(&s->rq_head, &s->rq_tail, first, last);
+    /* Relaxed: rq_len is a hint for readers without the lock (sched.h). */
+    vm_atomic_store_relaxed(&s->rq_len, vm_atomic_load_relaxed(&s->rq_len) + n);
+    bool wake = vm_atomic_load_relaxed(&s->sleeping);
+    pthread_mutex_unlock(&s->lock);
+    if (wake)
+        pthread_cond_signal(&s->cond);
+}
+
+static Process *rq_pop_locked(Scheduler *s)
+{
+    Process *p = list_pop(&s->rq_head, &s->rq_tail);
+    if (p)
+        vm_atomic_store_relaxed(&s->rq_len, vm_atomic_load_relaxed(&s->rq_len) - 1);
+    return p;
+}
+
+/* Appends p to s's local queue: only s's own thread. */
+static void local_push(Scheduler *s, Process *p)
+{
+    list_append(&s->local_head, &s->local_tail, p, p);
+    s->local_len++;
+}
+
+/* Moves the shared queue to the end of the local one (owner only). */
+static void rq_drain(Scheduler *s)
+{
+    pthread_mutex_lock(&s->lock);
+    if (s->rq_head) {
+        list_append(&s->local_head, &s->local_tail, s->rq_head, s->rq_tail);
+        s->local_len += vm_atomic_load_relaxed(&s->rq_len);
+        s->rq_head = s->rq_tail = NULL;
+        vm_atomic_store_relaxed(&s->rq_len, 0);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The next process to run (owner only): what others pushed is queued
+ * behind what is already local, so both are served in order. */
+static Process *rq_pop(Scheduler *s)
+{
+    if (vm_atomic_load_relaxed(&s->rq_len) > 0)
+        rq_drain(s);
+    Process *p = list_pop(&s->local_head, &s->local_tail);
+    if (p)
+        s->local_len--;
+    return p;
+}
+
 /*
- * Makes a RUNNABLE process run somewhere: on its last scheduler, unless
- * another one sleeps (then that one, so idle cores pick work up at once).
+ * Hands the newer half of s's local queue to a sleeping scheduler and
+ * wakes it (owner only; called between two processes when s has a
+ * backlog).  Nobody can steal from a local queue, so this is how idle
+ * schedulers get work a busy one queued for itself.
+ */
+static void share_with_sleeper(Scheduler *s)
+{
+    SchedSystem *sys = s->sys;
+    Scheduler *o = NULL;
+    for (int k = 1; k < sys->n && !o; k++) {
+        Scheduler *c = &sys->scheds[(s->id + k) % sys->n];
+        if (vm_atomic_load_relaxed(&c->sleeping))
+            o = c;
+    }
+    if (!o)
+        return;
+    size_t keep = (s->local_len + 1) / 2, give = s->local_len - keep;
+    Process *last = s->local_head;
+    for (size_t i = 1; i < keep; i++)
+        last = last->rq_next;
+    Process *first = last->rq_next, *tail = s->local_tail;
+    last->rq_next = NULL;
+    s->local_tail = last;
+    s->local_len = keep;
+    rq_push_chain(o, first, tail, give);
+}
+
+/*
+ * Makes a RUNNABLE process run somewhere.  On a scheduler thread of this
+ * system: on that scheduler's local queue (no lock, no wake-up; a backlog
+ * is shared with sleepers between two processes).  From any other thread:
+ * on the process's last scheduler, unless another one sleeps (then that
+ * one, so idle cores pick work up at once).
  */
 void vm_sched_enqueue(SchedSystem *sys, Process *p);
 void vm_sched_enqueue(SchedSystem *sys, Process *p)
 {
+    Scheduler *self = tls_sched;
+    if (self && self->sys == sys) {
+        local_push(self, p);
+        return;
+    }
     Scheduler *target = p->sched;
     if (!target) {
         unsigned i = (unsigned)vm_atomic_fetch_add_relaxed(&sys->spawn_rr, 1);
@@ -114,18 +196,18 @@ void vm_sched_enqueue(SchedSystem *sys, Process *p)
             }
         }
     }
-    rq_push(target, p);
+    rq_push_chain(target, p, p, 1);
 }
 
-/* Takes work from another scheduler's queue (the oldest process). */
+/* Takes work from another scheduler's shared queue (the oldest process). */
 static Process *steal(Scheduler *self)
 {
     SchedSystem *sys = self->sys;
     for (int k = 1; k < sys->n; k++) {
         Scheduler *v = &sys->scheds[(self->id + k) % sys->n];
-        if (pthread_mutex_trylock(&v->lock) != 0)
+        if (vm_atomic_load_relaxed(&v->rq_len) == 0 || pthread_mutex_trylock(&v->lock) != 0)
             continue;
-        Process *p = v->rq_len > 0 ? rq_pop_locked(v) : NULL;
+        Process *p = rq_pop_locked(v);
         pthread_mutex_unlock(&v->lock);
         if (p)
             return p;
@@ -133,41 +215,137 @@ static Process *steal(Scheduler *self)
     return NULL;
 }
 
+/* ==== the cache of ended processes (owner only) ==== */
+
+void vm_proc_discard(SchedSystem *sys, Process *p);
+
+/* This thread's scheduler, if it is one of sys's. */
+static Scheduler *self_in(SchedSystem *sys)
+{
+    Scheduler *self = tls_sched;
+    return self && self->sys == sys ? self : NULL;
+}
+
+/* An ended process kept by this thread's scheduler, or NULL. */
+Process *vm_sched_cache_get(SchedSystem *sys);
+Process *vm_sched_cache_get(SchedSystem *sys)
+{
+    Scheduler *s = self_in(sys);
+    Process *p = s ? s->cache : NULL;
+    if (p) {
+        s->cache = p->rq_next;
+        s->ncache--;
+    }
+    return p;
+}
+
+/* Keeps an ended process nobody else can reach; false if this thread is
+ * not one of sys's schedulers or its cache is full. */
+bool vm_sched_cache_put(SchedSystem *sys, Process *p);
+bool vm_sched_cache_put(SchedSystem *sys, Process *p)
+{
+    Scheduler *s = self_in(sys);
+    if (!s || s->ncache >= VM_PROC_CACHE_MAX)
+        return false;
+    p->rq_next = s->cache;
+    s->cache = p;
+    s->ncache++;
+    return true;
+}
+
+/* Frees the cache (its owner when idle, or vm_sched_stop after the join). */
+static void cache_flush(Scheduler *s)
+{
+    while (s->cache) {
+        Process *p = s->cache;
+        s->cache = p->rq_next;
+        vm_proc_discard(s->sys, p);
+    }
+    s->ncache = 0;
+}
+
 /* ==== the scheduler loop ==== */
 
 void vm_proc_reap(SchedSystem *sys, Process *p);
 
-static void run(Scheduler *s, Process *p)
+/* A process taken from a queue after a spawn or a wake-up (RUNNABLE):
+ * RUNNING from now on, under its lock (tvm_processes reads the frames of
+ * a process that is not RUNNING while holding it). */
+static void mark_running(Process *p)
 {
     pthread_mutex_lock(&p->lock);
     p->state = PS_RUNNING;
     pthread_mutex_unlock(&p->lock);
+}
+
+/* After a switch out that was not a plain yield: reaps an exited process
+ * or decides between RUNNING (queued again) and WAITING; true to queue. */
+static bool after_wait_or_exit(Scheduler *s, Process *p)
+{
+    pthread_mutex_lock(&p->lock);
+    if (p->state == PS_EXITED) {
+        pthread_mutex_unlock(&p->lock);
+        vm_proc_reap(s->sys, p);
+        return false;
+    }
+    p->want_wait = false;
+    bool again = p->signaled;
+    p->signaled = false;
+    if (!again)
+        p->state = PS_WAITING;
+    pthread_mutex_unlock(&p->lock);
+    return again;
+}
+
+static void run(Scheduler *s, Process *p)
+{
+    /* A process queued again after a yield is still RUNNING (nobody else
+     * writes the state of a RUNNING process: this read races with nothing). */
+    if (p->state != PS_RUNNING)
+        mark_running(p);
     p->sched = s;
     p->reds = VM_REDUCTIONS;
     s->current = p;
     vm_fiber_tsan_switch(p->fiber->tsan);
     vm_fiber_switch(&s->sp, p->fiber->sp);
     s->current = NULL;
-    /* The process switched out: its context is saved in p->fiber->sp. */
-    pthread_mutex_lock(&p->lock);
-    if (p->state == PS_EXITED) {
-        pthread_mutex_unlock(&p->lock);
-        vm_proc_reap(s->sys, p);
-        return;
-    }
-    bool again = true;
-    if (p->want_wait) {
-        p->want_wait = false;
-        if (p->signaled)
-            p->signaled = false;
-        else
-            again = false;
-    }
-    p->state = again ? PS_RUNNABLE : PS_WAITING;
-    pthread_mutex_unlock(&p->lock);
-    /* More than one runnable process here: let an idle scheduler steal. */
-    if (again && rq_push(s, p) > 1)
-        wake_a_sleeper(s->sys, s);
+    /* The process switched out: its context is saved in p->fiber->sp.  A
+     * plain yield (no wait asked, not exited: both written by the process
+     * on this thread) needs no lock: it stays RUNNING and queues again. */
+    if (!(p->want_wait || p->state == PS_EXITED) || after_wait_or_exit(s, p))
+        local_push(s, p);
+    /* A backlog here while another scheduler sleeps: give it half. */
+    if (s->local_len > 1 && vm_atomic_load_relaxed(&s->sys->nidle) > 0)
+        share_with_sleeper(s);
+}
+
+/*
+ * Idle, with s->lock held and nothing queued: offline for thread progress,
+ * then sleep until work is pushed here, a busy scheduler with a backlog
+ * hands us some, or `ms` pass.  The one-second timeout of the ordinary
+ * sleep is a safety net for a hand-over missed by the race between our
+ * `sleeping` store and a busy scheduler's check; nothing is lost meanwhile
+ * (the busy one runs its queue).
+ */
+static void sleep_locked(Scheduler *s, unsigned ms)
+{
+    vm_atomic_store_relaxed(&s->sleeping, 1);
+    vm_qsbr_offline();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)ms * 1000000u;
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+    vm_qsbr_online();
+    vm_atomic_store_relaxed(&s->sleeping, 0);
+}
+
+/* Nothing to do and nobody asking us to stop or to park ([SW1']). */
+static bool idle_locked(Scheduler *s)
+{
+    return !s->rq_head && !vm_atomic_load_acquire(&s->sys->stopping) &&
+           !vm_atomic_load_acquire(&s->sys->stw);
 }
 
 /* ==== stop the world (the benchmark's baseline only) ==== */
@@ -231,9 +409,7 @@ static void *sched_main(void *arg)
          * between two processes. */
         if (VM_UNLIKELY(vm_atomic_load_acquire(&sys->stw)))
             stw_park(sys);
-        pthread_mutex_lock(&s->lock);
-        Process *p = rq_pop_locked(s);
-        pthread_mutex_unlock(&s->lock);
+        Process *p = rq_pop(s);
         if (!p)
             p = steal(s);
         if (p) {
@@ -248,27 +424,27 @@ static void *sched_main(void *arg)
             break;
         }
         if (!s->rq_head) {
-            /* Going idle: give the stacks of processes that ended back to
-             * the OS (the burst that freed them paid no system call). */
-            pthread_mutex_unlock(&s->lock);
-            vm_fiber_pool_trim(&sys->pool);
-            pthread_mutex_lock(&s->lock);
-        }
-        if (!s->rq_head && !vm_atomic_load_acquire(&sys->stopping) &&
-            !vm_atomic_load_acquire(&sys->stw)) {
-            /* Idle: offline for thread progress, then sleep until work is
-             * pushed here or a busy scheduler with a backlog wakes us to
-             * steal.  The one-second timeout is a safety net for a wake-up
-             * lost to the race between our check and a busy scheduler's;
-             * nothing is lost meanwhile (the busy one runs its queue). */
-            vm_atomic_store_relaxed(&s->sleeping, 1);
-            vm_qsbr_offline();
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += 1;
-            pthread_cond_timedwait(&s->cond, &s->lock, &ts);
-            vm_qsbr_online();
-            vm_atomic_store_relaxed(&s->sleeping, 0);
+            /* Going idle: the cache of ended processes goes, and the last
+             * scheduler to go idle gives the stacks of processes that ended
+             * back to the OS; both once the VM has stayed idle a little
+             * while, so that a burst that follows at once (or that another
+             * scheduler still runs) reuses them without a system call. */
+            uintptr_t idle = vm_atomic_fetch_add_relaxed(&sys->nidle, 1);
+            bool last = idle == (uintptr_t)sys->n - 1;
+            if (last)
+                sleep_locked(s, VM_POOL_TRIM_DELAY_MS);
+            if (idle_locked(s) && (s->cache || last)) {
+                pthread_mutex_unlock(&s->lock);
+                vm_qsbr_offline();
+                cache_flush(s);
+                if (last)
+                    vm_fiber_pool_trim(&sys->pool);
+                vm_qsbr_online();
+                pthread_mutex_lock(&s->lock);
+            }
+            if (idle_locked(s))
+                sleep_locked(s, 1000);
+            vm_atomic_fetch_add_relaxed(&sys->nidle, (uintptr_t)-1);
         }
         pthread_mutex_unlock(&s->lock);
     }
@@ -422,8 +598,10 @@ void vm_sched_stop(tvm_vm *vm)
         pthread_cond_signal(&sys->scheds[i].cond);
         pthread_mutex_unlock(&sys->scheds[i].lock);
     }
-    for (int i = 0; i < sys->n; i++)
+    for (int i = 0; i < sys->n; i++) {
         pthread_join(sys->scheds[i].thread, NULL);
+        cache_flush(&sys->scheds[i]);
+    }
     pthread_mutex_lock(&sys->tlock);
     sys->tstop = true;
     pthread_cond_signal(&sys->tcond);

@@ -2,10 +2,13 @@
  * vm/sched.h - scheduler threads, the process table, messages and timers.
  *
  * Processes are fibers (vm/fiber.h) run by N scheduler threads, each with
- * its own run queue; an idle scheduler steals from the others and then
- * sleeps.  Every scheduler thread is a liburcu QSBR reader: it reports a
- * quiescent state between two processes and goes offline while it sleeps,
- * which is what the breakpoint engine's thread-progress waits stand on.
+ * its own run queues (a lock-free local one for its own thread, a locked
+ * shared one for the others; see vm/sched.c); an idle scheduler steals
+ * from the others' shared queues and then sleeps, and a busy one hands
+ * part of its backlog to a sleeping one.  Every scheduler thread is a
+ * liburcu QSBR reader: it reports a quiescent state between two processes
+ * and goes offline while it sleeps, which is what the breakpoint engine's
+ * thread-progress waits stand on.
  *
  * Locking order: a process's lock is never held while taking a run-queue
  * lock or the system lock, except that the system lock (table) may be
@@ -24,16 +27,34 @@ typedef struct Scheduler {
     struct SchedSystem *sys;
     int id;
     pthread_t thread;
-    /* lock protects rq_head/rq_tail/rq_len. */
+    /*
+     * Two run queues.  The local one is the scheduler's own: only its
+     * thread pushes (a yield, or a spawn or wake-up done by a process
+     * running here) and pops, without a lock.  The shared one takes
+     * processes from other threads (wake-ups from host threads or the
+     * timer, a busy scheduler's backlog handed over); `lock` protects
+     * rq_head/rq_tail, and the owner moves the whole list to its local
+     * queue when rq_len says something is there.
+     */
+    Process *local_head, *local_tail;
+    size_t local_len;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     Process *rq_head, *rq_tail;
-    size_t rq_len;
+    /* Length of the shared queue.  Written under `lock` (relaxed, so that
+     * the owner and thieves can read it without the lock as a hint: a
+     * stale 0 only delays the pickup to the next switch or to the locked
+     * check before sleeping; a stale non-zero costs one lock). */
+    VmAtomic rq_len;
     /* 1 while the scheduler waits on cond.  Written by it under `lock`;
-     * read relaxed by enqueuers choosing where to put work (a stale value
-     * only costs a wake-up or a missed steal, never a lost process). */
+     * read relaxed by enqueuers choosing where to put work and by busy
+     * schedulers looking for one to share a backlog with (a stale value
+     * only costs a wake-up or a missed hand-over, never a lost process). */
     VmAtomic sleeping;
     /* Owned by the scheduler thread. */
+    Process *cache;           /* ended processes kept for reuse, with their
+                               * fibers and buffers (linked by rq_next) */
+    size_t ncache;
     void *sp;                 /* its own context while a process runs */
     void *tsan;               /* its ThreadSanitizer fiber (tsan builds) */
     Process *current;
@@ -51,7 +72,7 @@ typedef struct SchedSystem {
     /* lock protects: the table, next_pid, live, exit_waiters.
      * The fiber pool has its own lock. */
     pthread_mutex_t lock;
-    pthread_cond_t exited;    /* broadcast whenever a process exits */
+    pthread_cond_t exited;    /* broadcast when a joinable process exits or the last one does */
     Process **table;          /* open addressing by pid; NULL empty, (void*)1 deleted */
     size_t cap, used;
     uint64_t next_pid;
@@ -63,6 +84,12 @@ typedef struct SchedSystem {
     FiberPool pool;
     bool crash_reports;
     VmAtomic spawn_rr;        /* round-robin placement of new processes (relaxed) */
+    /* How many schedulers are idle (from the failed look for work until
+     * they wake again): each adds 1 when it goes idle and takes it back
+     * after (relaxed fetch-add; the one whose add completes the count
+     * trims the fiber pool).  Read relaxed by busy schedulers as a hint
+     * to share a backlog (a stale value costs a missed or a vain look). */
+    VmAtomic nidle;
     VmAtomic next_ref;        /* monitor references (relaxed fetch-add) */
     Process *joinables;       /* spawned joinable, not yet joined (lock) */
     /* Timers: tlock protects the heap and tstop. */
