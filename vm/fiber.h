@@ -47,7 +47,11 @@ static inline void vm_fiber_tsan_switch(void *target) { (void)target; }
 
 /* Saves the running context into *save_sp and resumes the one at next_sp. */
 void vm_fiber_switch(void **save_sp, void *next_sp);
-/* Code bounds of vm_fiber_switch (a sample in there is mid-switch). */
+/* The same, between two contexts suspended at the same call site (the
+ * direct process-to-process switch; see vm/fiber_x86_64.S for why). */
+void vm_fiber_switch_peer(void **save_sp, void *next_sp);
+/* Code bounds of both switches, from vm_fiber_switch (a sample in there
+ * is mid-switch). */
 extern const char vm_fiber_switch_end[];
 /* The bottom frame of every fiber. */
 void vm_fiber_entry(void);

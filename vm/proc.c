@@ -466,6 +466,8 @@ void vm_proc_accept(Process *p)
 
 void vm_proc_yield(Process *p)
 {
+    if (!p->want_wait && vm_sched_yield_to_next(p))
+        return;
     vm_fiber_tsan_switch(p->sched->tsan);
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
 }

@@ -308,6 +308,9 @@ static void run(Scheduler *s, Process *p)
     s->current = p;
     vm_fiber_tsan_switch(p->fiber->tsan);
     vm_fiber_switch(&s->sp, p->fiber->sp);
+    /* The process that switched back to us: not necessarily p, which may
+     * have handed the scheduler straight to another (vm_sched_yield_to_next). */
+    p = s->current;
     s->current = NULL;
     /* The process switched out: its context is saved in p->fiber->sp.  A
      * plain yield (no wait asked, not exited: both written by the process
@@ -317,6 +320,44 @@ static void run(Scheduler *s, Process *p)
     /* A backlog here while another scheduler sleeps: give it half. */
     if (s->local_len > 1 && vm_atomic_load_relaxed(&s->sys->nidle) > 0)
         share_with_sleeper(s);
+}
+
+/*
+ * The direct switch: a process that yields at the end of its time slice
+ * (no wait asked) hands the scheduler straight to the next process of the
+ * local queue, fiber to fiber, instead of switching to the scheduler's
+ * context and from there to the next (two switches, and the scheduler
+ * loop, per process switch).  It does on the process's behalf exactly
+ * what run() and sched_main() would do between the two: queue p again
+ * (still RUNNING), report a quiescent state (p has switched out as far as
+ * thread progress is concerned: a yield point holds no reference to code
+ * or breakpoint data), and start q.  Only when nothing else is due: no
+ * stop or stop-the-world request, nothing pushed to the shared queue,
+ * nobody asleep to share a backlog with, and q itself a process that
+ * yielded (RUNNING, so starting it takes no lock).  Otherwise false, and
+ * the caller takes the ordinary path through the scheduler.  The
+ * scheduler's own context stays where it was, suspended in run(), which
+ * reads s->current when it is resumed to learn who came back.
+ */
+bool vm_sched_yield_to_next(Process *p)
+{
+    Scheduler *s = p->sched;
+    SchedSystem *sys = s->sys;
+    Process *q = s->local_head;
+    if (!q || q->state != PS_RUNNING || vm_atomic_load_relaxed(&s->rq_len) > 0 ||
+        vm_atomic_load_relaxed(&sys->nidle) > 0 || vm_atomic_load_acquire(&sys->stopping) ||
+        vm_atomic_load_acquire(&sys->stw))
+        return false;
+    list_pop(&s->local_head, &s->local_tail);
+    s->local_len--;
+    local_push(s, p);
+    vm_qsbr_quiescent();
+    q->sched = s;
+    q->reds = VM_REDUCTIONS;
+    s->current = q;
+    vm_fiber_tsan_switch(q->fiber->tsan);
+    vm_fiber_switch_peer(&p->fiber->sp, q->fiber->sp);
+    return true;
 }
 
 /*

@@ -134,6 +134,9 @@ Process *vm_proc_join(SchedSystem *sys, uint64_t pid);
 
 /* Gives the scheduler to others; returns when scheduled again. */
 void vm_proc_yield(Process *p);
+/* The fast path of a plain yield: switches straight to the next local
+ * process; false (nothing done) when the scheduler must decide. */
+bool vm_sched_yield_to_next(Process *p);
 /* Moves messages sent so far into the process's own queue. */
 void vm_proc_fetch(Process *p);
 /*
