@@ -25,6 +25,14 @@
  *   wakes a WAITING process always finds a saved context, and a wake-up
  *   that arrives while the process is still RUNNING sets `signaled`,
  *   which the scheduler sees under the same lock.
+ *   The direct switch (vm_sched_yield_to_next): a plain yield whose next
+ *   local process also yielded, with no stop, stop-the-world, shared-queue
+ *   work or sleeping scheduler pending, does the scheduler's part itself
+ *   (queue the yielder, report the quiescent state, start the next) and
+ *   switches fiber to fiber; the scheduler's context stays suspended in
+ *   run(), which reads s->current when resumed to learn who came back.
+ *   A stop-the-world park is the one thing this path can delay: it
+ *   falls back as soon as the request is visible.
  *
  * Thread progress: each scheduler is registered with liburcu QSBR, calls
  * rcu_quiescent_state() between two processes (the process has switched
