@@ -1,14 +1,16 @@
 /*
  * breakpoints/bp_api.c - the breakpoint engine's faces: the C API in
  * tracevm.h (tvm_trace_pattern, tvm_trace_info, tvm_call_count,
- * tvm_trace_calls, tvm_set_call_hook), the natives erlang:trace_pattern/3
- * and erlang:trace_info/2, and the call-trace action that runs the hook.
+ * tvm_set_call_hook), the natives erlang:trace_pattern/3 and
+ * erlang:trace_info/2, and the call-trace action: a call event into the
+ * trace pipeline (trace/tr_vm.c), then the embedder's hook.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "breakpoints/bp_engine_internal.h"
+#include "trace/tr_vm.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/sched.h"
@@ -94,23 +96,6 @@ tvm_status tvm_call_count(tvm_vm *vm, const char *mfa, int64_t *count)
     return bp_call_count(vm, pat.mod, pat.fun, pat.arity, count) ? TVM_OK : TVM_ERR_NOTFOUND;
 }
 
-tvm_status tvm_trace_calls(tvm_env *env, tvm_pid pid, bool on)
-{
-    if (!env || !env->p)
-        return TVM_ERR_BADARG;
-    if (!pid) {
-        vm_atomic_store_relaxed(&env->p->trace, on ? VM_TRACE_CALL : 0);
-        return TVM_OK;
-    }
-    SchedSystem *sys = vm_sched_of(env->p->vm);
-    Process *p = sys ? vm_proc_get(sys, pid) : NULL;
-    if (!p)
-        return TVM_ERR_NOTFOUND;
-    vm_atomic_store_relaxed(&p->trace, on ? VM_TRACE_CALL : 0);
-    vm_proc_put(sys, p);
-    return TVM_OK;
-}
-
 void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data)
 {
     if (!vm)
@@ -130,7 +115,8 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data)
 
 /* ==== the call-trace action ==== */
 
-void bp_call_event(Process *p, const FuncInfo *fn, bool global)
+/* The embedder's call hook, if one is set. */
+static void run_call_hook(Process *p, const FuncInfo *fn, bool global)
 {
     /* [HK1'] acquire; pairs with [HK1] in tvm_set_call_hook(). */
     const VmCallHook *h = vm_atomic_load_ptr_acquire(&p->vm->call_hook);
@@ -151,6 +137,13 @@ void bp_call_event(Process *p, const FuncInfo *fn, bool global)
     };
     h->fn(&p->env, &ev, h->data);
     p->nroots = rbase;
+}
+
+void bp_call_event(Process *p, const FuncInfo *fn, bool global)
+{
+    /* The event first, so that it comes before anything the hook does. */
+    tr_vm_call(p, fn, vm_atomic_load_relaxed(&p->trace));
+    run_call_hook(p, fn, global);
 }
 
 void bp_hooks_free(tvm_vm *vm);

@@ -92,9 +92,10 @@ typedef struct BpRecord {
 struct Process;
 
 /*
- * The call-trace action of a hit (breakpoints/bp_hook.c): hands the call
- * (pid, function, args = the first `fn->arity` registers) to the
- * embedder's hook.  May collect garbage and may suspend the process, so
+ * The call-trace action of a hit (breakpoints/bp_api.c): writes a call
+ * event into the VM's trace pipeline if one runs (trace/tr_vm.c), then
+ * hands the call (pid, function, args = the first `fn->arity` registers)
+ * to the embedder's hook.  May collect garbage and may suspend the process, so
  * the caller holds no record across it.
  */
 void bp_call_event(struct Process *p, const FuncInfo *fn, bool global);

@@ -305,7 +305,8 @@ size_t tvm_processes(tvm_vm *vm, tvm_process_info *out, size_t max);
  * TVM_TP_CALL_COUNT).
  *
  * A traced call (local or global) of a process whose call tracing is on
- * (tvm_trace_calls) runs the call hook.
+ * (TVM_TRACE_CALL, below) runs the call hook and, while a trace pipeline
+ * runs (tvm_trace_start), writes a call event.
  */
 
 enum {
@@ -341,7 +342,7 @@ tvm_status tvm_trace_info(tvm_env *env, const char *mfa, const char *item,
 tvm_status tvm_call_count(tvm_vm *vm, const char *mfa, int64_t *count);
 
 /* Turns call tracing of a process on or off (pid 0: the env itself, a
- * call context).  TVM_ERR_NOTFOUND when the process is not alive. */
+ * call context): tvm_trace_flags(env, pid, TVM_TRACE_CALL, on). */
 tvm_status tvm_trace_calls(tvm_env *env, tvm_pid pid, bool on);
 
 typedef struct tvm_call_event {
@@ -360,6 +361,99 @@ typedef struct tvm_call_event {
  */
 typedef void (*tvm_call_hook)(tvm_env *env, const tvm_call_event *ev, void *data);
 void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data);
+
+/* ------------------------------------------------------------------ */
+/* Tracing: process trace flags and the trace pipeline                 */
+/*
+ * Process trace flags say what a process reports (docs/tracing.md):
+ *   TVM_TRACE_CALL       a call event for each call of a traced function
+ *                        (tvm_trace_pattern): {trace,Pid,call,{M,F,Args}}
+ *   TVM_TRACE_ARITY      call events carry the arity instead of the
+ *                        arguments: {trace,Pid,call,{M,F,Arity}}
+ *   TVM_TRACE_TIMESTAMP  the text format prints trace_ts messages with the
+ *                        timestamp (CLOCK_MONOTONIC ns) last
+ *   TVM_TRACE_PROCS      spawn and exit events:
+ *                        {trace,Pid,spawn,Child,{M,F,Args}}, {trace,Pid,exit,Reason}
+ * A change applies from the process's next event; nothing is stopped or
+ * waited for.  Events are written only while a pipeline runs.
+ */
+enum {
+    TVM_TRACE_CALL = 1u << 0,
+    TVM_TRACE_ARITY = 1u << 1,
+    TVM_TRACE_TIMESTAMP = 1u << 2,
+    TVM_TRACE_PROCS = 1u << 3,
+};
+
+/*
+ * Sets (on) or clears (off) `flags` of one process (pid 0: the env
+ * itself, a call context); other flags stay.  TVM_ERR_NOTFOUND when the
+ * process is not alive, TVM_ERR_BADARG for unknown flags.  Any thread.
+ */
+tvm_status tvm_trace_flags(tvm_env *env, tvm_pid pid, unsigned flags, bool on);
+
+/* The trace flags of one process (pid 0: the env itself). */
+tvm_status tvm_trace_flags_get(tvm_env *env, tvm_pid pid, unsigned *flags);
+
+/* Which processes tvm_trace_flags_all() changes. */
+typedef enum tvm_trace_scope {
+    TVM_TRACE_EXISTING = 1,  /* every process alive now */
+    TVM_TRACE_NEW = 2,       /* the VM's default, copied into each process it spawns */
+    TVM_TRACE_ALL = 3,       /* both */
+} tvm_trace_scope;
+
+/*
+ * Sets or clears `flags` for a scope of processes without stopping any
+ * scheduler: the default for new processes first, then each process in
+ * the table, one atomic update of its flags word at a time.  A process
+ * spawned meanwhile gets the new default or is changed by the walk,
+ * never neither.  Call contexts (tvm_env_new) are not processes here.
+ * TVM_ERR_BADARG for an unknown scope or flags.  Any thread.
+ */
+tvm_status tvm_trace_flags_all(tvm_vm *vm, tvm_trace_scope scope, unsigned flags, bool on);
+
+/* The default trace flags of new processes. */
+unsigned tvm_trace_flags_new(tvm_vm *vm);
+
+typedef enum tvm_trace_format {
+    TVM_TRACE_TEXT,          /* {trace,<0.1.0>,call,{fib,fib,[10]}}, one per line */
+    TVM_TRACE_JSONL,         /* one JSON object per line */
+    TVM_TRACE_CHROME,        /* Chrome trace event JSON (Perfetto, speedscope) */
+    TVM_TRACE_CTF,           /* CTF 1.8 into a directory (babeltrace2, Trace Compass) */
+} tvm_trace_format;
+
+typedef enum tvm_trace_policy {
+    TVM_TRACE_DROP,          /* a full ring drops events and counts them (reported in place) */
+    TVM_TRACE_LOSSLESS,      /* not implemented in this version: rejected */
+} tvm_trace_policy;
+
+typedef struct tvm_trace_options {
+    tvm_trace_format format;
+    /* Where the output goes: `path` (a file; for CTF a directory, created,
+     * which must be empty), else `file` (a FILE * that stays open and is
+     * not closed; not for CTF), else stderr (text and JSON lines only). */
+    const char *path;
+    void *file;
+    size_t ring_bytes;       /* per ring, a power of two; 0 = 1 MiB */
+    tvm_trace_policy policy;
+} tvm_trace_options;
+
+/*
+ * Starts the VM's trace pipeline: one ring per scheduler (the schedulers
+ * are started first) and one shared by other threads, a collector thread
+ * and the sink for `format`.  opts NULL: text to stderr.  TVM_ERR_EXISTS
+ * if one is already running, TVM_ERR_BADARG (with a message) for bad
+ * options, TVM_ERR_IO when the output cannot be opened.  From a thread
+ * that is not running a process (not from a native).
+ */
+tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error *err);
+
+/*
+ * Stops the pipeline: later events are not written; every event written
+ * so far reaches the output, which is finished (closed if it was opened
+ * from `path`).  TVM_ERR_NOTFOUND if none runs.  Not from a native.
+ * tvm_destroy stops a pipeline still running.
+ */
+tvm_status tvm_trace_stop(tvm_vm *vm);
 
 #ifdef __cplusplus
 }

@@ -72,7 +72,7 @@ typedef struct TrOptions {
 /* An event as a producer hands it over (terms are copied at emit time). */
 typedef struct TrEmit {
     TrKind kind;               /* not LOST or PAD */
-    unsigned flags;            /* TR_F_ARITY, TR_F_RETURNS, TR_F_NO_MFA */
+    unsigned flags;            /* TR_F_ARITY, TR_F_RETURNS, TR_F_NO_MFA, TR_F_TIMESTAMP */
     uint64_t pid;
     Atom mod, fun;
     unsigned arity;

@@ -78,8 +78,13 @@ enum {
      * (a return-trace frame was pushed), so sinks that draw durations
      * (Chrome) open a slice instead of an instant. */
     TR_F_RETURNS = 1u << 2,
-    /* IN, OUT, RETURN_TO: the MFA is unknown (mod/fun not valid). */
+    /* IN, OUT, RETURN_TO, EXIT: the MFA is unknown or not part of the
+     * event (mod/fun not valid). */
     TR_F_NO_MFA = 1u << 3,
+    /* The traced process has the timestamp flag: the text sink prints
+     * this event as trace_ts with its timestamp last (the other sinks
+     * always carry the timestamp). */
+    TR_F_TIMESTAMP = 1u << 4,
 };
 
 /* The header of a record in a ring (layout above; 8-byte aligned). */

@@ -13,8 +13,10 @@
  *   {trace,<0.43.0>,'receive',hello}
  *   {trace_lost,{sched,0},17}              (shared for the shared ring)
  *
- * With TR_TEXT_TIMESTAMPS the tag is trace_ts and the CLOCK_MONOTONIC ns
- * timestamp is the last element, as BEAM's trace_ts appends its stamp.
+ * With TR_TEXT_TIMESTAMPS (every event) or TR_F_TIMESTAMP on a record
+ * (the process's timestamp flag) the tag is trace_ts and the
+ * CLOCK_MONOTONIC ns timestamp is the last element, as BEAM's trace_ts
+ * appends its stamp.
  * Payload terms cut at the size cap print as in io_lib's ~P:
  * {fib,fib,[1,2|...]}, {a,...}, <<"ab"...>>.
  */
@@ -136,7 +138,7 @@ static void text_event(TrSink *s, const TrEvent *ev)
 {
     TextSink *t = (TextSink *)s;
     t->sb.len = 0;
-    tr_event_format(ev, t->ts, &t->sb);
+    tr_event_format(ev, t->ts || (ev->flags & TR_F_TIMESTAMP), &t->sb);
     sb_putc(&t->sb, '\n');
     fwrite(t->sb.s, 1, t->sb.len, t->out);
 }

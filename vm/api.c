@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "breakpoints/bp.h"
+#include "trace/tr_vm.h"
 #include "vm/atom.h"
 #include "vm/bif.h"
 #include "vm/module.h"
@@ -50,6 +51,7 @@ tvm_vm *tvm_new(const tvm_config *cfg)
     vm->crash_reports = !(cfg && cfg->quiet_crashes);
     vm->stw_tracing = cfg && cfg->stop_the_world_tracing;
     vm_modules_init(vm);
+    pthread_mutex_init(&vm->trace_lock, NULL);
     vm_bifs_register(vm);
     bp_engine_init(vm);
     return vm;
@@ -59,13 +61,16 @@ void tvm_destroy(tvm_vm *vm)
 {
     if (!vm)
         return;
-    /* The progress thread first: it wakes processes through the
+    /* A trace pipeline first: stopping it waits for thread progress.
+     * Then the progress thread: it wakes processes through the
      * schedulers.  Then the breakpoint engine, once nothing executes. */
+    tr_vm_destroy(vm);
     if (vm->progress_stop)
         vm->progress_stop(vm);
     vm_sched_stop(vm);
     bp_engine_destroy(vm);
     vm_modules_destroy(vm);
+    pthread_mutex_destroy(&vm->trace_lock);
     free(vm);
 }
 

@@ -561,7 +561,7 @@ NATIVE_FN(bif_spawn3)
         BADARG();
     Export *e = vm_export_get(p->vm, atom_value(m), atom_value(f), (uint32_t)n);
     Term *v = list_to_array(args, n);
-    uint64_t pid = vm_spawn(p->vm, e, (int)n, v, false);
+    uint64_t pid = vm_spawn(p, e, (int)n, v, false);
     free(v);
     if (!pid)
         return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));

@@ -28,7 +28,7 @@ tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
     const Export *fn;
     if (!pid || vm_env_resolve(env, mod, fun, argc, argv, args, &fn) != TVM_OK)
         return TVM_ERR_BADARG;
-    *pid = vm_spawn(env->p->vm, fn, argc, args, true);
+    *pid = vm_spawn(env->p, fn, argc, args, true);
     return *pid ? TVM_OK : TVM_ERR_LIMIT;
 }
 

@@ -153,6 +153,20 @@ struct tvm_vm {
      * [HK1] release store by tvm_set_call_hook, [HK1'] acquire on a hit. */
     VmAtomic call_hook;
     bool stw_tracing;            /* config: stop-the-world trace_pattern */
+    /*
+     * The trace pipeline (struct TrVm *, trace/tr_vm.c) while one runs.
+     * [TP1] release store by tvm_trace_start (and a relaxed NULL store by
+     * tvm_trace_stop, which then waits for thread progress before freeing
+     * it); [TP1'] acquire load by emitters, which are always QSBR readers
+     * online while they use it (trace/tr_vm.c explains why that is enough).
+     */
+    VmAtomic trace_out;
+    /* trace_lock serializes tvm_trace_start and tvm_trace_stop. */
+    pthread_mutex_t trace_lock;
+    /* Trace flags (VM_TRACE_*) for new processes: full CAS by
+     * tvm_trace_flags_all; read relaxed by vm_spawn under the process
+     * table's lock (the order argument is in trace/tr_flags.c). */
+    VmAtomic trace_new;
 };
 
 typedef struct VmCallHook {

@@ -20,6 +20,7 @@
 #include "vm/heap.h"
 #include "vm/interp.h"
 #include "vm/print.h"
+#include "trace/tr_vm.h"
 
 void vm_sched_enqueue(SchedSystem *sys, Process *p);
 Process *vm_sched_cache_get(SchedSystem *sys);
@@ -100,6 +101,17 @@ static Process **table_find(SchedSystem *sys, uint64_t pid)
         j = (j + 1) & (sys->cap - 1);
     }
     return NULL;
+}
+
+void vm_proc_each(SchedSystem *sys, void (*fn)(Process *p, void *data), void *data)
+{
+    pthread_mutex_lock(&sys->lock);
+    for (size_t i = 0; i < sys->cap; i++) {
+        Process *p = sys->table[i];
+        if (p && p != TOMBSTONE)
+            fn(p, data);
+    }
+    pthread_mutex_unlock(&sys->lock);
 }
 
 Process *vm_proc_get(SchedSystem *sys, uint64_t pid)
@@ -197,8 +209,10 @@ static void proc_main(void *arg)
     VM_UNREACHABLE();
 }
 
-uint64_t vm_spawn(tvm_vm *vm, const Export *entry, int argc, const Term *args, bool joinable)
+uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *args,
+                  bool joinable)
 {
+    tvm_vm *vm = parent->vm;
     SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
     Process *p = vm_sched_cache_get(sys);
     if (p) {
@@ -224,6 +238,9 @@ uint64_t vm_spawn(tvm_vm *vm, const Export *entry, int argc, const Term *args, b
     p->entry_args = argc > 0 ? vm_message_new(list) : NULL;
     pthread_mutex_lock(&sys->lock);
     p->pid = sys->next_pid++;
+    /* The default trace flags, read under the table lock: the order
+     * argument of tvm_trace_flags_all (trace/tr_flags.c) needs it here. */
+    vm_atomic_store_relaxed(&p->trace, vm_atomic_load_relaxed(&vm->trace_new));
     vm_atomic_store_relaxed(&p->refs, joinable ? 2 : 1);
     p->joinable = joinable;
     if (joinable) {
@@ -236,6 +253,8 @@ uint64_t vm_spawn(tvm_vm *vm, const Export *entry, int argc, const Term *args, b
     vm_fiber_init(p->fiber, proc_main, p);
     p->state = PS_RUNNABLE;
     uint64_t pid = p->pid;
+    /* Before the child can run, so its own events come after this one. */
+    tr_vm_spawn(parent, pid, entry, argc, args);
     vm_sched_enqueue(sys, p);
     return pid;
 }
@@ -271,6 +290,7 @@ static void proc_exit(Process *p, Term cls, Term value)
         Term e[2] = { vm_root_get(p, hv), trace };
         hr = vm_root_push(p, vm_make_tuple(p, 2, e));
     }
+    tr_vm_exit(p, vm_root_get(p, hr));
     pthread_mutex_lock(&p->lock);
     /* From here on the process counts as gone: a monitor set up now gets
      * an immediate noproc 'DOWN' (vm_proc_monitor), never nothing. */

@@ -21,7 +21,20 @@
 #include "vm/module.h"
 #include "vm/term.h"
 
-enum { VM_TRACE_CALL = 1u << 0 };
+/*
+ * Process trace flags (Process.trace), the public TVM_TRACE_* bits:
+ *   CALL       call events at traced functions (the call hook runs too)
+ *   ARITY      call events carry the arity, not the arguments
+ *   TIMESTAMP  text output as trace_ts, the timestamp last
+ *   PROCS      spawn (by the parent) and exit events
+ */
+enum {
+    VM_TRACE_CALL = TVM_TRACE_CALL,
+    VM_TRACE_ARITY = TVM_TRACE_ARITY,
+    VM_TRACE_TIMESTAMP = TVM_TRACE_TIMESTAMP,
+    VM_TRACE_PROCS = TVM_TRACE_PROCS,
+    VM_TRACE_ALL = VM_TRACE_CALL | VM_TRACE_ARITY | VM_TRACE_TIMESTAMP | VM_TRACE_PROCS,
+};
 
 enum {
     FRAME_CALL = 0,   /* an ordinary function activation */
@@ -127,9 +140,12 @@ struct Process {
 
     uint64_t pid;          /* 0 for a call context (not a scheduled process) */
 
-    /* Trace flags (VM_TRACE_*): written by any thread (tvm_trace_calls,
-     * relaxed), read relaxed by the process at breakpoint hits; a change
-     * applies from the process's next hit. */
+    /* Trace flags (VM_TRACE_*).  Written by any thread with a full CAS
+     * (tvm_trace_flags, tvm_trace_flags_all: concurrent changes of
+     * different bits compose) and at spawn, before the process is visible,
+     * from vm->trace_new; read relaxed by the process itself at breakpoint
+     * hits, spawn and exit.  A change applies from the process's next read
+     * (no barrier: no scheduler is stopped or waited for). */
     VmAtomic trace;
 
     /* ---- scheduled processes only (see vm/sched.c, vm/proc.c) ---- */

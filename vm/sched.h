@@ -113,15 +113,20 @@ SchedSystem *vm_sched_start(tvm_vm *vm, int n);
 /* Stops them; processes still alive are freed. */
 void vm_sched_stop(tvm_vm *vm);
 
-/* Creates a process running entry(args); returns its pid, or 0 when no
- * fiber stack can be mapped (system_limit).  An undefined entry is not
- * checked here: the process raises undef.  `joinable` keeps its exit
- * value until vm_proc_join(). */
-uint64_t vm_spawn(tvm_vm *vm, const Export *entry, int argc, const Term *args,
+/* Creates a process of parent's VM running entry(args), spawned by
+ * `parent` (a process or a call context, on the calling thread); returns
+ * its pid, or 0 when no fiber stack can be mapped (system_limit).  An
+ * undefined entry is not checked here: the process raises undef.
+ * `joinable` keeps its exit value until vm_proc_join(). */
+uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *args,
                   bool joinable);
 
 /* Sends a copy of `msg` to pid; false if there is no such live process. */
 bool vm_send(tvm_vm *vm, uint64_t pid, Term msg);
+
+/* Calls fn(p, data) for every process in the table, with the table lock
+ * held (fn must not take it, nor a run-queue lock). */
+void vm_proc_each(SchedSystem *sys, void (*fn)(Process *p, void *data), void *data);
 
 /* Looks a process up (a reference the caller must drop with vm_proc_put). */
 Process *vm_proc_get(SchedSystem *sys, uint64_t pid);

@@ -1,0 +1,38 @@
+/*
+ * trace/tr_vm.h - the VM side of tracing: the events processes write into
+ * the VM's trace pipeline (tvm_trace_start in include/tracevm.h), and the
+ * pipeline's end with the VM.  trace/tr_vm.c has the protocol.
+ *
+ * Each emitter checks the process's flag itself (callers may check it
+ * first to stay cheap) and writes nothing while no pipeline runs.
+ */
+#ifndef TRACE_TR_VM_H
+#define TRACE_TR_VM_H
+
+#include <stdint.h>
+
+#include "vm/module.h"
+#include "vm/process.h"
+
+/*
+ * A call of `fn` by p, whose arguments are the first registers of p's top
+ * frame (the breakpoint hit, breakpoints/bp_api.c); `tf` is p's trace
+ * flags as the caller read them (VM_TRACE_CALL set).  On p's own thread.
+ */
+void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf);
+
+/*
+ * `parent` spawned process `child` running entry(args) (vm_spawn, after
+ * the child got its pid, before it can run).  On the parent's thread: a
+ * scheduler's, or a foreign thread with a call context.
+ */
+void tr_vm_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
+                 const Term *args);
+
+/* p is exiting with `reason` (vm/proc.c, on p's own fiber). */
+void tr_vm_exit(Process *p, Term reason);
+
+/* tvm_destroy: stops a pipeline still running (before the schedulers stop). */
+void tr_vm_destroy(tvm_vm *vm);
+
+#endif /* TRACE_TR_VM_H */
