@@ -1,7 +1,7 @@
 /*
  * tools/tracevm.c - the tracevm command.
  *
- *   tracevm run FILE... [-e MOD:FUN] [--] [ARG...]
+ *   tracevm run FILE... [-e MOD:FUN] [--trace PATTERN ...] [--] [ARG...]
  *   tracevm check FILE...
  *   tracevm dis FILE...
  *
@@ -21,15 +21,17 @@ static const char *const usage_main =
     "usage: tracevm COMMAND [options]\n"
     "\n"
     "commands:\n"
-    "  run FILE... [-S N] [-q] [-e MOD:FUN] [--] [ARG...]\n"
-    "                                           load modules, run a function as a process\n"
+    "  run FILE... [-S N] [-q] [-e MOD:FUN] [--trace PATTERN [--local]]\n"
+    "      [--flags LIST] [--format FMT] [--out PATH] [--] [ARG...]\n"
+    "                                           load modules, run a function as a process,\n"
+    "                                           optionally tracing calls and processes\n"
     "  check FILE...                            verify assembly files\n"
     "  dis FILE...                              disassemble assembly files\n"
     "\n"
     "`tracevm COMMAND --help` describes one command.\n";
 
 static const char *const usage_run =
-    "usage: tracevm run FILE... [-S N] [-q] [-e MOD:FUN] [--] [ARG...]\n"
+    "usage: tracevm run FILE... [-S N] [-q] [-e MOD:FUN] [TRACING] [--] [ARG...]\n"
     "\n"
     "Loads every FILE (.tasm), then runs MOD:FUN with the ARGs as the first\n"
     "process, prints its result when it returns, and exits (other processes\n"
@@ -40,6 +42,22 @@ static const char *const usage_run =
     "  -e MOD:FUN   the function to call (default: main in the first file's module)\n"
     "  -S N         scheduler threads (default: one per core)\n"
     "  -q           no crash reports for other processes\n"
+    "\n"
+    "Tracing (docs/tracing.md); every process gets the flags:\n"
+    "  --trace PATTERN  trace calls of MOD:FUN/ARITY (trailing wildcards: m:f/_,\n"
+    "                   m:_/_, _:_/_); repeatable; global patterns trace remote\n"
+    "                   calls of exported functions\n"
+    "  --local          the patterns are local: every call, local ones too\n"
+    "  --flags LIST     process flags, comma-separated (default: call):\n"
+    "                     call       call events {trace,<0.1.0>,call,{fib,fib,[10]}}\n"
+    "                     arity      the arity instead of the arguments\n"
+    "                     timestamp  trace_ts with the timestamp (ns) last (text)\n"
+    "                     procs      spawn and exit events\n"
+    "  --format FMT     text (default), jsonl, chrome or ctf\n"
+    "  --out PATH       where events go (default: stderr); a file, for ctf a new\n"
+    "                   or empty directory; required for chrome and ctf\n"
+    "Events still buffered are written before the result is printed; events\n"
+    "of processes that outlive the first are written until then.\n"
     "\n"
     "An uncaught exception is printed with its stack trace and the exit\n"
     "status is 1.\n";
@@ -135,123 +153,299 @@ static int cmd_check(int argc, char **argv, bool dis)
     return status;
 }
 
+/* What `tracevm run` was asked to do. */
+typedef struct RunOpts {
+    const char **files, **args, **patterns;
+    int nfiles, nargs, npatterns;
+    const char *entry;
+    tvm_config cfg;
+    bool local;                /* --local: local patterns instead of global */
+    bool flags_set;            /* --flags given */
+    unsigned flags;            /* TVM_TRACE_* for every process */
+    const char *format;        /* --format, or NULL */
+    tvm_trace_format fmt;
+    const char *out;           /* --out, or NULL */
+} RunOpts;
+
+static void run_opts_free(RunOpts *o)
+{
+    free(o->files);
+    free(o->args);
+    free(o->patterns);
+}
+
+/* The value of option argv[*i] (advancing *i); NULL with a message. */
+static const char *option_value(int argc, char **argv, int *i, const char *what)
+{
+    if (*i + 1 == argc) {
+        fprintf(stderr, "tracevm run: %s needs %s\n", argv[*i], what);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* --flags call,arity,timestamp,procs; false with a message. */
+static bool parse_trace_flags(const char *list, unsigned *flags)
+{
+    static const struct { const char *name; unsigned bit; } names[] = {
+        { "call", TVM_TRACE_CALL }, { "arity", TVM_TRACE_ARITY },
+        { "timestamp", TVM_TRACE_TIMESTAMP }, { "procs", TVM_TRACE_PROCS },
+    };
+    *flags = 0;
+    for (const char *p = list;; p++) {
+        size_t n = strcspn(p, ",");
+        size_t k = 0;
+        while (k < 4 && !(strlen(names[k].name) == n && !strncmp(p, names[k].name, n)))
+            k++;
+        if (k == 4) {
+            fprintf(stderr, "tracevm run: --flags: unknown flag '%.*s' "
+                            "(expected a comma-separated list of call, arity, timestamp, procs)\n",
+                    (int)n, p);
+            return false;
+        }
+        *flags |= names[k].bit;
+        p += n;
+        if (!*p)
+            return true;
+    }
+}
+
+static bool parse_trace_format(const char *name, tvm_trace_format *fmt)
+{
+    static const char *const names[] = { "text", "jsonl", "chrome", "ctf" };
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, names[i])) {
+            *fmt = (tvm_trace_format)i;
+            return true;
+        }
+    fprintf(stderr, "tracevm run: --format: unknown format '%s' "
+                    "(expected text, jsonl, chrome or ctf)\n", name);
+    return false;
+}
+
+static bool parse_schedulers(const char *arg, tvm_config *cfg)
+{
+    char *end = NULL;
+    long n = arg ? strtol(arg, &end, 10) : 0;
+    if (!arg || *end || n < 1 || n > 1024) {
+        fprintf(stderr, "tracevm run: -S needs a number of schedulers 1..1024\n");
+        return false;
+    }
+    cfg->schedulers = (int)n;
+    return true;
+}
+
+/* One option at argv[*i]; false (with a message) on a usage error. */
+static bool parse_run_option(int argc, char **argv, int *i, RunOpts *o)
+{
+    const char *a = argv[*i], *v;
+    if (!strcmp(a, "-e"))
+        return (o->entry = option_value(argc, argv, i, "MOD:FUN")) != NULL;
+    if (!strcmp(a, "-S"))
+        return parse_schedulers(*i + 1 < argc ? argv[++*i] : NULL, &o->cfg);
+    if (!strcmp(a, "-q"))
+        return o->cfg.quiet_crashes = true;
+    if (!strcmp(a, "--local"))
+        return o->local = true;
+    if (!strcmp(a, "--trace")) {
+        if (!(v = option_value(argc, argv, i, "a pattern MOD:FUN/ARITY")))
+            return false;
+        o->patterns[o->npatterns++] = v;
+        return true;
+    }
+    if (!strcmp(a, "--flags"))
+        return (v = option_value(argc, argv, i, "a list of flags")) &&
+               (o->flags_set = parse_trace_flags(v, &o->flags));
+    if (!strcmp(a, "--format"))
+        return (o->format = option_value(argc, argv, i, "text, jsonl, chrome or ctf")) &&
+               parse_trace_format(o->format, &o->fmt);
+    if (!strcmp(a, "--out"))
+        return (o->out = option_value(argc, argv, i, "a path")) != NULL;
+    fprintf(stderr, "tracevm run: unknown option %s\n", a);
+    return false;
+}
+
+/* The tracing options go together; false with a message. */
+static bool check_trace_opts(RunOpts *o)
+{
+    bool tracing = o->npatterns || o->flags_set;
+    const char *lone = o->local ? "--local" : o->format ? "--format" : o->out ? "--out" : NULL;
+    if (!tracing && lone) {
+        fprintf(stderr, "tracevm run: %s needs --trace or --flags\n", lone);
+        return false;
+    }
+    if ((o->fmt == TVM_TRACE_CHROME || o->fmt == TVM_TRACE_CTF) && !o->out) {
+        fprintf(stderr, "tracevm run: --format %s needs --out %s\n", o->format,
+                o->fmt == TVM_TRACE_CTF ? "DIR (a new or empty directory)" : "FILE");
+        return false;
+    }
+    if (!o->flags_set)
+        o->flags = TVM_TRACE_CALL;
+    return true;
+}
+
+/* Parses the command line of `run`; 0, or the exit status of an error. */
+static int parse_run(int argc, char **argv, RunOpts *o)
+{
+    o->files = calloc((size_t)argc + 1, sizeof(char *));
+    o->args = calloc((size_t)argc + 1, sizeof(char *));
+    o->patterns = calloc((size_t)argc + 1, sizeof(char *));
+    bool rest = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!rest && strcmp(a, "--") == 0)
+            rest = true;
+        else if (!rest && ends_with(a, ".tasm"))
+            o->files[o->nfiles++] = a;
+        else if (!rest && a[0] == '-' && a[1] && !(a[1] >= '0' && a[1] <= '9')) {
+            if (!parse_run_option(argc, argv, &i, o))
+                return 2;
+        } else
+            o->args[o->nargs++] = a;
+    }
+    if (o->nfiles == 0)
+        return usage(usage_run, 2);
+    return check_trace_opts(o) ? 0 : 2;
+}
+
+/* An API error's message without its "tvm_function: " prefix. */
+static const char *api_why(const tvm_error *err)
+{
+    const char *colon = strstr(err->message, ": ");
+    return !strncmp(err->message, "tvm_", 4) && colon ? colon + 2 : err->message;
+}
+
+/* Patterns, the pipeline and the flags of new processes; 0 or 2. */
+static int trace_setup(tvm_vm *vm, const RunOpts *o)
+{
+    tvm_error err;
+    for (int i = 0; i < o->npatterns; i++) {
+        int n = 0;
+        if (tvm_trace_pattern(vm, o->patterns[i], TVM_TP_TRUE,
+                              o->local ? TVM_TP_LOCAL : TVM_TP_GLOBAL, &n, &err) != TVM_OK) {
+            fprintf(stderr, "tracevm run: --trace %s: %s\n", o->patterns[i], api_why(&err));
+            return 2;
+        }
+        if (n == 0)
+            fprintf(stderr, "tracevm run: warning: --trace %s matches no function%s\n",
+                    o->patterns[i], o->local ? "" : " (without --local, exported ones only)");
+    }
+    tvm_trace_options topts = { .format = o->fmt, .path = o->out };
+    if (tvm_trace_start(vm, &topts, &err) != TVM_OK) {
+        if (o->out)
+            fprintf(stderr, "tracevm run: --out %s: %s\n", o->out, api_why(&err));
+        else
+            fprintf(stderr, "tracevm run: cannot start tracing: %s\n", api_why(&err));
+        return 2;
+    }
+    tvm_trace_flags_all(vm, TVM_TRACE_NEW, o->flags, true);
+    return 0;
+}
+
+/* The entry function: -e MOD:FUN, or main in the first module; 0 or 2. */
+static int entry_of(tvm_vm *vm, const char *entry, char mod[256], char fun[256])
+{
+    strcpy(fun, "main");
+    mod[0] = '\0';
+    if (entry) {
+        const char *colon = strchr(entry, ':');
+        if (!colon || colon == entry || !colon[1] || (size_t)(colon - entry) >= 256 ||
+            strlen(colon + 1) >= 256) {
+            fprintf(stderr, "tracevm run: -e expects MOD:FUN, got '%s'\n", entry);
+            return 2;
+        }
+        memcpy(mod, entry, (size_t)(colon - entry));
+        mod[colon - entry] = '\0';
+        strcpy(fun, colon + 1);
+        return 0;
+    }
+    /* The first file's module: take it from the loaded module table. */
+    Module *m = vm->nmodules ? vm->modules[0] : NULL;
+    if (m) {
+        size_t n;
+        const char *s = vm_atom_name(m->name, &n);
+        snprintf(mod, 256, "%.*s", (int)n, s);
+    }
+    return 0;
+}
+
+/* Prints what the entry process ended with; the exit status. */
+static int report(tvm_env *env, tvm_status st, tvm_term result, const char *mod,
+                  const char *fun, int nargs)
+{
+    if (st == TVM_OK) {
+        size_t need = tvm_format_term(env, result, NULL, 0);
+        char *buf = malloc(need + 1);
+        tvm_format_term(env, result, buf, need + 1);
+        printf("%s\n", buf);
+        free(buf);
+        return 0;
+    }
+    if (st == TVM_EXCEPTION) {
+        size_t need = tvm_format_exception(env, NULL, 0);
+        char *buf = malloc(need + 1);
+        tvm_format_exception(env, buf, need + 1);
+        fprintf(stderr, "tracevm: uncaught %s", buf);
+        free(buf);
+        return 1;
+    }
+    fprintf(stderr, "tracevm run: cannot call %s:%s/%d: %s\n", mod, fun, nargs,
+            tvm_status_name(st));
+    return 1;
+}
+
+/* Loads the files and parses the arguments; 0 or the exit status. */
+static int prepare(tvm_vm *vm, tvm_env *env, const RunOpts *o, tvm_term *targs)
+{
+    tvm_error err;
+    for (int i = 0; i < o->nfiles; i++) {
+        if (tvm_load_file(vm, o->files[i], &err) != TVM_OK) {
+            fputs(err.message, stderr);
+            return 1;
+        }
+    }
+    for (int i = 0; i < o->nargs; i++) {
+        if (tvm_parse_term(env, o->args[i], &targs[i], &err) != TVM_OK) {
+            fprintf(stderr, "tracevm run: argument %d ('%s'): %s", i + 1, o->args[i], err.message);
+            return 2;
+        }
+    }
+    return 0;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     if (wants_help(argc, argv))
         return usage(usage_run, 0);
-    const char **files = calloc((size_t)argc + 1, sizeof(char *));
-    const char **args = calloc((size_t)argc + 1, sizeof(char *));
-    int nfiles = 0, nargs = 0;
-    const char *entry = NULL;
-    bool rest = false;
-    tvm_config cfg = { 0 };
-    for (int i = 0; i < argc; i++) {
-        if (!rest && strcmp(argv[i], "--") == 0) {
-            rest = true;
-        } else if (!rest && strcmp(argv[i], "-e") == 0) {
-            if (i + 1 == argc) {
-                fprintf(stderr, "tracevm run: -e needs MOD:FUN\n");
-                free(files);
-                free(args);
-                return 2;
-            }
-            entry = argv[++i];
-        } else if (!rest && strcmp(argv[i], "-S") == 0) {
-            char *end = NULL;
-            long n = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
-            if (i + 1 == argc || *end || n < 1 || n > 1024) {
-                fprintf(stderr, "tracevm run: -S needs a number of schedulers 1..1024\n");
-                free(files);
-                free(args);
-                return 2;
-            }
-            cfg.schedulers = (int)n;
-            i++;
-        } else if (!rest && strcmp(argv[i], "-q") == 0) {
-            cfg.quiet_crashes = true;
-        } else if (!rest && ends_with(argv[i], ".tasm")) {
-            files[nfiles++] = argv[i];
-        } else if (!rest && argv[i][0] == '-' && argv[i][1] && !(argv[i][1] >= '0' && argv[i][1] <= '9')) {
-            fprintf(stderr, "tracevm run: unknown option %s\n", argv[i]);
-            free(files);
-            free(args);
-            return 2;
-        } else {
-            args[nargs++] = argv[i];
-        }
+    RunOpts o = { 0 };
+    int status = parse_run(argc, argv, &o);
+    if (status) {
+        run_opts_free(&o);
+        return status;
     }
-    if (nfiles == 0) {
-        free(files);
-        free(args);
-        return usage(usage_run, 2);
-    }
-
-    tvm_vm *vm = tvm_new(&cfg);
+    bool tracing = o.npatterns || o.flags_set;
+    tvm_vm *vm = tvm_new(&o.cfg);
     tvm_env *env = tvm_env_new(vm);
-    int status = 0;
-    char mod[256] = "", fun[256] = "main";
-    tvm_error err;
-    for (int i = 0; i < nfiles && status == 0; i++) {
-        if (tvm_load_file(vm, files[i], &err) != TVM_OK) {
-            fputs(err.message, stderr);
-            status = 1;
-        }
-    }
-    if (status == 0 && entry) {
-        const char *colon = strchr(entry, ':');
-        if (!colon || colon == entry || !colon[1] || (size_t)(colon - entry) >= sizeof mod ||
-            strlen(colon + 1) >= sizeof fun) {
-            fprintf(stderr, "tracevm run: -e expects MOD:FUN, got '%s'\n", entry);
-            status = 2;
-        } else {
-            memcpy(mod, entry, (size_t)(colon - entry));
-            mod[colon - entry] = '\0';
-            strcpy(fun, colon + 1);
-        }
-    } else if (status == 0) {
-        /* The first file's module: take it from the loaded module table. */
-        Module *m = vm->nmodules ? vm->modules[0] : NULL;
-        if (m) {
-            size_t n;
-            const char *s = vm_atom_name(m->name, &n);
-            snprintf(mod, sizeof mod, "%.*s", (int)n, s);
-        }
-    }
-    tvm_term *targs = calloc((size_t)nargs + 1, sizeof(tvm_term));
-    for (int i = 0; i < nargs && status == 0; i++) {
-        if (tvm_parse_term(env, args[i], &targs[i], &err) != TVM_OK) {
-            fprintf(stderr, "tracevm run: argument %d ('%s'): %s", i + 1, args[i], err.message);
-            status = 2;
-        }
-    }
+    char mod[256], fun[256];
+    tvm_term *targs = calloc((size_t)o.nargs + 1, sizeof(tvm_term));
+    status = prepare(vm, env, &o, targs);
+    if (status == 0)
+        status = entry_of(vm, o.entry, mod, fun);
+    if (status == 0 && tracing)
+        status = trace_setup(vm, &o);
     if (status == 0) {
-        tvm_term result;
+        tvm_term result = { 0 };
         tvm_pid pid;
-        tvm_status st = tvm_spawn(env, mod, fun, nargs, targs, &pid);
+        tvm_status st = tvm_spawn(env, mod, fun, o.nargs, targs, &pid);
         if (st == TVM_OK)
             st = tvm_join(env, pid, &result);
-        if (st == TVM_OK) {
-            size_t need = tvm_format_term(env, result, NULL, 0);
-            char *buf = malloc(need + 1);
-            tvm_format_term(env, result, buf, need + 1);
-            printf("%s\n", buf);
-            free(buf);
-        } else if (st == TVM_EXCEPTION) {
-            size_t need = tvm_format_exception(env, NULL, 0);
-            char *buf = malloc(need + 1);
-            tvm_format_exception(env, buf, need + 1);
-            fprintf(stderr, "tracevm: uncaught %s", buf);
-            free(buf);
-            status = 1;
-        } else {
-            fprintf(stderr, "tracevm run: cannot call %s:%s/%d: %s\n", mod, fun, nargs,
-                    tvm_status_name(st));
-            status = 1;
-        }
+        /* Every event so far reaches the output before the result. */
+        if (tracing)
+            tvm_trace_stop(vm);
+        status = report(env, st, result, mod, fun, o.nargs);
     }
     free(targs);
-    free(files);
-    free(args);
+    run_opts_free(&o);
     tvm_env_free(env);
     tvm_destroy(vm);
     return status;

@@ -1,0 +1,275 @@
+/*
+ * tests/unit/trace/test_trace_api.c - tracing through the embedding API:
+ * process trace flags for one process, for every existing process and for
+ * new ones (tvm_trace_flags, tvm_trace_flags_all), the pipeline's life
+ * cycle (tvm_trace_start / tvm_trace_stop, twice, and bad options), and
+ * the exact text of call, spawn and exit events, including those of a call
+ * context on this (foreign) thread.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+
+#include "tests/unit/helpers.h"
+
+static const char *const ta_src =
+    "module ta\n"
+    "export waiter/0, f/1, g/1\n"
+    /* waiter(): returns the first message it receives */
+    "function waiter/0 regs 2\n"
+    "top:\n"
+    "    recv r0, none\n    accept\n    ret r0\n"
+    "none:\n"
+    "    loadk r1, infinity\n    wait r1, never\n    jump top\n"
+    "never:\n    ret r1\n"
+    "end\n"
+    "function f/1 regs 1\n    addi r0, r0, 1\n    ret r0\nend\n"
+    /* g(X): f(X) by a remote call */
+    "function g/1 regs 1\n    callx r0, r0, ta:f/1\n    ret r0\nend\n";
+
+static tvm_config one_sched = { .schedulers = 1 };
+TVM_FIXTURE(trace_api, &one_sched);
+
+static tvm_pid spawn_waiter(void)
+{
+    tvm_pid pid;
+    cr_assert_eq(tvm_spawn(env, "ta", "waiter", 0, NULL, &pid), TVM_OK);
+    return pid;
+}
+
+static void end_waiter(tvm_pid pid)
+{
+    tvm_term msg, r;
+    cr_assert_eq(tvm_make_atom(env, "stop", &msg), TVM_OK);
+    cr_assert_eq(tvm_send(env, pid, msg), TVM_OK);
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
+}
+
+static unsigned flags_of(tvm_pid pid)
+{
+    unsigned f = 0xdead;
+    cr_assert_eq(tvm_trace_flags_get(env, pid, &f), TVM_OK);
+    return f;
+}
+
+/* Runs ta:g(n) as a joined process and returns its pid. */
+static tvm_pid run_g(int64_t n)
+{
+    tvm_term a, r;
+    tvm_pid pid;
+    cr_assert_eq(tvm_make_int(env, n, &a), TVM_OK);
+    cr_assert_eq(tvm_spawn(env, "ta", "g", 1, &a, &pid), TVM_OK);
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
+    return pid;
+}
+
+/* Everything written to f, as a string (freed by the caller). */
+static char *contents(FILE *f)
+{
+    long n = ftell(f);
+    char *s = calloc(1, (size_t)n + 1);
+    rewind(f);
+    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    return s;
+}
+
+static void start_text(FILE *f)
+{
+    tvm_error err;
+    tvm_trace_options o = { .format = TVM_TRACE_TEXT, .file = f };
+    cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
+}
+
+Test(trace_api, flags_of_one_process)
+{
+    load_ok(vm, "ta", ta_src);
+    tvm_pid w = spawn_waiter();
+    cr_assert_eq(flags_of(w), 0);
+    cr_assert_eq(tvm_trace_flags(env, w, TVM_TRACE_CALL | TVM_TRACE_PROCS, true), TVM_OK);
+    cr_assert_eq(flags_of(w), TVM_TRACE_CALL | TVM_TRACE_PROCS);
+    cr_assert_eq(tvm_trace_flags(env, w, TVM_TRACE_ARITY, true), TVM_OK);
+    cr_assert_eq(tvm_trace_flags(env, w, TVM_TRACE_CALL, false), TVM_OK);
+    cr_assert_eq(flags_of(w), TVM_TRACE_ARITY | TVM_TRACE_PROCS);
+    /* tvm_trace_calls changes the call flag only. */
+    cr_assert_eq(tvm_trace_calls(env, w, true), TVM_OK);
+    cr_assert_eq(flags_of(w), TVM_TRACE_CALL | TVM_TRACE_ARITY | TVM_TRACE_PROCS);
+    /* pid 0: the env itself; other processes untouched. */
+    cr_assert_eq(tvm_trace_flags(env, 0, TVM_TRACE_TIMESTAMP, true), TVM_OK);
+    cr_assert_eq(flags_of(0), TVM_TRACE_TIMESTAMP);
+    cr_assert_eq(flags_of(w), TVM_TRACE_CALL | TVM_TRACE_ARITY | TVM_TRACE_PROCS);
+    cr_assert_eq(tvm_trace_flags(env, w, 1u << 9, true), TVM_ERR_BADARG);
+    cr_assert_eq(tvm_trace_flags(NULL, w, TVM_TRACE_CALL, true), TVM_ERR_BADARG);
+    cr_assert_eq(tvm_trace_flags(env, w + 1000, TVM_TRACE_CALL, true), TVM_ERR_NOTFOUND);
+    unsigned f;
+    cr_assert_eq(tvm_trace_flags_get(env, w + 1000, &f), TVM_ERR_NOTFOUND);
+    cr_assert_eq(tvm_trace_flags_get(env, w, NULL), TVM_ERR_BADARG);
+    end_waiter(w);
+}
+
+Test(trace_api, flags_of_all_existing_and_new)
+{
+    load_ok(vm, "ta", ta_src);
+    tvm_pid a = spawn_waiter(), b = spawn_waiter();
+    /* New processes only: a and b keep theirs. */
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_PROCS, true), TVM_OK);
+    cr_assert_eq(tvm_trace_flags_new(vm), TVM_TRACE_PROCS);
+    cr_assert_eq(flags_of(a), 0);
+    tvm_pid c = spawn_waiter();
+    cr_assert_eq(flags_of(c), TVM_TRACE_PROCS);
+    /* Existing ones only: the default stays. */
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_EXISTING, TVM_TRACE_CALL, true), TVM_OK);
+    cr_assert_eq(flags_of(a), TVM_TRACE_CALL);
+    cr_assert_eq(flags_of(b), TVM_TRACE_CALL);
+    cr_assert_eq(flags_of(c), TVM_TRACE_CALL | TVM_TRACE_PROCS);
+    cr_assert_eq(tvm_trace_flags_new(vm), TVM_TRACE_PROCS);
+    /* Both; call contexts are not processes here. */
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_ALL, TVM_TRACE_PROCS, false), TVM_OK);
+    cr_assert_eq(flags_of(c), TVM_TRACE_CALL);
+    cr_assert_eq(tvm_trace_flags_new(vm), 0);
+    cr_assert_eq(flags_of(0), 0);
+    cr_assert_eq(tvm_trace_flags_all(vm, (tvm_trace_scope)0, TVM_TRACE_CALL, true), TVM_ERR_BADARG);
+    cr_assert_eq(tvm_trace_flags_all(vm, (tvm_trace_scope)4, TVM_TRACE_CALL, true), TVM_ERR_BADARG);
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_ALL, 1u << 9, true), TVM_ERR_BADARG);
+    cr_assert_eq(tvm_trace_flags_all(NULL, TVM_TRACE_ALL, TVM_TRACE_CALL, true), TVM_ERR_BADARG);
+    end_waiter(a);
+    end_waiter(b);
+    end_waiter(c);
+}
+
+Test(trace_api, events_and_start_stop_twice)
+{
+    load_ok(vm, "ta", ta_src);
+    cr_assert_eq(tvm_trace_pattern(vm, "ta:_/_", TVM_TP_TRUE, TVM_TP_GLOBAL, NULL, NULL), TVM_OK);
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL | TVM_TRACE_PROCS, true),
+                 TVM_OK);
+    FILE *f1 = tmpfile();
+    start_text(f1);
+    tvm_error err;
+    cr_assert_eq(tvm_trace_start(vm, NULL, &err), TVM_ERR_EXISTS);
+    cr_assert_str_eq(err.message, "tvm_trace_start: a trace pipeline is already running");
+    tvm_pid p1 = run_g(1);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_ERR_NOTFOUND);
+    run_g(2);                                      /* no pipeline: nothing written */
+    /* Again, now with arity and timestamps. */
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_ARITY, true), TVM_OK);
+    FILE *f2 = tmpfile();
+    start_text(f2);
+    tvm_pid p3 = run_g(3);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    char want[512], *got = contents(f1);
+    snprintf(want, sizeof want,
+             "{trace,<0.%llu.0>,call,{ta,g,[1]}}\n{trace,<0.%llu.0>,call,{ta,f,[1]}}\n"
+             "{trace,<0.%llu.0>,exit,normal}\n",
+             (unsigned long long)p1, (unsigned long long)p1, (unsigned long long)p1);
+    cr_assert_str_eq(got, want);
+    free(got);
+    got = contents(f2);
+    snprintf(want, sizeof want,
+             "{trace,<0.%llu.0>,call,{ta,g,1}}\n{trace,<0.%llu.0>,call,{ta,f,1}}\n"
+             "{trace,<0.%llu.0>,exit,normal}\n",
+             (unsigned long long)p3, (unsigned long long)p3, (unsigned long long)p3);
+    cr_assert_str_eq(got, want);
+    free(got);
+    fclose(f1);
+    fclose(f2);
+}
+
+/* Copies text, each line's trailing ",<digits>}" (a trace_ts stamp)
+ * replaced by ",TS}". */
+static void strip_stamps(const char *text, char *out)
+{
+    for (const char *line = text; *line;) {
+        const char *nl = strchr(line, '\n'), *comma = nl;
+        while (comma > line && *comma != ',')
+            comma--;
+        size_t digits = strspn(comma + 1, "0123456789");
+        bool stamp = *comma == ',' && digits && comma + 1 + digits == nl - 1;
+        size_t keep = (size_t)((stamp ? comma : nl + 1) - line);
+        memcpy(out, line, keep);
+        out += keep;
+        if (stamp)
+            out += sprintf(out, ",TS}\n");
+        line = nl + 1;
+    }
+    *out = '\0';
+}
+
+/* A call context on this thread: its calls (inside tvm_call) and its
+ * spawns (outside any tvm_call) go to the shared ring, as pid 0. */
+Test(trace_api, call_context_events)
+{
+    load_ok(vm, "ta", ta_src);
+    cr_assert_eq(tvm_trace_pattern(vm, "ta:f/1", TVM_TP_TRUE, TVM_TP_LOCAL, NULL, NULL), TVM_OK);
+    cr_assert_eq(tvm_trace_flags(env, 0, TVM_TRACE_CALL | TVM_TRACE_PROCS | TVM_TRACE_TIMESTAMP,
+                                 true), TVM_OK);
+    FILE *f = tmpfile();
+    start_text(f);
+    char out[64];
+    cr_assert_eq(call_fmt(env, "ta", "f", 1, (int64_t[]){ 41 }, out, sizeof out), TVM_OK);
+    tvm_pid w = spawn_waiter();
+    end_waiter(w);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    char *got = contents(f), want[256];
+    snprintf(want, sizeof want, "{trace_ts,<0.0.0>,call,{ta,f,[41]},TS}\n"
+                                "{trace_ts,<0.0.0>,spawn,<0.%llu.0>,{ta,waiter,[]},TS}\n",
+             (unsigned long long)w);
+    char norm[256];
+    strip_stamps(got, norm);
+    cr_assert_str_eq(norm, want);
+    free(got);
+    fclose(f);
+}
+
+static tvm_status start_with(tvm_trace_options o, tvm_error *err)
+{
+    return tvm_trace_start(vm, &o, err);
+}
+
+Test(trace_api, bad_options)
+{
+    tvm_error err;
+    cr_assert_eq(start_with((tvm_trace_options){ .policy = TVM_TRACE_LOSSLESS }, &err),
+                 TVM_ERR_BADARG);
+    cr_assert(strstr(err.message, "lossless policy is not implemented in this version"),
+              "%s", err.message);
+    cr_assert_eq(start_with((tvm_trace_options){ .format = (tvm_trace_format)9 }, &err),
+                 TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message,
+                     "tvm_trace_start: bad format 9 (expected text, jsonl, chrome or ctf)");
+    cr_assert_eq(start_with((tvm_trace_options){ .format = TVM_TRACE_CTF }, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_trace_start: the ctf format needs a path (a directory)");
+    cr_assert_eq(start_with((tvm_trace_options){ .format = TVM_TRACE_CHROME }, &err),
+                 TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_trace_start: the chrome format needs a path or a file");
+    cr_assert_eq(start_with((tvm_trace_options){ .ring_bytes = 1000 }, &err), TVM_ERR_BADARG);
+    cr_assert(strstr(err.message, "ring size 1000 must be a power of two"), "%s", err.message);
+    cr_assert_eq(start_with((tvm_trace_options){ .path = "/nonexistent/dir/t.txt" }, &err),
+                 TVM_ERR_IO);
+    cr_assert_str_eq(err.message, "tvm_trace_start: cannot open /nonexistent/dir/t.txt: "
+                                  "No such file or directory");
+    cr_assert_eq(tvm_trace_start(NULL, NULL, &err), TVM_ERR_BADARG);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_ERR_NOTFOUND);
+    /* Nothing was left running: a good start still works. */
+    cr_assert_eq(tvm_trace_start(vm, NULL, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+}
+
+/* tvm_destroy stops a pipeline still running (ASan checks nothing leaks). */
+Test(trace_api, destroy_stops_the_pipeline)
+{
+    load_ok(vm, "ta", ta_src);
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_PROCS, true), TVM_OK);
+    FILE *f = tmpfile();
+    start_text(f);
+    tvm_pid w = spawn_waiter();
+    end_waiter(w);
+    tvm_env_free(env);
+    tvm_destroy(vm);
+    vm = tvm_new(NULL);
+    env = tvm_env_new(vm);
+    char *got = contents(f), want[64];
+    snprintf(want, sizeof want, "{trace,<0.%llu.0>,exit,normal}\n", (unsigned long long)w);
+    cr_assert_str_eq(got, want);
+    free(got);
+    fclose(f);
+}
