@@ -443,15 +443,16 @@ typedef struct tvm_trace_options {
  * and the sink for `format`.  opts NULL: text to stderr.  TVM_ERR_EXISTS
  * if one is already running, TVM_ERR_BADARG (with a message) for bad
  * options, TVM_ERR_IO when the output cannot be opened.  From a thread
- * that is not running a process (not from a native).
+ * that is not running a process (from a native: TVM_ERR_BADARG).
  */
 tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error *err);
 
 /*
  * Stops the pipeline: later events are not written; every event written
  * so far reaches the output, which is finished (closed if it was opened
- * from `path`).  TVM_ERR_NOTFOUND if none runs.  Not from a native.
- * tvm_destroy stops a pipeline still running.
+ * from `path`).  TVM_ERR_NOTFOUND if none runs; TVM_ERR_BADARG when
+ * called from a process (a native): it waits for thread progress and for
+ * the collector.  tvm_destroy stops a pipeline still running.
  */
 tvm_status tvm_trace_stop(tvm_vm *vm);
 

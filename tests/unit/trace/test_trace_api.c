@@ -2,9 +2,10 @@
  * tests/unit/trace/test_trace_api.c - tracing through the embedding API:
  * process trace flags for one process, for every existing process and for
  * new ones (tvm_trace_flags, tvm_trace_flags_all), the pipeline's life
- * cycle (tvm_trace_start / tvm_trace_stop, twice, and bad options), and
- * the exact text of call, spawn and exit events, including those of a call
- * context on this (foreign) thread.
+ * cycle (tvm_trace_start / tvm_trace_stop, twice, bad options, refused
+ * from a native, ended by tvm_destroy), and the exact text of call, spawn
+ * and exit events, including those of a call context on this (foreign)
+ * thread.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -272,4 +273,32 @@ Test(trace_api, destroy_stops_the_pipeline)
     cr_assert_str_eq(got, want);
     free(got);
     fclose(f);
+}
+
+/* ta_nat:start_stop/0: tvm_trace_start and tvm_trace_stop from a native
+ * running on a process; returns {StartStatus, StopStatus}. */
+static tvm_status nat_start_stop(tvm_env *e, int argc, const tvm_term *argv, tvm_term *res,
+                                 void *data)
+{
+    (void)argc, (void)argv, (void)data;
+    tvm_error err;
+    tvm_term st[2];
+    tvm_make_int(e, tvm_trace_start(tvm_env_vm(e), NULL, &err), &st[0]);
+    tvm_make_int(e, tvm_trace_stop(tvm_env_vm(e)), &st[1]);
+    return tvm_make_tuple(e, 2, st, res);
+}
+
+Test(trace_api, not_from_a_native)
+{
+    cr_assert_eq(tvm_register_native(vm, "ta_nat", "start_stop", 0, nat_start_stop, NULL, NULL),
+                 TVM_OK);
+    tvm_pid pid;
+    tvm_term r;
+    char out[64];
+    cr_assert_eq(tvm_spawn(env, "ta_nat", "start_stop", 0, NULL, &pid), TVM_OK);
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
+    tvm_format_term(env, r, out, sizeof out);
+    char want[64];
+    snprintf(want, sizeof want, "{%d,%d}", (int)TVM_ERR_BADARG, (int)TVM_ERR_BADARG);
+    cr_assert_str_eq(out, want);
 }
