@@ -208,8 +208,9 @@ static double w_spawn(tvm_vm *vm, tvm_env *env, long n)
 /*
  * The same, but this thread polls tvm_processes() every 0.2 ms instead of
  * blocking in tvm_join()/tvm_wait_idle(): a thread blocked there is woken
- * by every process exit (sys->exited is broadcast) and then takes the
- * table lock that spawn and exit need too.
+ * by the exits it waits for (sys->exited is broadcast when a joinable or
+ * the last process exits) and then takes the table lock that spawn and
+ * exit need too.  The comparison shows what those wake-ups cost.
  */
 static double w_spawn_poll(tvm_vm *vm, tvm_env *env, long n)
 {
