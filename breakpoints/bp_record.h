@@ -71,7 +71,10 @@ typedef struct BpGen {
     const void *meta_spec;      /* meta trace filter (tracing issue) */
     const void *meta_tracer;    /* meta trace destination (tracing issue) */
     const void *time;           /* call time tables (tracing issue) */
+    const void *pad[2];         /* to 64 bytes: a hit indexes gen[] with a shift */
 } BpGen;
+
+_Static_assert(sizeof(BpGen) == 64, "a generation is 64 bytes");
 
 typedef struct BpRecord {
     /* Immutable while the record is linked. */

@@ -507,14 +507,12 @@ arith:
             pc = r->target->code;                                              \
         }                                                                      \
         if (fl & BP_COUNT_ACTIVE) {                                            \
-            BpCount *c = g->count;                                             \
-            if (VM_LIKELY(p->sched != NULL)) {                                 \
+            VmAtomic *n = &g->count->shard[p->bp_slot].n;                      \
+            if (VM_LIKELY(p->bp_slot != 0))                                    \
                 /* This scheduler is the shard's only writer. */               \
-                VmAtomic *n = &c->shard[1 + p->sched->id].n;                   \
                 vm_atomic_store_relaxed(n, vm_atomic_load_relaxed(n) + 1);     \
-            } else {                                                           \
-                vm_atomic_fetch_add_relaxed(&c->shard[0].n, 1);                \
-            }                                                                  \
+            else                                                               \
+                vm_atomic_fetch_add_relaxed(n, 1);                             \
         }                                                                      \
         /* The process's flag first: an untraced process (the common case)   \
          * falls through after one load and test. */                          \

@@ -179,6 +179,8 @@ struct Process {
 
     /* Written by the scheduler that runs it (before switching in). */
     struct Scheduler *sched;
+    uint32_t bp_slot;              /* 1 + that scheduler's id: its call-counter shard
+                                    * (breakpoints/bp_record.h); 0 when not scheduled */
     struct Process *rq_next;       /* run-queue link: a local queue's owner, or a shared
                                     * queue's lock (vm/sched.h) */
 

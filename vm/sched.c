@@ -312,6 +312,7 @@ static void run(Scheduler *s, Process *p)
     if (p->state != PS_RUNNING)
         mark_running(p);
     p->sched = s;
+    p->bp_slot = 1 + (uint32_t)s->id;
     p->reds = VM_REDUCTIONS;
     s->current = p;
     vm_fiber_tsan_switch(p->fiber->tsan);
@@ -361,6 +362,7 @@ bool vm_sched_yield_to_next(Process *p)
     local_push(s, p);
     vm_qsbr_quiescent();
     q->sched = s;
+    q->bp_slot = 1 + (uint32_t)s->id;
     q->reds = VM_REDUCTIONS;
     s->current = q;
     vm_fiber_tsan_switch(q->fiber->tsan);
