@@ -19,5 +19,6 @@ run "$tv" run examples/ring.tasm -e ring:main 1000 100
 run "$tv" run examples/parallel.tasm -e parallel:main 8 22
 run "$tv" run -S 1 examples/sleep.tasm
 run "$tv" run -S 2 examples/callcount.tasm
+run "$tv" run -S 2 examples/tracedemo.tasm --flags call
 run "$tv" dis examples/fib.tasm
 exit 0
