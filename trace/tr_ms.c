@@ -438,15 +438,15 @@ static bool c_head(Comp *c, Term head)
 
 static bool c_expr(Comp *c, Term e, bool body);
 
-static const MsFun *lookup_fun(Term name, unsigned nargs, bool *name_known)
+/* The function name/nargs; NULL when there is none (a known name with
+ * another number of arguments is another, unknown, function). */
+static const MsFun *lookup_fun(Term name, unsigned nargs)
 {
     size_t len;
     const char *s = vm_atom_name(atom_value(name), &len);
-    *name_known = false;
     for (size_t i = 0; i < VM_ARRAY_LEN(ms_funs); i++) {
         if (strlen(ms_funs[i].name) != len || memcmp(ms_funs[i].name, s, len) != 0)
             continue;
-        *name_known = true;
         if (ms_funs[i].arity == (int)nargs || (ms_funs[i].arity < 0 && nargs > 0))
             return &ms_funs[i];
     }
@@ -501,8 +501,7 @@ static bool c_call(Comp *c, Term e, bool body)
 {
     const Term *el = tuple_elems(e);
     unsigned nargs = tuple_arity(e) - 1;
-    bool known;
-    const MsFun *f = lookup_fun(el[0], nargs, &known);
+    const MsFun *f = lookup_fun(el[0], nargs);
     char b[80];
     if (!f)
         return cfail(c, "unknown function %s/%u", fun_name(el[0], b, sizeof b), nargs);
@@ -1132,85 +1131,145 @@ static Term arg_list(Run *r)
 }
 
 /*
+ * Dispatch: a `switch`, or with VM_COMPUTED_GOTO (vm/config.h) a jump
+ * through a label table at the end of each instruction, so that the
+ * branch predictor learns per instruction (the same knob as the
+ * interpreter: debug builds test the switch, asan builds the table).
+ */
+#if VM_COMPUTED_GOTO
+#define CASE(op) case op: L_##op
+#define NEXT()                                                              \
+    do {                                                                    \
+        w = code[pc++];                                                     \
+        a = OPERAND(w);                                                     \
+        goto *labels[w & 0xff];                                             \
+    } while (0)
+#else
+#define CASE(op) case op
+#define NEXT() continue
+#endif
+
+/*
  * The dispatch loop.  `cur` is the term the head is looking at, mst[]
  * the compound terms it is inside, st[] the expression values; all
  * bounded at compile time (see tr_ms.h).
  */
 static bool run(Run *r)
 {
+#if VM_COMPUTED_GOTO
+    static const void *const labels[] = {
+        [MS_CLAUSE] = &&L_MS_CLAUSE, [MS_END] = &&L_MS_END, [MS_ARITY] = &&L_MS_ARITY,
+        [MS_ARITY_GE] = &&L_MS_ARITY_GE, [MS_ARG] = &&L_MS_ARG, [MS_ARGLIST] = &&L_MS_ARGLIST,
+        [MS_BIND] = &&L_MS_BIND, [MS_EQVAR] = &&L_MS_EQVAR, [MS_EQIMM] = &&L_MS_EQIMM,
+        [MS_EQLIT] = &&L_MS_EQLIT, [MS_TUPLE] = &&L_MS_TUPLE, [MS_ELEM] = &&L_MS_ELEM,
+        [MS_CONS] = &&L_MS_CONS, [MS_HEAD] = &&L_MS_HEAD, [MS_TAILPOP] = &&L_MS_TAILPOP,
+        [MS_POP] = &&L_MS_POP, [MS_LIT] = &&L_MS_LIT, [MS_VAR] = &&L_MS_VAR,
+        [MS_ALL] = &&L_MS_ALL, [MS_VARS] = &&L_MS_VARS, [MS_MKTUPLE] = &&L_MS_MKTUPLE,
+        [MS_MKLIST] = &&L_MS_MKLIST, [MS_CALL] = &&L_MS_CALL, [MS_JNT] = &&L_MS_JNT,
+        [MS_JT] = &&L_MS_JT, [MS_TEST] = &&L_MS_TEST, [MS_BODY] = &&L_MS_BODY,
+        [MS_DROP] = &&L_MS_DROP, [MS_MATCHED] = &&L_MS_MATCHED,
+    };
+#endif
     const TrMs *ms = r->ms;
     const uint32_t *code = ms->code;
     const Term *lits = ms->lits;
     Term *vars = r->s->vars, *st = r->s->stack, *mst = r->s->mstack;
-    uint32_t pc = 0, fail = 0;
+    uint32_t pc = 0, fail = 0, w, a;
     unsigned sp = 0, msp = 0;
     bool body = false;
     Term cur = TERM_NIL;
+    int c;
     for (;;) {
-        uint32_t w = code[pc++];
-        uint32_t a = OPERAND(w);
+        w = code[pc++];
+        a = OPERAND(w);
         switch (w & 0xff) {
-        case MS_CLAUSE:
+        CASE(MS_CLAUSE):
             fail = a;
             r->hp = r->s->heap;
             sp = msp = 0;
             body = false;
-            continue;
-        case MS_END: return false;
-        case MS_ARITY: if (r->arity != a) goto fail; continue;
-        case MS_ARITY_GE: if (r->arity < a) goto fail; continue;
-        case MS_ARG: cur = r->args[a]; continue;
-        case MS_ARGLIST: cur = arg_list(r); continue;
-        case MS_BIND: vars[a] = cur; continue;
-        case MS_EQVAR: {
-            int c;
+            NEXT();
+        CASE(MS_END):
+            return false;
+        CASE(MS_ARITY):
+            if (r->arity != a)
+                goto fail;
+            NEXT();
+        CASE(MS_ARITY_GE):
+            if (r->arity < a)
+                goto fail;
+            NEXT();
+        CASE(MS_ARG):
+            cur = r->args[a];
+            NEXT();
+        CASE(MS_ARGLIST):
+            cur = arg_list(r);
+            NEXT();
+        CASE(MS_BIND):
+            vars[a] = cur;
+            NEXT();
+        CASE(MS_EQVAR):
             if (!ms_compare(r, cur, vars[a], &c) || c != 0)
                 goto fail;
-            continue;
-        }
-        case MS_EQIMM: if (cur != lits[a]) goto fail; continue;
-        case MS_EQLIT: {
-            int c;
+            NEXT();
+        CASE(MS_EQIMM):
+            if (cur != lits[a])
+                goto fail;
+            NEXT();
+        CASE(MS_EQLIT):
             if (!ms_compare(r, cur, lits[a], &c) || c != 0)
                 goto fail;
-            continue;
-        }
-        case MS_TUPLE:
+            NEXT();
+        CASE(MS_TUPLE):
             if (!term_is_tuple(cur) || tuple_arity(cur) != a)
                 goto fail;
             mst[msp++] = cur;
-            continue;
-        case MS_ELEM: cur = tuple_elems(mst[msp - 1])[a]; continue;
-        case MS_CONS:
+            NEXT();
+        CASE(MS_ELEM):
+            cur = tuple_elems(mst[msp - 1])[a];
+            NEXT();
+        CASE(MS_CONS):
             if (!term_is_cons(cur))
                 goto fail;
             mst[msp++] = cur;
-            continue;
-        case MS_HEAD: cur = cons_head(mst[msp - 1]); continue;
-        case MS_TAILPOP: cur = cons_tail(mst[--msp]); continue;
-        case MS_POP: msp--; continue;
-        case MS_LIT: st[sp++] = lits[a]; continue;
-        case MS_VAR: st[sp++] = vars[a]; continue;
-        case MS_ALL: st[sp++] = arg_list(r); continue;
-        case MS_VARS: {
+            NEXT();
+        CASE(MS_HEAD):
+            cur = cons_head(mst[msp - 1]);
+            NEXT();
+        CASE(MS_TAILPOP):
+            cur = cons_tail(mst[--msp]);
+            NEXT();
+        CASE(MS_POP):
+            msp--;
+            NEXT();
+        CASE(MS_LIT):
+            st[sp++] = lits[a];
+            NEXT();
+        CASE(MS_VAR):
+            st[sp++] = vars[a];
+            NEXT();
+        CASE(MS_ALL):
+            st[sp++] = arg_list(r);
+            NEXT();
+        CASE(MS_VARS): {
             Term v[TR_MS_MAX_VARS];
             for (uint32_t i = 0; i < a; i++)
                 v[i] = vars[code[pc + i]];
             pc += a;
             st[sp++] = build_list(r, v, a, TERM_NIL);
-            continue;
+            NEXT();
         }
-        case MS_MKTUPLE:
+        CASE(MS_MKTUPLE):
             sp -= a;
             st[sp] = build_tuple(r, st + sp, a);
             sp++;
-            continue;
-        case MS_MKLIST:
+            NEXT();
+        CASE(MS_MKLIST):
             sp -= a + 1;
             st[sp] = build_list(r, st + sp, a, st[sp + a]);
             sp++;
-            continue;
-        case MS_CALL: {
+            NEXT();
+        CASE(MS_CALL): {
             uint32_t n = code[pc++];
             Term v;
             sp -= n;
@@ -1220,30 +1279,41 @@ static bool run(Run *r)
                 v = ms->exit_atom;
             }
             st[sp++] = v;
-            continue;
+            NEXT();
         }
-        case MS_JNT:
+        CASE(MS_JNT):
             if (st[--sp] != TERM_TRUE) {
                 st[sp++] = TERM_FALSE;
                 pc = a;
             }
-            continue;
-        case MS_JT:
+            NEXT();
+        CASE(MS_JT):
             if (st[--sp] == TERM_TRUE) {
                 st[sp++] = TERM_TRUE;
                 pc = a;
             }
-            continue;
-        case MS_TEST: if (st[--sp] != TERM_TRUE) goto fail; continue;
-        case MS_BODY: body = true; continue;
-        case MS_DROP: sp--; continue;
-        case MS_MATCHED: return true;
-        default: VM_UNREACHABLE();
+            NEXT();
+        CASE(MS_TEST):
+            if (st[--sp] != TERM_TRUE)
+                goto fail;
+            NEXT();
+        CASE(MS_BODY):
+            body = true;
+            NEXT();
+        CASE(MS_DROP):
+            sp--;
+            NEXT();
+        CASE(MS_MATCHED):
+            return true;
+        default:
+            VM_UNREACHABLE();
         }
     fail:
         pc = fail;
     }
 }
+#undef CASE
+#undef NEXT
 
 bool tr_ms_run(const TrMs *ms, const Term *args, unsigned arity, const TrMsCtx *ctx,
                TrMsScratch *scratch, TrMsResult *res)
