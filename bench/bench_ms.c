@@ -1,6 +1,6 @@
 /*
  * bench/bench_ms.c - the cost of running a compiled match spec
- * (trace/tr_ms.c) on one thread, in ns per run:
+ * (trace/tr_ms_compile.c, trace/tr_ms_run.c) on one thread, in ns per run:
  *   match       [{[{'$1', ok}, '_'], [{'>', '$1', 3}], []}] on ({5, ok}, x)
  *   head_fail   the same spec on ({5, error}, x): the head fails
  *   guard_fail  the same spec on ({2, ok}, x): the guard is false

@@ -1,5 +1,5 @@
 /*
- * tests/stress/stress_ms.c - one compiled match spec (trace/tr_ms.c) run
+ * tests/stress/stress_ms.c - one compiled match spec (trace/tr_ms_compile.c, trace/tr_ms_run.c) run
  * by several threads at once, each on its own arguments and scratch, with
  * every result checked; each thread also holds a reference of its own
  * and the main thread drops the compiler's reference while they run, so

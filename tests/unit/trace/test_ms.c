@@ -1,5 +1,5 @@
 /*
- * tests/unit/trace/test_ms.c - match specifications (trace/tr_ms.c):
+ * tests/unit/trace/test_ms.c - match specifications (trace/tr_ms_compile.c, tr_ms_run.c):
  * every construct of the language, BEAM's examples (reference/beam.md
  * Part 2 items 12-14), variables, guards that raise, body errors giving
  * 'EXIT', deep and long terms against the bounds, the exact message of
