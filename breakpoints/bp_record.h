@@ -8,7 +8,7 @@
  *     word over code[0] and `orig` keeps the word it replaced (ENTER, or
  *     NATIVE for a native), so every call, local or remote, hits it;
  *   - a *global* record sits on a trampoline, a one-word FuncInfo whose
- *     code[0] is BREAKPOINT, and arming points the export entry at the
+ *     code[0] is BREAKPOINT_TRAMP, and arming points the export entry at the
  *     trampoline; `target` is the real function, so only remote calls
  *     (through the export entry) hit it.
  *

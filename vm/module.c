@@ -182,19 +182,10 @@ Module *vm_module_find_locked(tvm_vm *vm, Atom name)
 
 bool vm_module_has_natives_locked(tvm_vm *vm, Atom mod)
 {
-    bool found = false;
-    unsigned ix = (unsigned)vm_atomic_load_relaxed(&vm->code_ix);
-    pthread_mutex_lock(&vm->export_lock);
-    for (uint32_t i = 0; i < vm->export_cap && !found; i++)
-        for (Export *e = vm->export_buckets[i]; e; e = e->next) {
-            const FuncInfo *fi = vm_func_real(vm_atomic_load_ptr_relaxed(&e->addr[ix]));
-            if (e->mod == mod && fi->native) {
-                found = true;
-                break;
-            }
-        }
-    pthread_mutex_unlock(&vm->export_lock);
-    return found;
+    for (uint32_t i = 0; i < vm->nnatives; i++)
+        if (vm->natives[i]->mod == mod)
+            return true;
+    return false;
 }
 
 void vm_module_install_locked(tvm_vm *vm, Module *m)
@@ -280,27 +271,19 @@ void vm_module_free(Module *m)
 
 void vm_modules_destroy(tvm_vm *vm)
 {
-    /* Exports first: telling natives (owned by their entry) from module
-     * functions reads the FuncInfos, which the modules own. */
     for (uint32_t i = 0; i < vm->export_cap; i++) {
         Export *e = vm->export_buckets[i];
         while (e) {
             Export *next = e->next;
-            /* Natives are owned by their export entry. */
-            for (int k = 0; k < VM_CODE_IX_COUNT; k++) {
-                FuncInfo *fi = vm_atomic_load_ptr_relaxed(&e->addr[k]);
-                if (fi && fi->native) {
-                    for (int j = k; j < VM_CODE_IX_COUNT; j++)
-                        if (vm_atomic_load_ptr_relaxed(&e->addr[j]) == fi)
-                            vm_atomic_store_relaxed(&e->addr[j], 0);
-                    free(fi);
-                }
-            }
             free(e->stub);
             free(e);
             e = next;
         }
     }
+    /* Natives are owned by the VM (vm->natives); module functions by
+     * their modules. */
+    for (uint32_t i = 0; i < vm->nnatives; i++)
+        free(vm->natives[i]);
     free(vm->export_buckets);
     free(vm->natives);
     for (uint32_t i = 0; i < vm->nmodules; i++)

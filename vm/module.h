@@ -119,8 +119,9 @@ struct tvm_vm {
     pthread_mutex_t code_lock;   /* the start of the schedulers and services; modules[] */
     Module **modules;            /* written under perm and code_lock; read under either */
     uint32_t nmodules, modules_cap;
-    /* Every registered native (natives are never removed): appended under
-     * perm and code_lock, read under perm (trace_pattern's matching). */
+    /* Every registered native, owned here (natives are never removed):
+     * appended under perm and code_lock, read under either (trace_pattern's
+     * matching, the loader's check, tvm_destroy). */
     FuncInfo **natives;
     uint32_t nnatives, natives_cap;
     pthread_mutex_t export_lock; /* protects the export hash (not addr[]) */
@@ -212,7 +213,7 @@ Module *vm_module_find_locked(tvm_vm *vm, Atom name);
  */
 void vm_module_install_locked(tvm_vm *vm, Module *m);
 
-/* True if some export of module `mod` is a native (code_lock held). */
+/* True if some native belongs to module `mod` (perm or code_lock held). */
 bool vm_module_has_natives_locked(tvm_vm *vm, Atom mod);
 
 /* Frees a module and every older version chained to it. */
