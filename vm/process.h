@@ -39,7 +39,15 @@ enum {
 enum {
     FRAME_CALL = 0,   /* an ordinary function activation */
     FRAME_ENTRY = 1,  /* the bottom of one vm_execute activation */
+    /* A trace frame (breakpoints/bp_frame.c): pushed below the activation
+     * of a traced function so that its return (or an exception passing
+     * it) is reported; fn is the traced function, pc the trace
+     * instruction, and the upper bits of kind say what to report. */
+    FRAME_TRACE = 2,
 };
+
+/* The FRAME_* of a frame's kind word (trace frames keep flags above). */
+#define FRAME_KIND(k) ((k) & 0xffu)
 
 typedef struct Frame {
     const FuncInfo *fn;   /* function of this frame (NULL for an entry frame) */
@@ -47,8 +55,11 @@ typedef struct Frame {
     uint32_t base;        /* register window offset into p->stack */
     uint32_t ret_reg;     /* result register, relative to the frame below's base */
     uint32_t hbase;       /* handler depth when the frame was entered */
-    uint32_t kind;        /* FRAME_* */
-    void *native_fp;      /* entry frames: native frame address of the activation */
+    uint32_t kind;        /* FRAME_* in the low byte (FRAME_KIND) */
+    union {
+        void *native_fp;  /* entry frames: native frame address of the activation */
+        void *tdata;      /* trace frames: what the trace needs at the return */
+    };
 } Frame;
 
 typedef struct Handler {
