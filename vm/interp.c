@@ -147,9 +147,9 @@ static tvm_status execute(Process *p, const FuncInfo *fn, int argc, const Term *
     }
     const uint32_t entry = p->nframes;
     p->frames[entry] = (Frame){ NULL, stop_code, base0, 0, p->nhandlers, FRAME_ENTRY,
-                                __builtin_frame_address(0) };
+                                { __builtin_frame_address(0) } };
     memcpy(p->stack + base0, args, (size_t)argc * sizeof(Term));
-    p->frames[entry + 1] = (Frame){ fn, NULL, base0, 0, p->nhandlers, FRAME_CALL, NULL };
+    p->frames[entry + 1] = (Frame){ fn, NULL, base0, 0, p->nhandlers, FRAME_CALL, { NULL } };
     p->nframes = entry + 2;
 
     Frame *f = &p->frames[entry + 1];
@@ -364,7 +364,7 @@ arith:
                 RAISE_ERROR(make_atom(ATOM_SYSTEM_LIMIT));
             RELOAD();
         }
-        f[1] = (Frame){ callee, NULL, f->base + argbase, A, p->nhandlers, FRAME_CALL, NULL };
+        f[1] = (Frame){ callee, NULL, f->base + argbase, A, p->nhandlers, FRAME_CALL, { NULL } };
         f++;
         p->nframes++;
         reg += argbase;
