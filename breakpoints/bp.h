@@ -12,35 +12,50 @@
 #include "vm/module.h"
 #include "vm/process.h"
 
-/* mod:fun/arity with trailing wildcards (any_* set from the first one on). */
+/* mod:fun/arity with trailing wildcards (any_* set from the first one on),
+ * or on_load: modules loaded later. */
 typedef struct BpPattern {
     Atom mod, fun;
     int arity;
     bool any_mod, any_fun, any_arity;
+    bool on_load;
 } BpPattern;
 
-/* Parses "m:f/a", "m:f/_", "m:_/_" or "_:_/_"; false with a reason. */
+/* Parses "m:f/a", "m:f/_", "m:_/_", "_:_/_" or "on_load"; false with a reason. */
 bool bp_pattern_parse(const char *text, BpPattern *out, char *why, size_t whylen);
 
 /* Checks that an action and flags go together; false with a reason. */
-bool bp_request_check(tvm_tp_action how, unsigned flags, char *why, size_t whylen);
+bool bp_request_check(const BpPattern *pat, tvm_tp_action how, unsigned flags, char *why,
+                      size_t whylen);
 
 /*
  * Runs trace_pattern (the request must have passed the checks above):
  * takes the code-modification permission, runs the staged sequence and
  * returns the number of functions matched.  Any thread; a calling process
- * is suspended while it waits.
+ * is suspended while it waits.  on_load only records the flags (0).
  */
 int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, tvm_tp_action how, unsigned flags);
 
 /* trace_info items. */
-typedef enum BpInfoItem { BP_INFO_TRACED, BP_INFO_CALL_COUNT, BP_INFO_ALL } BpInfoItem;
+typedef enum BpInfoItem {
+    BP_INFO_TRACED, BP_INFO_CALL_COUNT, BP_INFO_ALL, BP_INFO_CALL_TIME
+} BpInfoItem;
 
 /* {Item, Value} for function mod:fun/arity, built on p's heap. */
 Term bp_trace_info(Process *p, Atom mod, Atom fun, int arity, BpInfoItem item);
 
+/* {Item, Value} for on_load: the flags modules loaded later get. */
+Term bp_trace_info_on_load(Process *p, BpInfoItem item);
+
 /* The call count of a function; false if it has no counter or does not exist. */
 bool bp_call_count(tvm_vm *vm, Atom mod, Atom fun, int arity, int64_t *count);
+
+/* The call time of a function per process (malloc'd, by pid) in *out;
+ * false if it has no call time data or does not exist.  Reads while every
+ * scheduler writes (breakpoints/bp_time.c). */
+struct BpTimeSample;
+bool bp_call_time(tvm_vm *vm, Atom mod, Atom fun, int arity, struct BpTimeSample **out,
+                  size_t *n);
 
 /*
  * Loading a new version of module `old->name`: removes every breakpoint of
@@ -49,6 +64,13 @@ bool bp_call_count(tvm_vm *vm, Atom mod, Atom fun, int arity, int64_t *count);
  * Call with the code-modification permission held.
  */
 void bp_module_replaced(tvm_vm *vm, const Module *old);
+
+/*
+ * Loading module m (not installed yet): applies the on_load flags to all
+ * its functions, armed before the install publishes them (no wait).  Call
+ * with the permission held, right before vm_module_install_locked().
+ */
+void bp_module_loading(tvm_vm *vm, Module *m);
 
 /* The engine's lifetime (tvm_new / tvm_destroy), and its natives. */
 void bp_engine_init(tvm_vm *vm);

@@ -1,7 +1,7 @@
 /*
  * breakpoints/bp_api.c - the breakpoint engine's faces: the C API in
  * tracevm.h (tvm_trace_pattern, tvm_trace_info, tvm_call_count,
- * tvm_set_call_hook), the natives erlang:trace_pattern/3 and
+ * tvm_call_time, tvm_set_call_hook), the natives erlang:trace_pattern/3 and
  * erlang:trace_info/2, and the call-trace action: a call event into the
  * trace pipeline (trace/tr_vm.c), then the embedder's hook.
  */
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "breakpoints/bp_engine_internal.h"
+#include "breakpoints/bp_time.h"
 #include "trace/tr_vm.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
@@ -42,7 +43,7 @@ tvm_status tvm_trace_pattern(tvm_vm *vm, const char *pattern, tvm_tp_action how,
     if (!vm)
         return fail(err, TVM_ERR_BADARG, "tvm_trace_pattern", "NULL vm");
     if (!bp_pattern_parse(pattern, &pat, why, sizeof why) ||
-        !bp_request_check(how, flags, why, sizeof why))
+        !bp_request_check(&pat, how, flags, why, sizeof why))
         return fail(err, TVM_ERR_BADARG, "tvm_trace_pattern", why);
     int n = bp_trace_pattern(vm, &pat, how, flags);
     if (matched)
@@ -51,11 +52,15 @@ tvm_status tvm_trace_pattern(tvm_vm *vm, const char *pattern, tvm_tp_action how,
     return TVM_OK;
 }
 
-/* An exact mod:fun/arity (no wildcards). */
-static bool parse_mfa(const char *text, BpPattern *pat, char *why, size_t n)
+/* An exact mod:fun/arity (no wildcards); on_load if `on_load_ok`. */
+static bool parse_mfa(const char *text, BpPattern *pat, char *why, size_t n, bool on_load_ok)
 {
     if (!bp_pattern_parse(text, pat, why, n))
         return false;
+    if (pat->on_load && !on_load_ok) {
+        snprintf(why, n, "bad function \"on_load\": expected mod:fun/arity");
+        return false;
+    }
     if (pat->any_mod || pat->any_fun || pat->any_arity) {
         snprintf(why, n, "bad function \"%s\": wildcards are not allowed here", text);
         return false;
@@ -70,7 +75,7 @@ tvm_status tvm_trace_info(tvm_env *env, const char *mfa, const char *item,
     BpPattern pat;
     if (!env || !env->p || !out)
         return fail(err, TVM_ERR_BADARG, "tvm_trace_info", "NULL argument");
-    if (!parse_mfa(mfa, &pat, why, sizeof why))
+    if (!parse_mfa(mfa, &pat, why, sizeof why, true))
         return fail(err, TVM_ERR_BADARG, "tvm_trace_info", why);
     BpInfoItem it;
     if (item && !strcmp(item, "traced"))
@@ -79,10 +84,13 @@ tvm_status tvm_trace_info(tvm_env *env, const char *mfa, const char *item,
         it = BP_INFO_CALL_COUNT;
     else if (item && !strcmp(item, "all"))
         it = BP_INFO_ALL;
+    else if (item && !strcmp(item, "call_time"))
+        it = BP_INFO_CALL_TIME;
     else
         return fail(err, TVM_ERR_BADARG, "tvm_trace_info",
-                    "bad item: expected traced, call_count or all");
-    *out = vm_root_push(env->p, bp_trace_info(env->p, pat.mod, pat.fun, pat.arity, it));
+                    "bad item: expected traced, call_count, call_time or all");
+    *out = vm_root_push(env->p, pat.on_load ? bp_trace_info_on_load(env->p, it)
+                                            : bp_trace_info(env->p, pat.mod, pat.fun, pat.arity, it));
     ok(err);
     return TVM_OK;
 }
@@ -91,9 +99,26 @@ tvm_status tvm_call_count(tvm_vm *vm, const char *mfa, int64_t *count)
 {
     char why[200];
     BpPattern pat;
-    if (!vm || !count || !parse_mfa(mfa, &pat, why, sizeof why))
+    if (!vm || !count || !parse_mfa(mfa, &pat, why, sizeof why, false))
         return TVM_ERR_BADARG;
     return bp_call_count(vm, pat.mod, pat.fun, pat.arity, count) ? TVM_OK : TVM_ERR_NOTFOUND;
+}
+
+tvm_status tvm_call_time(tvm_vm *vm, const char *mfa, tvm_call_time_entry *out, size_t max,
+                         size_t *n)
+{
+    char why[200];
+    BpPattern pat;
+    if (!vm || !n || (max && !out) || !parse_mfa(mfa, &pat, why, sizeof why, false))
+        return TVM_ERR_BADARG;
+    BpTimeSample *v;
+    size_t len;
+    bool ok = bp_call_time(vm, pat.mod, pat.fun, pat.arity, &v, &len);
+    for (size_t i = 0; i < len && i < max; i++)
+        out[i] = (tvm_call_time_entry){ v[i].pid, v[i].count, v[i].ns };
+    free(v);
+    *n = len;
+    return ok ? TVM_OK : TVM_ERR_NOTFOUND;
 }
 
 void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data)
@@ -171,10 +196,15 @@ static bool named(Term t, const char *name)
     return term_is_atom(t) && !strcmp(vm_atom_name(atom_value(t), NULL), name);
 }
 
-/* {M, F, A} with '_' wildcards into a pattern; trailing wildcards only. */
+/* {M, F, A} with '_' wildcards into a pattern; trailing wildcards only;
+ * or the atom on_load. */
 static bool mfa_term(Term t, BpPattern *pat)
 {
     memset(pat, 0, sizeof *pat);
+    if (named(t, "on_load")) {
+        pat->on_load = true;
+        return true;
+    }
     if (!term_is_tuple(t) || tuple_arity(t) != 3)
         return false;
     const Term *e = tuple_elems(t);
@@ -216,6 +246,8 @@ static bool flags_term(Term l, unsigned *flags)
             *flags |= TVM_TP_LOCAL;
         else if (named(h, "call_count"))
             *flags |= TVM_TP_CALL_COUNT;
+        else if (named(h, "call_time"))
+            *flags |= TVM_TP_CALL_TIME;
         else
             return false;
     }
@@ -233,7 +265,7 @@ static tvm_status nif_trace_pattern(tvm_env *env, int argc, const tvm_term *argv
     unsigned flags;
     char why[200];
     if (!mfa_term(vm_root_get(p, argv[0]), &pat) || !action_term(vm_root_get(p, argv[1]), &how) ||
-        !flags_term(vm_root_get(p, argv[2]), &flags) || !bp_request_check(how, flags, why, sizeof why))
+        !flags_term(vm_root_get(p, argv[2]), &flags) || !bp_request_check(&pat, how, flags, why, sizeof why))
         return badarg(p);
     int n = bp_trace_pattern(p->vm, &pat, how, flags);
     *result = vm_root_push(p, make_small(n));
@@ -255,11 +287,14 @@ static tvm_status nif_trace_info(tvm_env *env, int argc, const tvm_term *argv,
         it = BP_INFO_CALL_COUNT;
     else if (named(item, "all"))
         it = BP_INFO_ALL;
+    else if (named(item, "call_time"))
+        it = BP_INFO_CALL_TIME;
     else
         return badarg(p);
     if (!mfa_term(vm_root_get(p, argv[0]), &pat) || pat.any_mod || pat.any_fun || pat.any_arity)
         return badarg(p);
-    *result = vm_root_push(p, bp_trace_info(p, pat.mod, pat.fun, pat.arity, it));
+    *result = vm_root_push(p, pat.on_load ? bp_trace_info_on_load(p, it)
+                                          : bp_trace_info(p, pat.mod, pat.fun, pat.arity, it));
     return TVM_OK;
 }
 

@@ -74,6 +74,7 @@
 #include "breakpoints/bp_engine_internal.h"
 #include "breakpoints/bp_progress.h"
 #include "breakpoints/bp_record.h"
+#include "breakpoints/bp_time.h"
 #include "vm/sched.h"
 
 /* ==== records and counters (writer only) ==== */
@@ -98,6 +99,23 @@ static void count_unref(BpEngine *E, BpCount *c)
     if (c && --c->refs == 0) {
         c->next_free = E->count_free;
         E->count_free = c;
+    }
+}
+
+static BpTime *time_ref(BpTime *t)
+{
+    if (t)
+        t->refs++;
+    return t;
+}
+
+/* Drops a generation's reference to call time data (freed in stage 6,
+ * like a counter: bp_time.c says why that is safe). */
+static void time_unref(BpEngine *E, BpTime *t)
+{
+    if (t && --t->refs == 0) {
+        t->next_free = E->time_free;
+        E->time_free = t;
     }
 }
 
@@ -248,6 +266,42 @@ void bp_stage_count(BpEngine *E, BpGen *g, bool fresh)
     g->count = fresh ? count_ref(count_new(E)) : NULL;
 }
 
+/* Replaces the staging generation's call time data (fresh, or none). */
+void bp_stage_time(BpEngine *E, BpGen *g, bool fresh)
+{
+    time_unref(E, g->time);
+    g->time = fresh ? time_ref(bp_time_new(E->nshards)) : NULL;
+}
+
+/* gen[from ^ 1] := gen[from], sharing the counter and call time data. */
+void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from)
+{
+    BpGen *to = &r->gen[from ^ 1u], *g = &r->gen[from];
+    if (to->count != g->count) {
+        count_unref(E, to->count);
+        to->count = count_ref(g->count);
+    }
+    if (to->time != g->time) {
+        time_unref(E, to->time);
+        to->time = time_ref(g->time);
+    }
+    to->flags = g->flags;
+    to->match_spec = g->match_spec;
+    to->meta_spec = g->meta_spec;
+    to->meta_tracer = g->meta_tracer;
+}
+
+/* Drops both generations' counters and call time data. */
+static void gens_release(BpEngine *E, BpRecord *r)
+{
+    for (int k = 0; k < 2; k++) {
+        count_unref(E, r->gen[k].count);
+        time_unref(E, r->gen[k].time);
+        r->gen[k].count = NULL;
+        r->gen[k].time = NULL;
+    }
+}
+
 /* ==== arming ==== */
 
 static void arm(tvm_vm *vm, BpRecord *r)
@@ -260,6 +314,16 @@ static void arm(tvm_vm *vm, BpRecord *r)
     } else {
         vm_code_patch(&r->fi->code[0], instr_make(OP_BREAKPOINT, 0, 0, 0));
     }
+    r->armed = true;
+}
+
+/* Arms a record of a module that is not installed yet (bp_module_loading):
+ * a global one is armed by the install itself, which points the export
+ * entry at e->bp_tramp. */
+void bp_arm_unpublished(BpRecord *r)
+{
+    if (!r->target)
+        vm_code_patch(&r->fi->code[0], instr_make(OP_BREAKPOINT, 0, 0, 0));
     r->armed = true;
 }
 
@@ -292,8 +356,13 @@ static void wait_progress(tvm_vm *vm)
 }
 
 /* Frees what stage 5 unlinked and what lost its last reference. */
-static void free_dead(BpEngine *E, BpRecord *recs, BpCount *counts)
+static void free_dead(BpEngine *E, BpRecord *recs, BpCount *counts, BpTime *times)
 {
+    while (times) {
+        BpTime *t = times;
+        times = t->next_free;
+        bp_time_free(t);
+    }
     while (recs) {
         BpRecord *r = recs;
         recs = r->next_free;
@@ -310,9 +379,10 @@ static void free_dead(BpEngine *E, BpRecord *recs, BpCount *counts)
 
 static void free_unlinked(BpEngine *E)
 {
-    free_dead(E, E->free_list, E->count_free);
+    free_dead(E, E->free_list, E->count_free, E->time_free);
     E->free_list = NULL;
     E->count_free = NULL;
+    E->time_free = NULL;
 }
 
 /*
@@ -330,8 +400,10 @@ void bp_commit(tvm_vm *vm)
      * (counters): their free stage comes after this call's first wait. */
     BpRecord *dead = E->free_list;
     BpCount *dead_counts = E->count_free;
+    BpTime *dead_times = E->time_free;
     E->free_list = NULL;
     E->count_free = NULL;
+    E->time_free = NULL;
 
     /* wait: every reader that reaches a record linked or written in stage
      * 1 sees it whole; until the flip they only read the active
@@ -344,7 +416,7 @@ void bp_commit(tvm_vm *vm)
      * was never armed, and no reader ever reached it); a released counter
      * belongs to a generation no reader has used since the wait after its
      * call's flip. */
-    free_dead(E, dead, dead_counts);
+    free_dead(E, dead, dead_counts, dead_times);
 
     /* 2 arm.  Safe: a reader that hits a newly armed function reads its
      * active generation, which is empty for a new record (flags 0: it just
@@ -397,20 +469,9 @@ void bp_commit(tvm_vm *vm)
      * was never reachable). */
     for (size_t i = 0; i < E->ntouched; i++) {
         BpRecord *r = E->touched[i];
-        BpGen *to = &r->gen[active], *from = &r->gen[staging];
-        if (to->count != from->count) {
-            count_unref(E, to->count);
-            to->count = count_ref(from->count);
-        }
-        to->flags = from->flags;
-        to->match_spec = from->match_spec;
-        to->meta_spec = from->meta_spec;
-        to->meta_tracer = from->meta_tracer;
-        to->time = from->time;
-        if (!from->flags) {
-            count_unref(E, to->count);
-            count_unref(E, from->count);
-            to->count = from->count = NULL;
+        bp_gen_mirror(E, r, staging);
+        if (!r->gen[staging].flags) {
+            gens_release(E, r);
             unlink_record(E, r);
         }
     }
@@ -465,10 +526,7 @@ void bp_engine_destroy(tvm_vm *vm)
         BpRecord *r = E->records;
         if (r->armed)
             disarm(r);
-        for (int g = 0; g < 2; g++) {
-            count_unref(E, r->gen[g].count);
-            r->gen[g].count = NULL;
-        }
+        gens_release(E, r);
         unlink_record(E, r);
     }
     free_unlinked(E);

@@ -13,6 +13,8 @@ typedef struct BpEngine {
     BpRecord *records;          /* every linked record */
     BpRecord *free_list;        /* unlinked, freed at the next free stage */
     BpCount *count_free;        /* counters that lost their last reference */
+    struct BpTime *time_free;   /* call time data that lost its last reference */
+    unsigned on_load;           /* TVM_TP_* flags applied to every module loaded later */
     BpRecord *pool;             /* freed records kept for reuse (via next_free) */
     size_t npool;
     BpRecord **touched;         /* records the running call staged */
@@ -28,7 +30,10 @@ BpRecord *bp_local_record(BpEngine *E, FuncInfo *fi, bool create);
 BpRecord *bp_global_record(BpEngine *E, FuncInfo *fi, bool create);
 void bp_touch(BpEngine *E, BpRecord *r);
 void bp_stage_count(BpEngine *E, BpGen *g, bool fresh);
+void bp_stage_time(BpEngine *E, BpGen *g, bool fresh);
+void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from);
 int64_t bp_count_sum(const BpCount *c);
+void bp_arm_unpublished(BpRecord *r);
 void bp_begin(tvm_vm *vm);
 void bp_commit(tvm_vm *vm);
 void bp_end(tvm_vm *vm);

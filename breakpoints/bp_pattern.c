@@ -15,12 +15,19 @@
  *     one in the staging generation, so calls made after trace_pattern
  *     returns are counted from exactly 0 even if some scheduler was still
  *     counting into the old one during the sequence.
+ *   - call_time: the same four actions on per-process call time data
+ *     (bp_time.c); a fresh BpTime replaces the old one the same way.
+ *   - on_load (the pattern "on_load", atom on_load from VM code): the
+ *     flags are kept and applied to every module loaded later, to all its
+ *     functions as m:_/_ would; false clears the flags named.  See
+ *     bp_module_loading() for why that needs no wait at all.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "breakpoints/bp_engine_internal.h"
+#include "breakpoints/bp_time.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/sched.h"
@@ -40,6 +47,10 @@ static bool is_wild(const char *s, size_t n)
 bool bp_pattern_parse(const char *text, BpPattern *out, char *why, size_t whylen)
 {
     memset(out, 0, sizeof *out);
+    if (text && !strcmp(text, "on_load")) {
+        out->on_load = true;
+        return true;
+    }
     const char *colon = text ? strchr(text, ':') : NULL;
     const char *slash = text ? strrchr(text, '/') : NULL;
     if (!colon || !slash || slash < colon) {
@@ -72,9 +83,11 @@ bool bp_pattern_parse(const char *text, BpPattern *out, char *why, size_t whylen
     return true;
 }
 
-bool bp_request_check(tvm_tp_action how, unsigned flags, char *why, size_t whylen)
+bool bp_request_check(const BpPattern *pat, tvm_tp_action how, unsigned flags, char *why,
+                      size_t whylen)
 {
-    const unsigned known = TVM_TP_GLOBAL | TVM_TP_LOCAL | TVM_TP_CALL_COUNT;
+    const unsigned known = TVM_TP_GLOBAL | TVM_TP_LOCAL | TVM_TP_CALL_COUNT | TVM_TP_CALL_TIME;
+    const unsigned data = TVM_TP_CALL_COUNT | TVM_TP_CALL_TIME;
     if (how < TVM_TP_TRUE || how > TVM_TP_RESTART) {
         snprintf(why, whylen, "bad action %d: expected true, false, pause or restart", (int)how);
         return false;
@@ -84,11 +97,16 @@ bool bp_request_check(tvm_tp_action how, unsigned flags, char *why, size_t whyle
         return false;
     }
     if ((flags & TVM_TP_GLOBAL) && (flags & ~TVM_TP_GLOBAL)) {
-        snprintf(why, whylen, "global cannot be combined with local or call_count");
+        snprintf(why, whylen, "global cannot be combined with local, call_count or call_time");
         return false;
     }
-    if ((how == TVM_TP_PAUSE || how == TVM_TP_RESTART) && flags != TVM_TP_CALL_COUNT) {
-        snprintf(why, whylen, "%s applies only to call_count",
+    if ((how == TVM_TP_PAUSE || how == TVM_TP_RESTART) && (!flags || (flags & ~data))) {
+        snprintf(why, whylen, "%s applies only to call_count and call_time",
+                 how == TVM_TP_PAUSE ? "pause" : "restart");
+        return false;
+    }
+    if (pat->on_load && (how == TVM_TP_PAUSE || how == TVM_TP_RESTART)) {
+        snprintf(why, whylen, "on_load takes true or false, not %s",
                  how == TVM_TP_PAUSE ? "pause" : "restart");
         return false;
     }
@@ -164,7 +182,17 @@ static void stage_call_trace(BpEngine *E, FuncInfo *fn, bool on, unsigned flags,
     }
 }
 
-static void stage_call_count(BpEngine *E, FuncInfo *fn, tvm_tp_action how, unsigned s)
+/* call_count and call_time data: the flag pair and the staging helper. */
+typedef struct DataKind {
+    uint32_t exists, active;
+    void (*stage)(BpEngine *E, BpGen *g, bool fresh);
+} DataKind;
+
+static const DataKind count_kind = { BP_COUNT, BP_COUNT_ACTIVE, bp_stage_count };
+static const DataKind time_kind = { BP_TIME, BP_TIME_ACTIVE, bp_stage_time };
+
+static void stage_data(BpEngine *E, FuncInfo *fn, tvm_tp_action how, unsigned s,
+                       const DataKind *k)
 {
     BpRecord *r = bp_local_record(E, fn, how == TVM_TP_TRUE);
     if (!r)
@@ -172,24 +200,49 @@ static void stage_call_count(BpEngine *E, FuncInfo *fn, tvm_tp_action how, unsig
     BpGen *g = &r->gen[s];
     switch (how) {
     case TVM_TP_TRUE:
-        set_flags(E, r, s, BP_COUNT | BP_COUNT_ACTIVE, 0);
-        bp_stage_count(E, g, true);
+        set_flags(E, r, s, k->exists | k->active, 0);
+        k->stage(E, g, true);
         break;
     case TVM_TP_FALSE:
-        set_flags(E, r, s, 0, BP_COUNT | BP_COUNT_ACTIVE);
-        bp_stage_count(E, g, false);
+        set_flags(E, r, s, 0, k->exists | k->active);
+        k->stage(E, g, false);
         break;
     case TVM_TP_PAUSE:
-        if (g->flags & BP_COUNT)
-            set_flags(E, r, s, 0, BP_COUNT_ACTIVE);
+        if (g->flags & k->exists)
+            set_flags(E, r, s, 0, k->active);
         break;
     case TVM_TP_RESTART:
-        if (g->flags & BP_COUNT) {
-            set_flags(E, r, s, BP_COUNT_ACTIVE, 0);
-            bp_stage_count(E, g, true);
+        if (g->flags & k->exists) {
+            set_flags(E, r, s, k->active, 0);
+            k->stage(E, g, true);
         }
         break;
     }
+}
+
+/* Stage 1 for one function. */
+static void stage_function(BpEngine *E, FuncInfo *fn, tvm_tp_action how, unsigned flags,
+                           unsigned s)
+{
+    stage_call_trace(E, fn, how == TVM_TP_TRUE, flags, s);
+    if (flags & TVM_TP_CALL_COUNT)
+        stage_data(E, fn, how, s, &count_kind);
+    if (flags & TVM_TP_CALL_TIME)
+        stage_data(E, fn, how, s, &time_kind);
+}
+
+/* on_load: the flags kept for modules loaded later (no module changes). */
+static void set_on_load(BpEngine *E, tvm_tp_action how, unsigned flags)
+{
+    if (how == TVM_TP_FALSE) {
+        E->on_load &= ~flags;
+        return;
+    }
+    if (flags & TVM_TP_GLOBAL)
+        E->on_load &= ~TVM_TP_LOCAL;
+    if (flags & TVM_TP_LOCAL)
+        E->on_load &= ~TVM_TP_GLOBAL;
+    E->on_load |= flags;
 }
 
 int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, tvm_tp_action how, unsigned flags)
@@ -198,6 +251,11 @@ int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, tvm_tp_action how, unsign
         flags = TVM_TP_GLOBAL;
     bp_begin(vm);
     BpEngine *E = vm->bp;
+    if (pat->on_load) {
+        set_on_load(E, how, flags);
+        bp_end(vm);
+        return 0;
+    }
     E->nshards = 1 + (uint32_t)vm_sched_of(vm)->n;
     FnList fns = { 0 };
     match_functions(vm, pat, &fns);
@@ -207,9 +265,7 @@ int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, tvm_tp_action how, unsign
         FuncInfo *fn = fns.v[i];
         if (!(flags & TVM_TP_GLOBAL) || fn->export)
             matched++;
-        stage_call_trace(E, fn, how == TVM_TP_TRUE, flags, s);
-        if (flags & TVM_TP_CALL_COUNT)
-            stage_call_count(E, fn, how, s);
+        stage_function(E, fn, how, flags, s);
     }
     free(fns.v);
     bp_commit(vm);
@@ -229,9 +285,50 @@ void bp_module_replaced(tvm_vm *vm, const Module *old)
                 continue;
             set_flags(E, rs[k], s, 0, ~0u);
             bp_stage_count(E, &rs[k]->gen[s], false);
+            bp_stage_time(E, &rs[k]->gen[s], false);
         }
     }
     bp_commit(vm);
+}
+
+/*
+ * on_load: arms the new module's breakpoints before it is installed.  Why
+ * no wait is needed: no thread can run or even find a function of `m`
+ * yet.  Its code is reachable only through its export entries, whose
+ * addresses the install stages and publishes with a release store of the
+ * code index ([CX1] in vm/module.c, acquired by every remote call), and
+ * through funs and local calls made by its own code, which runs only
+ * after that.  trace_pattern cannot see it either: it walks vm->modules
+ * under the permission we hold.  So this writes both generations (equal,
+ * as the sequence leaves them after consolidation), stores BREAKPOINT over
+ * code[0] and creates the trampolines of exported functions directly: a
+ * reader that can reach them acquired the code index after all of it.
+ * The install points an export at its trampoline (vm_module_install_locked
+ * takes e->bp_tramp when its target is the new function).  Permission
+ * held; the module is not installed yet.
+ */
+void bp_module_loading(tvm_vm *vm, Module *m)
+{
+    BpEngine *E = vm->bp;
+    unsigned fl = E->on_load;
+    if (!fl)
+        return;
+    E->nshards = 1 + (uint32_t)vm_sched_of(vm)->n;
+    const unsigned s = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u;
+    for (uint32_t i = 0; i < m->nfuncs; i++) {
+        FuncInfo *fn = m->funcs[i];
+        stage_function(E, fn, TVM_TP_TRUE, fl, s);
+        BpRecord *rs[2] = { bp_local_record(E, fn, false), bp_global_record(E, fn, false) };
+        for (int k = 0; k < 2; k++) {
+            if (!rs[k] || !rs[k]->gen[s].flags)
+                continue;
+            bp_gen_mirror(E, rs[k], s);
+            bp_arm_unpublished(rs[k]);
+        }
+    }
+    /* Nothing is left staged: the records are complete in both generations. */
+    E->ntouched = 0;
+    E->mark++;
 }
 
 /* ==== trace_info ==== */
@@ -239,7 +336,7 @@ void bp_module_replaced(tvm_vm *vm, const Module *old)
 /* The function mod:fun/arity as a call would find it; NULL if none. */
 static FuncInfo *find_function(tvm_vm *vm, Atom mod, Atom fun, int arity)
 {
-    BpPattern pat = { mod, fun, arity, false, false, false };
+    BpPattern pat = { mod, fun, arity, false, false, false, false };
     FnList l = { 0 };
     match_functions(vm, &pat, &l);
     FuncInfo *fi = l.n ? l.v[0] : NULL;
@@ -247,20 +344,45 @@ static FuncInfo *find_function(tvm_vm *vm, Atom mod, Atom fun, int arity)
     return fi;
 }
 
-/* Active flags of a function's records, and its counter. */
-static uint32_t active_flags(tvm_vm *vm, FuncInfo *fi, const BpCount **count)
+/* What trace_info reports about a function, read under the permission. */
+typedef struct Info {
+    uint32_t fl;                /* active flags of its records */
+    int64_t count;              /* BP_COUNT: the call count */
+    BpTimeSample *time;         /* BP_TIME: per process (malloc'd) */
+    size_t ntime;
+} Info;
+
+/* Active flags of a function's records, and its counter and call time. */
+static uint32_t active_flags(tvm_vm *vm, FuncInfo *fi, const BpCount **count,
+                             const BpTime **time)
 {
     unsigned a = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix);
     BpRecord *lr = bp_local_record(vm->bp, fi, false);
     BpRecord *gr = bp_global_record(vm->bp, fi, false);
     *count = lr ? lr->gen[a].count : NULL;
+    *time = lr ? lr->gen[a].time : NULL;
     return (lr ? lr->gen[a].flags : 0) | (gr ? gr->gen[a].flags : 0);
 }
 
+/* Reads a function's data; the caller holds the permission, which keeps
+ * the records, the counter and the call time data alive meanwhile. */
+static void info_read(tvm_vm *vm, FuncInfo *fi, Info *in)
+{
+    const BpCount *c;
+    const BpTime *t;
+    memset(in, 0, sizeof *in);
+    in->fl = active_flags(vm, fi, &c, &t);
+    if ((in->fl & BP_COUNT) && c)
+        in->count = bp_count_sum(c);
+    if ((in->fl & BP_TIME) && t)
+        in->ntime = bp_time_read(t, &in->time);
+}
+
 /* Builders for trace_info's answer.  The caller reserves heap first
- * (INFO_WORDS), so none of them collects while others' results are held
- * in C variables. */
+ * (INFO_WORDS, plus TIME_WORDS per process of call time), so none of them
+ * collects while others' results are held in C variables. */
 #define INFO_WORDS 64
+#define TIME_WORDS 7
 
 static Term pair(Process *p, Term a, Term b)
 {
@@ -294,13 +416,33 @@ static Term traced_value(uint32_t fl)
     return atom_term((fl & BP_LOCAL) ? "local" : "false");
 }
 
-static Term count_value(uint32_t fl, int64_t n)
+static Term count_value(const Info *in)
 {
-    return (fl & BP_COUNT) ? make_small(n) : atom_term("false");
+    return (in->fl & BP_COUNT) ? make_small(in->count) : atom_term("false");
 }
 
-static Term all_value(Process *p, uint32_t fl, int64_t n)
+/* [{Pid, Count, S, Us}] as BEAM's trace_info(MFA, call_time), or false. */
+static Term time_value(Process *p, const Info *in)
 {
+    if (!(in->fl & BP_TIME))
+        return atom_term("false");
+    Term list = TERM_NIL;
+    for (size_t i = in->ntime; i-- > 0;) {
+        const BpTimeSample *e = &in->time[i];
+        Term *t = vm_heap_alloc(p, 5);
+        t[0] = MAKE_HEADER(IMM_HDR_TUPLE, 4);
+        t[1] = make_pid(e->pid);
+        t[2] = make_small((int64_t)e->count);
+        t[3] = make_small((int64_t)(e->ns / 1000000000u));
+        t[4] = make_small((int64_t)(e->ns % 1000000000u / 1000u));
+        list = cons(p, make_boxed(t), list);
+    }
+    return list;
+}
+
+static Term all_value(Process *p, const Info *in)
+{
+    uint32_t fl = in->fl;
     if (!fl)
         return atom_term("false");
     Term items[6] = {
@@ -308,8 +450,8 @@ static Term all_value(Process *p, uint32_t fl, int64_t n)
         pair(p, atom_term("match_spec"), (fl & BP_CALL_TRACE) ? TERM_NIL : atom_term("false")),
         pair(p, atom_term("meta"), atom_term("false")),
         pair(p, atom_term("meta_match_spec"), atom_term("false")),
-        pair(p, atom_term("call_count"), count_value(fl, n)),
-        pair(p, atom_term("call_time"), atom_term("false")),
+        pair(p, atom_term("call_count"), count_value(in)),
+        pair(p, atom_term("call_time"), time_value(p, in)),
     };
     Term list = TERM_NIL;
     for (int i = 5; i >= 0; i--)
@@ -317,30 +459,60 @@ static Term all_value(Process *p, uint32_t fl, int64_t n)
     return list;
 }
 
-static const char *const item_names[] = { "traced", "call_count", "all" };
+static const char *const item_names[] = { "traced", "call_count", "all", "call_time" };
+
+static Term info_value(Process *p, const Info *in, BpInfoItem item)
+{
+    switch (item) {
+    case BP_INFO_TRACED:
+        return traced_value(in->fl);
+    case BP_INFO_CALL_COUNT:
+        return count_value(in);
+    case BP_INFO_CALL_TIME:
+        return time_value(p, in);
+    default:
+        return all_value(p, in);
+    }
+}
 
 Term bp_trace_info(Process *p, Atom mod, Atom fun, int arity, BpInfoItem item)
 {
     tvm_vm *vm = p->vm;
+    Info in;
+    memset(&in, 0, sizeof in);
     vm_code_perm_acquire(vm);
     FuncInfo *fi = find_function(vm, mod, fun, arity);
-    uint32_t fl = 0;
-    const BpCount *c = NULL;
     if (fi)
-        fl = active_flags(vm, fi, &c);
-    /* Read everything while the permission keeps the records alive. */
-    int64_t n = (fl & BP_COUNT) && c ? bp_count_sum(c) : 0;
+        info_read(vm, fi, &in);
     vm_code_perm_release(vm);
+    vm_heap_ensure(p, INFO_WORDS + TIME_WORDS * in.ntime, NULL, 0);
+    Term v = fi ? info_value(p, &in, item) : atom_term("undefined");
+    free(in.time);
+    return pair(p, atom_term(item_names[item]), v);
+}
+
+/*
+ * trace_info(on_load, Item): the flags as the functions of a module loaded
+ * now would get them; call_count and call_time are true or false (no
+ * module has data yet).
+ */
+Term bp_trace_info_on_load(Process *p, BpInfoItem item)
+{
+    tvm_vm *vm = p->vm;
+    vm_code_perm_acquire(vm);
+    unsigned ol = vm->bp->on_load;
+    vm_code_perm_release(vm);
+    Info in = { 0 };
+    in.fl = ((ol & TVM_TP_GLOBAL) ? BP_GLOBAL : 0) | ((ol & TVM_TP_LOCAL) ? BP_LOCAL : 0) |
+            ((ol & TVM_TP_CALL_COUNT) ? BP_COUNT : 0) | ((ol & TVM_TP_CALL_TIME) ? BP_TIME : 0);
     vm_heap_ensure(p, INFO_WORDS, NULL, 0);
     Term v;
-    if (!fi)
-        v = atom_term("undefined");
-    else if (item == BP_INFO_TRACED)
-        v = traced_value(fl);
-    else if (item == BP_INFO_CALL_COUNT)
-        v = count_value(fl, n);
+    if (item == BP_INFO_CALL_COUNT)
+        v = atom_term((in.fl & BP_COUNT) ? "true" : "false");
+    else if (item == BP_INFO_CALL_TIME)
+        v = atom_term((in.fl & BP_TIME) ? "true" : "false");
     else
-        v = all_value(p, fl, n);
+        v = info_value(p, &in, item);
     return pair(p, atom_term(item_names[item]), v);
 }
 
@@ -349,10 +521,25 @@ bool bp_call_count(tvm_vm *vm, Atom mod, Atom fun, int arity, int64_t *count)
     vm_code_perm_acquire(vm);
     FuncInfo *fi = find_function(vm, mod, fun, arity);
     const BpCount *c = NULL;
-    uint32_t fl = fi ? active_flags(vm, fi, &c) : 0;
+    const BpTime *t;
+    uint32_t fl = fi ? active_flags(vm, fi, &c, &t) : 0;
     bool ok = (fl & BP_COUNT) && c;
     if (ok)
         *count = bp_count_sum(c);
     vm_code_perm_release(vm);
     return ok;
+}
+
+bool bp_call_time(tvm_vm *vm, Atom mod, Atom fun, int arity, BpTimeSample **out, size_t *n)
+{
+    Info in;
+    memset(&in, 0, sizeof in);
+    vm_code_perm_acquire(vm);
+    FuncInfo *fi = find_function(vm, mod, fun, arity);
+    if (fi)
+        info_read(vm, fi, &in);
+    vm_code_perm_release(vm);
+    *out = in.time;
+    *n = in.ntime;
+    return (in.fl & BP_TIME) != 0;
 }

@@ -37,8 +37,8 @@ enum {
     BP_META = 1u << 2,          /* meta trace (the tracing issue) */
     BP_COUNT = 1u << 3,         /* a call counter exists */
     BP_COUNT_ACTIVE = 1u << 4,  /* ... and counts */
-    BP_TIME = 1u << 5,          /* call time data exists (the tracing issue) */
-    BP_TIME_ACTIVE = 1u << 6,
+    BP_TIME = 1u << 5,          /* call time data exists (bp_time.h) */
+    BP_TIME_ACTIVE = 1u << 6,   /* ... and accumulates */
 };
 
 /* Flags that make a process-traced call report an event. */
@@ -70,7 +70,7 @@ typedef struct BpGen {
     const void *match_spec;     /* local/global trace filter (tracing issue); NULL = all */
     const void *meta_spec;      /* meta trace filter (tracing issue) */
     const void *meta_tracer;    /* meta trace destination (tracing issue) */
-    const void *time;           /* call time tables (tracing issue) */
+    struct BpTime *time;        /* BP_TIME: call time tables (bp_time.h), else NULL */
     const void *pad[2];         /* to 64 bytes: a hit indexes gen[] with a shift */
 } BpGen;
 

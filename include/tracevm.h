@@ -298,11 +298,18 @@ size_t tvm_processes(tvm_vm *vm, tvm_process_info *out, size_t max);
  * Flags: TVM_TP_GLOBAL traces remote calls (through the export table) of
  * exported functions; TVM_TP_LOCAL traces every call; they exclude each
  * other per function (setting one clears the other).  TVM_TP_CALL_COUNT
- * counts every call by every process.  Flags 0 means TVM_TP_GLOBAL.
- * Actions: TVM_TP_TRUE sets the flags (and restarts an existing counter
- * at 0), TVM_TP_FALSE clears them, TVM_TP_PAUSE freezes counters and
- * TVM_TP_RESTART zeroes them and counts on (these two take only
- * TVM_TP_CALL_COUNT).
+ * counts every call by every process.  TVM_TP_CALL_TIME keeps, per
+ * process, the calls and the exclusive time (time in the function itself,
+ * not in call_time-traced callees, not while scheduled out): see
+ * tvm_call_time.  Flags 0 means TVM_TP_GLOBAL.
+ * Actions: TVM_TP_TRUE sets the flags (and restarts existing counts and
+ * times at 0), TVM_TP_FALSE clears them, TVM_TP_PAUSE freezes counts and
+ * times and TVM_TP_RESTART zeroes them and counts on (these two take only
+ * TVM_TP_CALL_COUNT and TVM_TP_CALL_TIME).
+ *
+ * The pattern "on_load" (TVM_TP_TRUE or TVM_TP_FALSE) sets or clears
+ * flags for every module loaded afterwards: each of its functions gets
+ * them, as "m:_/_" would, from its first call on (*matched is 0).
  *
  * A traced call (local or global) of a process whose call tracing is on
  * (TVM_TRACE_CALL, below) runs the call hook and, while a trace pipeline
@@ -313,6 +320,7 @@ enum {
     TVM_TP_GLOBAL = 1u << 0,
     TVM_TP_LOCAL = 1u << 1,
     TVM_TP_CALL_COUNT = 1u << 2,
+    TVM_TP_CALL_TIME = 1u << 3,
 };
 
 typedef enum tvm_tp_action {
@@ -331,15 +339,32 @@ tvm_status tvm_trace_pattern(tvm_vm *vm, const char *pattern, tvm_tp_action how,
                              unsigned flags, int *matched, tvm_error *err);
 
 /*
- * trace_info for one function "m:f/a" into env: item is "traced",
- * "call_count" or "all"; *out gets {Item, Value} as erlang:trace_info/2
- * gives it (Value undefined when the function does not exist).
+ * trace_info for one function "m:f/a" (or "on_load") into env: item is
+ * "traced", "call_count", "call_time" or "all"; *out gets {Item, Value} as
+ * erlang:trace_info/2 gives it (Value undefined when the function does
+ * not exist; call_time: [{Pid, Count, Seconds, Microseconds}] by pid).
  */
 tvm_status tvm_trace_info(tvm_env *env, const char *mfa, const char *item,
                           tvm_term *out, tvm_error *err);
 
 /* The call count of "m:f/a": TVM_ERR_NOTFOUND when it has no counter. */
 tvm_status tvm_call_count(tvm_vm *vm, const char *mfa, int64_t *count);
+
+/* One process's call time of a function. */
+typedef struct tvm_call_time_entry {
+    uint64_t pid;       /* 0: call contexts (tvm_call on embedder threads) */
+    uint64_t count;     /* calls */
+    uint64_t ns;        /* exclusive time */
+} tvm_call_time_entry;
+
+/*
+ * The call time of "m:f/a" per process, by pid: fills up to max entries of
+ * out, *n gets how many there are.  TVM_ERR_NOTFOUND when the function has
+ * no call time data.  Any thread; reads while every scheduler keeps
+ * writing (nothing is stopped).
+ */
+tvm_status tvm_call_time(tvm_vm *vm, const char *mfa, tvm_call_time_entry *out, size_t max,
+                         size_t *n);
 
 /* Turns call tracing of a process on or off (pid 0: the env itself, a
  * call context): tvm_trace_flags(env, pid, TVM_TRACE_CALL, on). */

@@ -65,6 +65,8 @@ tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,
             ld_module_free(m);
             st = TVM_ERR_LOAD;
         } else {
+            /* on_load patterns: armed before the install publishes m. */
+            bp_module_loading(vm, m);
             vm_module_install_locked(vm, m);
         }
         pthread_mutex_unlock(&vm->code_lock);

@@ -202,8 +202,12 @@ void vm_module_install_locked(tvm_vm *vm, Module *m)
     }
     for (uint32_t i = 0; i < m->nfuncs; i++) {
         Export *e = m->funcs[i]->export;
+        /* An on_load global breakpoint already has its trampoline
+         * (bp_module_loading): the export enters through it. */
+        FuncInfo *t = e ? e->bp_tramp : NULL;
         if (e)
-            vm_atomic_store_relaxed(&e->addr[staging], (uintptr_t)m->funcs[i]);
+            vm_atomic_store_relaxed(&e->addr[staging],
+                                    (uintptr_t)(t && t->real == m->funcs[i] ? t : m->funcs[i]));
     }
     stage_commit(vm, staging);
     if (old) {

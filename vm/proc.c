@@ -20,6 +20,7 @@
 #include "vm/heap.h"
 #include "vm/interp.h"
 #include "vm/print.h"
+#include "breakpoints/bp_time.h"
 #include "trace/tr_vm.h"
 
 void vm_sched_enqueue(SchedSystem *sys, Process *p);
@@ -291,6 +292,7 @@ static void proc_exit(Process *p, Term cls, Term value)
         hr = vm_root_push(p, vm_make_tuple(p, 2, e));
     }
     tr_vm_exit(p, vm_root_get(p, hr));
+    bp_time_exit(p);
     pthread_mutex_lock(&p->lock);
     /* From here on the process counts as gone: a monitor set up now gets
      * an immediate noproc 'DOWN' (vm_proc_monitor), never nothing. */
@@ -486,10 +488,13 @@ void vm_proc_accept(Process *p)
 
 void vm_proc_yield(Process *p)
 {
-    if (!p->want_wait && vm_sched_yield_to_next(p))
-        return;
-    vm_fiber_tsan_switch(p->sched->tsan);
-    vm_fiber_switch(&p->fiber->sp, p->sched->sp);
+    /* call_time: no time is charged while the process is switched out. */
+    bp_time_sched_out(p);
+    if (p->want_wait || !vm_sched_yield_to_next(p)) {
+        vm_fiber_tsan_switch(p->sched->tsan);
+        vm_fiber_switch(&p->fiber->sp, p->sched->sp);
+    }
+    bp_time_sched_in(p);
 }
 
 /* Makes a process that waits for some condition look at it again. */

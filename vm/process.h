@@ -192,6 +192,11 @@ struct Process {
     struct Scheduler *sched;
     uint32_t bp_slot;              /* 1 + that scheduler's id: its call-counter shard
                                     * (breakpoints/bp_record.h); 0 when not scheduled */
+    /* call_time (breakpoints/bp_time.c): the call_time-traced function the
+     * process is in (NULL: none) and the tick its current stretch of time
+     * began.  Written and read only by the thread running the process. */
+    const FuncInfo *ct_fn;
+    uint64_t ct_mark;
     struct Process *rq_next;       /* run-queue link: a local queue's owner, or a shared
                                     * queue's lock (vm/sched.h) */
 

@@ -1,0 +1,128 @@
+/*
+ * breakpoints/bp_time.h - call_time: per function, per process call
+ * counts and exclusive time, in per-scheduler tables that readers walk
+ * while schedulers insert.  The protocol essay is at the top of
+ * breakpoints/bp_time.c; docs/breakpoints.md ("Call time") is the long
+ * version.
+ */
+#ifndef BREAKPOINTS_BP_TIME_H
+#define BREAKPOINTS_BP_TIME_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "breakpoints/bp_record.h"
+#include "vm/common.h"
+#include "vm/process.h"
+
+/*
+ * One process's line in one shard.  `key` is pid + 1 (0: an empty slot;
+ * call contexts have pid 0).  Written only by the shard's writer: count
+ * and ticks first, then key with release; after that count and ticks are
+ * updated in place (relaxed load and store: one writer).  Readers load
+ * key with acquire, then count and ticks relaxed.
+ */
+typedef struct BpTimeEntry {
+    VmAtomic key;
+    VmAtomic count;
+    VmAtomic ticks;             /* tr_clock ticks (trace/tr_clock.h) */
+} BpTimeEntry;
+
+/* Open addressing, linear probing, at most half full.  `used` and
+ * `retired` belong to the shard's writer (and to the free stage). */
+typedef struct BpTimeTab {
+    uint32_t cap;               /* a power of two */
+    uint32_t used;
+    struct BpTimeTab *retired;  /* the table this one replaced, kept until bp_time_free */
+    BpTimeEntry e[];
+} BpTimeTab;
+
+/* A shard's current table: published with release by its writer (NULL
+ * until the first insert), loaded with acquire by readers. */
+typedef struct BpTimeShard {
+    VmAtomic tab;
+    char pad[64 - sizeof(VmAtomic)];
+} BpTimeShard;
+
+/* The call time data of one function in one generation (or two: shared
+ * after consolidation, like BpCount).  Shard 0 is written by threads that
+ * are not schedulers, under `lock`; shard 1 + i only by scheduler i. */
+typedef struct BpTime {
+    uint32_t refs;              /* engine only, under the permission */
+    uint32_t nshards;
+    struct BpTime *next_free;   /* engine only */
+    pthread_mutex_t lock;       /* shard 0's writers */
+    BpTimeShard shard[];
+} BpTime;
+
+/* One process's totals, as a reader sums them over the shards. */
+typedef struct BpTimeSample {
+    uint64_t pid;
+    uint64_t count;
+    uint64_t ns;
+} BpTimeSample;
+
+/* Engine side (under the code-modification permission). */
+BpTime *bp_time_new(uint32_t nshards);
+/* Frees t and every table it ever had; no reader or writer may reach it
+ * (after the free stage's wait). */
+void bp_time_free(BpTime *t);
+
+/* Adds count calls and ticks to pid's line of shard `slot`: the writer
+ * side, on the shard's owner thread (slot 0: any thread, locked). */
+void bp_time_add(BpTime *t, uint32_t slot, uint64_t pid, uint64_t count, uint64_t ticks);
+
+/*
+ * Sums t over the shards per process, ordered by pid, into a malloc'd
+ * array (*out, NULL when empty); returns its length.  Lock-free against
+ * the writers: any thread, while schedulers insert.  The caller keeps t
+ * alive (holds the code-modification permission).
+ */
+size_t bp_time_read(const BpTime *t, BpTimeSample **out);
+
+/*
+ * The hit side (vm/interp.c, breakpoints/bp_frame.c), on p's own thread
+ * while online.  No record pointer is kept across calls: every function
+ * is looked up again through its `bp` slot.
+ *
+ * bp_time_call: at a hit whose active generation g has BP_TIME_ACTIVE.
+ * Charges the time since p's mark to the function p is in (if that one
+ * is still call_time-traced), counts the call of fn, makes fn current and
+ * returns true: the caller pushes a time frame whose tdata is *saved (the
+ * previous current function).
+ *
+ * bp_time_return: fn's activation returned or an exception passes its
+ * time frame.  Charges the current function (fn itself, or the traced
+ * function a tail call from fn made current, so a tail call that pushes
+ * no frame of its own is still charged right) and makes saved current.
+ */
+bool bp_time_call(Process *p, const FuncInfo *fn, const BpGen *g, void **saved);
+void bp_time_return(Process *p, const FuncInfo *fn, void *saved);
+
+/* The process's clock (vm/proc.c): stops when it is scheduled out
+ * (charging the current function), restarts when it is scheduled in;
+ * exit forgets the current function.  Each is one branch when p is in no
+ * call_time-traced function. */
+void bp_time_sched_out_slow(Process *p);
+void bp_time_sched_in_slow(Process *p);
+
+static inline void bp_time_sched_out(Process *p)
+{
+    if (VM_UNLIKELY(p->ct_fn != NULL))
+        bp_time_sched_out_slow(p);
+}
+
+static inline void bp_time_sched_in(Process *p)
+{
+    if (VM_UNLIKELY(p->ct_fn != NULL))
+        bp_time_sched_in_slow(p);
+}
+
+static inline void bp_time_exit(Process *p)
+{
+    p->ct_fn = NULL;
+}
+
+#endif /* BREAKPOINTS_BP_TIME_H */
