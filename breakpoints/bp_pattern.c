@@ -350,6 +350,7 @@ typedef struct Info {
     int64_t count;              /* BP_COUNT: the call count */
     BpTimeSample *time;         /* BP_TIME: per process (malloc'd) */
     size_t ntime;
+    bool on_load;               /* on_load: data items are true or false */
 } Info;
 
 /* Active flags of a function's records, and its counter and call time. */
@@ -418,7 +419,9 @@ static Term traced_value(uint32_t fl)
 
 static Term count_value(const Info *in)
 {
-    return (in->fl & BP_COUNT) ? make_small(in->count) : atom_term("false");
+    if (!(in->fl & BP_COUNT))
+        return atom_term("false");
+    return in->on_load ? atom_term("true") : make_small(in->count);
 }
 
 /* [{Pid, Count, S, Us}] as BEAM's trace_info(MFA, call_time), or false. */
@@ -426,6 +429,8 @@ static Term time_value(Process *p, const Info *in)
 {
     if (!(in->fl & BP_TIME))
         return atom_term("false");
+    if (in->on_load)
+        return atom_term("true");
     Term list = TERM_NIL;
     for (size_t i = in->ntime; i-- > 0;) {
         const BpTimeSample *e = &in->time[i];
@@ -502,18 +507,11 @@ Term bp_trace_info_on_load(Process *p, BpInfoItem item)
     vm_code_perm_acquire(vm);
     unsigned ol = vm->bp->on_load;
     vm_code_perm_release(vm);
-    Info in = { 0 };
+    Info in = { .on_load = true };
     in.fl = ((ol & TVM_TP_GLOBAL) ? BP_GLOBAL : 0) | ((ol & TVM_TP_LOCAL) ? BP_LOCAL : 0) |
             ((ol & TVM_TP_CALL_COUNT) ? BP_COUNT : 0) | ((ol & TVM_TP_CALL_TIME) ? BP_TIME : 0);
     vm_heap_ensure(p, INFO_WORDS, NULL, 0);
-    Term v;
-    if (item == BP_INFO_CALL_COUNT)
-        v = atom_term((in.fl & BP_COUNT) ? "true" : "false");
-    else if (item == BP_INFO_CALL_TIME)
-        v = atom_term((in.fl & BP_TIME) ? "true" : "false");
-    else
-        v = info_value(p, &in, item);
-    return pair(p, atom_term(item_names[item]), v);
+    return pair(p, atom_term(item_names[item]), info_value(p, &in, item));
 }
 
 bool bp_call_count(tvm_vm *vm, Atom mod, Atom fun, int arity, int64_t *count)
