@@ -1,0 +1,388 @@
+/*
+ * tests/unit/bp/test_time.c - call_time (breakpoints/bp_time.c): the
+ * per-scheduler tables directly (exact sums per process, growth, readers
+ * while writers insert), and the accounting through the hit-side
+ * interface (bp_time_call / bp_time_return / sched_out / sched_in) on a
+ * real VM's call_time records: exclusive time, time scheduled out,
+ * pause, restart, false, trace_info and tvm_call_time.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "breakpoints/bp_time.h"
+#include "tests/unit/helpers.h"
+#include "trace/tr_clock.h"
+#include "vm/atom.h"
+
+/* The ns a reader reports for `ticks` (bp_time.c converts the sum). */
+static uint64_t ns_of(uint64_t ticks)
+{
+    if (!tr_clock.tsc)
+        return ticks;
+    return (uint64_t)(((unsigned __int128)ticks * tr_clock.mult) >> 32);
+}
+
+/* ---- the tables ---- */
+
+Test(time_tab, sums_each_process_over_the_shards)
+{
+    BpTime *t = bp_time_new(3);
+    bp_time_add(t, 1, 42, 1, 100);
+    bp_time_add(t, 2, 42, 2, 50);
+    bp_time_add(t, 0, 42, 1, 0);
+    bp_time_add(t, 2, 7, 1, 1000);
+    bp_time_add(t, 1, 0, 3, 30);
+    bp_time_add(t, 1, 42, 0, 25);
+    BpTimeSample *v;
+    size_t n = bp_time_read(t, &v);
+    cr_assert_eq(n, 3);
+    cr_assert_eq(v[0].pid, 0);
+    cr_assert_eq(v[0].count, 3);
+    cr_assert_eq(v[0].ns, ns_of(30));
+    cr_assert_eq(v[1].pid, 7);
+    cr_assert_eq(v[1].count, 1);
+    cr_assert_eq(v[1].ns, ns_of(1000));
+    cr_assert_eq(v[2].pid, 42);
+    cr_assert_eq(v[2].count, 4);
+    cr_assert_eq(v[2].ns, ns_of(175));
+    free(v);
+    bp_time_free(t);
+}
+
+Test(time_tab, empty_reads_nothing)
+{
+    BpTime *t = bp_time_new(2);
+    BpTimeSample *v = (BpTimeSample *)1;
+    cr_assert_eq(bp_time_read(t, &v), 0);
+    cr_assert_null(v);
+    bp_time_free(t);
+}
+
+/* growth: 10,000 processes in one shard, each once, one of them 3 times */
+Test(time_tab, grows_and_keeps_every_entry)
+{
+    BpTime *t = bp_time_new(2);
+    for (uint64_t pid = 1; pid <= 10000; pid++)
+        bp_time_add(t, 1, pid, 1, pid);
+    bp_time_add(t, 1, 5000, 2, 0);
+    BpTimeTab *tab = vm_atomic_load_ptr_relaxed(&t->shard[1].tab);
+    cr_assert_eq(tab->cap, 32768, "cap %u", tab->cap);
+    cr_assert_eq(tab->used, 10000);
+    int retired = 0;
+    for (BpTimeTab *r = tab->retired; r; r = r->retired)
+        retired++;
+    cr_assert_eq(retired, 12, "8 -> 32768 is 12 doublings");
+    BpTimeSample *v;
+    size_t n = bp_time_read(t, &v);
+    cr_assert_eq(n, 10000);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(v[i].pid, i + 1);
+        cr_assert_eq(v[i].count, i + 1 == 5000 ? 3 : 1);
+        cr_assert_eq(v[i].ns, ns_of(i + 1));
+    }
+    free(v);
+    bp_time_free(t);
+}
+
+/* Writers: one per scheduler shard (no lock) and two sharing shard 0
+ * (locked), each adding 1 call and 3 ticks per round to 200 processes;
+ * a reader meanwhile sees every count only grow and never above the
+ * final value, which is exact. */
+#define W_PIDS 200
+#define W_ROUNDS 300
+
+typedef struct Writer {
+    BpTime *t;
+    uint32_t slot;
+} Writer;
+
+static void *writer(void *arg)
+{
+    Writer *w = arg;
+    for (int r = 0; r < W_ROUNDS; r++)
+        for (uint64_t pid = 0; pid < W_PIDS; pid++)
+            bp_time_add(w->t, w->slot, pid * 7919, 1, 3);
+    return NULL;
+}
+
+static VmAtomic readers_stop;
+
+static void *reader(void *arg)
+{
+    BpTime *t = arg;
+    uint64_t last[W_PIDS] = { 0 };
+    long reads = 0;
+    while (!vm_atomic_load_acquire(&readers_stop)) {
+        BpTimeSample *v;
+        size_t n = bp_time_read(t, &v);
+        cr_assert(n <= W_PIDS);
+        for (size_t i = 0; i < n; i++) {
+            size_t k = v[i].pid / 7919;
+            cr_assert_eq(v[i].pid, k * 7919);
+            cr_assert(v[i].count >= last[k], "count went back");
+            cr_assert(v[i].count <= 4 * W_ROUNDS);
+            last[k] = v[i].count;
+        }
+        free(v);
+        reads++;
+    }
+    return (void *)reads;
+}
+
+Test(time_tab, readers_walk_while_writers_insert, .timeout = 60)
+{
+    BpTime *t = bp_time_new(3);
+    Writer w[4] = { { t, 1 }, { t, 2 }, { t, 0 }, { t, 0 } };
+    pthread_t th[4], rd;
+    vm_atomic_store_release(&readers_stop, 0);
+    pthread_create(&rd, NULL, reader, t);
+    for (int i = 0; i < 4; i++)
+        pthread_create(&th[i], NULL, writer, &w[i]);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    vm_atomic_store_release(&readers_stop, 1);
+    void *reads;
+    pthread_join(rd, &reads);
+    cr_assert((long)reads > 0);
+    BpTimeSample *v;
+    size_t n = bp_time_read(t, &v);
+    cr_assert_eq(n, W_PIDS);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(v[i].count, 4 * W_ROUNDS);
+        cr_assert_eq(v[i].ns, ns_of(3 * 4 * W_ROUNDS));
+    }
+    free(v);
+    bp_time_free(t);
+}
+
+/* ---- the accounting, through the hit-side interface ---- */
+
+static const char *const ct_src =
+    "module ct\nexport f/0, g/0, h/0\n"
+    "function f/0 regs 1\n    loadk r0, 1\n    ret r0\nend\n"
+    "function g/0 regs 1\n    loadk r0, 2\n    ret r0\nend\n"
+    "function h/0 regs 1\n    loadk r0, 3\n    ret r0\nend\n";
+
+static tvm_vm *vm;
+static tvm_env *env;
+
+static void setup(void)
+{
+    vm = tvm_new(&(tvm_config){ .schedulers = 2, .quiet_crashes = true });
+    env = tvm_env_new(vm);
+    load_ok(vm, "ct.tasm", ct_src);
+}
+
+static void teardown(void)
+{
+    tvm_env_free(env);
+    tvm_destroy(vm);
+}
+
+TestSuite(time_acct, .init = setup, .fini = teardown, .timeout = 60);
+
+static const FuncInfo *fn_of(const char *name)
+{
+    Atom m, f;
+    cr_assert(vm_atom_intern("ct", 2, &m));
+    cr_assert(vm_atom_intern(name, strlen(name), &f));
+    return vm_export_target(vm, vm_export_find(vm, m, f, 0));
+}
+
+/* The active generation of fn's local record (what a hit would read). */
+static const BpGen *gen_of(const FuncInfo *fn)
+{
+    const BpRecord *r = vm_atomic_load_ptr_relaxed(&fn->bp);
+    cr_assert_not_null(r);
+    return &r->gen[vm_atomic_load_relaxed(&vm->bp_ix)];
+}
+
+/* No time frame was pushed (the call was not accumulating). */
+#define NO_FRAME ((void *)&no_frame)
+static char no_frame;
+
+/* A traced call as the interpreter makes it: bp_time_call when the active
+ * generation accumulates; returns the time frame's data, or NO_FRAME. */
+static void *enter(const char *name)
+{
+    const FuncInfo *fn = fn_of(name);
+    const BpGen *g = gen_of(fn);
+    void *saved = NO_FRAME;
+    if (g->flags & BP_TIME_ACTIVE)
+        cr_assert(bp_time_call(env->p, fn, g, &saved));
+    return saved;
+}
+
+/* The return, through the time frame if one was pushed. */
+static void leave(const char *name, void *saved)
+{
+    if (saved != NO_FRAME)
+        bp_time_return(env->p, fn_of(name), saved);
+}
+
+static void tp(const char *pattern, tvm_tp_action how)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_trace_pattern(vm, pattern, how, TVM_TP_CALL_TIME, NULL, &err), TVM_OK, "%s",
+                 err.message);
+}
+
+/* One process's line (pid 0: this call context); false if none. */
+static bool line(const char *mfa, tvm_call_time_entry *e)
+{
+    tvm_call_time_entry v[4];
+    size_t n = 99;
+    cr_assert_eq(tvm_call_time(vm, mfa, v, 4, &n), TVM_OK);
+    cr_assert(n <= 1);
+    if (n)
+        *e = v[0];
+    return n == 1;
+}
+
+#define MS 1000000u
+
+/* f sleeps 20 ms, calls g which sleeps 100 ms, sleeps 10 ms more: f's
+ * time excludes g's */
+Test(time_acct, exclusive_time)
+{
+    tp("ct:_/_", TVM_TP_TRUE);
+    void *sf = enter("f");
+    cr_assert_null(sf, "nothing was current");
+    usleep(20000);
+    void *sg = enter("g");
+    cr_assert_eq(sg, fn_of("f"), "the frame saves f");
+    usleep(100000);
+    leave("g", sg);
+    usleep(10000);
+    leave("f", sf);
+    cr_assert_null(env->p->ct_fn);
+    tvm_call_time_entry f, g, h;
+    cr_assert(line("ct:f/0", &f));
+    cr_assert(line("ct:g/0", &g));
+    cr_assert_not(line("ct:h/0", &h), "h was never called");
+    cr_assert_eq(f.pid, 0);
+    cr_assert_eq(f.count, 1);
+    cr_assert_eq(g.count, 1);
+    cr_assert(f.ns >= 30 * MS && f.ns < 90 * MS, "f: %lu ns", (unsigned long)f.ns);
+    cr_assert(g.ns >= 100 * MS && g.ns < 190 * MS, "g: %lu ns", (unsigned long)g.ns);
+}
+
+/* recursion and exact counts: f -> f -> f, then g three times */
+Test(time_acct, counts_are_exact)
+{
+    tp("ct:_/_", TVM_TP_TRUE);
+    void *s1 = enter("f"), *s2 = enter("f"), *s3 = enter("f");
+    cr_assert_eq(s2, fn_of("f"));
+    leave("f", s3);
+    leave("f", s2);
+    leave("f", s1);
+    for (int i = 0; i < 3; i++)
+        leave("g", enter("g"));
+    tvm_call_time_entry f, g;
+    cr_assert(line("ct:f/0", &f));
+    cr_assert(line("ct:g/0", &g));
+    cr_assert_eq(f.count, 3);
+    cr_assert_eq(g.count, 3);
+    cr_assert_null(env->p->ct_fn);
+}
+
+/* a tail call from f to g pushes no frame of its own: the return through
+ * f's frame charges g, the current function */
+Test(time_acct, tail_call_charges_the_current_function)
+{
+    tp("ct:_/_", TVM_TP_TRUE);
+    void *sf = enter("f");
+    (void)enter("g");   /* tail call: its frame is not pushed */
+    usleep(50000);
+    leave("f", sf);
+    tvm_call_time_entry f, g;
+    cr_assert(line("ct:f/0", &f));
+    cr_assert(line("ct:g/0", &g));
+    cr_assert(f.ns < 40 * MS, "f: %lu ns", (unsigned long)f.ns);
+    cr_assert(g.ns >= 50 * MS, "g: %lu ns", (unsigned long)g.ns);
+    cr_assert_null(env->p->ct_fn);
+}
+
+/* scheduled out for 100 ms inside f: not charged */
+Test(time_acct, scheduled_out_time_is_not_charged)
+{
+    tp("ct:_/_", TVM_TP_TRUE);
+    void *sf = enter("f");
+    usleep(10000);
+    bp_time_sched_out(env->p);
+    usleep(100000);
+    bp_time_sched_in(env->p);
+    usleep(10000);
+    leave("f", sf);
+    tvm_call_time_entry f;
+    cr_assert(line("ct:f/0", &f));
+    cr_assert(f.ns >= 20 * MS && f.ns < 90 * MS, "f: %lu ns", (unsigned long)f.ns);
+    /* the hooks cost nothing (and change nothing) outside traced code */
+    bp_time_sched_out(env->p);
+    bp_time_sched_in(env->p);
+    cr_assert_null(env->p->ct_fn);
+}
+
+/* pause freezes count and time (still readable); restart counts from 0;
+ * false removes the data */
+Test(time_acct, pause_restart_false)
+{
+    tp("ct:_/_", TVM_TP_TRUE);
+    leave("f", enter("f"));
+    leave("f", enter("f"));
+    void *sf = enter("f");
+    tp("ct:f/0", TVM_TP_PAUSE);
+    usleep(50000);
+    leave("f", sf);  /* f is no longer accumulating: this time is dropped */
+    leave("f", enter("f"));
+    tvm_call_time_entry f;
+    cr_assert(line("ct:f/0", &f));
+    cr_assert_eq(f.count, 3);
+    cr_assert(f.ns < 40 * MS, "f: %lu ns", (unsigned long)f.ns);
+    tvm_term t;
+    char out[256];
+    cr_assert_eq(tvm_trace_info(env, "ct:f/0", "call_time", &t, NULL), TVM_OK);
+    tvm_format_term(env, t, out, sizeof out);
+    char want[128];
+    snprintf(want, sizeof want, "{call_time,[{<0.0.0>,3,0,%lu}]}", (unsigned long)(f.ns / 1000));
+    cr_assert_str_eq(out, want);
+    tp("ct:f/0", TVM_TP_RESTART);
+    size_t n = 9;
+    cr_assert_eq(tvm_call_time(vm, "ct:f/0", NULL, 0, &n), TVM_OK);
+    cr_assert_eq(n, 0, "fresh data after restart");
+    leave("f", enter("f"));
+    cr_assert(line("ct:f/0", &f));
+    cr_assert_eq(f.count, 1);
+    tp("ct:f/0", TVM_TP_FALSE);
+    cr_assert_eq(tvm_call_time(vm, "ct:f/0", NULL, 0, &n), TVM_ERR_NOTFOUND);
+    cr_assert_eq(n, 0);
+    cr_assert_eq(tvm_trace_info(env, "ct:f/0", "call_time", &t, NULL), TVM_OK);
+    tvm_format_term(env, t, out, sizeof out);
+    cr_assert_str_eq(out, "{call_time,false}");
+    cr_assert_eq(tvm_trace_info(env, "ct:g/0", "all", &t, NULL), TVM_OK);
+    tvm_format_term(env, t, out, sizeof out);
+    cr_assert_str_eq(out, "{all,[{traced,false},{match_spec,false},{meta,false},"
+                          "{meta_match_spec,false},{call_count,false},{call_time,[]}]}");
+}
+
+/* the C API's arguments */
+Test(time_acct, api_arguments)
+{
+    size_t n;
+    tvm_call_time_entry e[1];
+    cr_assert_eq(tvm_call_time(NULL, "ct:f/0", e, 1, &n), TVM_ERR_BADARG);
+    cr_assert_eq(tvm_call_time(vm, "ct:f/_", e, 1, &n), TVM_ERR_BADARG);
+    cr_assert_eq(tvm_call_time(vm, "ct:f/0", NULL, 1, &n), TVM_ERR_BADARG);
+    cr_assert_eq(tvm_call_time(vm, "ct:f/0", e, 1, NULL), TVM_ERR_BADARG);
+    cr_assert_eq(tvm_call_time(vm, "ct:f/0", e, 1, &n), TVM_ERR_NOTFOUND);
+    cr_assert_eq(tvm_call_time(vm, "ct:nope/0", e, 1, &n), TVM_ERR_NOTFOUND);
+    tp("ct:_/_", TVM_TP_TRUE);
+    leave("f", enter("f"));
+    leave("f", enter("f"));
+    n = 0;
+    cr_assert_eq(tvm_call_time(vm, "ct:f/0", e, 0, &n), TVM_OK);
+    cr_assert_eq(n, 1, "the length even when nothing fits");
+    cr_assert_eq(tvm_call_time(vm, "ct:f/0", e, 1, &n), TVM_OK);
+    cr_assert_eq(e[0].count, 2);
+}
