@@ -17,13 +17,16 @@
  *   armed      trace_pattern(interp:fib/1, true, local); the process is
  *              not traced, so every call enters BREAKPOINT and goes on
  *   call_count trace_pattern(interp:fib/1, true, call_count)
+ *   call_time  trace_pattern(interp:fib/1, true, call_time): every call
+ *              pushes a time frame and charges the caller's time, every
+ *              return charges fib's (the count is checked after each run)
  * Each fib is timed with the scheduler thread's CPU-time clock
  * (CLOCK_THREAD_CPUTIME_ID: a preempted thread does not count, which on a
  * shared machine is most of the noise) and with CLOCK_MONOTONIC.
  * Printed (key=value): the median ns per fib call of each scenario over
  * every timed fib (--runs rounds x --reps fibs each; *_wall_* with the
  * wall clock), and the differences armed_ns, call_count_ns, elsewhere_ns
- * (ns per call over untraced: per round, the median of the scenario's
+ * call_time_ns (ns per call over untraced: per round, the median of the scenario's
  * fibs minus the median of untraced's, then the median over the rounds).
  *
  * --callgrind SCENARIO runs one round of that scenario only (no warm-up,
@@ -46,8 +49,9 @@
 
 #define MAX_SAMPLES 100000
 
-enum { S_UNTRACED, S_ELSEWHERE, S_ARMED, S_COUNT, NSCEN };
-static const char *const scen_name[NSCEN] = { "untraced", "elsewhere", "armed", "call_count" };
+enum { S_UNTRACED, S_ELSEWHERE, S_ARMED, S_COUNT, S_TIME, NSCEN };
+static const char *const scen_name[NSCEN] = { "untraced", "elsewhere", "armed", "call_count",
+                                              "call_time" };
 
 /* What the native works on (one process at a time). */
 static struct {
@@ -116,6 +120,7 @@ static void set_scenario(tvm_vm *vm, int s)
     tp(vm, "interp:_/_", TVM_TP_FALSE, TVM_TP_LOCAL);
     tp(vm, "interp:_/_", TVM_TP_FALSE, TVM_TP_GLOBAL);
     tp(vm, "interp:_/_", TVM_TP_FALSE, TVM_TP_CALL_COUNT);
+    tp(vm, "interp:_/_", TVM_TP_FALSE, TVM_TP_CALL_TIME);
     switch (s) {
     case S_ELSEWHERE:
         tp(vm, "interp:empty/0", TVM_TP_TRUE, TVM_TP_LOCAL);
@@ -128,7 +133,23 @@ static void set_scenario(tvm_vm *vm, int s)
     case S_COUNT:
         tp(vm, "interp:fib/1", TVM_TP_TRUE, TVM_TP_CALL_COUNT);
         break;
+    case S_TIME:
+        tp(vm, "interp:fib/1", TVM_TP_TRUE, TVM_TP_CALL_TIME);
+        break;
     }
+}
+
+/* The calls call_time counted on interp:fib/1 (all processes). */
+static int64_t time_count(tvm_vm *vm)
+{
+    tvm_call_time_entry e[4];
+    size_t n;
+    if (tvm_call_time(vm, "interp:fib/1", e, 4, &n) != TVM_OK || n > 4)
+        die("no call time on interp:fib/1", NULL);
+    int64_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += (int64_t)e[i].count;
+    return c;
 }
 
 /* Runs ovh:run(K) as a process; the durations land in out[0..K-1]. */
@@ -189,7 +210,7 @@ int main(int argc, char **argv)
             i++;
         } else {
             fprintf(stderr, "usage: bench_overhead [--tasm FILE] [--runs R] [--reps K] "
-                    "[--fib N] [--callgrind untraced|elsewhere|armed|call_count]\n");
+                    "[--fib N] [--callgrind untraced|elsewhere|armed|call_count|call_time]\n");
             return 2;
         }
     }
@@ -217,6 +238,8 @@ int main(int argc, char **argv)
             tvm_call_count(vm, "interp:fib/1", &n);
             printf("fib_call_count=%lld\n", (long long)n);
         }
+        if (only == S_TIME)
+            printf("fib_call_time_count=%lld\n", (long long)time_count(vm));
         printf("scenario=%s\nfib_calls=%lld\nreps=%d\n", scen_name[only], (long long)calls, reps);
         tvm_env_free(env);
         tvm_destroy(vm);
@@ -245,6 +268,11 @@ int main(int argc, char **argv)
                     die("no call count on interp:fib/1", NULL);
                 counted = c;
             }
+            if (s == S_TIME && time_count(vm) != calls * reps) {
+                fprintf(stderr, "bench_overhead: call_time counted %lld, expected %lld\n",
+                        (long long)time_count(vm), (long long)(calls * reps));
+                return 1;
+            }
         }
         n += reps;
     }
@@ -267,7 +295,7 @@ int main(int argc, char **argv)
     /* Each scenario against untraced in the same round (seconds apart, so
      * they share the machine's state), median over the rounds. */
     static const char *const delta_key[NSCEN] = { NULL, "elsewhere_ns", "armed_ns",
-                                                  "call_count_ns" };
+                                                  "call_count_ns", "call_time_ns" };
     for (int s = 1; s < NSCEN; s++) {
         static double d[MAX_SAMPLES];
         for (int r = 0; r < runs; r++)
