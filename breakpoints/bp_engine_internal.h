@@ -13,6 +13,8 @@ typedef struct BpEngine {
     BpRecord *records;          /* every linked record */
     BpRecord *free_list;        /* unlinked, freed at the next free stage */
     BpCount *count_free;        /* counters that lost their last reference */
+    struct TrMs **ms_dead;      /* match-spec references dropped, released */
+    size_t nms_dead, ms_dead_cap; /* at the next free stage */
     BpRecord *pool;             /* freed records kept for reuse (via next_free) */
     size_t npool;
     BpRecord **touched;         /* records the running call staged */
@@ -28,6 +30,7 @@ BpRecord *bp_local_record(BpEngine *E, FuncInfo *fi, bool create);
 BpRecord *bp_global_record(BpEngine *E, FuncInfo *fi, bool create);
 void bp_touch(BpEngine *E, BpRecord *r);
 void bp_stage_count(BpEngine *E, BpGen *g, bool fresh);
+void bp_stage_ms(BpEngine *E, struct TrMs **slot, struct TrMs *ms);
 int64_t bp_count_sum(const BpCount *c);
 void bp_begin(tvm_vm *vm);
 void bp_commit(tvm_vm *vm);

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "breakpoints/bp_engine_internal.h"
+#include "trace/tr_ms.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/sched.h"
@@ -72,9 +73,11 @@ bool bp_pattern_parse(const char *text, BpPattern *out, char *why, size_t whylen
     return true;
 }
 
-bool bp_request_check(tvm_tp_action how, unsigned flags, char *why, size_t whylen)
+bool bp_request_check(const BpRequest *req, char *why, size_t whylen)
 {
-    const unsigned known = TVM_TP_GLOBAL | TVM_TP_LOCAL | TVM_TP_CALL_COUNT;
+    const unsigned known = TVM_TP_GLOBAL | TVM_TP_LOCAL | TVM_TP_CALL_COUNT | TVM_TP_META;
+    const tvm_tp_action how = req->how;
+    const unsigned flags = req->flags;
     if (how < TVM_TP_TRUE || how > TVM_TP_RESTART) {
         snprintf(why, whylen, "bad action %d: expected true, false, pause or restart", (int)how);
         return false;
@@ -83,13 +86,21 @@ bool bp_request_check(tvm_tp_action how, unsigned flags, char *why, size_t whyle
         snprintf(why, whylen, "unknown flags 0x%x", flags & ~known);
         return false;
     }
-    if ((flags & TVM_TP_GLOBAL) && (flags & ~TVM_TP_GLOBAL)) {
+    if ((flags & TVM_TP_GLOBAL) && (flags & (TVM_TP_LOCAL | TVM_TP_CALL_COUNT))) {
         snprintf(why, whylen, "global cannot be combined with local or call_count");
         return false;
     }
     if ((how == TVM_TP_PAUSE || how == TVM_TP_RESTART) && flags != TVM_TP_CALL_COUNT) {
         snprintf(why, whylen, "%s applies only to call_count",
                  how == TVM_TP_PAUSE ? "pause" : "restart");
+        return false;
+    }
+    if ((flags & TVM_TP_META) && how == TVM_TP_TRUE && !req->meta_tracer) {
+        snprintf(why, whylen, "meta needs a tracer process");
+        return false;
+    }
+    if (req->ms && how != TVM_TP_TRUE) {
+        snprintf(why, whylen, "a match spec goes only with true");
         return false;
     }
     return true;
@@ -150,18 +161,43 @@ static void set_flags(BpEngine *E, BpRecord *r, unsigned s, uint32_t set, uint32
     bp_touch(E, r);
 }
 
-static void stage_call_trace(BpEngine *E, FuncInfo *fn, bool on, unsigned flags, unsigned s)
+/* Local/global call trace; on: with the request's match spec. */
+static void stage_call_trace(BpEngine *E, FuncInfo *fn, const BpRequest *req, unsigned s)
 {
-    if (flags & TVM_TP_GLOBAL) {
+    const bool on = req->how == TVM_TP_TRUE;
+    BpRecord *lr = NULL, *gr = NULL;
+    if (req->flags & TVM_TP_GLOBAL) {
         if (on)
-            set_flags(E, bp_local_record(E, fn, false), s, 0, BP_LOCAL);
-        set_flags(E, bp_global_record(E, fn, on), s, on ? BP_GLOBAL : 0, on ? 0 : BP_GLOBAL);
+            set_flags(E, lr = bp_local_record(E, fn, false), s, 0, BP_LOCAL);
+        gr = bp_global_record(E, fn, on);
+        set_flags(E, gr, s, on ? BP_GLOBAL : 0, on ? 0 : BP_GLOBAL);
     }
-    if (flags & TVM_TP_LOCAL) {
+    if (req->flags & TVM_TP_LOCAL) {
         if (on)
-            set_flags(E, bp_global_record(E, fn, false), s, 0, BP_GLOBAL);
-        set_flags(E, bp_local_record(E, fn, on), s, on ? BP_LOCAL : 0, on ? 0 : BP_LOCAL);
+            set_flags(E, gr = bp_global_record(E, fn, false), s, 0, BP_GLOBAL);
+        lr = bp_local_record(E, fn, on);
+        set_flags(E, lr, s, on ? BP_LOCAL : 0, on ? 0 : BP_LOCAL);
     }
+    /* The spec belongs to whichever kind is on; a cleared kind drops it. */
+    BpRecord *rs[2] = { lr, gr };
+    for (int k = 0; k < 2; k++) {
+        if (!rs[k])
+            continue;
+        BpGen *g = &rs[k]->gen[s];
+        bp_stage_ms(E, &g->match_spec, (g->flags & BP_CALL_TRACE) ? req->ms : NULL);
+    }
+}
+
+/* Meta trace: on with the request's tracer and spec, or off. */
+static void stage_meta(BpEngine *E, FuncInfo *fn, const BpRequest *req, unsigned s)
+{
+    const bool on = req->how == TVM_TP_TRUE;
+    BpRecord *r = bp_local_record(E, fn, on);
+    if (!r)
+        return;
+    set_flags(E, r, s, on ? BP_META : 0, on ? 0 : BP_META);
+    bp_stage_ms(E, &r->gen[s].meta_spec, on ? req->ms : NULL);
+    r->gen[s].meta_tracer = on ? req->meta_tracer : 0;
 }
 
 static void stage_call_count(BpEngine *E, FuncInfo *fn, tvm_tp_action how, unsigned s)
@@ -192,10 +228,15 @@ static void stage_call_count(BpEngine *E, FuncInfo *fn, tvm_tp_action how, unsig
     }
 }
 
-int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, tvm_tp_action how, unsigned flags)
+int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, const BpRequest *req0)
 {
-    if (!flags)
-        flags = TVM_TP_GLOBAL;
+    BpRequest req = *req0;
+    if (!req.flags)
+        req.flags = TVM_TP_GLOBAL;
+    /* The match spec applies to the meta trace when meta is asked for. */
+    BpRequest call = req, meta = req;
+    if (req.flags & TVM_TP_META)
+        call.ms = NULL;
     bp_begin(vm);
     BpEngine *E = vm->bp;
     E->nshards = 1 + (uint32_t)vm_sched_of(vm)->n;
@@ -205,11 +246,14 @@ int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, tvm_tp_action how, unsign
     int matched = 0;
     for (size_t i = 0; i < fns.n; i++) {
         FuncInfo *fn = fns.v[i];
-        if (!(flags & TVM_TP_GLOBAL) || fn->export)
+        if (!(req.flags & TVM_TP_GLOBAL) || fn->export)
             matched++;
-        stage_call_trace(E, fn, how == TVM_TP_TRUE, flags, s);
-        if (flags & TVM_TP_CALL_COUNT)
-            stage_call_count(E, fn, how, s);
+        if (req.flags & (TVM_TP_GLOBAL | TVM_TP_LOCAL))
+            stage_call_trace(E, fn, &call, s);
+        if (req.flags & TVM_TP_META)
+            stage_meta(E, fn, &meta, s);
+        if (req.flags & TVM_TP_CALL_COUNT)
+            stage_call_count(E, fn, req.how, s);
     }
     free(fns.v);
     bp_commit(vm);
@@ -229,6 +273,8 @@ void bp_module_replaced(tvm_vm *vm, const Module *old)
                 continue;
             set_flags(E, rs[k], s, 0, ~0u);
             bp_stage_count(E, &rs[k]->gen[s], false);
+            bp_stage_ms(E, &rs[k]->gen[s].match_spec, NULL);
+            bp_stage_ms(E, &rs[k]->gen[s].meta_spec, NULL);
         }
     }
     bp_commit(vm);
@@ -247,14 +293,41 @@ static FuncInfo *find_function(tvm_vm *vm, Atom mod, Atom fun, int arity)
     return fi;
 }
 
-/* Active flags of a function's records, and its counter. */
-static uint32_t active_flags(tvm_vm *vm, FuncInfo *fi, const BpCount **count)
+/* What trace_info reports of a function, read under the permission (which
+ * keeps records, counters and specs alive).  Spec sources are copied onto
+ * the asking process's heap there and then. */
+typedef struct Info {
+    uint32_t fl;               /* active flags of both records */
+    int64_t count;
+    Term ms, meta_ms;          /* spec sources on the heap, or [] (none) */
+    uint64_t meta_tracer;
+} Info;
+
+static Term spec_copy(Process *p, const TrMs *ms)
 {
+    if (!ms)
+        return TERM_NIL;
+    Term src = tr_ms_source(ms);
+    vm_heap_ensure(p, term_size(src), NULL, 0);
+    return vm_copy_term(p, src);
+}
+
+static void active_info(Process *p, FuncInfo *fi, Info *in)
+{
+    tvm_vm *vm = p->vm;
     unsigned a = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix);
     BpRecord *lr = bp_local_record(vm->bp, fi, false);
     BpRecord *gr = bp_global_record(vm->bp, fi, false);
-    *count = lr ? lr->gen[a].count : NULL;
-    return (lr ? lr->gen[a].flags : 0) | (gr ? gr->gen[a].flags : 0);
+    const BpGen *lg = lr ? &lr->gen[a] : NULL, *gg = gr ? &gr->gen[a] : NULL;
+    in->fl = (lg ? lg->flags : 0) | (gg ? gg->flags : 0);
+    in->count = lg && (lg->flags & BP_COUNT) && lg->count ? bp_count_sum(lg->count) : 0;
+    in->meta_tracer = lg && (lg->flags & BP_META) ? lg->meta_tracer : 0;
+    const BpGen *traced = gg && (gg->flags & BP_GLOBAL) ? gg : lg;
+    in->ms = spec_copy(p, traced ? traced->match_spec : NULL);
+    tvm_term h = vm_root_push(p, in->ms);
+    in->meta_ms = spec_copy(p, lg ? lg->meta_spec : NULL);
+    in->ms = vm_root_get(p, h);
+    p->nroots = h.h;
 }
 
 /* Builders for trace_info's answer.  The caller reserves heap first
@@ -294,21 +367,36 @@ static Term traced_value(uint32_t fl)
     return atom_term((fl & BP_LOCAL) ? "local" : "false");
 }
 
-static Term count_value(uint32_t fl, int64_t n)
+static Term count_value(const Info *in)
 {
-    return (fl & BP_COUNT) ? make_small(n) : atom_term("false");
+    return (in->fl & BP_COUNT) ? make_small(in->count) : atom_term("false");
 }
 
-static Term all_value(Process *p, uint32_t fl, int64_t n)
+static Term ms_value(const Info *in)
 {
-    if (!fl)
+    return (in->fl & BP_CALL_TRACE) ? in->ms : atom_term("false");
+}
+
+static Term meta_value(const Info *in)
+{
+    return (in->fl & BP_META) ? make_pid(in->meta_tracer) : atom_term("false");
+}
+
+static Term meta_ms_value(const Info *in)
+{
+    return (in->fl & BP_META) ? in->meta_ms : atom_term("false");
+}
+
+static Term all_value(Process *p, const Info *in)
+{
+    if (!in->fl)
         return atom_term("false");
     Term items[6] = {
-        pair(p, atom_term("traced"), traced_value(fl)),
-        pair(p, atom_term("match_spec"), (fl & BP_CALL_TRACE) ? TERM_NIL : atom_term("false")),
-        pair(p, atom_term("meta"), atom_term("false")),
-        pair(p, atom_term("meta_match_spec"), atom_term("false")),
-        pair(p, atom_term("call_count"), count_value(fl, n)),
+        pair(p, atom_term("traced"), traced_value(in->fl)),
+        pair(p, atom_term("match_spec"), ms_value(in)),
+        pair(p, atom_term("meta"), meta_value(in)),
+        pair(p, atom_term("meta_match_spec"), meta_ms_value(in)),
+        pair(p, atom_term("call_count"), count_value(in)),
         pair(p, atom_term("call_time"), atom_term("false")),
     };
     Term list = TERM_NIL;
@@ -317,30 +405,50 @@ static Term all_value(Process *p, uint32_t fl, int64_t n)
     return list;
 }
 
-static const char *const item_names[] = { "traced", "call_count", "all" };
+static const char *const item_names[] = { "traced", "call_count", "all", "match_spec",
+                                          "meta", "meta_match_spec" };
+
+bool bp_info_item(const char *name, BpInfoItem *out)
+{
+    for (size_t i = 0; i < sizeof item_names / sizeof item_names[0]; i++)
+        if (!strcmp(name, item_names[i])) {
+            *out = (BpInfoItem)i;
+            return true;
+        }
+    return false;
+}
 
 Term bp_trace_info(Process *p, Atom mod, Atom fun, int arity, BpInfoItem item)
 {
     tvm_vm *vm = p->vm;
     vm_code_perm_acquire(vm);
     FuncInfo *fi = find_function(vm, mod, fun, arity);
-    uint32_t fl = 0;
-    const BpCount *c = NULL;
+    Info in = { 0, 0, TERM_NIL, TERM_NIL, 0 };
     if (fi)
-        fl = active_flags(vm, fi, &c);
-    /* Read everything while the permission keeps the records alive. */
-    int64_t n = (fl & BP_COUNT) && c ? bp_count_sum(c) : 0;
+        active_info(p, fi, &in);
     vm_code_perm_release(vm);
+    /* The spec copies must survive the reservation below. */
+    uint32_t rbase = p->nroots;
+    tvm_term hm = vm_root_push(p, in.ms), hmm = vm_root_push(p, in.meta_ms);
     vm_heap_ensure(p, INFO_WORDS, NULL, 0);
+    in.ms = vm_root_get(p, hm);
+    in.meta_ms = vm_root_get(p, hmm);
+    p->nroots = rbase;
     Term v;
     if (!fi)
         v = atom_term("undefined");
     else if (item == BP_INFO_TRACED)
-        v = traced_value(fl);
+        v = traced_value(in.fl);
     else if (item == BP_INFO_CALL_COUNT)
-        v = count_value(fl, n);
+        v = count_value(&in);
+    else if (item == BP_INFO_MATCH_SPEC)
+        v = ms_value(&in);
+    else if (item == BP_INFO_META)
+        v = meta_value(&in);
+    else if (item == BP_INFO_META_MATCH_SPEC)
+        v = meta_ms_value(&in);
     else
-        v = all_value(p, fl, n);
+        v = all_value(p, &in);
     return pair(p, atom_term(item_names[item]), v);
 }
 
@@ -348,11 +456,11 @@ bool bp_call_count(tvm_vm *vm, Atom mod, Atom fun, int arity, int64_t *count)
 {
     vm_code_perm_acquire(vm);
     FuncInfo *fi = find_function(vm, mod, fun, arity);
-    const BpCount *c = NULL;
-    uint32_t fl = fi ? active_flags(vm, fi, &c) : 0;
-    bool ok = (fl & BP_COUNT) && c;
+    BpRecord *lr = fi ? bp_local_record(vm->bp, fi, false) : NULL;
+    const BpGen *g = lr ? &lr->gen[vm_atomic_load_relaxed(&vm->bp_ix)] : NULL;
+    bool ok = g && (g->flags & BP_COUNT) && g->count;
     if (ok)
-        *count = bp_count_sum(c);
+        *count = bp_count_sum(g->count);
     vm_code_perm_release(vm);
     return ok;
 }

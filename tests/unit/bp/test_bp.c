@@ -444,8 +444,9 @@ Test(bp, trace_info_traced_and_all)
     cr_assert_eq(tvm_trace_info(env, "bt:_/_", "traced", &t, &err), TVM_ERR_BADARG);
     cr_assert_str_eq(err.message,
                      "tvm_trace_info: bad function \"bt:_/_\": wildcards are not allowed here");
-    cr_assert_eq(tvm_trace_info(env, "bt:ex/1", "match_spec", &t, &err), TVM_ERR_BADARG);
-    cr_assert_str_eq(err.message, "tvm_trace_info: bad item: expected traced, call_count or all");
+    cr_assert_eq(tvm_trace_info(env, "bt:ex/1", "match_specs", &t, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_trace_info: bad item: expected traced, call_count, "
+                                  "match_spec, meta, meta_match_spec or all");
     cr_assert_eq(tvm_trace_info(env, "bt:ex/1", NULL, &t, &err), TVM_ERR_BADARG);
     cr_assert_eq(tvm_trace_info(env, "bt.ex", "traced", &t, &err), TVM_ERR_BADARG);
     cr_assert_str_eq(err.message, "tvm_trace_info: bad pattern \"bt.ex\": expected mod:fun/arity");
@@ -531,7 +532,7 @@ Test(bp, bad_requests_are_badarg_and_change_nothing)
     tp_bad("bt:ex/1", (tvm_tp_action)-1, TVM_TP_LOCAL,
            "tvm_trace_pattern: bad action -1: expected true, false, pause or restart");
     tp_bad("bt:ex/1", TVM_TP_FALSE, 8, "tvm_trace_pattern: unknown flags 0x8");
-    tp_bad("bt:ex/1", TVM_TP_FALSE, TVM_TP_LOCAL | 0x30, "tvm_trace_pattern: unknown flags 0x30");
+    tp_bad("bt:ex/1", TVM_TP_FALSE, TVM_TP_LOCAL | 0x300, "tvm_trace_pattern: unknown flags 0x300");
     tp_bad("bt:ex/1", TVM_TP_FALSE, TVM_TP_GLOBAL | TVM_TP_LOCAL,
            "tvm_trace_pattern: global cannot be combined with local or call_count");
     tp_bad("bt:ex/1", TVM_TP_TRUE, TVM_TP_GLOBAL | TVM_TP_CALL_COUNT,
