@@ -25,8 +25,23 @@ typedef struct BpPattern {
 bool bp_pattern_parse(const char *text, BpPattern *out, char *why, size_t whylen);
 
 /* Checks that an action and flags go together; false with a reason. */
-bool bp_request_check(const BpPattern *pat, tvm_tp_action how, unsigned flags, char *why,
-                      size_t whylen);
+/*
+ * What one trace_pattern does to each function it matches.  `ms` is the
+ * match spec of the call trace, or with TVM_TP_META of the meta trace
+ * (NULL: every call); the engine takes its own references to it.
+ */
+typedef struct BpRequest {
+    tvm_tp_action how;
+    unsigned flags;            /* TVM_TP_*; 0 means TVM_TP_GLOBAL */
+    struct TrMs *ms;
+    uint64_t meta_tracer;      /* TVM_TP_META: the tracer's pid */
+} BpRequest;
+
+bool bp_request_check(const BpRequest *req, char *why, size_t whylen);
+
+/* The request's checks that depend on the pattern being on_load (true or
+ * false, no match spec, no meta); false with a reason. */
+bool bp_on_load_check(const BpPattern *pat, const BpRequest *req, char *why, size_t whylen);
 
 /*
  * Runs trace_pattern (the request must have passed the checks above):
@@ -34,14 +49,18 @@ bool bp_request_check(const BpPattern *pat, tvm_tp_action how, unsigned flags, c
  * returns the number of functions matched.  Any thread; a calling process
  * is suspended while it waits.  on_load only records the flags (0).
  */
-int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, tvm_tp_action how, unsigned flags);
+int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, const BpRequest *req);
 
 /* trace_info items. */
 typedef enum BpInfoItem {
-    BP_INFO_TRACED, BP_INFO_CALL_COUNT, BP_INFO_ALL, BP_INFO_CALL_TIME
+    BP_INFO_TRACED, BP_INFO_CALL_COUNT, BP_INFO_ALL, BP_INFO_MATCH_SPEC, BP_INFO_META,
+    BP_INFO_META_MATCH_SPEC, BP_INFO_CALL_TIME
 } BpInfoItem;
 
 /* {Item, Value} for function mod:fun/arity, built on p's heap. */
+/* The item named `name` ("traced", "match_spec", ...); false if none. */
+bool bp_info_item(const char *name, BpInfoItem *out);
+
 Term bp_trace_info(Process *p, Atom mod, Atom fun, int arity, BpInfoItem item);
 
 /* {Item, Value} for on_load: the flags modules loaded later get. */

@@ -11,7 +11,7 @@
 
 #include "breakpoints/bp_engine_internal.h"
 #include "breakpoints/bp_time.h"
-#include "trace/tr_vm.h"
+#include "trace/tr_ms.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/sched.h"
@@ -35,21 +35,66 @@ static void ok(tvm_error *err)
 
 /* ==== C API ==== */
 
-tvm_status tvm_trace_pattern(tvm_vm *vm, const char *pattern, tvm_tp_action how,
-                             unsigned flags, int *matched, tvm_error *err)
+/*
+ * Compiles a match spec given as text (NULL: none) for functions of
+ * `arity` (-1: any).  On error the message names the spec's clause and
+ * place (tr_ms_compile) or the syntax error.
+ */
+static bool spec_from_text(tvm_vm *vm, const char *text, int arity, TrMs **out, char *why,
+                           size_t n)
 {
-    char why[200];
+    *out = NULL;
+    if (!text)
+        return true;
+    tvm_env *env = tvm_env_new(vm);
+    tvm_term t;
+    tvm_error perr;
+    bool ok = false;
+    if (tvm_parse_term(env, text, &t, &perr) != TVM_OK) {
+        size_t len = strcspn(perr.message, "\n");
+        snprintf(why, n, "bad match spec: %.*s", (int)len, perr.message);
+    } else {
+        char e[200];
+        *out = tr_ms_compile(vm_root_get(env->p, t), arity, e, sizeof e);
+        if (*out)
+            ok = true;
+        else
+            snprintf(why, n, "%s", e);
+    }
+    tvm_env_free(env);
+    return ok;
+}
+
+tvm_status tvm_trace_pattern_ms(tvm_vm *vm, const char *pattern, const char *match_spec,
+                                tvm_tp_action how, unsigned flags, tvm_pid meta_tracer,
+                                int *matched, tvm_error *err)
+{
+    char why[300];
     BpPattern pat;
     if (!vm)
         return fail(err, TVM_ERR_BADARG, "tvm_trace_pattern", "NULL vm");
+    BpRequest req = { how, flags, NULL, meta_tracer };
     if (!bp_pattern_parse(pattern, &pat, why, sizeof why) ||
-        !bp_request_check(&pat, how, flags, why, sizeof why))
+        !spec_from_text(vm, match_spec, pat.any_arity ? -1 : pat.arity, &req.ms, why,
+                        sizeof why))
         return fail(err, TVM_ERR_BADARG, "tvm_trace_pattern", why);
-    int n = bp_trace_pattern(vm, &pat, how, flags);
+    if (!bp_request_check(&req, why, sizeof why) ||
+        !bp_on_load_check(&pat, &req, why, sizeof why)) {
+        tr_ms_free(req.ms);
+        return fail(err, TVM_ERR_BADARG, "tvm_trace_pattern", why);
+    }
+    int n = bp_trace_pattern(vm, &pat, &req);
+    tr_ms_free(req.ms);   /* the engine holds its own references */
     if (matched)
         *matched = n;
     ok(err);
     return TVM_OK;
+}
+
+tvm_status tvm_trace_pattern(tvm_vm *vm, const char *pattern, tvm_tp_action how,
+                             unsigned flags, int *matched, tvm_error *err)
+{
+    return tvm_trace_pattern_ms(vm, pattern, NULL, how, flags, 0, matched, err);
 }
 
 /* An exact mod:fun/arity (no wildcards); on_load if `on_load_ok`. */
@@ -78,17 +123,10 @@ tvm_status tvm_trace_info(tvm_env *env, const char *mfa, const char *item,
     if (!parse_mfa(mfa, &pat, why, sizeof why, true))
         return fail(err, TVM_ERR_BADARG, "tvm_trace_info", why);
     BpInfoItem it;
-    if (item && !strcmp(item, "traced"))
-        it = BP_INFO_TRACED;
-    else if (item && !strcmp(item, "call_count"))
-        it = BP_INFO_CALL_COUNT;
-    else if (item && !strcmp(item, "all"))
-        it = BP_INFO_ALL;
-    else if (item && !strcmp(item, "call_time"))
-        it = BP_INFO_CALL_TIME;
-    else
+    if (!item || !bp_info_item(item, &it))
         return fail(err, TVM_ERR_BADARG, "tvm_trace_info",
-                    "bad item: expected traced, call_count, call_time or all");
+                    "bad item: expected traced, call_count, call_time, match_spec, meta, "
+                    "meta_match_spec or all");
     *out = vm_root_push(env->p, pat.on_load ? bp_trace_info_on_load(env->p, it)
                                             : bp_trace_info(env->p, pat.mod, pat.fun, pat.arity, it));
     ok(err);
@@ -136,39 +174,6 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data)
      * [HK1'] in bp_call_event(). */
     vm_atomic_store_ptr_release(&vm->call_hook, h);
     vm_code_perm_release(vm);
-}
-
-/* ==== the call-trace action ==== */
-
-/* The embedder's call hook, if one is set. */
-static void run_call_hook(Process *p, const FuncInfo *fn, bool global)
-{
-    /* [HK1'] acquire; pairs with [HK1] in tvm_set_call_hook(). */
-    const VmCallHook *h = vm_atomic_load_ptr_acquire(&p->vm->call_hook);
-    if (!h || !h->fn)
-        return;
-    const Frame *f = &p->frames[p->nframes - 1];
-    uint32_t rbase = p->nroots;
-    tvm_term argv[VM_MAX_ARITY];
-    for (uint32_t i = 0; i < fn->arity; i++)
-        argv[i] = vm_root_push(p, p->stack[f->base + i]);
-    tvm_call_event ev = {
-        .pid = p->pid,
-        .module = vm_atom_name(fn->mod, NULL),
-        .function = vm_atom_name(fn->name, NULL),
-        .arity = fn->arity,
-        .argv = argv,
-        .global = global,
-    };
-    h->fn(&p->env, &ev, h->data);
-    p->nroots = rbase;
-}
-
-void bp_call_event(Process *p, const FuncInfo *fn, bool global)
-{
-    /* The event first, so that it comes before anything the hook does. */
-    tr_vm_call(p, fn, vm_atomic_load_relaxed(&p->trace));
-    run_call_hook(p, fn, global);
 }
 
 void bp_hooks_free(tvm_vm *vm);
@@ -235,25 +240,37 @@ static bool action_term(Term t, tvm_tp_action *how)
     return false;
 }
 
-static bool flags_term(Term l, unsigned *flags)
+/* The flag list: global, local, call_count, meta | {meta, Pid}. */
+static bool flags_term(Term l, BpRequest *req)
 {
-    *flags = 0;
+    req->flags = 0;
     for (; term_is_cons(l); l = cons_tail(l)) {
         Term h = cons_head(l);
         if (named(h, "global"))
-            *flags |= TVM_TP_GLOBAL;
+            req->flags |= TVM_TP_GLOBAL;
         else if (named(h, "local"))
-            *flags |= TVM_TP_LOCAL;
+            req->flags |= TVM_TP_LOCAL;
         else if (named(h, "call_count"))
-            *flags |= TVM_TP_CALL_COUNT;
+            req->flags |= TVM_TP_CALL_COUNT;
         else if (named(h, "call_time"))
-            *flags |= TVM_TP_CALL_TIME;
-        else
+            req->flags |= TVM_TP_CALL_TIME;
+        else if (term_is_tuple(h) && tuple_arity(h) == 2 && named(tuple_elems(h)[0], "meta") &&
+                 term_is_pid(tuple_elems(h)[1])) {
+            req->flags |= TVM_TP_META;
+            req->meta_tracer = pid_value(tuple_elems(h)[1]);
+        } else {
             return false;
+        }
     }
     return term_is_nil(l);
 }
 
+/*
+ * erlang:trace_pattern(MFA, How, Flags): How is true, false, pause,
+ * restart or a match spec (a list: true with that spec; [] is true).  A
+ * bad argument raises badarg; a bad spec raises
+ * {badarg, <<"match spec clause N: ...">>} so that the program sees why.
+ */
 static tvm_status nif_trace_pattern(tvm_env *env, int argc, const tvm_term *argv,
                                     tvm_term *result, void *data)
 {
@@ -261,13 +278,28 @@ static tvm_status nif_trace_pattern(tvm_env *env, int argc, const tvm_term *argv
     (void)data;
     Process *p = env->p;
     BpPattern pat;
-    tvm_tp_action how;
-    unsigned flags;
+    BpRequest req = { TVM_TP_TRUE, 0, NULL, 0 };
     char why[200];
-    if (!mfa_term(vm_root_get(p, argv[0]), &pat) || !action_term(vm_root_get(p, argv[1]), &how) ||
-        !flags_term(vm_root_get(p, argv[2]), &flags) || !bp_request_check(&pat, how, flags, why, sizeof why))
+    Term how = vm_root_get(p, argv[1]);
+    if (!mfa_term(vm_root_get(p, argv[0]), &pat) ||
+        (!term_is_list(how) && !action_term(how, &req.how)) ||
+        !flags_term(vm_root_get(p, argv[2]), &req))
         return badarg(p);
-    int n = bp_trace_pattern(p->vm, &pat, how, flags);
+    if (term_is_cons(how)) {
+        req.ms = tr_ms_compile(how, pat.any_arity ? -1 : pat.arity, why, sizeof why);
+        if (!req.ms) {
+            Term e[2] = { make_atom(ATOM_BADARG), vm_make_binary(p, why, strlen(why)) };
+            vm_exception_set(p, make_atom(ATOM_ERROR), vm_make_tuple(p, 2, e), NULL);
+            return TVM_EXCEPTION;
+        }
+    }
+    if (!bp_request_check(&req, why, sizeof why) ||
+        !bp_on_load_check(&pat, &req, why, sizeof why)) {
+        tr_ms_free(req.ms);
+        return badarg(p);
+    }
+    int n = bp_trace_pattern(p->vm, &pat, &req);
+    tr_ms_free(req.ms);
     *result = vm_root_push(p, make_small(n));
     return TVM_OK;
 }
@@ -281,15 +313,7 @@ static tvm_status nif_trace_info(tvm_env *env, int argc, const tvm_term *argv,
     BpPattern pat;
     Term item = vm_root_get(p, argv[1]);
     BpInfoItem it;
-    if (named(item, "traced"))
-        it = BP_INFO_TRACED;
-    else if (named(item, "call_count"))
-        it = BP_INFO_CALL_COUNT;
-    else if (named(item, "all"))
-        it = BP_INFO_ALL;
-    else if (named(item, "call_time"))
-        it = BP_INFO_CALL_TIME;
-    else
+    if (!term_is_atom(item) || !bp_info_item(vm_atom_name(atom_value(item), NULL), &it))
         return badarg(p);
     if (!mfa_term(vm_root_get(p, argv[0]), &pat) || pat.any_mod || pat.any_fun || pat.any_arity)
         return badarg(p);

@@ -75,6 +75,7 @@
 #include "breakpoints/bp_progress.h"
 #include "breakpoints/bp_record.h"
 #include "breakpoints/bp_time.h"
+#include "trace/tr_ms.h"
 #include "vm/sched.h"
 
 /* ==== records and counters (writer only) ==== */
@@ -266,6 +267,51 @@ void bp_stage_count(BpEngine *E, BpGen *g, bool fresh)
     g->count = fresh ? count_ref(count_new(E)) : NULL;
 }
 
+/*
+ * Match specs are shared by every generation that uses them (one spec per
+ * trace_pattern call, however many functions it matched), one reference
+ * per generation slot.  A slot's reference is dropped into ms_dead and
+ * released at the next free stage, after a wait, like a counter: a reader
+ * may still be running the spec through the generation it was read from
+ * until its next quiescent state.
+ */
+static void ms_drop(BpEngine *E, TrMs *ms)
+{
+    if (!ms)
+        return;
+    if (E->nms_dead == E->ms_dead_cap) {
+        E->ms_dead_cap = E->ms_dead_cap ? E->ms_dead_cap * 2 : 64;
+        E->ms_dead = vm_realloc(E->ms_dead, E->ms_dead_cap * sizeof(TrMs *));
+    }
+    E->ms_dead[E->nms_dead++] = ms;
+}
+
+/* Points a staging generation's spec slot at ms (a new reference). */
+void bp_stage_ms(BpEngine *E, TrMs **slot, TrMs *ms)
+{
+    if (*slot == ms)
+        return;
+    ms_drop(E, *slot);
+    if (ms)
+        tr_ms_retain(ms);
+    *slot = ms;
+}
+
+/* Makes generation `to` hold the same specs as `from` (references moved
+ * accordingly). */
+static void ms_copy(BpEngine *E, BpGen *to, const BpGen *from)
+{
+    bp_stage_ms(E, &to->match_spec, from->match_spec);
+    bp_stage_ms(E, &to->meta_spec, from->meta_spec);
+}
+
+static void ms_release(TrMs **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        tr_ms_free(v[i]);
+    free(v);
+}
+
 /* Replaces the staging generation's call time data (fresh, or none). */
 void bp_stage_time(BpEngine *E, BpGen *g, bool fresh)
 {
@@ -273,7 +319,8 @@ void bp_stage_time(BpEngine *E, BpGen *g, bool fresh)
     g->time = fresh ? time_ref(bp_time_new(E->nshards)) : NULL;
 }
 
-/* gen[from ^ 1] := gen[from], sharing the counter and call time data. */
+/* gen[from ^ 1] := gen[from], sharing the counter, call time data
+ * and match specs. */
 void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from)
 {
     BpGen *to = &r->gen[from ^ 1u], *g = &r->gen[from];
@@ -286,12 +333,11 @@ void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from)
         to->time = time_ref(g->time);
     }
     to->flags = g->flags;
-    to->match_spec = g->match_spec;
-    to->meta_spec = g->meta_spec;
+    ms_copy(E, to, g);
     to->meta_tracer = g->meta_tracer;
 }
 
-/* Drops both generations' counters and call time data. */
+/* Drops both generations' counters, call time data and match specs. */
 static void gens_release(BpEngine *E, BpRecord *r)
 {
     for (int k = 0; k < 2; k++) {
@@ -299,6 +345,8 @@ static void gens_release(BpEngine *E, BpRecord *r)
         time_unref(E, r->gen[k].time);
         r->gen[k].count = NULL;
         r->gen[k].time = NULL;
+        bp_stage_ms(E, &r->gen[k].match_spec, NULL);
+        bp_stage_ms(E, &r->gen[k].meta_spec, NULL);
     }
 }
 
@@ -401,9 +449,13 @@ void bp_commit(tvm_vm *vm)
     BpRecord *dead = E->free_list;
     BpCount *dead_counts = E->count_free;
     BpTime *dead_times = E->time_free;
+    TrMs **dead_ms = E->ms_dead;
+    size_t ndead_ms = E->nms_dead;
     E->free_list = NULL;
     E->count_free = NULL;
     E->time_free = NULL;
+    E->ms_dead = NULL;
+    E->nms_dead = E->ms_dead_cap = 0;
 
     /* wait: every reader that reaches a record linked or written in stage
      * 1 sees it whole; until the flip they only read the active
@@ -417,6 +469,7 @@ void bp_commit(tvm_vm *vm)
      * belongs to a generation no reader has used since the wait after its
      * call's flip. */
     free_dead(E, dead, dead_counts, dead_times);
+    ms_release(dead_ms, ndead_ms);
 
     /* 2 arm.  Safe: a reader that hits a newly armed function reads its
      * active generation, which is empty for a new record (flags 0: it just
@@ -530,6 +583,7 @@ void bp_engine_destroy(tvm_vm *vm)
         unlink_record(E, r);
     }
     free_unlinked(E);
+    ms_release(E->ms_dead, E->nms_dead);
     while (E->pool) {
         BpRecord *r = E->pool;
         E->pool = r->next_free;

@@ -15,6 +15,8 @@ typedef struct BpEngine {
     BpCount *count_free;        /* counters that lost their last reference */
     struct BpTime *time_free;   /* call time data that lost its last reference */
     unsigned on_load;           /* TVM_TP_* flags applied to every module loaded later */
+    struct TrMs **ms_dead;      /* match-spec references dropped, released */
+    size_t nms_dead, ms_dead_cap; /* at the next free stage */
     BpRecord *pool;             /* freed records kept for reuse (via next_free) */
     size_t npool;
     BpRecord **touched;         /* records the running call staged */
@@ -31,6 +33,7 @@ BpRecord *bp_global_record(BpEngine *E, FuncInfo *fi, bool create);
 void bp_touch(BpEngine *E, BpRecord *r);
 void bp_stage_count(BpEngine *E, BpGen *g, bool fresh);
 void bp_stage_time(BpEngine *E, BpGen *g, bool fresh);
+void bp_stage_ms(BpEngine *E, struct TrMs **slot, struct TrMs *ms);
 void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from);
 int64_t bp_count_sum(const BpCount *c);
 void bp_arm_unpublished(BpRecord *r);

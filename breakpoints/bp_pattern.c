@@ -28,6 +28,7 @@
 
 #include "breakpoints/bp_engine_internal.h"
 #include "breakpoints/bp_time.h"
+#include "trace/tr_ms.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/sched.h"
@@ -83,11 +84,13 @@ bool bp_pattern_parse(const char *text, BpPattern *out, char *why, size_t whylen
     return true;
 }
 
-bool bp_request_check(const BpPattern *pat, tvm_tp_action how, unsigned flags, char *why,
-                      size_t whylen)
+bool bp_request_check(const BpRequest *req, char *why, size_t whylen)
 {
-    const unsigned known = TVM_TP_GLOBAL | TVM_TP_LOCAL | TVM_TP_CALL_COUNT | TVM_TP_CALL_TIME;
+    const unsigned known =
+        TVM_TP_GLOBAL | TVM_TP_LOCAL | TVM_TP_CALL_COUNT | TVM_TP_META | TVM_TP_CALL_TIME;
     const unsigned data = TVM_TP_CALL_COUNT | TVM_TP_CALL_TIME;
+    const tvm_tp_action how = req->how;
+    const unsigned flags = req->flags;
     if (how < TVM_TP_TRUE || how > TVM_TP_RESTART) {
         snprintf(why, whylen, "bad action %d: expected true, false, pause or restart", (int)how);
         return false;
@@ -96,7 +99,7 @@ bool bp_request_check(const BpPattern *pat, tvm_tp_action how, unsigned flags, c
         snprintf(why, whylen, "unknown flags 0x%x", flags & ~known);
         return false;
     }
-    if ((flags & TVM_TP_GLOBAL) && (flags & ~TVM_TP_GLOBAL)) {
+    if ((flags & TVM_TP_GLOBAL) && (flags & (TVM_TP_LOCAL | data))) {
         snprintf(why, whylen, "global cannot be combined with local, call_count or call_time");
         return false;
     }
@@ -105,9 +108,28 @@ bool bp_request_check(const BpPattern *pat, tvm_tp_action how, unsigned flags, c
                  how == TVM_TP_PAUSE ? "pause" : "restart");
         return false;
     }
-    if (pat->on_load && (how == TVM_TP_PAUSE || how == TVM_TP_RESTART)) {
+    if ((flags & TVM_TP_META) && how == TVM_TP_TRUE && !req->meta_tracer) {
+        snprintf(why, whylen, "meta needs a tracer process");
+        return false;
+    }
+    if (req->ms && how != TVM_TP_TRUE) {
+        snprintf(why, whylen, "a match spec goes only with true");
+        return false;
+    }
+    return true;
+}
+
+bool bp_on_load_check(const BpPattern *pat, const BpRequest *req, char *why, size_t whylen)
+{
+    if (!pat->on_load)
+        return true;
+    if (req->how == TVM_TP_PAUSE || req->how == TVM_TP_RESTART) {
         snprintf(why, whylen, "on_load takes true or false, not %s",
-                 how == TVM_TP_PAUSE ? "pause" : "restart");
+                 req->how == TVM_TP_PAUSE ? "pause" : "restart");
+        return false;
+    }
+    if (req->ms || (req->flags & TVM_TP_META)) {
+        snprintf(why, whylen, "on_load takes no match spec and no meta trace");
         return false;
     }
     return true;
@@ -168,18 +190,43 @@ static void set_flags(BpEngine *E, BpRecord *r, unsigned s, uint32_t set, uint32
     bp_touch(E, r);
 }
 
-static void stage_call_trace(BpEngine *E, FuncInfo *fn, bool on, unsigned flags, unsigned s)
+/* Local/global call trace; on: with the request's match spec. */
+static void stage_call_trace(BpEngine *E, FuncInfo *fn, const BpRequest *req, unsigned s)
 {
-    if (flags & TVM_TP_GLOBAL) {
+    const bool on = req->how == TVM_TP_TRUE;
+    BpRecord *lr = NULL, *gr = NULL;
+    if (req->flags & TVM_TP_GLOBAL) {
         if (on)
-            set_flags(E, bp_local_record(E, fn, false), s, 0, BP_LOCAL);
-        set_flags(E, bp_global_record(E, fn, on), s, on ? BP_GLOBAL : 0, on ? 0 : BP_GLOBAL);
+            set_flags(E, lr = bp_local_record(E, fn, false), s, 0, BP_LOCAL);
+        gr = bp_global_record(E, fn, on);
+        set_flags(E, gr, s, on ? BP_GLOBAL : 0, on ? 0 : BP_GLOBAL);
     }
-    if (flags & TVM_TP_LOCAL) {
+    if (req->flags & TVM_TP_LOCAL) {
         if (on)
-            set_flags(E, bp_global_record(E, fn, false), s, 0, BP_GLOBAL);
-        set_flags(E, bp_local_record(E, fn, on), s, on ? BP_LOCAL : 0, on ? 0 : BP_LOCAL);
+            set_flags(E, gr = bp_global_record(E, fn, false), s, 0, BP_GLOBAL);
+        lr = bp_local_record(E, fn, on);
+        set_flags(E, lr, s, on ? BP_LOCAL : 0, on ? 0 : BP_LOCAL);
     }
+    /* The spec belongs to whichever kind is on; a cleared kind drops it. */
+    BpRecord *rs[2] = { lr, gr };
+    for (int k = 0; k < 2; k++) {
+        if (!rs[k])
+            continue;
+        BpGen *g = &rs[k]->gen[s];
+        bp_stage_ms(E, &g->match_spec, (g->flags & BP_CALL_TRACE) ? req->ms : NULL);
+    }
+}
+
+/* Meta trace: on with the request's tracer and spec, or off. */
+static void stage_meta(BpEngine *E, FuncInfo *fn, const BpRequest *req, unsigned s)
+{
+    const bool on = req->how == TVM_TP_TRUE;
+    BpRecord *r = bp_local_record(E, fn, on);
+    if (!r)
+        return;
+    set_flags(E, r, s, on ? BP_META : 0, on ? 0 : BP_META);
+    bp_stage_ms(E, &r->gen[s].meta_spec, on ? req->ms : NULL);
+    r->gen[s].meta_tracer = on ? req->meta_tracer : 0;
 }
 
 /* call_count and call_time data: the flag pair and the staging helper. */
@@ -220,15 +267,19 @@ static void stage_data(BpEngine *E, FuncInfo *fn, tvm_tp_action how, unsigned s,
     }
 }
 
-/* Stage 1 for one function. */
-static void stage_function(BpEngine *E, FuncInfo *fn, tvm_tp_action how, unsigned flags,
-                           unsigned s)
+/* Stage 1 for one function: `call` for the call trace (its spec, if any,
+ * is the meta trace's when meta is asked for). */
+static void stage_function(BpEngine *E, FuncInfo *fn, const BpRequest *req,
+                           const BpRequest *call, unsigned s)
 {
-    stage_call_trace(E, fn, how == TVM_TP_TRUE, flags, s);
-    if (flags & TVM_TP_CALL_COUNT)
-        stage_data(E, fn, how, s, &count_kind);
-    if (flags & TVM_TP_CALL_TIME)
-        stage_data(E, fn, how, s, &time_kind);
+    if (req->flags & (TVM_TP_GLOBAL | TVM_TP_LOCAL))
+        stage_call_trace(E, fn, call, s);
+    if (req->flags & TVM_TP_META)
+        stage_meta(E, fn, req, s);
+    if (req->flags & TVM_TP_CALL_COUNT)
+        stage_data(E, fn, req->how, s, &count_kind);
+    if (req->flags & TVM_TP_CALL_TIME)
+        stage_data(E, fn, req->how, s, &time_kind);
 }
 
 /* on_load: the flags kept for modules loaded later (no module changes). */
@@ -245,14 +296,19 @@ static void set_on_load(BpEngine *E, tvm_tp_action how, unsigned flags)
     E->on_load |= flags;
 }
 
-int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, tvm_tp_action how, unsigned flags)
+int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, const BpRequest *req0)
 {
-    if (!flags)
-        flags = TVM_TP_GLOBAL;
+    BpRequest req = *req0;
+    if (!req.flags)
+        req.flags = TVM_TP_GLOBAL;
+    /* The match spec applies to the meta trace when meta is asked for. */
+    BpRequest call = req, meta = req;
+    if (req.flags & TVM_TP_META)
+        call.ms = NULL;
     bp_begin(vm);
     BpEngine *E = vm->bp;
     if (pat->on_load) {
-        set_on_load(E, how, flags);
+        set_on_load(E, req.how, req.flags);
         bp_end(vm);
         return 0;
     }
@@ -263,9 +319,9 @@ int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, tvm_tp_action how, unsign
     int matched = 0;
     for (size_t i = 0; i < fns.n; i++) {
         FuncInfo *fn = fns.v[i];
-        if (!(flags & TVM_TP_GLOBAL) || fn->export)
+        if (!(req.flags & TVM_TP_GLOBAL) || fn->export)
             matched++;
-        stage_function(E, fn, how, flags, s);
+        stage_function(E, fn, &meta, &call, s);
     }
     free(fns.v);
     bp_commit(vm);
@@ -286,6 +342,8 @@ void bp_module_replaced(tvm_vm *vm, const Module *old)
             set_flags(E, rs[k], s, 0, ~0u);
             bp_stage_count(E, &rs[k]->gen[s], false);
             bp_stage_time(E, &rs[k]->gen[s], false);
+            bp_stage_ms(E, &rs[k]->gen[s].match_spec, NULL);
+            bp_stage_ms(E, &rs[k]->gen[s].meta_spec, NULL);
         }
     }
     bp_commit(vm);
@@ -310,14 +368,14 @@ void bp_module_replaced(tvm_vm *vm, const Module *old)
 void bp_module_loading(tvm_vm *vm, Module *m)
 {
     BpEngine *E = vm->bp;
-    unsigned fl = E->on_load;
-    if (!fl)
+    BpRequest req = { .how = TVM_TP_TRUE, .flags = E->on_load };
+    if (!req.flags)
         return;
     E->nshards = 1 + (uint32_t)vm_sched_of(vm)->n;
     const unsigned s = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u;
     for (uint32_t i = 0; i < m->nfuncs; i++) {
         FuncInfo *fn = m->funcs[i];
-        stage_function(E, fn, TVM_TP_TRUE, fl, s);
+        stage_function(E, fn, &req, &req, s);
         BpRecord *rs[2] = { bp_local_record(E, fn, false), bp_global_record(E, fn, false) };
         for (int k = 0; k < 2; k++) {
             if (!rs[k] || !rs[k]->gen[s].flags)
@@ -344,39 +402,46 @@ static FuncInfo *find_function(tvm_vm *vm, Atom mod, Atom fun, int arity)
     return fi;
 }
 
-/* What trace_info reports about a function, read under the permission. */
+/* What trace_info reports of a function, read under the permission (which
+ * keeps records, counters and specs alive).  Spec sources are copied onto
+ * the asking process's heap there and then. */
 typedef struct Info {
-    uint32_t fl;                /* active flags of its records */
-    int64_t count;              /* BP_COUNT: the call count */
-    BpTimeSample *time;         /* BP_TIME: per process (malloc'd) */
+    uint32_t fl;               /* active flags of both records */
+    int64_t count;
+    Term ms, meta_ms;          /* spec sources on the heap, or [] (none) */
+    uint64_t meta_tracer;
+    BpTimeSample *time;        /* BP_TIME: per process (malloc'd) */
     size_t ntime;
-    bool on_load;               /* on_load: data items are true or false */
+    bool on_load;              /* on_load: call_count and call_time are true/false */
 } Info;
 
-/* Active flags of a function's records, and its counter and call time. */
-static uint32_t active_flags(tvm_vm *vm, FuncInfo *fi, const BpCount **count,
-                             const BpTime **time)
+static Term spec_copy(Process *p, const TrMs *ms)
 {
+    if (!ms)
+        return TERM_NIL;
+    Term src = tr_ms_source(ms);
+    vm_heap_ensure(p, term_size(src), NULL, 0);
+    return vm_copy_term(p, src);
+}
+
+static void active_info(Process *p, FuncInfo *fi, Info *in)
+{
+    tvm_vm *vm = p->vm;
     unsigned a = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix);
     BpRecord *lr = bp_local_record(vm->bp, fi, false);
     BpRecord *gr = bp_global_record(vm->bp, fi, false);
-    *count = lr ? lr->gen[a].count : NULL;
-    *time = lr ? lr->gen[a].time : NULL;
-    return (lr ? lr->gen[a].flags : 0) | (gr ? gr->gen[a].flags : 0);
-}
-
-/* Reads a function's data; the caller holds the permission, which keeps
- * the records, the counter and the call time data alive meanwhile. */
-static void info_read(tvm_vm *vm, FuncInfo *fi, Info *in)
-{
-    const BpCount *c;
-    const BpTime *t;
-    memset(in, 0, sizeof *in);
-    in->fl = active_flags(vm, fi, &c, &t);
-    if ((in->fl & BP_COUNT) && c)
-        in->count = bp_count_sum(c);
-    if ((in->fl & BP_TIME) && t)
-        in->ntime = bp_time_read(t, &in->time);
+    const BpGen *lg = lr ? &lr->gen[a] : NULL, *gg = gr ? &gr->gen[a] : NULL;
+    in->fl = (lg ? lg->flags : 0) | (gg ? gg->flags : 0);
+    in->count = lg && (lg->flags & BP_COUNT) && lg->count ? bp_count_sum(lg->count) : 0;
+    in->meta_tracer = lg && (lg->flags & BP_META) ? lg->meta_tracer : 0;
+    if (lg && (lg->flags & BP_TIME) && lg->time)
+        in->ntime = bp_time_read(lg->time, &in->time);
+    const BpGen *traced = gg && (gg->flags & BP_GLOBAL) ? gg : lg;
+    in->ms = spec_copy(p, traced ? traced->match_spec : NULL);
+    tvm_term h = vm_root_push(p, in->ms);
+    in->meta_ms = spec_copy(p, lg ? lg->meta_spec : NULL);
+    in->ms = vm_root_get(p, h);
+    p->nroots = h.h;
 }
 
 /* Builders for trace_info's answer.  The caller reserves heap first
@@ -445,16 +510,30 @@ static Term time_value(Process *p, const Info *in)
     return list;
 }
 
+static Term ms_value(const Info *in)
+{
+    return (in->fl & BP_CALL_TRACE) ? in->ms : atom_term("false");
+}
+
+static Term meta_value(const Info *in)
+{
+    return (in->fl & BP_META) ? make_pid(in->meta_tracer) : atom_term("false");
+}
+
+static Term meta_ms_value(const Info *in)
+{
+    return (in->fl & BP_META) ? in->meta_ms : atom_term("false");
+}
+
 static Term all_value(Process *p, const Info *in)
 {
-    uint32_t fl = in->fl;
-    if (!fl)
+    if (!in->fl)
         return atom_term("false");
     Term items[6] = {
-        pair(p, atom_term("traced"), traced_value(fl)),
-        pair(p, atom_term("match_spec"), (fl & BP_CALL_TRACE) ? TERM_NIL : atom_term("false")),
-        pair(p, atom_term("meta"), atom_term("false")),
-        pair(p, atom_term("meta_match_spec"), atom_term("false")),
+        pair(p, atom_term("traced"), traced_value(in->fl)),
+        pair(p, atom_term("match_spec"), ms_value(in)),
+        pair(p, atom_term("meta"), meta_value(in)),
+        pair(p, atom_term("meta_match_spec"), meta_ms_value(in)),
         pair(p, atom_term("call_count"), count_value(in)),
         pair(p, atom_term("call_time"), time_value(p, in)),
     };
@@ -464,7 +543,8 @@ static Term all_value(Process *p, const Info *in)
     return list;
 }
 
-static const char *const item_names[] = { "traced", "call_count", "all", "call_time" };
+static const char *const item_names[] = { "traced", "call_count", "all", "match_spec",
+                                          "meta", "meta_match_spec", "call_time" };
 
 static Term info_value(Process *p, const Info *in, BpInfoItem item)
 {
@@ -473,6 +553,12 @@ static Term info_value(Process *p, const Info *in, BpInfoItem item)
         return traced_value(in->fl);
     case BP_INFO_CALL_COUNT:
         return count_value(in);
+    case BP_INFO_MATCH_SPEC:
+        return ms_value(in);
+    case BP_INFO_META:
+        return meta_value(in);
+    case BP_INFO_META_MATCH_SPEC:
+        return meta_ms_value(in);
     case BP_INFO_CALL_TIME:
         return time_value(p, in);
     default:
@@ -480,17 +566,32 @@ static Term info_value(Process *p, const Info *in, BpInfoItem item)
     }
 }
 
+bool bp_info_item(const char *name, BpInfoItem *out)
+{
+    for (size_t i = 0; i < sizeof item_names / sizeof item_names[0]; i++)
+        if (!strcmp(name, item_names[i])) {
+            *out = (BpInfoItem)i;
+            return true;
+        }
+    return false;
+}
+
 Term bp_trace_info(Process *p, Atom mod, Atom fun, int arity, BpInfoItem item)
 {
     tvm_vm *vm = p->vm;
-    Info in;
-    memset(&in, 0, sizeof in);
     vm_code_perm_acquire(vm);
     FuncInfo *fi = find_function(vm, mod, fun, arity);
+    Info in = { .ms = TERM_NIL, .meta_ms = TERM_NIL };
     if (fi)
-        info_read(vm, fi, &in);
+        active_info(p, fi, &in);
     vm_code_perm_release(vm);
+    /* The spec copies must survive the reservation below. */
+    uint32_t rbase = p->nroots;
+    tvm_term hm = vm_root_push(p, in.ms), hmm = vm_root_push(p, in.meta_ms);
     vm_heap_ensure(p, INFO_WORDS + TIME_WORDS * in.ntime, NULL, 0);
+    in.ms = vm_root_get(p, hm);
+    in.meta_ms = vm_root_get(p, hmm);
+    p->nroots = rbase;
     Term v = fi ? info_value(p, &in, item) : atom_term("undefined");
     free(in.time);
     return pair(p, atom_term(item_names[item]), v);
@@ -507,7 +608,7 @@ Term bp_trace_info_on_load(Process *p, BpInfoItem item)
     vm_code_perm_acquire(vm);
     unsigned ol = vm->bp->on_load;
     vm_code_perm_release(vm);
-    Info in = { .on_load = true };
+    Info in = { .ms = TERM_NIL, .meta_ms = TERM_NIL, .on_load = true };
     in.fl = ((ol & TVM_TP_GLOBAL) ? BP_GLOBAL : 0) | ((ol & TVM_TP_LOCAL) ? BP_LOCAL : 0) |
             ((ol & TVM_TP_CALL_COUNT) ? BP_COUNT : 0) | ((ol & TVM_TP_CALL_TIME) ? BP_TIME : 0);
     vm_heap_ensure(p, INFO_WORDS, NULL, 0);
@@ -518,26 +619,24 @@ bool bp_call_count(tvm_vm *vm, Atom mod, Atom fun, int arity, int64_t *count)
 {
     vm_code_perm_acquire(vm);
     FuncInfo *fi = find_function(vm, mod, fun, arity);
-    const BpCount *c = NULL;
-    const BpTime *t;
-    uint32_t fl = fi ? active_flags(vm, fi, &c, &t) : 0;
-    bool ok = (fl & BP_COUNT) && c;
+    BpRecord *lr = fi ? bp_local_record(vm->bp, fi, false) : NULL;
+    const BpGen *g = lr ? &lr->gen[vm_atomic_load_relaxed(&vm->bp_ix)] : NULL;
+    bool ok = g && (g->flags & BP_COUNT) && g->count;
     if (ok)
-        *count = bp_count_sum(c);
+        *count = bp_count_sum(g->count);
     vm_code_perm_release(vm);
     return ok;
 }
 
 bool bp_call_time(tvm_vm *vm, Atom mod, Atom fun, int arity, BpTimeSample **out, size_t *n)
 {
-    Info in;
-    memset(&in, 0, sizeof in);
     vm_code_perm_acquire(vm);
     FuncInfo *fi = find_function(vm, mod, fun, arity);
-    if (fi)
-        info_read(vm, fi, &in);
+    BpRecord *lr = fi ? bp_local_record(vm->bp, fi, false) : NULL;
+    const BpGen *g = lr ? &lr->gen[vm_atomic_load_relaxed(&vm->bp_ix)] : NULL;
+    bool ok = g && (g->flags & BP_TIME) && g->time;
+    *out = NULL;
+    *n = ok ? bp_time_read(g->time, out) : 0;
     vm_code_perm_release(vm);
-    *out = in.time;
-    *n = in.ntime;
-    return (in.fl & BP_TIME) != 0;
+    return ok;
 }

@@ -24,17 +24,20 @@
 #ifndef BREAKPOINTS_BP_RECORD_H
 #define BREAKPOINTS_BP_RECORD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "vm/atomics.h"
 #include "vm/module.h"
+
+struct TrMs;
 
 /* Generation flags.  "X" means the data object exists, "X_ACTIVE" that it
  * is accumulating (pause clears only the latter). */
 enum {
     BP_LOCAL = 1u << 0,         /* local call trace (hook / trace events) */
     BP_GLOBAL = 1u << 1,        /* global call trace (trampoline records only) */
-    BP_META = 1u << 2,          /* meta trace (the tracing issue) */
+    BP_META = 1u << 2,          /* meta trace: every process, to meta_tracer */
     BP_COUNT = 1u << 3,         /* a call counter exists */
     BP_COUNT_ACTIVE = 1u << 4,  /* ... and counts */
     BP_TIME = 1u << 5,          /* call time data exists (bp_time.h) */
@@ -67,9 +70,9 @@ typedef struct BpCount {
 typedef struct BpGen {
     uint32_t flags;             /* BP_* */
     BpCount *count;             /* BP_COUNT: the counter, else NULL */
-    const void *match_spec;     /* local/global trace filter (tracing issue); NULL = all */
-    const void *meta_spec;      /* meta trace filter (tracing issue) */
-    const void *meta_tracer;    /* meta trace destination (tracing issue) */
+    struct TrMs *match_spec;    /* local/global call trace filter; NULL = every call */
+    struct TrMs *meta_spec;     /* meta trace filter; NULL = every call */
+    uint64_t meta_tracer;       /* BP_META: the tracer's pid */
     struct BpTime *time;        /* BP_TIME: call time tables (bp_time.h), else NULL */
     const void *pad[2];         /* to 64 bytes: a hit indexes gen[] with a shift */
 } BpGen;
@@ -95,12 +98,19 @@ typedef struct BpRecord {
 struct Process;
 
 /*
- * The call-trace action of a hit (breakpoints/bp_api.c): writes a call
- * event into the VM's trace pipeline if one runs (trace/tr_vm.c), then
- * hands the call (pid, function, args = the first `fn->arity` registers)
- * to the embedder's hook.  May collect garbage and may suspend the process, so
- * the caller holds no record across it.
+ * The slow part of a hit (breakpoints/bp_hit.c), for a generation with
+ * call trace that the process's flags ask for, meta trace or call time:
+ * p's top activation has just entered its function.  Reads what it needs
+ * of `g` before anything that may suspend the process, and never after.
+ * May collect garbage, push a trace frame (so the frame stack may move)
+ * and suspend the process.  False when a trace frame was needed but the
+ * frame stack is at its limit: the caller raises system_limit.
  */
-void bp_call_event(struct Process *p, const FuncInfo *fn, bool global);
+bool bp_hit(struct Process *p, const BpGen *g, uint32_t fl, bool global);
+
+/* Generation flags that take the slow path for a process with the call
+ * flag, and for any process. */
+#define BP_CALL_TRACED (BP_CALL_TRACE | BP_TIME_ACTIVE)
+#define BP_ANY_PROCESS (BP_META | BP_TIME_ACTIVE)
 
 #endif /* BREAKPOINTS_BP_RECORD_H */

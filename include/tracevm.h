@@ -313,7 +313,9 @@ size_t tvm_processes(tvm_vm *vm, tvm_process_info *out, size_t max);
  *
  * A traced call (local or global) of a process whose call tracing is on
  * (TVM_TRACE_CALL, below) runs the call hook and, while a trace pipeline
- * runs (tvm_trace_start), writes a call event.
+ * runs (tvm_trace_start), writes a call event.  TVM_TP_META (with
+ * tvm_trace_pattern_ms) reports every call of every process, whatever its
+ * flags, as messages to a tracer process (docs/tracing.md, "Meta trace").
  */
 
 enum {
@@ -321,6 +323,7 @@ enum {
     TVM_TP_LOCAL = 1u << 1,
     TVM_TP_CALL_COUNT = 1u << 2,
     TVM_TP_CALL_TIME = 1u << 3,
+    TVM_TP_META = 1u << 4,
 };
 
 typedef enum tvm_tp_action {
@@ -339,8 +342,21 @@ tvm_status tvm_trace_pattern(tvm_vm *vm, const char *pattern, tvm_tp_action how,
                              unsigned flags, int *matched, tvm_error *err);
 
 /*
+ * tvm_trace_pattern with a match spec (docs/tracing.md, "Match specs"),
+ * in Erlang term syntax, e.g. "[{['$1'],[{'>','$1',3}],[{return_trace}]}]"
+ * (NULL: every call, as TVM_TP_TRUE alone), for the call trace of the
+ * matched functions, or with TVM_TP_META for their meta trace, whose
+ * messages go to `meta_tracer`.  A bad spec: TVM_ERR_BADARG with
+ * "tvm_trace_pattern: match spec clause N: ..." in err; nothing changes.
+ */
+tvm_status tvm_trace_pattern_ms(tvm_vm *vm, const char *pattern, const char *match_spec,
+                                tvm_tp_action how, unsigned flags, tvm_pid meta_tracer,
+                                int *matched, tvm_error *err);
+
+/*
  * trace_info for one function "m:f/a" (or "on_load") into env: item is
- * "traced", "call_count", "call_time" or "all"; *out gets {Item, Value} as
+ * "traced", "call_count", "call_time", "match_spec", "meta",
+ * "meta_match_spec" or "all"; *out gets {Item, Value} as
  * erlang:trace_info/2 gives it (Value undefined when the function does
  * not exist; call_time: [{Pid, Count, Seconds, Microseconds}] by pid).
  */
@@ -399,6 +415,13 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data);
  *                        timestamp (CLOCK_MONOTONIC ns) last
  *   TVM_TRACE_PROCS      spawn and exit events:
  *                        {trace,Pid,spawn,Child,{M,F,Args}}, {trace,Pid,exit,Reason}
+ *   TVM_TRACE_RETURN_TO  when a function traced with TVM_TP_LOCAL returns (or
+ *                        an exception passing it is caught), the function
+ *                        execution returns to: {trace,Pid,return_to,{M,F,A}};
+ *                        one per tail-call chain
+ *   TVM_TRACE_SILENT     call, return_from, exception_from and return_to
+ *                        events are not written (match specs still run and
+ *                        may switch it with {silent, Bool})
  * A change applies from the process's next event; nothing is stopped or
  * waited for.  Events are written only while a pipeline runs.
  */
@@ -407,6 +430,8 @@ enum {
     TVM_TRACE_ARITY = 1u << 1,
     TVM_TRACE_TIMESTAMP = 1u << 2,
     TVM_TRACE_PROCS = 1u << 3,
+    TVM_TRACE_RETURN_TO = 1u << 4,
+    TVM_TRACE_SILENT = 1u << 5,
 };
 
 /*

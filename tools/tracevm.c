@@ -21,8 +21,8 @@ static const char *const usage_main =
     "usage: tracevm COMMAND [options]\n"
     "\n"
     "commands:\n"
-    "  run FILE... [-S N] [-q] [-e MOD:FUN] [--trace PATTERN [--local]]\n"
-    "      [--flags LIST] [--format FMT] [--out PATH] [--] [ARG...]\n"
+    "  run FILE... [-S N] [-q] [-e MOD:FUN] [--trace PATTERN [--local]\n"
+    "      [--match SPEC]] [--flags LIST] [--format FMT] [--out PATH] [--] [ARG...]\n"
     "                                           load modules, run a function as a process,\n"
     "                                           optionally tracing calls and processes\n"
     "  check FILE...                            verify assembly files\n"
@@ -48,11 +48,15 @@ static const char *const usage_run =
     "                   m:_/_, _:_/_); repeatable; global patterns trace remote\n"
     "                   calls of exported functions\n"
     "  --local          the patterns are local: every call, local ones too\n"
+    "  --match SPEC     a match spec for the patterns, e.g.\n"
+    "                   \"[{['$1'],[{'>','$1',20}],[{return_trace}]}]\"\n"
     "  --flags LIST     process flags, comma-separated (default: call):\n"
     "                     call       call events {trace,<0.1.0>,call,{fib,fib,[10]}}\n"
     "                     arity      the arity instead of the arguments\n"
     "                     timestamp  trace_ts with the timestamp (ns) last (text)\n"
     "                     procs      spawn and exit events\n"
+    "                     return_to  {trace,<0.1.0>,return_to,{M,F,A}} (--local)\n"
+    "                     silent     no call/return events (match specs still run)\n"
     "  --format FMT     text (default), jsonl, chrome or ctf\n"
     "  --out PATH       where events go (default: stderr); a file, for ctf a new\n"
     "                   or empty directory; required for chrome and ctf\n"
@@ -165,6 +169,7 @@ typedef struct RunOpts {
     const char *format;        /* --format, or NULL */
     tvm_trace_format fmt;
     const char *out;           /* --out, or NULL */
+    const char *match;         /* --match, or NULL */
 } RunOpts;
 
 static void run_opts_free(RunOpts *o)
@@ -190,16 +195,18 @@ static bool parse_trace_flags(const char *list, unsigned *flags)
     static const struct { const char *name; unsigned bit; } names[] = {
         { "call", TVM_TRACE_CALL }, { "arity", TVM_TRACE_ARITY },
         { "timestamp", TVM_TRACE_TIMESTAMP }, { "procs", TVM_TRACE_PROCS },
+        { "return_to", TVM_TRACE_RETURN_TO }, { "silent", TVM_TRACE_SILENT },
     };
     *flags = 0;
     for (const char *p = list;; p++) {
         size_t n = strcspn(p, ",");
         size_t k = 0;
-        while (k < 4 && !(strlen(names[k].name) == n && !strncmp(p, names[k].name, n)))
+        const size_t nnames = sizeof names / sizeof names[0];
+        while (k < nnames && !(strlen(names[k].name) == n && !strncmp(p, names[k].name, n)))
             k++;
-        if (k == 4) {
+        if (k == nnames) {
             fprintf(stderr, "tracevm run: --flags: unknown flag '%.*s' "
-                            "(expected a comma-separated list of call, arity, timestamp, procs)\n",
+                            "(expected a comma-separated list of call, arity, timestamp, procs, return_to, silent)\n",
                     (int)n, p);
             return false;
         }
@@ -253,6 +260,8 @@ static bool parse_run_option(int argc, char **argv, int *i, RunOpts *o)
         o->patterns[o->npatterns++] = v;
         return true;
     }
+    if (!strcmp(a, "--match"))
+        return (o->match = option_value(argc, argv, i, "a match spec")) != NULL;
     if (!strcmp(a, "--flags"))
         return (v = option_value(argc, argv, i, "a list of flags")) &&
                (o->flags_set = parse_trace_flags(v, &o->flags));
@@ -270,6 +279,10 @@ static bool check_trace_opts(RunOpts *o)
 {
     bool tracing = o->npatterns || o->flags_set;
     const char *lone = o->local ? "--local" : o->format ? "--format" : o->out ? "--out" : NULL;
+    if (o->match && !o->npatterns) {
+        fprintf(stderr, "tracevm run: --match needs --trace\n");
+        return false;
+    }
     if (!tracing && lone) {
         fprintf(stderr, "tracevm run: %s needs --trace or --flags\n", lone);
         return false;
@@ -321,8 +334,9 @@ static int trace_setup(tvm_vm *vm, const RunOpts *o)
     tvm_error err;
     for (int i = 0; i < o->npatterns; i++) {
         int n = 0;
-        if (tvm_trace_pattern(vm, o->patterns[i], TVM_TP_TRUE,
-                              o->local ? TVM_TP_LOCAL : TVM_TP_GLOBAL, &n, &err) != TVM_OK) {
+        if (tvm_trace_pattern_ms(vm, o->patterns[i], o->match, TVM_TP_TRUE,
+                                 o->local ? TVM_TP_LOCAL : TVM_TP_GLOBAL, 0, &n,
+                                 &err) != TVM_OK) {
             fprintf(stderr, "tracevm run: --trace %s: %s\n", o->patterns[i], api_why(&err));
             return 2;
         }

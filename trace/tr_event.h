@@ -38,6 +38,8 @@
  * (BEAM's trace messages, reference/beam.md Part 2):
  *   CALL            args...        {trace,Pid,call,{M,F,[Args]}}
  *                  (TR_F_ARITY: none; {trace,Pid,call,{M,F,Arity}})
+ *                  [message]       TR_F_MESSAGE: {trace,Pid,call,{M,F,[Args]},Msg}
+ *                  [backtrace]     TR_F_BACKTRACE: ...,{backtrace,Stack}}
  *   RETURN_FROM     value          {trace,Pid,return_from,{M,F,A},Value}
  *   EXCEPTION_FROM  class, reason  {trace,Pid,exception_from,{M,F,A},{C,R}}
  *   RETURN_TO       -              {trace,Pid,return_to,{M,F,A}}
@@ -85,6 +87,12 @@ enum {
      * this event as trace_ts with its timestamp last (the other sinks
      * always carry the timestamp). */
     TR_F_TIMESTAMP = 1u << 4,
+    /* CALL: the last payload term (before the backtrace, if any) is the
+     * match spec's {message, X}: {trace,Pid,call,{M,F,Args},X}. */
+    TR_F_MESSAGE = 1u << 5,
+    /* CALL: the last payload term is the calling process's stack (the
+     * match spec's {backtrace} action). */
+    TR_F_BACKTRACE = 1u << 6,
 };
 
 /* The header of a record in a ring (layout above; 8-byte aligned). */

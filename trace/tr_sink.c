@@ -20,7 +20,7 @@ typedef struct Shape {
 } Shape;
 
 static const Shape shapes[TR_K__COUNT] = {
-    [TR_K_CALL] = { { "args" }, 0, true },
+    [TR_K_CALL] = { { "args", "message", "backtrace" }, 0, true },
     [TR_K_RETURN_FROM] = { { "value" }, 1, false },
     [TR_K_EXCEPTION_FROM] = { { "class", "reason" }, 2, false },
     [TR_K_SPAWN] = { { "child", "args" }, 1, true },
@@ -36,7 +36,44 @@ const char *const *tr_kind_fields(TrKind k, unsigned *n)
         return NULL;
     }
     *n = shapes[k].nfixed + (shapes[k].rest ? 1 : 0);
+    if (k == TR_K_CALL)
+        *n = 3;     /* args, then the match spec's message and backtrace */
     return shapes[k].names;
+}
+
+/* One field holding the next payload term. */
+static void next_field(TrField *f, const char *name, StrBuf *sb, const uint8_t **p,
+                       const uint8_t *end, unsigned *left)
+{
+    f->name = name;
+    f->off = sb->len;
+    tr_print_next(sb, p, end, left);
+    f->len = sb->len - f->off;
+}
+
+/* CALL: args (unless the arity flag left them out), then the message and
+ * the backtrace when the event carries them. */
+static unsigned call_fields(const TrEvent *ev, StrBuf *sb, TrField f[TR_MAX_FIELDS])
+{
+    const uint8_t *p = ev->payload, *end = ev->payload + ev->paylen;
+    unsigned left = ev->nterms, n = 0;
+    unsigned extra = !!(ev->flags & TR_F_MESSAGE) + !!(ev->flags & TR_F_BACKTRACE);
+    unsigned nargs = left >= extra ? left - extra : 0;
+    if (!(ev->flags & TR_F_ARITY)) {
+        f[n].name = "args";
+        f[n].off = sb->len;
+        sb_putc(sb, '[');
+        tr_print_seq(sb, &p, end, nargs, true);
+        sb_putc(sb, ']');
+        f[n].len = sb->len - f[n].off;
+        n++;
+    }
+    left = extra;
+    if (ev->flags & TR_F_MESSAGE)
+        next_field(&f[n++], "message", sb, &p, end, &left);
+    if (ev->flags & TR_F_BACKTRACE)
+        next_field(&f[n++], "backtrace", sb, &p, end, &left);
+    return n;
 }
 
 unsigned tr_event_fields(const TrEvent *ev, StrBuf *sb, TrField f[TR_MAX_FIELDS])
@@ -46,8 +83,8 @@ unsigned tr_event_fields(const TrEvent *ev, StrBuf *sb, TrField f[TR_MAX_FIELDS]
     const Shape *s = &shapes[ev->kind];
     const uint8_t *p = ev->payload, *end = ev->payload + ev->paylen;
     unsigned left = ev->nterms, n = 0;
-    if (ev->kind == TR_K_CALL && (ev->flags & TR_F_ARITY))
-        return 0;   /* the arity process flag: no arguments were recorded */
+    if (ev->kind == TR_K_CALL)
+        return call_fields(ev, sb, f);
     for (; n < s->nfixed; n++) {
         f[n].name = s->names[n];
         f[n].off = sb->len;

@@ -87,13 +87,15 @@ void tr_event_format(const TrEvent *ev, bool ts, StrBuf *sb);
 /*
  * The payload of an event as named fields whose values are Erlang text,
  * as the JSON lines and CTF sinks write them:
- *   call: args ("[10]", or "[...]" style when cut); return_from: value;
+ *   call: args ("[10]", or "[...]" style when cut; none with the arity
+ *   flag), then message and backtrace when the match spec attached them;
+ *   return_from: value;
  *   exception_from: class, reason; spawn: child, args; exit: reason;
  *   send: msg, to; receive: msg; others: none.
  * Values are appended to sb; field i is sb->s[off .. off + len).  A field
  * the size cap left out reads "...".  Returns the number of fields.
  */
-#define TR_MAX_FIELDS 2
+#define TR_MAX_FIELDS 3
 typedef struct TrField {
     const char *name;
     size_t off, len;

@@ -168,12 +168,18 @@ static void event_fields(CtfSink *c, CtfStream *s, const TrEvent *ev)
     TrField f[TR_MAX_FIELDS];
     c->vals.len = 0;
     unsigned got = tr_event_fields(ev, &c->vals, f), want;
-    tr_kind_fields(ev->kind, &want);
+    const char *const *names = tr_kind_fields(ev->kind, &want);
+    /* Every field the metadata declares, by name: a field the event does
+     * not carry (a call's args under the arity flag, its message or
+     * backtrace without those actions) is an empty string. */
     for (unsigned k = 0; k < want; k++) {
-        if (k < got)
-            put_str(s, c->vals.s + f[k].off, f[k].len);
+        unsigned j = 0;
+        while (j < got && strcmp(f[j].name, names[k]))
+            j++;
+        if (j < got)
+            put_str(s, c->vals.s + f[j].off, f[j].len);
         else
-            put_str(s, "", 0);   /* CALL with the arity flag: no args */
+            put_str(s, "", 0);
     }
 }
 

@@ -3,6 +3,8 @@
  * line, in the shapes BEAM's tracer receives (reference/beam.md Part 2):
  *
  *   {trace,<0.42.0>,call,{fib,fib,[10]}}
+ *   {trace,<0.42.0>,call,{fib,fib,[10]},Msg}   (match spec {message, Msg})
+ *   {trace,<0.42.0>,call,{fib,fib,[10]},{backtrace,[{fib,fib,1,7},...]}}
  *   {trace,<0.42.0>,return_from,{fib,fib,1},55}
  *   {trace,<0.42.0>,exception_from,{m,f,1},{error,badarg}}
  *   {trace,<0.42.0>,return_to,{m,f,1}}
@@ -78,12 +80,25 @@ void tr_event_format(const TrEvent *ev, bool ts, StrBuf *sb)
     sb_puts(sb, ev->kind == TR_K_RECEIVE ? "'receive'" : tr_kind_name(ev->kind));
     sb_putc(sb, ',');
     switch (ev->kind) {
-    case TR_K_CALL:
+    case TR_K_CALL: {
+        unsigned extra = !!(ev->flags & TR_F_MESSAGE) + !!(ev->flags & TR_F_BACKTRACE);
+        unsigned nargs = left >= extra ? left - extra : 0;
         if (ev->flags & TR_F_ARITY)
             put_mfa(sb, ev, "undefined");
         else
-            put_mfargs(sb, ev, &p, end, left);
+            put_mfargs(sb, ev, &p, end, nargs);
+        left = extra;
+        if (ev->flags & TR_F_MESSAGE) {
+            sb_putc(sb, ',');
+            tr_print_next(sb, &p, end, &left);
+        }
+        if (ev->flags & TR_F_BACKTRACE) {
+            sb_puts(sb, ",{backtrace,");
+            tr_print_next(sb, &p, end, &left);
+            sb_putc(sb, '}');
+        }
         break;
+    }
     case TR_K_RETURN_FROM:
         put_mfa(sb, ev, "undefined");
         sb_putc(sb, ',');

@@ -80,24 +80,16 @@ static unsigned record_flags(uintptr_t tf)
     return (tf & VM_TRACE_TIMESTAMP) ? TR_F_TIMESTAMP : 0;
 }
 
-void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf)
+void tr_vm_emit(Process *p, const TrEmit *ev)
 {
     TrVm *t = tr_vm_current(p->vm);
-    if (!t)
-        return;
-    bool arity = tf & VM_TRACE_ARITY;
-    const Frame *f = &p->frames[p->nframes - 1];
-    TrEmit ev = {
-        .kind = TR_K_CALL,
-        .flags = record_flags(tf) | (arity ? TR_F_ARITY : 0),
-        .pid = p->pid,
-        .mod = fn->mod,
-        .fun = fn->name,
-        .arity = fn->arity,
-        .terms = arity ? NULL : &p->stack[f->base],
-        .nterms = arity ? 0 : fn->arity,
-    };
-    tr_emit(t->tp, ring_of(p), &ev);
+    if (t)
+        tr_emit(t->tp, ring_of(p), ev);
+}
+
+unsigned tr_vm_record_flags(uintptr_t tf)
+{
+    return record_flags(tf);
 }
 
 void tr_vm_spawn(Process *parent, uint64_t child, const Export *entry, int argc,

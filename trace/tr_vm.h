@@ -16,10 +16,30 @@
 
 /*
  * A call of `fn` by p, whose arguments are the first registers of p's top
- * frame (the breakpoint hit, breakpoints/bp_api.c); `tf` is p's trace
- * flags as the caller read them (VM_TRACE_CALL set).  On p's own thread.
+ * frame (the breakpoint hit); `tf` is p's trace flags as the caller read
+ * them.  `extra` terms follow the arguments in the payload: the match
+ * spec's message (xflags TR_F_MESSAGE) and then the backtrace
+ * (TR_F_BACKTRACE); TR_F_RETURNS says a return_from will follow.  On p's
+ * own thread (trace/tr_vm_call.c, like the three below).
  */
-void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf);
+void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf, const Term *extra,
+                unsigned nextra, unsigned xflags);
+
+/* fn returned `value` to its caller (a return_trace frame). */
+void tr_vm_return_from(Process *p, const FuncInfo *fn, Term value, uintptr_t tf);
+
+/* An exception {cls, reason} passed fn's exception_trace frame. */
+void tr_vm_exception_from(Process *p, const FuncInfo *fn, Term cls, Term reason,
+                          uintptr_t tf);
+
+/* Execution returned into fn (a return_to frame, or a catch in fn). */
+void tr_vm_return_to(Process *p, const FuncInfo *fn, uintptr_t tf);
+
+/* For the emitters' files: writes ev into the running pipeline, if any,
+ * on p's ring (p's thread, online); the record flags of trace flags. */
+struct TrEmit;
+void tr_vm_emit(Process *p, const struct TrEmit *ev);
+unsigned tr_vm_record_flags(uintptr_t tf);
 
 /*
  * `parent` spawned process `child` running entry(args) (vm_spawn, after

@@ -17,6 +17,7 @@
 #define VM_ATOMICS_H
 
 #include <atomic_ops.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct VmAtomic {
@@ -78,6 +79,18 @@ static inline uintptr_t vm_atomic_load_rmw_full(VmAtomic *a)
 static inline int vm_atomic_cas_full(VmAtomic *a, uintptr_t old, uintptr_t nw)
 {
     return AO_compare_and_swap_full(&a->v, (AO_t)old, (AO_t)nw);
+}
+
+/* Sets (on) or clears `bits` in a word that other threads change too:
+ * a CAS loop, so concurrent changes of different bits compose. */
+static inline void vm_atomic_update_bits(VmAtomic *a, uintptr_t bits, bool on)
+{
+    for (;;) {
+        uintptr_t old = vm_atomic_load_relaxed(a);
+        uintptr_t nw = on ? (old | bits) : (old & ~bits);
+        if (old == nw || vm_atomic_cas_full(a, old, nw))
+            return;
+    }
 }
 
 /* A full memory fence. */

@@ -20,6 +20,7 @@
 
 #include <string.h>
 
+#include "breakpoints/bp_frame.h"
 #include "breakpoints/bp_record.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
@@ -417,6 +418,15 @@ arith:
             RAISE_ERROR(make_atom(ATOM_BADARG));
         goto unwind;
     }
+
+    /* A traced activation returned into its trace frame (r0 of the
+     * frame's window holds the value): report, then return it. */
+    CASE(RETURN_TRACE) {
+        bp_frame_return(p);
+        RELOAD();
+        val = reg[0];
+        goto do_return;
+    }
     }
 
     CASE(UNDEF) RAISE_ERROR(make_atom(ATOM_UNDEF));
@@ -515,12 +525,15 @@ arith:
                 vm_atomic_fetch_add_relaxed(n, 1);                             \
         }                                                                      \
         /* The process's flag first: an untraced process (the common case)   \
-         * falls through after one load and test. */                          \
-        if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->trace) & VM_TRACE_CALL) &&  \
-            (fl & BP_CALL_TRACE)) {                                            \
+         * falls through after one load and two tests. */                     \
+        if ((VM_UNLIKELY(vm_atomic_load_relaxed(&p->trace) & VM_TRACE_CALL) && \
+             (fl & BP_CALL_TRACED)) ||                                         \
+            VM_UNLIKELY(fl & BP_ANY_PROCESS)) {                                \
             f->pc = pc;                                                        \
-            bp_call_event(p, f->fn, (fl & BP_GLOBAL) != 0);                    \
+            bool ok = bp_hit(p, g, fl, (fl & BP_GLOBAL) != 0);                 \
             RELOAD();                                                          \
+            if (VM_UNLIKELY(!ok))                                              \
+                RAISE_ERROR(make_atom(ATOM_SYSTEM_LIMIT));                     \
         }                                                                      \
         if (TRAMP)                                                             \
             DISPATCH();     /* the real function's first word */               \
@@ -553,6 +566,10 @@ unwind:
      */
     if (p->nhandlers > p->frames[entry].hbase &&
         p->handlers[p->nhandlers - 1].frame > entry) {
+        if (VM_UNLIKELY(p->ntrace)) {
+            uint32_t hf = p->handlers[p->nhandlers - 1].frame;
+            bp_frame_unwind(p, hf + 1, (int)hf, entry == 0);
+        }
         Handler h = p->handlers[--p->nhandlers];
         p->exc_pending = false;
         p->nframes = h.frame + 1;
@@ -564,6 +581,8 @@ unwind:
         pc = h.pc;
         DISPATCH();
     }
+    if (VM_UNLIKELY(p->ntrace))
+        bp_frame_unwind(p, entry, -1, entry == 0);
     p->nhandlers = p->frames[entry].hbase;
     p->nframes = entry;
     return TVM_EXCEPTION;

@@ -158,7 +158,10 @@ void vm_exception_set(Process *p, Term cls, Term reason, const Instr *top_pc)
         }
         /* The frame below resumes at its saved pc; the call is just before
          * it.  Entry frames and natives have no line to find. */
-        const Frame *below = i > 0 ? &p->frames[i - 1] : NULL;
+        uint32_t b = i;
+        while (b > 0 && FRAME_KIND(p->frames[b - 1].kind) == FRAME_TRACE)
+            b--;   /* trace frames sit between a call and its caller */
+        const Frame *below = b > 0 ? &p->frames[b - 1] : NULL;
         pc = below && below->kind == FRAME_CALL && below->fn && !below->fn->native && below->pc
                  ? below->pc - 1
                  : NULL;

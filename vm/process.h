@@ -27,13 +27,18 @@
  *   ARITY      call events carry the arity, not the arguments
  *   TIMESTAMP  text output as trace_ts, the timestamp last
  *   PROCS      spawn (by the parent) and exit events
+ *   RETURN_TO  return_to events at returns through local trace frames
+ *   SILENT     no call/return/exception/return_to events (match specs run)
  */
 enum {
     VM_TRACE_CALL = TVM_TRACE_CALL,
     VM_TRACE_ARITY = TVM_TRACE_ARITY,
     VM_TRACE_TIMESTAMP = TVM_TRACE_TIMESTAMP,
     VM_TRACE_PROCS = TVM_TRACE_PROCS,
-    VM_TRACE_ALL = VM_TRACE_CALL | VM_TRACE_ARITY | VM_TRACE_TIMESTAMP | VM_TRACE_PROCS,
+    VM_TRACE_RETURN_TO = TVM_TRACE_RETURN_TO,
+    VM_TRACE_SILENT = TVM_TRACE_SILENT,
+    VM_TRACE_ALL = VM_TRACE_CALL | VM_TRACE_ARITY | VM_TRACE_TIMESTAMP | VM_TRACE_PROCS |
+                   VM_TRACE_RETURN_TO | VM_TRACE_SILENT,
 };
 
 enum {
@@ -129,6 +134,10 @@ struct Process {
     /* Frame stack: frames[0 .. nframes-1]; the top is the running frame. */
     Frame *frames;
     uint32_t nframes, frames_cap, frames_limit;
+    /* How many of them are trace frames (FRAME_TRACE), so that an
+     * exception looks for them only when there are some.  The process's
+     * own thread only (breakpoints/bp_frame.c). */
+    uint32_t ntrace;
 
     /* Try handlers. */
     Handler *handlers;

@@ -146,10 +146,10 @@ if ! command -v babeltrace2 >/dev/null; then
 fi
 run --trace 'tc:_/_' --flags call,procs --format ctf --out "$tmp/ctf"
 babeltrace2 "$tmp/ctf" 2>"$tmp/bterr" | sed -E 's/^\[[^]]*\] \([^)]*\) //' | diff -u - <(cat <<'WANT'
-call: { sched_id = 0 }, { pid = 1, module = "tc", function = "main", arity = 0, args = "[]" }
+call: { sched_id = 0 }, { pid = 1, module = "tc", function = "main", arity = 0, args = "[]", message = "", backtrace = "" }
 spawn: { sched_id = 0 }, { pid = 1, module = "tc", function = "worker", arity = 1, child = "<0.2.0>", args = "[5]" }
-call: { sched_id = 0 }, { pid = 2, module = "tc", function = "worker", arity = 1, args = "[5]" }
-call: { sched_id = 0 }, { pid = 2, module = "tc", function = "twice", arity = 1, args = "[5]" }
+call: { sched_id = 0 }, { pid = 2, module = "tc", function = "worker", arity = 1, args = "[5]", message = "", backtrace = "" }
+call: { sched_id = 0 }, { pid = 2, module = "tc", function = "twice", arity = 1, args = "[5]", message = "", backtrace = "" }
 exit: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0, reason = "normal" }
 exit: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0, reason = "normal" }
 WANT

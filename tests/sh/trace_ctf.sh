@@ -18,10 +18,10 @@ trap 'rm -rf "$tmp"' EXIT
 babeltrace2 --clock-gmt --no-delta "$tmp/fixed" >"$tmp/out" 2>"$tmp/err" ||
     fail "babeltrace2 exited $?: $(cat "$tmp/err")"
 cat >"$tmp/want" <<'WANT'
-[00:00:00.000001000] call: { sched_id = 0 }, { pid = 42, module = "fib", function = "fib", arity = 1, args = "[10]" }
-[00:00:00.000001100] call: { sched_id = 0 }, { pid = 42, module = "fib", function = "fib", arity = 1, args = "[9]" }
+[00:00:00.000001000] call: { sched_id = 0 }, { pid = 42, module = "fib", function = "fib", arity = 1, args = "[10]", message = "", backtrace = "" }
+[00:00:00.000001100] call: { sched_id = 0 }, { pid = 42, module = "fib", function = "fib", arity = 1, args = "[9]", message = "", backtrace = "" }
 [00:00:00.000001200] in: { sched_id = 1 }, { pid = 7, module = "m", function = "loop", arity = 0 }
-[00:00:00.000001300] call: { sched_id = 1 }, { pid = 7, module = "m", function = "f", arity = 1, args = "[badarg]" }
+[00:00:00.000001300] call: { sched_id = 1 }, { pid = 7, module = "m", function = "f", arity = 1, args = "[badarg]", message = "", backtrace = "" }
 [00:00:00.000001400] return_from: { sched_id = 0 }, { pid = 42, module = "fib", function = "fib", arity = 1, value = "34" }
 [00:00:00.000001500] exception_from: { sched_id = 1 }, { pid = 7, module = "m", function = "f", arity = 1, class = "error", reason = "badarg" }
 [00:00:00.000001600] return_to: { sched_id = 1 }, { pid = 7, module = "m", function = "loop", arity = 0 }
@@ -30,8 +30,8 @@ cat >"$tmp/want" <<'WANT'
 [00:00:00.000001900] send: { sched_id = 0 }, { pid = 42, module = "", function = "", arity = 0, msg = "{hello,<<\"hi\">>}", to = "<0.43.0>" }
 [00:00:00.000002000] receive: { sched_id = 1 }, { pid = 43, module = "", function = "", arity = 0, msg = "{hello,<<\"hi\">>}" }
 [00:00:00.000002100] out: { sched_id = 1 }, { pid = 7, module = "m", function = "loop", arity = 0 }
-[00:00:00.000002200] call: { sched_id = 0 }, { pid = 42, module = "lists", function = "seq", arity = 3, args = "[<<\"0123456789abcdefghi\"...>>|...]" }
-[00:00:00.000002300] call: { sched_id = 0 }, { pid = 42, module = "io", function = "format", arity = 2, args = "" }
+[00:00:00.000002200] call: { sched_id = 0 }, { pid = 42, module = "lists", function = "seq", arity = 3, args = "[<<\"0123456789abcdefghi\"...>>|...]", message = "", backtrace = "" }
+[00:00:00.000002300] call: { sched_id = 0 }, { pid = 42, module = "io", function = "format", arity = 2, args = "", message = "", backtrace = "" }
 [00:00:00.000002400] exit: { sched_id = 1 }, { pid = 7, module = "", function = "", arity = 0, reason = "normal" }
 WANT
 diff -u "$tmp/want" "$tmp/out" || fail "babeltrace2 output differs"

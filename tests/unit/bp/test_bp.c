@@ -444,8 +444,9 @@ Test(bp, trace_info_traced_and_all)
     cr_assert_eq(tvm_trace_info(env, "bt:_/_", "traced", &t, &err), TVM_ERR_BADARG);
     cr_assert_str_eq(err.message,
                      "tvm_trace_info: bad function \"bt:_/_\": wildcards are not allowed here");
-    cr_assert_eq(tvm_trace_info(env, "bt:ex/1", "match_spec", &t, &err), TVM_ERR_BADARG);
-    cr_assert_str_eq(err.message, "tvm_trace_info: bad item: expected traced, call_count, call_time or all");
+    cr_assert_eq(tvm_trace_info(env, "bt:ex/1", "match_specs", &t, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_trace_info: bad item: expected traced, call_count, "
+                                  "call_time, match_spec, meta, meta_match_spec or all");
     cr_assert_eq(tvm_trace_info(env, "bt:ex/1", NULL, &t, &err), TVM_ERR_BADARG);
     cr_assert_eq(tvm_trace_info(env, "bt.ex", "traced", &t, &err), TVM_ERR_BADARG);
     cr_assert_str_eq(err.message, "tvm_trace_info: bad pattern \"bt.ex\": expected mod:fun/arity");
@@ -530,8 +531,8 @@ Test(bp, bad_requests_are_badarg_and_change_nothing)
            "tvm_trace_pattern: bad action 7: expected true, false, pause or restart");
     tp_bad("bt:ex/1", (tvm_tp_action)-1, TVM_TP_LOCAL,
            "tvm_trace_pattern: bad action -1: expected true, false, pause or restart");
-    tp_bad("bt:ex/1", TVM_TP_FALSE, 16, "tvm_trace_pattern: unknown flags 0x10");
-    tp_bad("bt:ex/1", TVM_TP_FALSE, TVM_TP_LOCAL | 0x30, "tvm_trace_pattern: unknown flags 0x30");
+    tp_bad("bt:ex/1", TVM_TP_FALSE, 32, "tvm_trace_pattern: unknown flags 0x20");
+    tp_bad("bt:ex/1", TVM_TP_FALSE, TVM_TP_LOCAL | 0x300, "tvm_trace_pattern: unknown flags 0x300");
     tp_bad("bt:ex/1", TVM_TP_FALSE, TVM_TP_GLOBAL | TVM_TP_LOCAL,
            "tvm_trace_pattern: global cannot be combined with local, call_count or call_time");
     tp_bad("bt:ex/1", TVM_TP_TRUE, TVM_TP_GLOBAL | TVM_TP_CALL_COUNT,

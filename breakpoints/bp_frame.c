@@ -1,0 +1,239 @@
+/*
+ * breakpoints/bp_frame.c - trace frames: reporting a traced call's return.
+ *
+ * A call is reported at its breakpoint, before the function runs; its
+ * return cannot be, because the function has not returned yet.  As in
+ * BEAM (reference/beam.md 1.8), the hit pushes a *trace frame* that the
+ * traced activation returns into, and that frame reports the return.
+ *
+ * Layout.  When the hit runs, the top frame is the traced activation A
+ * (function fn, register window at base b, result register r in its
+ * caller C).  The hit moves A up one slot and puts the trace frame T in
+ * its place:
+ *
+ *     before:  ... C | A(fn, base b, ret_reg r)
+ *     after:   ... C | T(fn, base b, ret_reg r, pc = RETURN_TRACE) | A(fn, base b, ret_reg 0)
+ *
+ * T shares A's register window.  A's return writes its value into r0 of
+ * that window and resumes T at the RETURN_TRACE instruction, which reports
+ * (bp_frame_return) and then returns the value to C's register r exactly
+ * as A would have.  A tail call inside A replaces A's function but leaves
+ * T in place, so T reports the return of the function that was traced,
+ * with the value the tail-called code finally returns (BEAM's semantics).
+ * T's kind word carries what to report (BP_TF_*), its tdata what call_time
+ * needs.  Frames below A are not touched, so handler indices (which name
+ * frames below the running one) stay valid.
+ *
+ * Exceptions.  The interpreter's unwinding discards the frames above the
+ * handler's frame (or the whole activation); when the process has trace
+ * frames (p->ntrace, a counter so that exceptions cost nothing otherwise)
+ * it calls bp_frame_unwind first, which reports exception_from for each
+ * exception_trace frame it crosses, innermost first, caught or not, and
+ * return_to for the catching function if a return_to frame was crossed.
+ * Stack traces and {caller} skip trace frames.
+ *
+ * Traced tail loops stay bounded.  BEAM pushes a trace frame at every
+ * traced call, tail calls included, so a tail-recursive loop traced with
+ * return_trace grows the stack by a frame per iteration (and reports one
+ * return_from per iteration when it ends).  Here a call entered by a tail
+ * call (its activation sits directly on trace frames: the chain of
+ * activations that tail-called each other) gets a trace frame only for
+ * what no frame of that chain already reports for the same function:
+ * a loop of N iterations of f reports N calls and ONE return_from f; a
+ * chain f -> g -> f -> g ... keeps one frame for f and one for g.  So the
+ * trace frames of one chain are bounded by (functions in the loop) x
+ * (kinds of report), whatever the iteration count.  return_to is reported
+ * once per chain (as in BEAM, which keeps that one bounded too).
+ */
+#include "breakpoints/bp_frame.h"
+
+#include "breakpoints/bp_meta.h"
+#include "breakpoints/bp_time.h"
+#include "trace/tr_vm.h"
+#include "vm/atom.h"
+#include "vm/heap.h"
+
+const Instr bp_return_trace_code[1] = { (Instr)OP_RETURN_TRACE };
+
+static uint32_t tflags_of(const Frame *f)
+{
+    return f->kind >> BP_TF_SHIFT;
+}
+
+static bool is_trace(const Frame *f)
+{
+    return FRAME_KIND(f->kind) == FRAME_TRACE;
+}
+
+uint32_t bp_frame_needed(const Process *p, const FuncInfo *fn, uint32_t want)
+{
+    /* The chain: trace frames directly below the top activation. */
+    for (uint32_t i = p->nframes - 1; i-- > 0 && is_trace(&p->frames[i]);) {
+        const Frame *t = &p->frames[i];
+        if (t->fn == fn)
+            want &= ~tflags_of(t);
+        if (tflags_of(t) & BP_TF_RETURN_TO)
+            want &= ~(uint32_t)BP_TF_RETURN_TO;
+    }
+    return want;
+}
+
+bool bp_frame_push(Process *p, uint32_t tflags, void *tdata)
+{
+    if (p->nframes == p->frames_cap && !vm_frames_ensure(p, p->nframes + 1))
+        return false;
+    Frame *a = &p->frames[p->nframes - 1];
+    a[1] = *a;
+    a[1].ret_reg = 0;
+    a->pc = bp_return_trace_code;
+    a->kind = FRAME_TRACE | (tflags << BP_TF_SHIFT);
+    a->tdata = tdata;
+    p->nframes++;
+    p->ntrace++;
+    return true;
+}
+
+/* The nearest call frame below frame `i` (trace frames skipped, an
+ * activation's entry frame crossed to the native that started it). */
+static const FuncInfo *caller_below(const Process *p, uint32_t i)
+{
+    while (i-- > 0) {
+        const Frame *f = &p->frames[i];
+        if (FRAME_KIND(f->kind) == FRAME_CALL && f->fn)
+            return f->fn;
+    }
+    return NULL;
+}
+
+const FuncInfo *bp_frame_caller(const Process *p)
+{
+    return caller_below(p, p->nframes - 1);
+}
+
+/* Events for the process's own trace output: only while it is call
+ * traced and not silent (a change applies from its next event). */
+static bool reporting(uintptr_t pf)
+{
+    return (pf & VM_TRACE_CALL) && !(pf & VM_TRACE_SILENT);
+}
+
+void bp_frame_return(Process *p)
+{
+    uint32_t ti = p->nframes - 1;
+    const Frame *t = &p->frames[ti];
+    const uint32_t tf = tflags_of(t);
+    const FuncInfo *fn = t->fn;
+    uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
+    p->ntrace--;
+    /* call_time first: reporting may suspend, which must not be charged
+     * to fn (the clock stops while p is switched out anyway). */
+    if (tf & BP_TF_TIME)
+        bp_time_return(p, fn, t->tdata);
+    if ((tf & (BP_TF_RETURN | BP_TF_EXCEPTION)) && reporting(pf))
+        tr_vm_return_from(p, fn, p->stack[t->base], pf);
+    if (tf & (BP_TF_META_RETURN | BP_TF_META_EXCEPTION))
+        bp_meta_return(p, fn, t->base);
+    if ((tf & BP_TF_RETURN_TO) && reporting(pf) && (pf & VM_TRACE_RETURN_TO)) {
+        const FuncInfo *to = caller_below(p, ti);
+        if (to)
+            tr_vm_return_to(p, to, pf);
+    }
+}
+
+void bp_frame_unwind(Process *p, uint32_t lo, int catcher, bool bottom)
+{
+    uint32_t rbase = p->nroots;
+    /* What the process will exit with, if the exception is not caught:
+     * an uncaught throw ends it as error {nocatch, Value}. */
+    tvm_term cls = vm_root_push(p, p->exc_class), reason = vm_root_push(p, p->exc_reason);
+    if (catcher < 0 && bottom && p->exc_class == make_atom(ATOM_THROW)) {
+        Term e[2] = { make_atom(ATOM_NOCATCH), p->exc_reason };
+        Term nocatch = vm_make_tuple(p, 2, e);
+        p->roots[cls.h] = make_atom(ATOM_ERROR);
+        p->roots[reason.h] = nocatch;
+    }
+    bool return_to = false;
+    for (uint32_t i = p->nframes; i-- > lo;) {
+        const Frame *t = &p->frames[i];
+        if (!is_trace(t))
+            continue;
+        const uint32_t tf = tflags_of(t);
+        uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
+        p->ntrace--;
+        if (tf & BP_TF_TIME)
+            bp_time_return(p, t->fn, t->tdata);
+        if ((tf & BP_TF_EXCEPTION) && reporting(pf))
+            tr_vm_exception_from(p, t->fn, p->roots[cls.h], p->roots[reason.h], pf);
+        if (tf & BP_TF_META_EXCEPTION)
+            bp_meta_exception(p, t->fn, p->roots[cls.h], p->roots[reason.h]);
+        if (tf & BP_TF_RETURN_TO)
+            return_to = true;
+    }
+    uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
+    if (return_to && catcher >= 0 && reporting(pf) && (pf & VM_TRACE_RETURN_TO) &&
+        p->frames[catcher].fn)
+        tr_vm_return_to(p, p->frames[catcher].fn, pf);
+    p->nroots = rbase;
+}
+
+/* [h | t] on p's heap; h and t are updated if it collects. */
+static Term cons(Process *p, Term h, Term t)
+{
+    Term ht[2] = { h, t };
+    vm_heap_ensure(p, 2, ht, 2);
+    Term *c = vm_heap_alloc(p, 2);
+    c[0] = ht[0];
+    c[1] = ht[1];
+    return make_cons_ptr(c);
+}
+
+/* {M, F, A, Line} of a call frame resuming at pc (NULL: the function's
+ * first line). */
+static Term frame_term(Process *p, const FuncInfo *fn, const Instr *pc)
+{
+    Term e[4] = { make_atom(fn->mod), make_atom(fn->name), make_small(fn->arity),
+                  make_small(pc ? vm_func_line(fn, pc) : vm_func_line(fn, fn->code)) };
+    return vm_make_tuple(p, 4, e);
+}
+
+Term bp_frame_backtrace(Process *p, unsigned max)
+{
+    /* Built bottom-up so that the list comes out top first; each element
+     * is consed as soon as it is made (a root holds the list). */
+    uint32_t rbase = p->nroots;
+    tvm_term list = vm_root_push(p, TERM_NIL);
+    uint32_t n = 0, first = 0;
+    for (uint32_t i = 0; i < p->nframes; i++)
+        if (FRAME_KIND(p->frames[i].kind) != FRAME_ENTRY)
+            n++;
+    if (n > max) {
+        p->roots[list.h] = cons(p, make_atom(ATOM_DOTS), TERM_NIL);
+        for (uint32_t k = n - max; first < p->nframes && k; first++)
+            if (FRAME_KIND(p->frames[first].kind) != FRAME_ENTRY)
+                k--;
+    }
+    for (uint32_t i = first; i < p->nframes; i++) {
+        const Frame *f = &p->frames[i];
+        Term el;
+        if (is_trace(f)) {
+            Term mfa[3] = { make_atom(f->fn->mod), make_atom(f->fn->name),
+                            make_small(f->fn->arity) };
+            Term e[2] = { make_atom(ATOM_TRACE_FRAME), vm_make_tuple(p, 3, mfa) };
+            el = vm_make_tuple(p, 2, e);
+        } else if (FRAME_KIND(f->kind) == FRAME_CALL && f->fn) {
+            /* The top frame runs at its entry; the others resume after
+             * the call they made (the instruction before their pc). */
+            const Instr *pc = i + 1 < p->nframes && f->pc && !f->fn->native ? f->pc - 1 : NULL;
+            el = frame_term(p, f->fn, pc);
+        } else {
+            continue;
+        }
+        tvm_term eh = vm_root_push(p, el);
+        Term c = cons(p, p->roots[eh.h], p->roots[list.h]);
+        p->roots[list.h] = c;
+        p->nroots = eh.h;
+    }
+    Term out = p->roots[list.h];
+    p->nroots = rbase;
+    return out;
+}

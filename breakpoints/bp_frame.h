@@ -1,0 +1,84 @@
+/*
+ * breakpoints/bp_frame.h - trace frames: how a traced call's return and
+ * exceptions are reported (return_trace, exception_trace, return_to, the
+ * meta tracer's returns, call_time).  breakpoints/bp_frame.c has the
+ * design; vm/interp.c calls these at the three places frames end: the
+ * RETURN_TRACE instruction, and the exception unwinding.
+ *
+ * All functions run on the process's own thread, while it is an online
+ * reader (between two quiescent states), like the breakpoint hit.
+ */
+#ifndef BREAKPOINTS_BP_FRAME_H
+#define BREAKPOINTS_BP_FRAME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vm/process.h"
+
+/* What a trace frame reports (Frame.kind >> BP_TF_SHIFT). */
+enum {
+    BP_TF_RETURN = 1u << 0,          /* return_from to the trace output */
+    BP_TF_EXCEPTION = 1u << 1,       /* exception_from to the trace output */
+    BP_TF_RETURN_TO = 1u << 2,       /* return_to: the function returned into */
+    BP_TF_META_RETURN = 1u << 3,     /* return_from to the meta tracer */
+    BP_TF_META_EXCEPTION = 1u << 4,  /* exception_from to the meta tracer */
+    BP_TF_TIME = 1u << 5,            /* call_time: charge the function's time */
+};
+
+#define BP_TF_SHIFT 8u
+
+/* Where a trace frame resumes: one RETURN_TRACE instruction. */
+extern const Instr bp_return_trace_code[1];
+
+/*
+ * Which of `want` a trace frame for the top activation (function `fn`,
+ * just entered) must still carry: all of them, except those a trace frame
+ * of the same tail-call chain already carries for `fn`, and return_to
+ * when the chain already reports one (see bp_frame.c: traced tail loops
+ * stay bounded).
+ */
+uint32_t bp_frame_needed(const Process *p, const FuncInfo *fn, uint32_t want);
+
+/*
+ * Pushes a trace frame carrying `tflags` (non-zero, from bp_frame_needed)
+ * and `tdata` below p's top frame.  False when the frame stack is at its
+ * limit (the caller raises system_limit); nothing changed then.
+ */
+bool bp_frame_push(Process *p, uint32_t tflags, void *tdata);
+
+/*
+ * The function the top activation will return to: the nearest call frame
+ * below it, trace frames skipped and a native's activation crossed to
+ * the native.  NULL when there is none (the process's first function).
+ */
+const FuncInfo *bp_frame_caller(const Process *p);
+
+/*
+ * RETURN_TRACE: p's top frame is a trace frame and r0 of its window holds
+ * the value the traced activation returned.  Reports the return; the
+ * interpreter then pops the frame as an ordinary return.  May collect
+ * garbage (registers are updated in place) and may suspend the process.
+ */
+void bp_frame_return(Process *p);
+
+/*
+ * An exception (p->exc_*) is about to discard frames [lo, p->nframes).
+ * Reports every trace frame among them, innermost first (exception_from
+ * whether or not the exception is caught, call_time charges), and
+ * return_to for `catcher` (the frame of the handler, or -1 when the
+ * exception leaves this activation).  `bottom` says the activation is the
+ * process's outermost, so an uncaught throw is reported as error
+ * {nocatch, Value} (what the process exits with).  Only when p->ntrace.
+ */
+void bp_frame_unwind(Process *p, uint32_t lo, int catcher, bool bottom);
+
+/*
+ * The process's VM stack as a term, for the backtrace match-spec action:
+ * a list, top first, of {M, F, A, Line} for each call frame (Line 0 when
+ * unknown) and {trace_frame, {M, F, A}} for each trace frame.  At most
+ * `max` frames (then the atom '...' ends the list).  On p's heap.
+ */
+Term bp_frame_backtrace(Process *p, unsigned max);
+
+#endif /* BREAKPOINTS_BP_FRAME_H */

@@ -1,0 +1,72 @@
+/*
+ * trace/tr_vm_call.c - the call-trace events a process writes into the
+ * VM's trace pipeline: call (at a breakpoint hit), return_from and
+ * exception_from (at its trace frames, breakpoints/bp_frame.c) and
+ * return_to.  Each runs on the traced process's own thread while it is an
+ * online reader, so the pipeline it writes into stays alive (the
+ * protocol is in trace/tr_vm.c).
+ */
+#include "trace/tr.h"
+#include "trace/tr_vm.h"
+
+#include <string.h>
+
+void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf, const Term *extra,
+                unsigned nextra, unsigned xflags)
+{
+    bool arity = tf & VM_TRACE_ARITY;
+    const Frame *f = &p->frames[p->nframes - 1];
+    Term terms[VM_MAX_ARITY + 2];
+    unsigned n = 0;
+    if (!arity) {
+        memcpy(terms, &p->stack[f->base], fn->arity * sizeof(Term));
+        n = fn->arity;
+    }
+    for (unsigned i = 0; i < nextra && i < 2; i++)
+        terms[n++] = extra[i];
+    TrEmit ev = {
+        .kind = TR_K_CALL,
+        .flags = tr_vm_record_flags(tf) | (arity ? TR_F_ARITY : 0) | xflags,
+        .pid = p->pid,
+        .mod = fn->mod,
+        .fun = fn->name,
+        .arity = fn->arity,
+        .terms = terms,
+        .nterms = n,
+    };
+    tr_vm_emit(p, &ev);
+}
+
+/* An event about fn with `n` payload terms. */
+static void emit_fn(Process *p, TrKind kind, const FuncInfo *fn, uintptr_t tf,
+                    const Term *terms, unsigned n)
+{
+    TrEmit ev = {
+        .kind = kind,
+        .flags = tr_vm_record_flags(tf),
+        .pid = p->pid,
+        .mod = fn->mod,
+        .fun = fn->name,
+        .arity = fn->arity,
+        .terms = terms,
+        .nterms = n,
+    };
+    tr_vm_emit(p, &ev);
+}
+
+void tr_vm_return_from(Process *p, const FuncInfo *fn, Term value, uintptr_t tf)
+{
+    emit_fn(p, TR_K_RETURN_FROM, fn, tf, &value, 1);
+}
+
+void tr_vm_exception_from(Process *p, const FuncInfo *fn, Term cls, Term reason,
+                          uintptr_t tf)
+{
+    Term cr[2] = { cls, reason };
+    emit_fn(p, TR_K_EXCEPTION_FROM, fn, tf, cr, 2);
+}
+
+void tr_vm_return_to(Process *p, const FuncInfo *fn, uintptr_t tf)
+{
+    emit_fn(p, TR_K_RETURN_TO, fn, tf, NULL, 0);
+}
