@@ -1,0 +1,240 @@
+/*
+ * tests/unit/bp/test_time_vm.c - call_time end to end: VM processes run
+ * call_time-traced bytecode on two schedulers, and the test reads
+ * tvm_call_time / trace_info: exact counts per process, exclusive time
+ * (a caller's time leaves out its traced callee's), time scheduled out
+ * (a receive timeout) not charged, exceptions passing time frames, tail
+ * loops, restart while processes run, pause.
+ *
+ * Times are wall-clock durations of spin loops, so they are checked as
+ * ratios with wide margins; counts are exact.
+ */
+#include <criterion/criterion.h>
+#include <unistd.h>
+
+#include "tests/unit/helpers.h"
+
+/*
+ * spin(N): N loop iterations (untraced: its time is its caller's).
+ * f(N): spin(N), then g(N).  g(N): spin(N) eight times.
+ * nap(): waits 100 ms for a message that never comes.
+ * catcher(N): try thrower(N) (spin(N), then throw), then spin(N) eight
+ * times.  tl(K, N): spin(N), then tail-calls tl(K - 1, N) until K = 0.
+ * many(K, N): f(N) K times.
+ */
+static const char *const src =
+    "module ctv\n"
+    "export f/1, g/1, nap/0, catcher/1, tl/2, many/2, spin/1\n"
+    "function spin/1 regs 1\n"
+    "top:\n    jeqi r0, 0, done\n    addi r0, r0, -1\n    jump top\n"
+    "done:\n    ret r0\nend\n"
+    "function f/1 regs 2\n"
+    "    move r1, r0\n    call r1, r1, spin/1\n"
+    "    move r1, r0\n    call r1, r1, g/1\n    ret r0\nend\n"
+    "function g/1 regs 3\n"
+    "    loadk r2, 8\n"
+    "top:\n    jeqi r2, 0, done\n"
+    "    move r1, r0\n    call r1, r1, spin/1\n"
+    "    addi r2, r2, -1\n    jump top\n"
+    "done:\n    ret r0\nend\n"
+    "function nap/0 regs 2\n"
+    "loop:\n    recv r0, none\n    accept\n    ret r0\n"
+    "none:\n    loadk r1, 100\n    wait r1, timeout\n    jump loop\n"
+    "timeout:\n    loadk r0, ok\n    ret r0\nend\n"
+    "function thrower/1 regs 2\n"
+    "    call r0, r0, spin/1\n    loadk r0, throw\n    loadk r1, ball\n    raise r0, r1\nend\n"
+    "function catcher/1 regs 5\n"
+    "    try r2, caught\n    move r1, r0\n    call r1, r1, thrower/1\n    endtry\n"
+    "caught:\n"
+    "    loadk r1, 8\n"
+    "top:\n    jeqi r1, 0, done\n"
+    "    move r2, r0\n    call r2, r2, spin/1\n"
+    "    addi r1, r1, -1\n    jump top\n"
+    "done:\n    ret r0\nend\n"
+    "function tl/2 regs 3\n"
+    "    jeqi r0, 0, done\n"
+    "    move r2, r1\n    call r2, r2, spin/1\n"
+    "    addi r0, r0, -1\n    tailcall r0, tl/2\n"
+    "done:\n    ret r0\nend\n"
+    "function many/2 regs 3\n"
+    "top:\n    jeqi r0, 0, done\n"
+    "    move r2, r1\n    call r2, r2, f/1\n"
+    "    addi r0, r0, -1\n    jump top\n"
+    "done:\n    ret r0\nend\n";
+
+TVM_FIXTURE(time_vm, (&(tvm_config){ .schedulers = 2, .quiet_crashes = true }));
+
+static void tp(const char *pattern, tvm_tp_action how)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_trace_pattern(vm, pattern, how, TVM_TP_CALL_TIME, NULL, &err), TVM_OK, "%s",
+                 err.message);
+}
+
+/* Runs ctv:fun(args) as a process on the schedulers; returns its pid. */
+static tvm_pid run(const char *fun, int argc, const int64_t *args)
+{
+    tvm_term a[4], r;
+    for (int i = 0; i < argc; i++)
+        cr_assert_eq(tvm_make_int(env, args[i], &a[i]), TVM_OK);
+    tvm_pid pid;
+    cr_assert_eq(tvm_spawn(env, "ctv", fun, argc, a, &pid), TVM_OK);
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
+    return pid;
+}
+
+/* The line of `pid` in mfa's call time (count 0 and ns 0 if none). */
+static tvm_call_time_entry line_of(const char *mfa, tvm_pid pid)
+{
+    tvm_call_time_entry v[16], none = { pid, 0, 0 };
+    size_t n;
+    cr_assert_eq(tvm_call_time(vm, mfa, v, 16, &n), TVM_OK, "no call time on %s", mfa);
+    for (size_t i = 0; i < n && i < 16; i++)
+        if (v[i].pid == pid)
+            return v[i];
+    return none;
+}
+
+static size_t lines(const char *mfa)
+{
+    size_t n;
+    cr_assert_eq(tvm_call_time(vm, mfa, NULL, 0, &n), TVM_OK);
+    return n;
+}
+
+#define SPIN 200000
+
+/* f's own time is one spin, g's eight: f is not charged for g */
+Test(time_vm, exclusive_time_leaves_out_traced_callees)
+{
+    load_ok(vm, "ctv.tasm", src);
+    tp("ctv:f/1", TVM_TP_TRUE);
+    tp("ctv:g/1", TVM_TP_TRUE);
+    tvm_pid pid = run("f", 1, (int64_t[]){ SPIN });
+    tvm_call_time_entry f = line_of("ctv:f/1", pid), g = line_of("ctv:g/1", pid);
+    cr_assert_eq(f.count, 1);
+    cr_assert_eq(g.count, 1);
+    cr_assert(f.ns > 0);
+    cr_assert(g.ns > 3 * f.ns, "g %lu ns is not ~8x f %lu ns", (unsigned long)g.ns,
+              (unsigned long)f.ns);
+    /* without g traced, f is charged for all of it */
+    tp("ctv:g/1", TVM_TP_FALSE);
+    tp("ctv:f/1", TVM_TP_RESTART);
+    pid = run("f", 1, (int64_t[]){ SPIN });
+    tvm_call_time_entry f2 = line_of("ctv:f/1", pid);
+    cr_assert_eq(f2.count, 1);
+    cr_assert(f2.ns > 3 * f.ns, "f alone %lu ns, f without g %lu ns", (unsigned long)f2.ns,
+              (unsigned long)f.ns);
+}
+
+/* three processes, each f five times: one line per process, exact counts */
+Test(time_vm, counts_per_process_are_exact)
+{
+    load_ok(vm, "ctv.tasm", src);
+    tp("ctv:_/_", TVM_TP_TRUE);
+    tvm_pid pids[3];
+    for (int i = 0; i < 3; i++)
+        pids[i] = run("many", 2, (int64_t[]){ 5, 100 });
+    cr_assert_eq(lines("ctv:f/1"), 3);
+    cr_assert_eq(lines("ctv:g/1"), 3);
+    cr_assert_eq(lines("ctv:many/2"), 3);
+    cr_assert_eq(lines("ctv:spin/1"), 3);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(line_of("ctv:many/2", pids[i]).count, 1);
+        cr_assert_eq(line_of("ctv:f/1", pids[i]).count, 5);
+        cr_assert_eq(line_of("ctv:g/1", pids[i]).count, 5);
+        cr_assert_eq(line_of("ctv:spin/1", pids[i]).count, 5 * 9);
+    }
+    /* trace_info from the env: the same lines, by pid */
+    tvm_term t;
+    char out[512], want[512];
+    cr_assert_eq(tvm_trace_info(env, "ctv:many/2", "call_time", &t, NULL), TVM_OK);
+    tvm_format_term(env, t, out, sizeof out);
+    int n = snprintf(want, sizeof want, "{call_time,[");
+    for (int i = 0; i < 3; i++) {
+        tvm_call_time_entry e = line_of("ctv:many/2", pids[i]);
+        n += snprintf(want + n, sizeof want - n, "%s{<0.%lu.0>,1,%lu,%lu}", i ? "," : "",
+                      (unsigned long)pids[i], (unsigned long)(e.ns / 1000000000u),
+                      (unsigned long)(e.ns % 1000000000u / 1000u));
+    }
+    snprintf(want + n, sizeof want - n, "]}");
+    cr_assert_str_eq(out, want);
+}
+
+/* 100 ms waiting for a message inside nap: scheduled out, not charged */
+Test(time_vm, time_scheduled_out_is_not_charged)
+{
+    load_ok(vm, "ctv.tasm", src);
+    tp("ctv:nap/0", TVM_TP_TRUE);
+    tvm_pid pid = run("nap", 0, NULL);
+    tvm_call_time_entry e = line_of("ctv:nap/0", pid);
+    cr_assert_eq(e.count, 1);
+    cr_assert(e.ns < 20000000u, "nap was charged %lu ns of its 100 ms wait", (unsigned long)e.ns);
+}
+
+/* a throw passes thrower's time frame: thrower is charged its own spin,
+ * catcher the eight spins after the catch */
+Test(time_vm, exceptions_pass_time_frames)
+{
+    load_ok(vm, "ctv.tasm", src);
+    tp("ctv:catcher/1", TVM_TP_TRUE);
+    tp("ctv:thrower/1", TVM_TP_TRUE);
+    tvm_pid pid = run("catcher", 1, (int64_t[]){ SPIN });
+    tvm_call_time_entry c = line_of("ctv:catcher/1", pid), t = line_of("ctv:thrower/1", pid);
+    cr_assert_eq(c.count, 1);
+    cr_assert_eq(t.count, 1);
+    cr_assert(t.ns > 0);
+    cr_assert(c.ns > 3 * t.ns, "catcher %lu ns, thrower %lu ns", (unsigned long)c.ns,
+              (unsigned long)t.ns);
+}
+
+/* a tail loop of 1,000 iterations: every call counted, the time all its
+ * own, and the frame stack bounded (one time frame for the chain) */
+Test(time_vm, tail_loops_count_every_call)
+{
+    load_ok(vm, "ctv.tasm", src);
+    tp("ctv:tl/2", TVM_TP_TRUE);
+    tvm_pid pid = run("tl", 2, (int64_t[]){ 1000, 10 });
+    cr_assert_eq(line_of("ctv:tl/2", pid).count, 1001);
+    /* 100,000 iterations would need 100,000 frames if each pushed one */
+    pid = run("tl", 2, (int64_t[]){ 100000, 0 });
+    cr_assert_eq(line_of("ctv:tl/2", pid).count, 100001);
+}
+
+/* pause freezes, restart starts from zero, false removes */
+Test(time_vm, pause_restart_false)
+{
+    load_ok(vm, "ctv.tasm", src);
+    tp("ctv:f/1", TVM_TP_TRUE);
+    tvm_pid p1 = run("many", 2, (int64_t[]){ 4, 10 });
+    cr_assert_eq(line_of("ctv:f/1", p1).count, 4);
+    tp("ctv:f/1", TVM_TP_PAUSE);
+    tvm_pid p2 = run("many", 2, (int64_t[]){ 4, 10 });
+    cr_assert_eq(lines("ctv:f/1"), 1, "paused: p2 is not counted");
+    cr_assert_eq(line_of("ctv:f/1", p1).count, 4);
+    cr_assert_eq(line_of("ctv:f/1", p2).count, 0);
+    tp("ctv:f/1", TVM_TP_RESTART);
+    cr_assert_eq(lines("ctv:f/1"), 0);
+    p2 = run("many", 2, (int64_t[]){ 3, 10 });
+    cr_assert_eq(lines("ctv:f/1"), 1);
+    cr_assert_eq(line_of("ctv:f/1", p2).count, 3);
+    tp("ctv:f/1", TVM_TP_FALSE);
+    size_t n;
+    cr_assert_eq(tvm_call_time(vm, "ctv:f/1", NULL, 0, &n), TVM_ERR_NOTFOUND);
+}
+
+/* call_time and call_count together count the same calls */
+Test(time_vm, with_call_count)
+{
+    load_ok(vm, "ctv.tasm", src);
+    tvm_error err;
+    cr_assert_eq(tvm_trace_pattern(vm, "ctv:g/1", TVM_TP_TRUE,
+                                   TVM_TP_CALL_TIME | TVM_TP_CALL_COUNT | TVM_TP_LOCAL, NULL,
+                                   &err),
+                 TVM_OK, "%s", err.message);
+    tvm_pid pid = run("many", 2, (int64_t[]){ 7, 10 });
+    int64_t c;
+    cr_assert_eq(tvm_call_count(vm, "ctv:g/1", &c), TVM_OK);
+    cr_assert_eq(c, 7);
+    cr_assert_eq(line_of("ctv:g/1", pid).count, 7);
+}
