@@ -83,14 +83,16 @@ static BpTimeTab *tab_new(uint32_t cap)
     return t;
 }
 
-/* The slot of key: its entry, or the empty slot where it goes. */
-static BpTimeEntry *tab_probe(BpTimeTab *t, uint64_t key)
+/* The slot of key: its entry, or the empty slot where it goes.  Keys are
+ * pids + 1, handed out in sequence, so the identity spreads them evenly
+ * (and probes of one process's successive tables stay short). */
+static inline BpTimeEntry *tab_probe(BpTimeTab *t, uint64_t key)
 {
     uint32_t mask = t->cap - 1;
-    uint32_t i = (uint32_t)((key * 0x9e3779b97f4a7c15u) >> 40) & mask;
+    uint32_t i = (uint32_t)key & mask;
     for (;;) {
         uintptr_t k = vm_atomic_load_relaxed(&t->e[i].key);
-        if (k == key || k == 0)
+        if (VM_LIKELY(k == key) || k == 0)
             return &t->e[i];
         i = (i + 1) & mask;
     }
@@ -123,29 +125,37 @@ static BpTimeTab *tab_grow(BpTimeShard *s, BpTimeTab *old)
     return t;
 }
 
-static void shard_add(BpTimeShard *s, uint64_t key, uint64_t count, uint64_t ticks)
+/* A process's first line in this shard (the table may be created or
+ * replaced first). */
+static void shard_insert(BpTimeShard *s, uint64_t key, uint64_t count, uint64_t ticks)
 {
     BpTimeTab *t = vm_atomic_load_ptr_relaxed(&s->tab);  /* our own store */
-    if (VM_UNLIKELY(!t)) {
+    if (!t) {
         t = tab_new(TAB_CAP0);
         vm_atomic_store_ptr_release(&s->tab, t);
+    } else if (2 * (t->used + 1) > t->cap) {
+        t = tab_grow(s, t);
     }
-    BpTimeEntry *e = tab_probe(t, key);
-    if (VM_LIKELY(vm_atomic_load_relaxed(&e->key) == key)) {
+    t->used++;
+    entry_fill(tab_probe(t, key), key, count, ticks);
+}
+
+/* The hot path: the process's line exists (after its first call). */
+static inline void shard_add(BpTimeShard *s, uint64_t key, uint64_t count, uint64_t ticks)
+{
+    BpTimeTab *t = vm_atomic_load_ptr_relaxed(&s->tab);  /* our own store */
+    BpTimeEntry *e = t ? tab_probe(t, key) : NULL;
+    if (VM_LIKELY(e && vm_atomic_load_relaxed(&e->key) == key)) {
         /* One writer: a plain read-modify-write of atomic words. */
         vm_atomic_store_relaxed(&e->count, vm_atomic_load_relaxed(&e->count) + count);
         vm_atomic_store_relaxed(&e->ticks, vm_atomic_load_relaxed(&e->ticks) + ticks);
         return;
     }
-    if (2 * (t->used + 1) > t->cap) {
-        t = tab_grow(s, t);
-        e = tab_probe(t, key);
-    }
-    t->used++;
-    entry_fill(e, key, count, ticks);
+    shard_insert(s, key, count, ticks);
 }
 
-void bp_time_add(BpTime *t, uint32_t slot, uint64_t pid, uint64_t count, uint64_t ticks)
+static inline void time_add(BpTime *t, uint32_t slot, uint64_t pid, uint64_t count,
+                            uint64_t ticks)
 {
     if (VM_LIKELY(slot != 0)) {
         shard_add(&t->shard[slot], pid + 1, count, ticks);
@@ -154,6 +164,11 @@ void bp_time_add(BpTime *t, uint32_t slot, uint64_t pid, uint64_t count, uint64_
     pthread_mutex_lock(&t->lock);
     shard_add(&t->shard[0], pid + 1, count, ticks);
     pthread_mutex_unlock(&t->lock);
+}
+
+void bp_time_add(BpTime *t, uint32_t slot, uint64_t pid, uint64_t count, uint64_t ticks)
+{
+    time_add(t, slot, pid, count, ticks);
 }
 
 /* ==== lifetime (the engine) ==== */
@@ -266,15 +281,22 @@ static void charge(Process *p, uint64_t now)
 {
     BpTime *t = active_time(p, p->ct_fn);
     if (t)
-        bp_time_add(t, p->bp_slot, p->pid, 0, now - p->ct_mark);
+        time_add(t, p->bp_slot, p->pid, 0, now - p->ct_mark);
 }
 
 bool bp_time_call(Process *p, const FuncInfo *fn, const BpGen *g, void **saved)
 {
     uint64_t now = tr_clock_ticks();
-    if (p->ct_fn)
-        charge(p, now);
-    bp_time_add(g->time, p->bp_slot, p->pid, 1, 0);
+    if (p->ct_fn == fn) {
+        /* Recursion (the common case of a traced hot function): one add
+         * both charges fn and counts the call, to g's data, which is
+         * what active_time(p, fn) would find: the hit just read it. */
+        time_add(g->time, p->bp_slot, p->pid, 1, now - p->ct_mark);
+    } else {
+        if (p->ct_fn)
+            charge(p, now);
+        time_add(g->time, p->bp_slot, p->pid, 1, 0);
+    }
     *saved = (void *)p->ct_fn;
     p->ct_fn = fn;
     p->ct_mark = now;
