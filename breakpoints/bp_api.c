@@ -11,6 +11,7 @@
 
 #include "breakpoints/bp_engine_internal.h"
 #include "trace/tr_ms.h"
+#include "trace/tr_vm.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/sched.h"
@@ -295,4 +296,5 @@ void bp_natives_register(tvm_vm *vm)
             TVM_OK ||
         tvm_register_native(vm, "erlang", "trace_info", 2, nif_trace_info, NULL, NULL) != TVM_OK)
         vm_die("cannot register the breakpoint natives");
+    tr_natives_register(vm);
 }

@@ -416,6 +416,13 @@ enum {
  */
 tvm_status tvm_trace_flags(tvm_env *env, tvm_pid pid, unsigned flags, bool on);
 
+/*
+ * Flags by name: "call,arity,timestamp,procs,return_to,silent" (any
+ * comma-separated subset) into TVM_TRACE_* bits; TVM_ERR_BADARG naming
+ * the unknown flag otherwise.
+ */
+tvm_status tvm_trace_flags_parse(const char *list, unsigned *flags, tvm_error *err);
+
 /* The trace flags of one process (pid 0: the env itself). */
 tvm_status tvm_trace_flags_get(tvm_env *env, tvm_pid pid, unsigned *flags);
 
