@@ -224,6 +224,8 @@ static bool flags_term(Term l, BpRequest *req)
             req->flags |= TVM_TP_LOCAL;
         else if (named(h, "call_count"))
             req->flags |= TVM_TP_CALL_COUNT;
+        else if (named(h, "meta"))
+            req->flags |= TVM_TP_META;   /* off; on needs the tracer */
         else if (term_is_tuple(h) && tuple_arity(h) == 2 && named(tuple_elems(h)[0], "meta") &&
                  term_is_pid(tuple_elems(h)[1])) {
             req->flags |= TVM_TP_META;
