@@ -12,6 +12,7 @@
 #include "breakpoints/bp_engine_internal.h"
 #include "breakpoints/bp_time.h"
 #include "trace/tr_ms.h"
+#include "trace/tr_vm.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/sched.h"
@@ -254,6 +255,8 @@ static bool flags_term(Term l, BpRequest *req)
             req->flags |= TVM_TP_CALL_COUNT;
         else if (named(h, "call_time"))
             req->flags |= TVM_TP_CALL_TIME;
+        else if (named(h, "meta"))
+            req->flags |= TVM_TP_META;   /* off; on needs the tracer */
         else if (term_is_tuple(h) && tuple_arity(h) == 2 && named(tuple_elems(h)[0], "meta") &&
                  term_is_pid(tuple_elems(h)[1])) {
             req->flags |= TVM_TP_META;
@@ -328,4 +331,5 @@ void bp_natives_register(tvm_vm *vm)
             TVM_OK ||
         tvm_register_native(vm, "erlang", "trace_info", 2, nif_trace_info, NULL, NULL) != TVM_OK)
         vm_die("cannot register the breakpoint natives");
+    tr_natives_register(vm);
 }

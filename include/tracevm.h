@@ -441,6 +441,13 @@ enum {
  */
 tvm_status tvm_trace_flags(tvm_env *env, tvm_pid pid, unsigned flags, bool on);
 
+/*
+ * Flags by name: "call,arity,timestamp,procs,return_to,silent" (any
+ * comma-separated subset) into TVM_TRACE_* bits; TVM_ERR_BADARG naming
+ * the unknown flag otherwise.
+ */
+tvm_status tvm_trace_flags_parse(const char *list, unsigned *flags, tvm_error *err);
+
 /* The trace flags of one process (pid 0: the env itself). */
 tvm_status tvm_trace_flags_get(tvm_env *env, tvm_pid pid, unsigned *flags);
 
@@ -469,7 +476,26 @@ typedef enum tvm_trace_format {
     TVM_TRACE_JSONL,         /* one JSON object per line */
     TVM_TRACE_CHROME,        /* Chrome trace event JSON (Perfetto, speedscope) */
     TVM_TRACE_CTF,           /* CTF 1.8 into a directory (babeltrace2, Trace Compass) */
+    TVM_TRACE_CALLBACK,      /* each event to a C function (callback, below) */
 } tvm_trace_format;
+
+/* One event as the callback format hands it over (valid during the call). */
+typedef struct tvm_trace_event {
+    uint64_t ts;             /* CLOCK_MONOTONIC ns */
+    int sched;               /* the scheduler that wrote it; -1: another thread */
+    const char *kind;        /* "call", "return_from", "exception_from", "return_to",
+                                "spawn", "exit", "in", "out", "send", "receive", "lost" */
+    tvm_pid pid;             /* 0 for a call context and for "lost" */
+    const char *module, *function;   /* NULL when the event names no function */
+    int arity;
+    const char *text;        /* the whole event in the text format, e.g.
+                                {trace,<0.1.0>,call,{fib,fib,[10]}} */
+    uint64_t lost;           /* "lost": events dropped at this point */
+} tvm_trace_event;
+
+/* Runs on the pipeline's collector thread, one event at a time, in the
+ * order the other formats write them; it must not call into the VM. */
+typedef void (*tvm_trace_callback)(const tvm_trace_event *ev, void *data);
 
 typedef enum tvm_trace_policy {
     TVM_TRACE_DROP,          /* a full ring drops events and counts them (reported in place) */
@@ -485,6 +511,8 @@ typedef struct tvm_trace_options {
     void *file;
     size_t ring_bytes;       /* per ring, a power of two; 0 = 1 MiB */
     tvm_trace_policy policy;
+    tvm_trace_callback callback;   /* TVM_TRACE_CALLBACK: required */
+    void *callback_data;
 } tvm_trace_options;
 
 /*

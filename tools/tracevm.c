@@ -189,32 +189,14 @@ static const char *option_value(int argc, char **argv, int *i, const char *what)
     return argv[++*i];
 }
 
-/* --flags call,arity,timestamp,procs; false with a message. */
+/* --flags LIST; false with a message. */
 static bool parse_trace_flags(const char *list, unsigned *flags)
 {
-    static const struct { const char *name; unsigned bit; } names[] = {
-        { "call", TVM_TRACE_CALL }, { "arity", TVM_TRACE_ARITY },
-        { "timestamp", TVM_TRACE_TIMESTAMP }, { "procs", TVM_TRACE_PROCS },
-        { "return_to", TVM_TRACE_RETURN_TO }, { "silent", TVM_TRACE_SILENT },
-    };
-    *flags = 0;
-    for (const char *p = list;; p++) {
-        size_t n = strcspn(p, ",");
-        size_t k = 0;
-        const size_t nnames = sizeof names / sizeof names[0];
-        while (k < nnames && !(strlen(names[k].name) == n && !strncmp(p, names[k].name, n)))
-            k++;
-        if (k == nnames) {
-            fprintf(stderr, "tracevm run: --flags: unknown flag '%.*s' "
-                            "(expected a comma-separated list of call, arity, timestamp, procs, return_to, silent)\n",
-                    (int)n, p);
-            return false;
-        }
-        *flags |= names[k].bit;
-        p += n;
-        if (!*p)
-            return true;
-    }
+    tvm_error err;
+    if (tvm_trace_flags_parse(list, flags, &err) == TVM_OK)
+        return true;
+    fprintf(stderr, "tracevm run: --flags: %s\n", err.message);
+    return false;
 }
 
 static bool parse_trace_format(const char *name, tvm_trace_format *fmt)

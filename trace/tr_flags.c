@@ -23,22 +23,67 @@
  * table lock to run processes; only spawns, lookups and reaps wait for
  * the walk, briefly.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "trace/tr_vm.h"
+#include "vm/strbuf.h"
 #include "vm/sched.h"
 
-/* Sets or clears `flags` in a flags word (full CAS loop). */
-static void flags_update(VmAtomic *w, unsigned flags, bool on)
+/* The flags by name, for the CLI, erlang:trace/3 and error messages. */
+static const struct {
+    const char *name;
+    unsigned bit;
+} flag_names[] = {
+    { "call", TVM_TRACE_CALL },           { "arity", TVM_TRACE_ARITY },
+    { "timestamp", TVM_TRACE_TIMESTAMP }, { "procs", TVM_TRACE_PROCS },
+    { "return_to", TVM_TRACE_RETURN_TO }, { "silent", TVM_TRACE_SILENT },
+};
+
+#define NFLAG_NAMES (sizeof flag_names / sizeof flag_names[0])
+
+unsigned tr_flag_bit(const char *name, size_t n)
 {
-    for (;;) {
-        uintptr_t old = vm_atomic_load_relaxed(w);
-        uintptr_t nw = on ? (old | flags) : (old & ~(uintptr_t)flags);
-        if (old == nw || vm_atomic_cas_full(w, old, nw))
-            return;
-    }
+    for (size_t k = 0; k < NFLAG_NAMES; k++)
+        if (strlen(flag_names[k].name) == n && !strncmp(name, flag_names[k].name, n))
+            return flag_names[k].bit;
+    return 0;
 }
 
-static bool flags_valid(unsigned flags)
+tvm_status tvm_trace_flags_parse(const char *list, unsigned *flags, tvm_error *err)
+{
+    *flags = 0;
+    for (const char *p = list ? list : "";; p++) {
+        size_t n = strcspn(p, ",");
+        unsigned bit = tr_flag_bit(p, n);
+        if (!bit) {
+            if (err) {
+                StrBuf sb;
+                sb_init(&sb);
+                for (size_t k = 0; k < NFLAG_NAMES; k++)
+                    sb_printf(&sb, "%s%s", k ? ", " : "", flag_names[k].name);
+                err->status = TVM_ERR_BADARG;
+                snprintf(err->message, sizeof err->message,
+                         "unknown flag '%.*s' (expected a comma-separated list of %s)", (int)n,
+                         p, sb.s);
+                sb_free(&sb);
+            }
+            return TVM_ERR_BADARG;
+        }
+        *flags |= bit;
+        p += n;
+        if (!*p)
+            break;
+    }
+    if (err) {
+        err->status = TVM_OK;
+        err->message[0] = '\0';
+    }
+    return TVM_OK;
+}
+
+bool tr_flags_valid(unsigned flags)
 {
     return (flags & ~(unsigned)VM_TRACE_ALL) == 0;
 }
@@ -59,12 +104,12 @@ static Process *target(tvm_env *env, tvm_pid pid, bool *held)
 tvm_status tvm_trace_flags(tvm_env *env, tvm_pid pid, unsigned flags, bool on)
 {
     bool held;
-    if (!env || !env->p || !flags_valid(flags))
+    if (!env || !env->p || !tr_flags_valid(flags))
         return TVM_ERR_BADARG;
     Process *p = target(env, pid, &held);
     if (!p)
         return TVM_ERR_NOTFOUND;
-    flags_update(&p->trace, flags, on);
+    vm_atomic_update_bits(&p->trace, flags, on);
     if (held)
         vm_proc_put(vm_sched_of(env->p->vm), p);
     return TVM_OK;
@@ -92,25 +137,33 @@ tvm_status tvm_trace_calls(tvm_env *env, tvm_pid pid, bool on)
 typedef struct FlagsChange {
     unsigned flags;
     bool on;
+    int count;
 } FlagsChange;
 
 static void change_one(Process *p, void *data)
 {
-    const FlagsChange *c = data;
-    flags_update(&p->trace, c->flags, c->on);
+    FlagsChange *c = data;
+    vm_atomic_update_bits(&p->trace, c->flags, c->on);
+    c->count++;
+}
+
+int tr_flags_all(tvm_vm *vm, tvm_trace_scope scope, unsigned flags, bool on)
+{
+    /* The default first, then the walk (the order argument above). */
+    if (scope & TVM_TRACE_NEW)
+        vm_atomic_update_bits(&vm->trace_new, flags, on);
+    SchedSystem *sys = vm_sched_of(vm);
+    FlagsChange c = { flags, on, 0 };
+    if ((scope & TVM_TRACE_EXISTING) && sys)
+        vm_proc_each(sys, change_one, &c);
+    return c.count;
 }
 
 tvm_status tvm_trace_flags_all(tvm_vm *vm, tvm_trace_scope scope, unsigned flags, bool on)
 {
-    if (!vm || !flags_valid(flags) || (scope & ~(unsigned)TVM_TRACE_ALL) || !scope)
+    if (!vm || !tr_flags_valid(flags) || (scope & ~(unsigned)TVM_TRACE_ALL) || !scope)
         return TVM_ERR_BADARG;
-    /* The default first, then the walk (the order argument above). */
-    if (scope & TVM_TRACE_NEW)
-        flags_update(&vm->trace_new, flags, on);
-    SchedSystem *sys = vm_sched_of(vm);
-    FlagsChange c = { flags, on };
-    if ((scope & TVM_TRACE_EXISTING) && sys)
-        vm_proc_each(sys, change_one, &c);
+    tr_flags_all(vm, scope, flags, on);
     return TVM_OK;
 }
 

@@ -16,6 +16,7 @@
 
 #include <stdio.h>
 
+#include "include/tracevm.h"
 #include "trace/tr_event.h"
 #include "vm/strbuf.h"
 
@@ -81,6 +82,10 @@ bool tr_event_term(const TrEvent *ev, unsigned i, StrBuf *sb);
  * callbacks that want the same rendering (tr_sink_text.c).
  */
 void tr_event_format(const TrEvent *ev, bool ts, StrBuf *sb);
+
+/* The public callback format (tvm_trace_options.callback): each event
+ * as a tvm_trace_event with its text form (trace/tr_sink_api.c). */
+TrSink *tr_sink_api_new(tvm_trace_callback fn, void *data);
 
 /* ---- for sink implementations (tr_sink.c) ---- */
 

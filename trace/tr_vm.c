@@ -150,8 +150,11 @@ static tvm_status fail(tvm_error *err, tvm_status st, const char *fn, const char
 /* The options that do not depend on the VM; false with a reason. */
 static bool options_check(const tvm_trace_options *o, char *why, size_t n)
 {
-    if ((unsigned)o->format > TVM_TRACE_CTF)
-        snprintf(why, n, "bad format %d (expected text, jsonl, chrome or ctf)", (int)o->format);
+    if ((unsigned)o->format > TVM_TRACE_CALLBACK)
+        snprintf(why, n, "bad format %d (expected text, jsonl, chrome, ctf or callback)",
+                 (int)o->format);
+    else if (o->format == TVM_TRACE_CALLBACK && !o->callback)
+        snprintf(why, n, "the callback format needs a callback");
     else if (o->policy == TVM_TRACE_LOSSLESS)
         snprintf(why, n, "the lossless policy is not implemented in this version "
                          "(a full ring cannot suspend its process yet); use the drop policy");
@@ -172,6 +175,8 @@ static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, char *why, si
                         tvm_status *st)
 {
     *st = TVM_ERR_IO;
+    if (o->format == TVM_TRACE_CALLBACK)
+        return tr_sink_api_new(o->callback, o->callback_data);
     if (o->format == TVM_TRACE_CTF) {
         TrSink *s = tr_sink_ctf_new(o->path, tr_ctf_clock_offset(), why, n);
         return s;

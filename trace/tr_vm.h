@@ -9,6 +9,7 @@
 #ifndef TRACE_TR_VM_H
 #define TRACE_TR_VM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "vm/module.h"
@@ -51,6 +52,17 @@ void tr_vm_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
 
 /* p is exiting with `reason` (vm/proc.c, on p's own fiber). */
 void tr_vm_exit(Process *p, Term reason);
+
+/* Process trace flags (trace/tr_flags.c): whether `flags` are all known
+ * VM_TRACE_* bits; tvm_trace_flags_all without the checks, returning how
+ * many processes the walk changed. */
+bool tr_flags_valid(unsigned flags);
+/* The TVM_TRACE_* bit named name[0..n), 0 if none. */
+unsigned tr_flag_bit(const char *name, size_t n);
+int tr_flags_all(tvm_vm *vm, tvm_trace_scope scope, unsigned flags, bool on);
+
+/* Registers erlang:trace/3 (trace/tr_bif.c). */
+void tr_natives_register(tvm_vm *vm);
 
 /* tvm_destroy: stops a pipeline still running (before the schedulers stop). */
 void tr_vm_destroy(tvm_vm *vm);

@@ -594,6 +594,67 @@ Test(bp, bad_requests_from_vm_code_are_badarg)
     cr_assert_str_eq(take_events(), "bt:ex/1(3) local");
 }
 
+/* Match specs through the C API: a spec filters the hook's calls, a bad
+ * spec is refused with the compiler's message and changes nothing, a
+ * spec goes only with true, meta needs a tracer, a bad one from VM code
+ * raises {badarg, Why}. */
+Test(bp, match_specs_from_c_and_bad_specs_change_nothing)
+{
+    tvm_error err;
+    int n = -1;
+    const char *spec = "[{['$1'],[{'>','$1',5}],[]}]";
+    cr_assert_eq(tvm_trace_pattern_ms(vm, "bt:ex/1", spec, TVM_TP_TRUE, TVM_TP_LOCAL, 0, &n,
+                                      &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(call("bt", "ex", 1, 3, 0), "3");
+    cr_assert_str_eq(call("bt", "ex", 1, 7, 0), "7");
+    cr_assert_str_eq(take_events(), "bt:ex/1(7) local");
+    static const char *const bad[][2] = {
+        { "[{['$1'],[{'>','$1'}],[]}]",
+          "tvm_trace_pattern: match spec clause 1: guard 1: unknown function '>'/1" },
+        { "[{['$1'],[],[{return_trace}]}|x]",
+          "tvm_trace_pattern: match spec: not a proper list" },
+        { "[{['$1'],[{'>','$1',5}],[]}", "tvm_trace_pattern: bad match spec: term:1:28: "
+                                          "error: bad literal: expected ',' or ']', got end of file" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        n = -7;
+        cr_assert_eq(tvm_trace_pattern_ms(vm, "bt:ex/1", bad[i][0], TVM_TP_TRUE, TVM_TP_LOCAL, 0,
+                                          &n, &err), TVM_ERR_BADARG, "case %zu", i);
+        cr_assert_str_eq(err.message, bad[i][1]);
+        cr_assert_eq(n, -7);
+    }
+    cr_assert_eq(tvm_trace_pattern_ms(vm, "bt:ex/1", spec, TVM_TP_FALSE, TVM_TP_LOCAL, 0, &n,
+                                      &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_trace_pattern: a match spec goes only with true");
+    cr_assert_eq(tvm_trace_pattern_ms(vm, "bt:ex/1", NULL, TVM_TP_TRUE, TVM_TP_META, 0, &n,
+                                      &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_trace_pattern: meta needs a tracer process");
+    /* Nothing changed: the first spec still filters, trace_info gives it. */
+    cr_assert_str_eq(info("bt:ex/1", "match_spec"), "{match_spec,[{['$1'],[{'>','$1',5}],[]}]}");
+    cr_assert_str_eq(info("bt:ex/1", "meta"), "{meta,false}");
+    cr_assert_str_eq(call("bt", "ex", 1, 4, 0), "4");
+    cr_assert_str_eq(call("bt", "ex", 1, 9, 0), "9");
+    cr_assert_str_eq(take_events(), "bt:ex/1(9) local");
+    /* From VM code the reason says why. */
+    tvm_term a[3], r, cls, reason;
+    cr_assert_eq(tvm_parse_term(env, "{bt, ex, 1}", &a[0], &err), TVM_OK);
+    cr_assert_eq(tvm_parse_term(env, "[{['$1'],[{foo,'$1'}],[]}]", &a[1], &err), TVM_OK);
+    cr_assert_eq(tvm_parse_term(env, "[local]", &a[2], &err), TVM_OK);
+    cr_assert_eq(tvm_call(env, "bt", "tp", 3, a, &r), TVM_EXCEPTION);
+    cr_assert_eq(tvm_get_exception(env, &cls, &reason), TVM_OK);
+    char rs[200];
+    tvm_format_term(env, reason, rs, sizeof rs);
+    cr_assert_str_eq(rs, "{badarg,<<\"match spec clause 1: guard 1: unknown function foo/1\">>}");
+    tvm_clear_exception(env);
+    cr_assert_str_eq(info("bt:ex/1", "match_spec"), "{match_spec,[{['$1'],[{'>','$1',5}],[]}]}");
+    /* true without a spec: every call again, trace_info []. */
+    tp("bt:ex/1", TVM_TP_TRUE, TVM_TP_LOCAL);
+    cr_assert_str_eq(info("bt:ex/1", "match_spec"), "{match_spec,[]}");
+    cr_assert_str_eq(call("bt", "ex", 1, 1, 0), "1");
+    cr_assert_str_eq(take_events(), "bt:ex/1(1) local");
+}
+
 /* ==== item 7: off stops events for later calls ==== */
 
 Test(bp, turning_off_stops_events)

@@ -251,3 +251,61 @@ Test(sinks, chrome_recovers_from_lost_events)
         "],\"displayTimeUnit\":\"ns\",\"otherData\":{\"lost_events\":0}}\n");
     free(text);
 }
+
+/* A call event carrying a match spec's message and a backtrace (and one
+ * with the arity flag and a message only), through text, JSON lines and
+ * Chrome JSON. */
+static void message_events(TrSink *sink)
+{
+    static Arena arena;
+    static uint8_t bufs[2][256];
+    Arena *a = &arena;
+    a->used = 0;
+    Term fr[4] = { A("m"), A("f"), I(1), I(7) };
+    Term tf[2] = { A("trace_frame"), T2(a, A("m"), A("g")) };
+    Term frames[2] = { tuple_of(a, 4, fr), tuple_of(a, 2, tf) };
+    Term t[3] = { I(5), A("hi"), list_of(a, 2, frames) };
+    TrEvent ev[2];
+    ev[0] = fx_event(bufs[0], 256, 1000, 0, TR_K_CALL, TR_F_MESSAGE | TR_F_BACKTRACE, 42, "m",
+                     "f", 1, t, 3);
+    ev[1] = fx_event(bufs[1], 256, 1100, 0, TR_K_CALL, TR_F_MESSAGE | TR_F_ARITY, 42, "m", "f",
+                     1, &t[1], 1);
+    for (int i = 0; i < 2; i++)
+        sink->ops->event(sink, &ev[i]);
+}
+
+static char *run_messages(TrSink *(*make)(FILE *))
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    TrSink *s = make(f);
+    TrSinkInfo info = { .nscheds = 1 };
+    if (s->ops->open)
+        cr_assert_eq(s->ops->open(s, &info), 0);
+    message_events(s);
+    s->ops->close(s);
+    fclose(f);
+    return text;
+}
+
+Test(sinks, call_with_message_and_backtrace)
+{
+    char *got = run_messages(text_sink);
+    cr_expect_str_eq(got, "{trace,<0.42.0>,call,{m,f,[5]},hi,{backtrace,[{m,f,1,7},{trace_frame,{m,g}}]}}\n"
+                          "{trace,<0.42.0>,call,{m,f,1},hi}\n");
+    free(got);
+    got = run_messages(jsonl_sink);
+    cr_expect_str_eq(got,
+        "{\"ts\":1000,\"sched\":0,\"pid\":42,\"kind\":\"call\",\"mod\":\"m\",\"fun\":\"f\",\"arity\":1,"
+        "\"args\":\"[5]\",\"message\":\"hi\",\"backtrace\":\"[{m,f,1,7},{trace_frame,{m,g}}]\"}\n"
+        "{\"ts\":1100,\"sched\":0,\"pid\":42,\"kind\":\"call\",\"mod\":\"m\",\"fun\":\"f\",\"arity\":1,"
+        "\"message\":\"hi\"}\n");
+    free(got);
+    got = run_messages(chrome_sink);
+    cr_expect(strstr(got, "\"name\":\"m:f/1\",\"args\":{\"sched\":0,\"args\":\"[5]\","
+                          "\"message\":\"hi\",\"backtrace\":\"[{m,f,1,7},{trace_frame,{m,g}}]\"}}")
+                  != NULL, "%s", got);
+    cr_expect(strstr(got, "\"args\":{\"sched\":0,\"message\":\"hi\"}}") != NULL, "%s", got);
+    free(got);
+}

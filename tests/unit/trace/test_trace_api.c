@@ -236,7 +236,10 @@ Test(trace_api, bad_options)
     cr_assert_eq(start_with((tvm_trace_options){ .format = (tvm_trace_format)9 }, &err),
                  TVM_ERR_BADARG);
     cr_assert_str_eq(err.message,
-                     "tvm_trace_start: bad format 9 (expected text, jsonl, chrome or ctf)");
+                     "tvm_trace_start: bad format 9 (expected text, jsonl, chrome, ctf or callback)");
+    cr_assert_eq(start_with((tvm_trace_options){ .format = TVM_TRACE_CALLBACK }, &err),
+                 TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_trace_start: the callback format needs a callback");
     cr_assert_eq(start_with((tvm_trace_options){ .format = TVM_TRACE_CTF }, &err), TVM_ERR_BADARG);
     cr_assert_str_eq(err.message, "tvm_trace_start: the ctf format needs a path (a directory)");
     cr_assert_eq(start_with((tvm_trace_options){ .format = TVM_TRACE_CHROME }, &err),
@@ -301,4 +304,47 @@ Test(trace_api, not_from_a_native)
     char want[64];
     snprintf(want, sizeof want, "{%d,%d}", (int)TVM_ERR_BADARG, (int)TVM_ERR_BADARG);
     cr_assert_str_eq(out, want);
+}
+
+/* The callback format: every event with its fields and text, here a call
+ * traced with return_trace through a match spec given as text. */
+typedef struct Seen {
+    char text[1024];
+    int n, lost;
+} Seen;
+
+static void on_event(const tvm_trace_event *ev, void *data)
+{
+    Seen *s = data;
+    char line[256];
+    snprintf(line, sizeof line, "%s %s:%s/%d %s\n", ev->kind, ev->module ? ev->module : "-",
+             ev->function ? ev->function : "-", ev->arity, ev->text);
+    strncat(s->text, line, sizeof s->text - strlen(s->text) - 1);
+    s->n++;
+}
+
+Test(trace_api, callback_format)
+{
+    load_ok(vm, "ta", ta_src);
+    tvm_error err;
+    cr_assert_eq(tvm_trace_pattern_ms(vm, "ta:_/_", "[{'_',[],[{return_trace}]}]", TVM_TP_TRUE,
+                                      TVM_TP_LOCAL, 0, NULL, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL | TVM_TRACE_PROCS, true),
+                 TVM_OK);
+    Seen seen = { .n = 0 };
+    tvm_trace_options o = { .format = TVM_TRACE_CALLBACK, .callback = on_event,
+                            .callback_data = &seen };
+    cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
+    tvm_pid p = run_g(4);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    char want[1024];
+    snprintf(want, sizeof want,
+             "call ta:g/1 {trace,<0.%1$llu.0>,call,{ta,g,[4]}}\n"
+             "call ta:f/1 {trace,<0.%1$llu.0>,call,{ta,f,[4]}}\n"
+             "return_from ta:f/1 {trace,<0.%1$llu.0>,return_from,{ta,f,1},5}\n"
+             "return_from ta:g/1 {trace,<0.%1$llu.0>,return_from,{ta,g,1},5}\n"
+             "exit -:-/0 {trace,<0.%1$llu.0>,exit,normal}\n",
+             (unsigned long long)p);
+    cr_assert_str_eq(seen.text, want);
+    cr_assert_eq(seen.n, 5);
 }
