@@ -104,23 +104,35 @@ static size_t lines(const char *mfa)
 
 #define SPIN 200000
 
+/*
+ * Runs ctv:fun(SPIN) with `outer` and `inner` call_time-traced, where
+ * `outer` spends one spin of its own and `inner` eight: each is called
+ * once, and outer's exclusive time leaves inner's out.  Returns outer's.
+ */
+static tvm_call_time_entry outer_excludes_inner(const char *fun, const char *outer,
+                                                const char *inner)
+{
+    load_ok(vm, "ctv.tasm", src);
+    tp(outer, TVM_TP_TRUE);
+    tp(inner, TVM_TP_TRUE);
+    tvm_pid pid = run(fun, 1, (int64_t[]){ SPIN });
+    tvm_call_time_entry o = line_of(outer, pid), i = line_of(inner, pid);
+    cr_assert_eq(o.count, 1);
+    cr_assert_eq(i.count, 1);
+    cr_assert(o.ns > 0 && i.ns > 0);
+    cr_assert(i.ns > 3 * o.ns, "%s %lu ns is not ~8x %s %lu ns", inner, (unsigned long)i.ns,
+              outer, (unsigned long)o.ns);
+    return o;
+}
+
 /* f's own time is one spin, g's eight: f is not charged for g */
 Test(time_vm, exclusive_time_leaves_out_traced_callees)
 {
-    load_ok(vm, "ctv.tasm", src);
-    tp("ctv:f/1", TVM_TP_TRUE);
-    tp("ctv:g/1", TVM_TP_TRUE);
-    tvm_pid pid = run("f", 1, (int64_t[]){ SPIN });
-    tvm_call_time_entry f = line_of("ctv:f/1", pid), g = line_of("ctv:g/1", pid);
-    cr_assert_eq(f.count, 1);
-    cr_assert_eq(g.count, 1);
-    cr_assert(f.ns > 0);
-    cr_assert(g.ns > 3 * f.ns, "g %lu ns is not ~8x f %lu ns", (unsigned long)g.ns,
-              (unsigned long)f.ns);
+    tvm_call_time_entry f = outer_excludes_inner("f", "ctv:f/1", "ctv:g/1");
     /* without g traced, f is charged for all of it */
     tp("ctv:g/1", TVM_TP_FALSE);
     tp("ctv:f/1", TVM_TP_RESTART);
-    pid = run("f", 1, (int64_t[]){ SPIN });
+    tvm_pid pid = run("f", 1, (int64_t[]){ SPIN });
     tvm_call_time_entry f2 = line_of("ctv:f/1", pid);
     cr_assert_eq(f2.count, 1);
     cr_assert(f2.ns > 3 * f.ns, "f alone %lu ns, f without g %lu ns", (unsigned long)f2.ns,
@@ -173,19 +185,11 @@ Test(time_vm, time_scheduled_out_is_not_charged)
 }
 
 /* a throw passes thrower's time frame: thrower is charged its own spin,
- * catcher the eight spins after the catch */
+ * catcher the eight spins after the catch (catcher is the "inner" here:
+ * its spins come after thrower's frame is gone) */
 Test(time_vm, exceptions_pass_time_frames)
 {
-    load_ok(vm, "ctv.tasm", src);
-    tp("ctv:catcher/1", TVM_TP_TRUE);
-    tp("ctv:thrower/1", TVM_TP_TRUE);
-    tvm_pid pid = run("catcher", 1, (int64_t[]){ SPIN });
-    tvm_call_time_entry c = line_of("ctv:catcher/1", pid), t = line_of("ctv:thrower/1", pid);
-    cr_assert_eq(c.count, 1);
-    cr_assert_eq(t.count, 1);
-    cr_assert(t.ns > 0);
-    cr_assert(c.ns > 3 * t.ns, "catcher %lu ns, thrower %lu ns", (unsigned long)c.ns,
-              (unsigned long)t.ns);
+    outer_excludes_inner("catcher", "ctv:thrower/1", "ctv:catcher/1");
 }
 
 /* a tail loop of 1,000 iterations: every call counted, the time all its
