@@ -14,6 +14,7 @@
  * A plain program (exit 0 = pass).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,11 +38,14 @@ typedef struct TabWriter {
     uint32_t slot;
 } TabWriter;
 
-static VmAtomic tab_stop;
+static VmAtomic tab_stop, tab_reader_ready;
 
 static void *tab_writer(void *arg)
 {
     TabWriter *w = arg;
+    /* Not before the reader runs: the point is to overlap with it. */
+    while (!vm_atomic_load_acquire(&tab_reader_ready))
+        sched_yield();
     for (int r = 0; r < T_ROUNDS; r++)
         for (uint64_t pid = 0; pid < T_PIDS; pid++)
             bp_time_add(w->t, w->slot, pid * 31 + 5, 1, 2);
@@ -52,7 +56,7 @@ static void *tab_reader(void *arg)
 {
     BpTime *t = arg;
     static uint64_t last[T_PIDS];
-    while (!vm_atomic_load_acquire(&tab_stop)) {
+    do {
         BpTimeSample *v;
         size_t n = bp_time_read(t, &v);
         for (size_t i = 0; i < n; i++) {
@@ -62,7 +66,8 @@ static void *tab_reader(void *arg)
             last[k] = v[i].count;
         }
         free(v);
-    }
+        vm_atomic_store_release(&tab_reader_ready, 1);
+    } while (!vm_atomic_load_acquire(&tab_stop));
     return NULL;
 }
 

@@ -268,6 +268,10 @@ Test(onload, from_vm_code)
     cr_assert_eq(tvm_call(env, "ol", "info", 2, a, &r), TVM_OK);
     tvm_format_term(env, r, out, sizeof out);
     cr_assert_str_eq(out, "{traced,local}");
+    cr_assert_eq(tvm_parse_term(env, "call_time", &a[1], &err), TVM_OK);
+    cr_assert_eq(tvm_call(env, "ol", "info", 2, a, &r), TVM_OK);
+    tvm_format_term(env, r, out, sizeof out);
+    cr_assert_str_eq(out, "{call_time,true}");
     take_events();
     load_ok(vm, "other.tasm", other_src);
     cr_assert_str_eq(call1("other", "f", 3), "3");

@@ -8,6 +8,7 @@
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "breakpoints/bp_time.h"
@@ -97,23 +98,26 @@ typedef struct Writer {
     uint32_t slot;
 } Writer;
 
+static VmAtomic readers_stop, reader_ready;
+
 static void *writer(void *arg)
 {
     Writer *w = arg;
+    /* Not before the reader runs: the point is to overlap with it. */
+    while (!vm_atomic_load_acquire(&reader_ready))
+        sched_yield();
     for (int r = 0; r < W_ROUNDS; r++)
         for (uint64_t pid = 0; pid < W_PIDS; pid++)
             bp_time_add(w->t, w->slot, pid * 7919, 1, 3);
     return NULL;
 }
 
-static VmAtomic readers_stop;
-
 static void *reader(void *arg)
 {
     BpTime *t = arg;
     uint64_t last[W_PIDS] = { 0 };
     long reads = 0;
-    while (!vm_atomic_load_acquire(&readers_stop)) {
+    do {
         BpTimeSample *v;
         size_t n = bp_time_read(t, &v);
         cr_assert(n <= W_PIDS);
@@ -126,7 +130,8 @@ static void *reader(void *arg)
         }
         free(v);
         reads++;
-    }
+        vm_atomic_store_release(&reader_ready, 1);
+    } while (!vm_atomic_load_acquire(&readers_stop));
     return (void *)reads;
 }
 
@@ -136,6 +141,7 @@ Test(time_tab, readers_walk_while_writers_insert, .timeout = 60)
     Writer w[4] = { { t, 1 }, { t, 2 }, { t, 0 }, { t, 0 } };
     pthread_t th[4], rd;
     vm_atomic_store_release(&readers_stop, 0);
+    vm_atomic_store_release(&reader_ready, 0);
     pthread_create(&rd, NULL, reader, t);
     for (int i = 0; i < 4; i++)
         pthread_create(&th[i], NULL, writer, &w[i]);
