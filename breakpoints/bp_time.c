@@ -284,20 +284,27 @@ static void charge(Process *p, uint64_t now)
         time_add(t, p->bp_slot, p->pid, 0, now - p->ct_mark);
 }
 
+/*
+ * The clock is read only when the current function changes.  A call of
+ * the current function itself (recursion), or a return into the same
+ * function, leaves the current stretch running: whatever the clock says
+ * at that moment, both sides of it would be charged to the same function
+ * of the same process, so the charge can wait until the function changes
+ * or the process is scheduled out.  A recursive traced function thus
+ * costs no clock read per call (the clock is two thirds of the cost of a
+ * call that switches functions: docs/benchmarks.md).
+ */
 bool bp_time_call(Process *p, const FuncInfo *fn, const BpGen *g, void **saved)
 {
-    uint64_t now = tr_clock_ticks();
-    if (p->ct_fn == fn) {
-        /* Recursion (the common case of a traced hot function): one add
-         * both charges fn and counts the call, to g's data, which is
-         * what active_time(p, fn) would find: the hit just read it. */
-        time_add(g->time, p->bp_slot, p->pid, 1, now - p->ct_mark);
-    } else {
-        if (p->ct_fn)
-            charge(p, now);
-        time_add(g->time, p->bp_slot, p->pid, 1, 0);
-    }
     *saved = (void *)p->ct_fn;
+    if (p->ct_fn == fn) {
+        time_add(g->time, p->bp_slot, p->pid, 1, 0);
+        return true;
+    }
+    uint64_t now = tr_clock_ticks();
+    if (p->ct_fn)
+        charge(p, now);
+    time_add(g->time, p->bp_slot, p->pid, 1, 0);
     p->ct_fn = fn;
     p->ct_mark = now;
     return true;
@@ -306,6 +313,8 @@ bool bp_time_call(Process *p, const FuncInfo *fn, const BpGen *g, void **saved)
 void bp_time_return(Process *p, const FuncInfo *fn, void *saved)
 {
     (void)fn;   /* the current function is charged: see bp_time.h */
+    if (saved == p->ct_fn)
+        return;     /* back into the same function: the stretch goes on */
     uint64_t now = tr_clock_ticks();
     if (p->ct_fn)
         charge(p, now);
