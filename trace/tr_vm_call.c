@@ -11,6 +11,21 @@
 
 #include <string.h>
 
+/* A call event whose payload is the arguments and then `extra` terms
+ * (one array; kept out of the plain call's path, which copies nothing). */
+static __attribute__((noinline)) void call_with_extra(Process *p, TrEmit *ev,
+                                                      const Term *extra, unsigned nextra)
+{
+    Term terms[VM_MAX_ARITY + 2];
+    unsigned n = ev->nterms;
+    memcpy(terms, ev->terms, n * sizeof(Term));
+    for (unsigned i = 0; i < nextra && i < 2; i++)
+        terms[n++] = extra[i];
+    ev->terms = terms;
+    ev->nterms = n;
+    tr_vm_emit(p, ev);
+}
+
 void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf, const Term *extra,
                 unsigned nextra, unsigned xflags)
 {
@@ -26,19 +41,10 @@ void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf, const Term *extra,
         .terms = arity ? NULL : args,
         .nterms = arity ? 0 : fn->arity,
     };
-    if (nextra) {
-        /* The payload is one array: the arguments, then the extras. */
-        Term terms[VM_MAX_ARITY + 2];
-        unsigned n = ev.nterms;
-        memcpy(terms, args, n * sizeof(Term));
-        for (unsigned i = 0; i < nextra && i < 2; i++)
-            terms[n++] = extra[i];
-        ev.terms = terms;
-        ev.nterms = n;
+    if (nextra)
+        call_with_extra(p, &ev, extra, nextra);
+    else
         tr_vm_emit(p, &ev);
-        return;
-    }
-    tr_vm_emit(p, &ev);
 }
 
 /* An event about fn with `n` payload terms. */
