@@ -17,6 +17,12 @@
  *   armed      trace_pattern(interp:fib/1, true, local); the process is
  *              not traced, so every call enters BREAKPOINT and goes on
  *   call_count trace_pattern(interp:fib/1, true, call_count)
+ *   call_event the process has the call flag and fib a local pattern: a
+ *              call event per call into the trace pipeline (running
+ *              throughout, callback format with an empty callback on the
+ *              collector thread, 64 MiB rings so nothing is dropped)
+ *   return_pair the same with [{'_',[],[{return_trace}]}]: a call event, a
+ *              trace frame and a return_from event per call
  *   call_time  trace_pattern(interp:fib/1, true, call_time): every call
  *              pushes a time frame and charges the caller's time, every
  *              return charges fib's (the count is checked after each run)
@@ -38,6 +44,8 @@
  * usage: bench_overhead [--tasm FILE] [--runs R] [--reps K] [--fib N]
  *                       [--callgrind SCENARIO]
  */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,8 +57,9 @@
 
 #define MAX_SAMPLES 100000
 
-enum { S_UNTRACED, S_ELSEWHERE, S_ARMED, S_COUNT, S_TIME, NSCEN };
-static const char *const scen_name[NSCEN] = { "untraced", "elsewhere", "armed", "call_count",
+enum { S_UNTRACED, S_ELSEWHERE, S_ARMED, S_COUNT, S_EVENT, S_PAIR, S_TIME, NSCEN };
+static const char *const scen_name[NSCEN] = { "untraced", "elsewhere",  "armed",
+                                              "call_count", "call_event", "return_pair",
                                               "call_time" };
 
 /* What the native works on (one process at a time). */
@@ -117,6 +126,9 @@ static void tp(tvm_vm *vm, const char *pat, tvm_tp_action how, unsigned flags)
 
 static void set_scenario(tvm_vm *vm, int s)
 {
+    tvm_error err;
+    bool traced = s == S_EVENT || s == S_PAIR;
+    tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL, traced);
     tp(vm, "interp:_/_", TVM_TP_FALSE, TVM_TP_LOCAL);
     tp(vm, "interp:_/_", TVM_TP_FALSE, TVM_TP_GLOBAL);
     tp(vm, "interp:_/_", TVM_TP_FALSE, TVM_TP_CALL_COUNT);
@@ -132,6 +144,14 @@ static void set_scenario(tvm_vm *vm, int s)
         break;
     case S_COUNT:
         tp(vm, "interp:fib/1", TVM_TP_TRUE, TVM_TP_CALL_COUNT);
+        break;
+    case S_EVENT:
+        tp(vm, "interp:fib/1", TVM_TP_TRUE, TVM_TP_LOCAL);
+        break;
+    case S_PAIR:
+        if (tvm_trace_pattern_ms(vm, "interp:fib/1", "[{'_',[],[{return_trace}]}]", TVM_TP_TRUE,
+                                 TVM_TP_LOCAL, 0, NULL, &err) != TVM_OK)
+            die("tvm_trace_pattern_ms", err.message);
         break;
     case S_TIME:
         tp(vm, "interp:fib/1", TVM_TP_TRUE, TVM_TP_CALL_TIME);
@@ -150,6 +170,19 @@ static int64_t time_count(tvm_vm *vm)
     for (size_t i = 0; i < n; i++)
         c += (int64_t)e[i].count;
     return c;
+}
+
+/* The pipeline's sink: counts what reaches it (the callback runs on the
+ * collector thread; read after tvm_trace_stop). */
+static uint64_t events_seen, events_lost;
+
+static void count_event(const tvm_trace_event *ev, void *data)
+{
+    (void)data;
+    if (ev->lost)
+        events_lost += ev->lost;
+    else
+        events_seen++;
 }
 
 /* Runs ovh:run(K) as a process; the durations land in out[0..K-1]. */
@@ -210,7 +243,8 @@ int main(int argc, char **argv)
             i++;
         } else {
             fprintf(stderr, "usage: bench_overhead [--tasm FILE] [--runs R] [--reps K] "
-                    "[--fib N] [--callgrind untraced|elsewhere|armed|call_count|call_time]\n");
+                    "[--fib N] [--callgrind untraced|elsewhere|armed|call_count|call_event|"
+                    "return_pair|call_time]\n");
             return 2;
         }
     }
@@ -229,6 +263,10 @@ int main(int argc, char **argv)
         tvm_load_string(vm, "ovh.tasm", drv_text, sizeof drv_text - 1, &err) != TVM_OK)
         die("loading", err.message);
     tvm_env *env = tvm_env_new(vm);
+    tvm_trace_options topts = { .format = TVM_TRACE_CALLBACK, .callback = count_event,
+                                .ring_bytes = (size_t)64 << 20 };
+    if (tvm_trace_start(vm, &topts, &err) != TVM_OK)
+        die("tvm_trace_start", err.message);
 
     if (only >= 0) {
         double t[100], w[100];
@@ -241,6 +279,7 @@ int main(int argc, char **argv)
         if (only == S_TIME)
             printf("fib_call_time_count=%lld\n", (long long)time_count(vm));
         printf("scenario=%s\nfib_calls=%lld\nreps=%d\n", scen_name[only], (long long)calls, reps);
+        tvm_trace_stop(vm);
         tvm_env_free(env);
         tvm_destroy(vm);
         return 0;
@@ -276,8 +315,22 @@ int main(int argc, char **argv)
         }
         n += reps;
     }
+    tvm_trace_stop(vm);
     tvm_env_free(env);
     tvm_destroy(vm);
+    /* Every traced call's events are accounted for: one (call_event) or
+     * two (return_pair) per call, in the warm-up and in every round,
+     * written or counted as lost (a collector thread descheduled for tens
+     * of ms on a busy machine lets a ring fill up; lost events cost the
+     * producer a little less, so events_lost is printed next to the
+     * figures). */
+    uint64_t want_events = (uint64_t)calls * (uint64_t)(1 + runs * reps) * 3;
+    if (events_seen + events_lost != want_events) {
+        fprintf(stderr, "bench_overhead: %llu events reached the sink and %llu were lost, "
+                "expected %llu in all\n", (unsigned long long)events_seen,
+                (unsigned long long)events_lost, (unsigned long long)want_events);
+        return 1;
+    }
     if (counted != calls * reps) {
         fprintf(stderr, "bench_overhead: call_count says %lld, expected %lld\n",
                 (long long)counted, (long long)(calls * reps));
@@ -295,7 +348,8 @@ int main(int argc, char **argv)
     /* Each scenario against untraced in the same round (seconds apart, so
      * they share the machine's state), median over the rounds. */
     static const char *const delta_key[NSCEN] = { NULL, "elsewhere_ns", "armed_ns",
-                                                  "call_count_ns", "call_time_ns" };
+                                                  "call_count_ns", "call_event_ns",
+                                                  "return_pair_ns", "call_time_ns" };
     for (int s = 1; s < NSCEN; s++) {
         static double d[MAX_SAMPLES];
         for (int r = 0; r < runs; r++)
@@ -303,5 +357,6 @@ int main(int argc, char **argv)
         printf("%s=%.3f\n", delta_key[s], median(d, runs));
     }
     printf("elsewhere_ratio=%.4f\n", med[S_ELSEWHERE] / med[S_UNTRACED]);
+    printf("events_lost=%llu\n", (unsigned long long)events_lost);
     return 0;
 }

@@ -136,8 +136,8 @@ static uint32_t frame_flags(const TrMsResult *res, uint32_t fl, uintptr_t pf)
  * {display, _}, writes the call event.  Returns the frame flags wanted
  * (*want) and whether the call matched (the hook runs only then).
  */
-static bool process_call(Process *p, const FuncInfo *fn, const TrMs *ms, uint32_t fl,
-                         uint32_t *want)
+static __attribute__((noinline)) bool process_call(Process *p, const FuncInfo *fn,
+                                                   const TrMs *ms, uint32_t fl, uint32_t *want)
 {
     uint32_t base = p->frames[p->nframes - 1].base;
     TrMsResult res = { 0 };
@@ -188,6 +188,14 @@ bool bp_hit(Process *p, const BpGen *g, uint32_t fl, bool global)
 {
     const FuncInfo *fn = p->frames[p->nframes - 1].fn;
     const uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
+    /* The common case first: a plain call trace (no spec, no meta, no
+     * return_to, not silent) is an event and the hook. */
+    if (!g->match_spec && !(fl & BP_ANY_PROCESS) && (fl & BP_CALL_TRACE) &&
+        (pf & (VM_TRACE_CALL | VM_TRACE_RETURN_TO | VM_TRACE_SILENT)) == VM_TRACE_CALL) {
+        tr_vm_call(p, fn, pf, NULL, 0, 0);
+        run_call_hook(p, fn, global);
+        return true;
+    }
     uint32_t want = 0, meta = 0;
     void *tdata = NULL;
     /* (1) meta trace: never suspends. */

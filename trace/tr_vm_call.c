@@ -11,19 +11,26 @@
 
 #include <string.h>
 
+/* A call event whose payload is the arguments and then `extra` terms
+ * (one array; kept out of the plain call's path, which copies nothing). */
+static __attribute__((noinline)) void call_with_extra(Process *p, TrEmit *ev,
+                                                      const Term *extra, unsigned nextra)
+{
+    Term terms[VM_MAX_ARITY + 2];
+    unsigned n = ev->nterms;
+    memcpy(terms, ev->terms, n * sizeof(Term));
+    for (unsigned i = 0; i < nextra && i < 2; i++)
+        terms[n++] = extra[i];
+    ev->terms = terms;
+    ev->nterms = n;
+    tr_vm_emit(p, ev);
+}
+
 void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf, const Term *extra,
                 unsigned nextra, unsigned xflags)
 {
     bool arity = tf & VM_TRACE_ARITY;
-    const Frame *f = &p->frames[p->nframes - 1];
-    Term terms[VM_MAX_ARITY + 2];
-    unsigned n = 0;
-    if (!arity) {
-        memcpy(terms, &p->stack[f->base], fn->arity * sizeof(Term));
-        n = fn->arity;
-    }
-    for (unsigned i = 0; i < nextra && i < 2; i++)
-        terms[n++] = extra[i];
+    const Term *args = &p->stack[p->frames[p->nframes - 1].base];
     TrEmit ev = {
         .kind = TR_K_CALL,
         .flags = tr_vm_record_flags(tf) | (arity ? TR_F_ARITY : 0) | xflags,
@@ -31,10 +38,13 @@ void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf, const Term *extra,
         .mod = fn->mod,
         .fun = fn->name,
         .arity = fn->arity,
-        .terms = terms,
-        .nterms = n,
+        .terms = arity ? NULL : args,
+        .nterms = arity ? 0 : fn->arity,
     };
-    tr_vm_emit(p, &ev);
+    if (nextra)
+        call_with_extra(p, &ev, extra, nextra);
+    else
+        tr_vm_emit(p, &ev);
 }
 
 /* An event about fn with `n` payload terms. */
