@@ -24,15 +24,22 @@
  *   return_pair the same with [{'_',[],[{return_trace}]}]: a call event, a
  *              trace frame and a return_from event per call
  *   call_time  trace_pattern(interp:fib/1, true, call_time): every call
- *              pushes a time frame and charges the caller's time, every
- *              return charges fib's (the count is checked after each run)
+ *              pushes a time frame and counts; fib calling fib, the clock
+ *              is read only at the outermost call and return (the count
+ *              is checked after each run)
+ *   calls_untraced, call_time_switch: the same number of calls made by
+ *              interp:calls/1 to interp:empty/0 (instead of fib), untraced
+ *              and with call_time on both: every call and every return
+ *              changes the current function, so each reads the clock and
+ *              charges (call_time_switch_ns is over calls_untraced)
  * Each fib is timed with the scheduler thread's CPU-time clock
  * (CLOCK_THREAD_CPUTIME_ID: a preempted thread does not count, which on a
  * shared machine is most of the noise) and with CLOCK_MONOTONIC.
  * Printed (key=value): the median ns per fib call of each scenario over
  * every timed fib (--runs rounds x --reps fibs each; *_wall_* with the
- * wall clock), and the differences armed_ns, call_count_ns, elsewhere_ns
- * call_time_ns (ns per call over untraced: per round, the median of the scenario's
+ * wall clock), and the differences armed_ns, call_count_ns, elsewhere_ns,
+ * call_event_ns, return_pair_ns, call_time_ns, call_time_switch_ns (ns per
+ * call over untraced: per round, the median of the scenario's
  * fibs minus the median of untraced's, then the median over the rounds).
  *
  * --callgrind SCENARIO runs one round of that scenario only (no warm-up,
@@ -57,14 +64,18 @@
 
 #define MAX_SAMPLES 100000
 
-enum { S_UNTRACED, S_ELSEWHERE, S_ARMED, S_COUNT, S_EVENT, S_PAIR, S_TIME, NSCEN };
+enum { S_UNTRACED, S_ELSEWHERE, S_ARMED, S_COUNT, S_EVENT, S_PAIR, S_TIME, S_CALLS,
+       S_TIME_SW, NSCEN };
 static const char *const scen_name[NSCEN] = { "untraced", "elsewhere",  "armed",
                                               "call_count", "call_event", "return_pair",
-                                              "call_time" };
+                                              "call_time", "calls_untraced",
+                                              "call_time_switch" };
 
 /* What the native works on (one process at a time). */
 static struct {
     int64_t fib_n, expect;
+    const char *fun;   /* "fib" (fib(fib_n)), or "calls" (calls(n_calls)) */
+    int64_t n_calls;
     double *out;       /* K durations, ns of the thread's CPU time */
     double *wall;      /* K durations, ns of CLOCK_MONOTONIC */
 } job;
@@ -83,7 +94,7 @@ static double cpu_ns(void)
 tvm_status ovh_fib_call(tvm_env *env, tvm_term arg, tvm_term *res);
 __attribute__((noinline)) tvm_status ovh_fib_call(tvm_env *env, tvm_term arg, tvm_term *res)
 {
-    return tvm_call(env, "interp", "fib", 1, &arg, res);
+    return tvm_call(env, "interp", job.fun, 1, &arg, res);
 }
 
 /* ovh_nat:fibs(K): K timed calls of fib(fib_n) into job.out. */
@@ -93,7 +104,9 @@ static tvm_status nat_fibs(tvm_env *env, int argc, const tvm_term *argv, tvm_ter
     (void)argc, (void)data;
     int64_t k, v;
     tvm_term arg, res;
-    if (tvm_get_int(env, argv[0], &k) != TVM_OK || tvm_make_int(env, job.fib_n, &arg) != TVM_OK)
+    bool fib = job.fun[0] == 'f';
+    if (tvm_get_int(env, argv[0], &k) != TVM_OK ||
+        tvm_make_int(env, fib ? job.fib_n : job.n_calls, &arg) != TVM_OK)
         return tvm_raise_badarg(env);
     for (int64_t i = 0; i < k; i++) {
         double w0 = now_ns(), t0 = cpu_ns();
@@ -101,7 +114,7 @@ static tvm_status nat_fibs(tvm_env *env, int argc, const tvm_term *argv, tvm_ter
         double t1 = cpu_ns(), w1 = now_ns();
         if (st != TVM_OK)
             return st;
-        if (tvm_get_int(env, res, &v) != TVM_OK || v != job.expect)
+        if (tvm_get_int(env, res, &v) != TVM_OK || v != (fib ? job.expect : 0))
             die("fib returned a wrong value", NULL);
         job.out[i] = t1 - t0;
         job.wall[i] = w1 - w0;
@@ -156,16 +169,21 @@ static void set_scenario(tvm_vm *vm, int s)
     case S_TIME:
         tp(vm, "interp:fib/1", TVM_TP_TRUE, TVM_TP_CALL_TIME);
         break;
+    case S_TIME_SW:
+        tp(vm, "interp:calls/1", TVM_TP_TRUE, TVM_TP_CALL_TIME);
+        tp(vm, "interp:empty/0", TVM_TP_TRUE, TVM_TP_CALL_TIME);
+        break;
     }
+    job.fun = s == S_CALLS || s == S_TIME_SW ? "calls" : "fib";
 }
 
-/* The calls call_time counted on interp:fib/1 (all processes). */
-static int64_t time_count(tvm_vm *vm)
+/* The calls call_time counted on mfa (all processes). */
+static int64_t time_count(tvm_vm *vm, const char *mfa)
 {
     tvm_call_time_entry e[4];
     size_t n;
-    if (tvm_call_time(vm, "interp:fib/1", e, 4, &n) != TVM_OK || n > 4)
-        die("no call time on interp:fib/1", NULL);
+    if (tvm_call_time(vm, mfa, e, 4, &n) != TVM_OK || n > 4)
+        die("no call time on", mfa);
     int64_t c = 0;
     for (size_t i = 0; i < n; i++)
         c += (int64_t)e[i].count;
@@ -244,7 +262,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr, "usage: bench_overhead [--tasm FILE] [--runs R] [--reps K] "
                     "[--fib N] [--callgrind untraced|elsewhere|armed|call_count|call_event|"
-                    "return_pair|call_time]\n");
+                    "return_pair|call_time|calls_untraced|call_time_switch]\n");
             return 2;
         }
     }
@@ -252,6 +270,7 @@ int main(int argc, char **argv)
     job.expect = fib_value(fib_n);
     /* fib(N) makes 2*fib(N+1) - 1 calls. */
     const int64_t calls = 2 * fib_value(fib_n + 1) - 1;
+    job.n_calls = calls;   /* the calls scenarios make as many calls */
 
     tvm_config cfg = { .schedulers = 1, .quiet_crashes = true };
     tvm_vm *vm = tvm_new(&cfg);
@@ -277,7 +296,7 @@ int main(int argc, char **argv)
             printf("fib_call_count=%lld\n", (long long)n);
         }
         if (only == S_TIME)
-            printf("fib_call_time_count=%lld\n", (long long)time_count(vm));
+            printf("fib_call_time_count=%lld\n", (long long)time_count(vm, "interp:fib/1"));
         printf("scenario=%s\nfib_calls=%lld\nreps=%d\n", scen_name[only], (long long)calls, reps);
         tvm_trace_stop(vm);
         tvm_env_free(env);
@@ -307,9 +326,10 @@ int main(int argc, char **argv)
                     die("no call count on interp:fib/1", NULL);
                 counted = c;
             }
-            if (s == S_TIME && time_count(vm) != calls * reps) {
-                fprintf(stderr, "bench_overhead: call_time counted %lld, expected %lld\n",
-                        (long long)time_count(vm), (long long)(calls * reps));
+            const char *timed = s == S_TIME ? "interp:fib/1" : "interp:empty/0";
+            if ((s == S_TIME || s == S_TIME_SW) && time_count(vm, timed) != calls * reps) {
+                fprintf(stderr, "bench_overhead: call_time counted %lld on %s, expected %lld\n",
+                        (long long)time_count(vm, timed), timed, (long long)(calls * reps));
                 return 1;
             }
         }
@@ -349,11 +369,15 @@ int main(int argc, char **argv)
      * they share the machine's state), median over the rounds. */
     static const char *const delta_key[NSCEN] = { NULL, "elsewhere_ns", "armed_ns",
                                                   "call_count_ns", "call_event_ns",
-                                                  "return_pair_ns", "call_time_ns" };
+                                                  "return_pair_ns", "call_time_ns", NULL,
+                                                  "call_time_switch_ns" };
     for (int s = 1; s < NSCEN; s++) {
         static double d[MAX_SAMPLES];
+        int base = s == S_TIME_SW ? S_CALLS : S_UNTRACED;
+        if (s == S_CALLS)
+            continue;   /* a baseline itself */
         for (int r = 0; r < runs; r++)
-            d[r] = (round_med[s][r] - round_med[S_UNTRACED][r]) / (double)calls;
+            d[r] = (round_med[s][r] - round_med[base][r]) / (double)calls;
         printf("%s=%.3f\n", delta_key[s], median(d, runs));
     }
     printf("elsewhere_ratio=%.4f\n", med[S_ELSEWHERE] / med[S_UNTRACED]);
