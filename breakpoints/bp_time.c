@@ -18,6 +18,9 @@
  * callees (an untraced callee's time is its caller's, as in BEAM).  While
  * the process is scheduled out there is no mark: sched_out charges up to
  * now, sched_in starts a new stretch, and the time in between is nobody's.
+ * An event that does not change the current function (recursion, or a
+ * return into the same function) charges nothing and reads no clock: the
+ * stretch simply goes on, since it is that function's either way.
  *
  * Where it is kept.  A BpTime hangs off a generation (BpGen.time) of the
  * function's local record, like a call counter, and has one shard per
