@@ -305,6 +305,11 @@ Test(onload, wrong_forms)
     cr_assert_str_eq(err.message,
                      "tvm_trace_pattern: global cannot be combined with local, call_count or "
                      "call_time");
+    cr_assert_eq(tvm_trace_pattern_ms(vm, "on_load", "[{'_',[],[]}]", TVM_TP_TRUE, TVM_TP_LOCAL,
+                                      0, &n, &err),
+                 TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message,
+                     "tvm_trace_pattern: on_load takes no match spec and no meta trace");
     cr_assert_eq(tvm_trace_pattern(vm, "on_load/1", TVM_TP_TRUE, TVM_TP_LOCAL, &n, &err),
                  TVM_ERR_BADARG);
     cr_assert_str_eq(err.message,
