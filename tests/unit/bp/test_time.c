@@ -1,14 +1,13 @@
 /*
  * tests/unit/bp/test_time.c - call_time (breakpoints/bp_time.c): the
- * per-scheduler tables directly (exact sums per process, growth, readers
- * while writers insert), and the accounting through the hit-side
- * interface (bp_time_call / bp_time_return / sched_out / sched_in) on a
- * real VM's call_time records: exclusive time, time scheduled out,
- * pause, restart, false, trace_info and tvm_call_time.
+ * per-scheduler tables directly (exact sums per process, growth; readers
+ * while writers insert are in tests/stress/stress_time.c), and the
+ * accounting through the hit-side interface (bp_time_call /
+ * bp_time_return / sched_out / sched_in) on a real VM's call_time
+ * records: exclusive time, time scheduled out, pause, restart, false,
+ * trace_info and tvm_call_time.
  */
 #include <criterion/criterion.h>
-#include <pthread.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include "breakpoints/bp_time.h"
@@ -86,81 +85,8 @@ Test(time_tab, grows_and_keeps_every_entry)
     bp_time_free(t);
 }
 
-/* Writers: one per scheduler shard (no lock) and two sharing shard 0
- * (locked), each adding 1 call and 3 ticks per round to 200 processes;
- * a reader meanwhile sees every count only grow and never above the
- * final value, which is exact. */
-#define W_PIDS 200
-#define W_ROUNDS 300
-
-typedef struct Writer {
-    BpTime *t;
-    uint32_t slot;
-} Writer;
-
-static VmAtomic readers_stop, reader_ready;
-
-static void *writer(void *arg)
-{
-    Writer *w = arg;
-    /* Not before the reader runs: the point is to overlap with it. */
-    while (!vm_atomic_load_acquire(&reader_ready))
-        sched_yield();
-    for (int r = 0; r < W_ROUNDS; r++)
-        for (uint64_t pid = 0; pid < W_PIDS; pid++)
-            bp_time_add(w->t, w->slot, pid * 7919, 1, 3);
-    return NULL;
-}
-
-static void *reader(void *arg)
-{
-    BpTime *t = arg;
-    uint64_t last[W_PIDS] = { 0 };
-    long reads = 0;
-    do {
-        BpTimeSample *v;
-        size_t n = bp_time_read(t, &v);
-        cr_assert(n <= W_PIDS);
-        for (size_t i = 0; i < n; i++) {
-            size_t k = v[i].pid / 7919;
-            cr_assert_eq(v[i].pid, k * 7919);
-            cr_assert(v[i].count >= last[k], "count went back");
-            cr_assert(v[i].count <= 4 * W_ROUNDS);
-            last[k] = v[i].count;
-        }
-        free(v);
-        reads++;
-        vm_atomic_store_release(&reader_ready, 1);
-    } while (!vm_atomic_load_acquire(&readers_stop));
-    return (void *)reads;
-}
-
-Test(time_tab, readers_walk_while_writers_insert, .timeout = 60)
-{
-    BpTime *t = bp_time_new(3);
-    Writer w[4] = { { t, 1 }, { t, 2 }, { t, 0 }, { t, 0 } };
-    pthread_t th[4], rd;
-    vm_atomic_store_release(&readers_stop, 0);
-    vm_atomic_store_release(&reader_ready, 0);
-    pthread_create(&rd, NULL, reader, t);
-    for (int i = 0; i < 4; i++)
-        pthread_create(&th[i], NULL, writer, &w[i]);
-    for (int i = 0; i < 4; i++)
-        pthread_join(th[i], NULL);
-    vm_atomic_store_release(&readers_stop, 1);
-    void *reads;
-    pthread_join(rd, &reads);
-    cr_assert((long)reads > 0);
-    BpTimeSample *v;
-    size_t n = bp_time_read(t, &v);
-    cr_assert_eq(n, W_PIDS);
-    for (size_t i = 0; i < n; i++) {
-        cr_assert_eq(v[i].count, 4 * W_ROUNDS);
-        cr_assert_eq(v[i].ns, ns_of(3 * 4 * W_ROUNDS));
-    }
-    free(v);
-    bp_time_free(t);
-}
+/* Readers walking the tables while writers insert: tests/stress/stress_time.c
+ * (a plain program, so that it runs under ThreadSanitizer too). */
 
 /* ---- the accounting, through the hit-side interface ---- */
 
