@@ -105,38 +105,60 @@ static size_t lines(const char *mfa)
 #define SPIN 200000
 
 /*
- * Runs ctv:fun(SPIN) with `outer` and `inner` call_time-traced, where
- * `outer` spends one spin of its own and `inner` eight: each is called
- * once, and outer's exclusive time leaves inner's out.  Returns outer's.
+ * Times are wall-clock (rdtsc) stretches of spin loops, and on a shared
+ * machine the scheduler thread may be preempted in the middle of one: so
+ * a ratio gets up to ATTEMPTS runs (counts are checked exactly in every
+ * one).  A broken exclusion fails them all: the outer function would then
+ * be charged nine spins to the inner's eight.
  */
-static tvm_call_time_entry outer_excludes_inner(const char *fun, const char *outer,
-                                                const char *inner)
+#define ATTEMPTS 5
+
+/* One run of ctv:fun(SPIN), outer spending one spin of its own and inner
+ * eight, each called once; true if outer's time leaves inner's out. */
+static bool excludes_once(const char *fun, const char *outer, const char *inner,
+                          uint64_t *outer_ns)
 {
-    load_ok(vm, "ctv.tasm", src);
-    tp(outer, TVM_TP_TRUE);
-    tp(inner, TVM_TP_TRUE);
+    tp(outer, TVM_TP_RESTART);
+    tp(inner, TVM_TP_RESTART);
     tvm_pid pid = run(fun, 1, (int64_t[]){ SPIN });
     tvm_call_time_entry o = line_of(outer, pid), i = line_of(inner, pid);
     cr_assert_eq(o.count, 1);
     cr_assert_eq(i.count, 1);
-    cr_assert(o.ns > 0 && i.ns > 0);
-    cr_assert(i.ns > 3 * o.ns, "%s %lu ns is not ~8x %s %lu ns", inner, (unsigned long)i.ns,
-              outer, (unsigned long)o.ns);
-    return o;
+    *outer_ns = o.ns;
+    return o.ns > 0 && i.ns > 3 * o.ns;
+}
+
+/* outer's exclusive time (ns) once it has left inner's out. */
+static uint64_t outer_excludes_inner(const char *fun, const char *outer, const char *inner)
+{
+    load_ok(vm, "ctv.tasm", src);
+    tp(outer, TVM_TP_TRUE);
+    tp(inner, TVM_TP_TRUE);
+    uint64_t o = 0;
+    for (int k = 0; k < ATTEMPTS; k++)
+        if (excludes_once(fun, outer, inner, &o))
+            return o;
+    cr_assert_fail("%s was charged for %s in %d runs (last: %lu ns)", outer, inner, ATTEMPTS,
+                   (unsigned long)o);
+    return 0;
 }
 
 /* f's own time is one spin, g's eight: f is not charged for g */
 Test(time_vm, exclusive_time_leaves_out_traced_callees)
 {
-    tvm_call_time_entry f = outer_excludes_inner("f", "ctv:f/1", "ctv:g/1");
+    uint64_t f = outer_excludes_inner("f", "ctv:f/1", "ctv:g/1");
     /* without g traced, f is charged for all of it */
     tp("ctv:g/1", TVM_TP_FALSE);
-    tp("ctv:f/1", TVM_TP_RESTART);
-    tvm_pid pid = run("f", 1, (int64_t[]){ SPIN });
-    tvm_call_time_entry f2 = line_of("ctv:f/1", pid);
-    cr_assert_eq(f2.count, 1);
-    cr_assert(f2.ns > 3 * f.ns, "f alone %lu ns, f without g %lu ns", (unsigned long)f2.ns,
-              (unsigned long)f.ns);
+    uint64_t f2 = 0;
+    for (int k = 0; k < ATTEMPTS && f2 <= 3 * f; k++) {
+        tp("ctv:f/1", TVM_TP_RESTART);
+        tvm_pid pid = run("f", 1, (int64_t[]){ SPIN });
+        tvm_call_time_entry e = line_of("ctv:f/1", pid);
+        cr_assert_eq(e.count, 1);
+        f2 = e.ns;
+    }
+    cr_assert(f2 > 3 * f, "f alone %lu ns, f without g %lu ns", (unsigned long)f2,
+              (unsigned long)f);
 }
 
 /* three processes, each f five times: one line per process, exact counts */
