@@ -10,7 +10,12 @@
  *      true / pause / restart / false over and over (fresh tables swapped
  *      in, old ones freed after the grace period, tables growing as new
  *      processes appear); afterwards, a restart and a process making
- *      exactly 1,000 calls read back exactly 1,000.
+ *      exactly 1,000 calls read back exactly 1,000;
+ *   3. on_load: a module reloaded 60 times (on_load local + call_count +
+ *      call_time) while processes on both schedulers call it remotely
+ *      without pause: each version is armed before its load publishes it,
+ *      with no wait (TSan checks that the publication orders it); after
+ *      the last load, 1,000 calls read back as exactly 1,000 in both.
  * A plain program (exit 0 = pass).
  */
 #include <pthread.h>
@@ -236,12 +241,83 @@ static int vm_run(void)
     return 0;
 }
 
+/* ==== 3. on_load while the module is called ==== */
+
+/* rl:f() returns its version; ct:rl_loop(0) calls rl:f() until stop. */
+static const char rl_loop_src[] =
+    "module rlc\n"
+    "export loop/1, count/1\n"
+    "function loop/1 regs 2\n"
+    "top:\n"
+    "    callx r1, r1, rl:f/0\n"
+    "    callx r1, r1, st:stop/0\n"
+    "    jnei r1, 0, done\n"
+    "    jump top\n"
+    "done:\n    ret r1\nend\n"
+    "function count/1 regs 2\n"
+    "top:\n    jeqi r0, 0, done\n    callx r1, r1, rl:f/0\n    addi r0, r0, -1\n    jump top\n"
+    "done:\n    ret r0\nend\n";
+
+static void load_version(int v)
+{
+    char text[160];
+    int n = snprintf(text, sizeof text,
+                     "module rl\nexport f/0\nfunction f/0 regs 1\n    loadi r0, %d\n    ret r0\nend\n",
+                     v);
+    tvm_error err;
+    if (tvm_load_string(vm, "rl.tasm", text, (size_t)n, &err) != TVM_OK)
+        exit(fail(err.message));
+}
+
+static int on_load_run(void)
+{
+    tvm_config cfg = { .schedulers = 2, .quiet_crashes = true };
+    vm = tvm_new(&cfg);
+    tvm_error err;
+    vm_atomic_store_release(&stop, 0);
+    if (!vm || tvm_register_native(vm, "st", "stop", 0, nat_stop, NULL, &err) != TVM_OK ||
+        tvm_load_string(vm, "rlc.tasm", rl_loop_src, sizeof rl_loop_src - 1, &err) != TVM_OK ||
+        tvm_trace_pattern(vm, "on_load", TVM_TP_TRUE,
+                          TVM_TP_LOCAL | TVM_TP_CALL_COUNT | TVM_TP_CALL_TIME, NULL, &err) != TVM_OK)
+        return fail(err.message);
+    load_version(0);
+    tvm_env *env = tvm_env_new(vm);
+    tvm_pid pids[3];
+    for (int i = 0; i < 3; i++)
+        pids[i] = spawn_int(env, "rlc", "loop", 0);
+    for (int v = 1; v <= 60; v++)
+        load_version(v);
+    vm_atomic_store_release(&stop, 1);
+    for (int i = 0; i < 3; i++) {
+        tvm_term r;
+        if (tvm_join(env, pids[i], &r) != TVM_OK)
+            return fail("rlc:loop/1 failed");
+    }
+    load_version(61);
+    tvm_term r;
+    tvm_pid p = spawn_int(env, "rlc", "count", 1000);
+    if (tvm_join(env, p, &r) != TVM_OK)
+        return fail("rlc:count/1 failed");
+    int64_t c = 0;
+    tvm_call_time_entry e[2];
+    size_t n;
+    if (tvm_call_count(vm, "rl:f/0", &c) != TVM_OK || c != 1000 ||
+        tvm_call_time(vm, "rl:f/0", e, 2, &n) != TVM_OK || n != 1 || e[0].count != 1000)
+        return fail("on_load: 1,000 calls of the last version did not read back as 1,000");
+    tvm_env_free(env);
+    tvm_destroy(vm);
+    printf("stress_time: 62 loads with on_load armed while 3 processes called the module\n");
+    return 0;
+}
+
 int main(void)
 {
     alarm(120);
     int rc = tables();
     if (!rc)
         rc = vm_run();
+    if (!rc)
+        rc = on_load_run();
     if (!rc)
         printf("stress_time: ok\n");
     return rc;
