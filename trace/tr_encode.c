@@ -224,9 +224,54 @@ static void encode_root(Enc *e, Term t)
     }
 }
 
+/* The most bytes one immediate takes: a tag and a 64-bit varint. */
+#define TR_IMM_MAX 11u
+
+/*
+ * The common payload, a few small integers, atoms, pids or [] (a call's
+ * arguments), written straight, without the encoder's state: the same
+ * bytes encode_root() would write.  Returns the length, or 0 when some
+ * term is not an immediate (the caller takes the general path, which
+ * starts over).  The caller checked that n * TR_IMM_MAX bytes fit.
+ */
+static size_t encode_immediates(uint8_t *buf, const Term *terms, unsigned n)
+{
+    size_t pos = 0;
+    for (unsigned i = 0; i < n; i++) {
+        Term t = terms[i];
+        uint64_t v;
+        if (term_is_small(t)) {
+            int64_t x = small_value(t);
+            buf[pos] = TR_T_SMALL;
+            v = ((uint64_t)x << 1) ^ (uint64_t)(x >> 63);
+        } else if (term_is_atom(t)) {
+            buf[pos] = TR_T_ATOM;
+            v = atom_value(t);
+        } else if (term_is_pid(t)) {
+            buf[pos] = TR_T_PID;
+            v = pid_value(t);
+        } else if (term_is_nil(t)) {
+            buf[pos++] = TR_T_NIL;
+            continue;
+        } else {
+            return 0;
+        }
+        pos += 1 + varint(buf + pos + 1, v);
+    }
+    return pos;
+}
+
 size_t tr_encode(uint8_t *buf, size_t cap, const Term *terms, unsigned n,
                  unsigned *nterms, bool *truncated)
 {
+    if (n && n <= 8 && cap >= (size_t)n * TR_IMM_MAX + 1) {
+        size_t len = encode_immediates(buf, terms, n);
+        if (len) {
+            *nterms = n;
+            *truncated = false;
+            return len;
+        }
+    }
     /* open starts at 1: the top-level sequence keeps a byte for a TRUNC
      * that stands for the roots left out after a cut inside a root.  The
      * fields are set one by one: an initializer would also zero the
