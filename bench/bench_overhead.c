@@ -140,7 +140,8 @@ static void tp(tvm_vm *vm, const char *pat, tvm_tp_action how, unsigned flags)
 static void set_scenario(tvm_vm *vm, int s)
 {
     tvm_error err;
-    bool traced = s == S_EVENT || s == S_PAIR;
+    /* call_time measures call-traced processes, as BEAM's. */
+    bool traced = s == S_EVENT || s == S_PAIR || s == S_TIME || s == S_TIME_SW;
     tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL, traced);
     tp(vm, "interp:_/_", TVM_TP_FALSE, TVM_TP_LOCAL);
     tp(vm, "interp:_/_", TVM_TP_FALSE, TVM_TP_GLOBAL);

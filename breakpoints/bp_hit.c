@@ -190,7 +190,7 @@ bool bp_hit(Process *p, const BpGen *g, uint32_t fl, bool global)
     const uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
     /* The common case first: a plain call trace (no spec, no meta, no
      * return_to, not silent) is an event and the hook. */
-    if (!g->match_spec && !(fl & BP_ANY_PROCESS) && (fl & BP_CALL_TRACE) &&
+    if (!g->match_spec && !(fl & (BP_ANY_PROCESS | BP_TIME_ACTIVE)) && (fl & BP_CALL_TRACE) &&
         (pf & (VM_TRACE_CALL | VM_TRACE_RETURN_TO | VM_TRACE_SILENT)) == VM_TRACE_CALL) {
         tr_vm_call(p, fn, pf, NULL, 0, 0);
         run_call_hook(p, fn, global);
@@ -201,11 +201,13 @@ bool bp_hit(Process *p, const BpGen *g, uint32_t fl, bool global)
     /* (1) meta trace: never suspends. */
     if (fl & BP_META)
         meta = bp_meta_call(p, fn, g->meta_spec, g->meta_tracer);
-    /* (1b) call_time: every process; the frame's tdata is the function
-     * that was current (a tail call in a chain that already has a time
-     * frame for fn pushes none: bp_time_return charges the current one). */
+    /* (1b) call_time, for processes with the call flag (as BEAM: the
+     * call-traced processes are the ones measured); the frame's tdata is
+     * the function that was current (a tail call in a chain that already
+     * has a time frame for fn pushes none: bp_time_return charges the
+     * current one). */
     uint32_t timed = 0;
-    if ((fl & BP_TIME_ACTIVE) && bp_time_call(p, fn, g, &tdata))
+    if ((fl & BP_TIME_ACTIVE) && (pf & VM_TRACE_CALL) && bp_time_call(p, fn, g, &tdata))
         timed = BP_TF_TIME;
     /* (2)-(3) the process's call trace: the spec reads g before the event
      * (which may suspend); nothing reads g after it. */

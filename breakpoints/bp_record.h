@@ -111,6 +111,6 @@ bool bp_hit(struct Process *p, const BpGen *g, uint32_t fl, bool global);
 /* Generation flags that take the slow path for a process with the call
  * flag, and for any process. */
 #define BP_CALL_TRACED (BP_CALL_TRACE | BP_TIME_ACTIVE)
-#define BP_ANY_PROCESS (BP_META | BP_TIME_ACTIVE)
+#define BP_ANY_PROCESS BP_META
 
 #endif /* BREAKPOINTS_BP_RECORD_H */

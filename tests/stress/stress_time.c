@@ -190,6 +190,7 @@ static int vm_run(void)
         tvm_load_string(vm, "ct.tasm", src, sizeof src - 1, &err) != TVM_OK)
         return fail(err.message);
     tvm_env *env = tvm_env_new(vm);
+    tvm_trace_flags_all(vm, TVM_TRACE_ALL, TVM_TRACE_CALL, true);
     tp("ct:f/0", TVM_TP_TRUE);
     tp("ct:g/0", TVM_TP_TRUE);
     tvm_pid pids[4];
@@ -280,6 +281,7 @@ static int on_load_run(void)
         tvm_trace_pattern(vm, "on_load", TVM_TP_TRUE,
                           TVM_TP_LOCAL | TVM_TP_CALL_COUNT | TVM_TP_CALL_TIME, NULL, &err) != TVM_OK)
         return fail(err.message);
+    tvm_trace_flags_all(vm, TVM_TRACE_ALL, TVM_TRACE_CALL, true);
     load_version(0);
     tvm_env *env = tvm_env_new(vm);
     tvm_pid pids[3];

@@ -67,6 +67,8 @@ TVM_FIXTURE(time_vm, (&(tvm_config){ .schedulers = 2, .quiet_crashes = true }));
 static void tp(const char *pattern, tvm_tp_action how)
 {
     tvm_error err;
+    /* call_time measures call-traced processes (beam.md Part 2 item 34). */
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_ALL, TVM_TRACE_CALL, true), TVM_OK);
     cr_assert_eq(tvm_trace_pattern(vm, pattern, how, TVM_TP_CALL_TIME, NULL, &err), TVM_OK, "%s",
                  err.message);
 }
@@ -254,6 +256,7 @@ Test(time_vm, with_call_count)
 {
     load_ok(vm, "ctv.tasm", src);
     tvm_error err;
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_ALL, TVM_TRACE_CALL, true), TVM_OK);
     cr_assert_eq(tvm_trace_pattern(vm, "ctv:g/1", TVM_TP_TRUE,
                                    TVM_TP_CALL_TIME | TVM_TP_CALL_COUNT | TVM_TP_LOCAL, NULL,
                                    &err),
@@ -263,4 +266,22 @@ Test(time_vm, with_call_count)
     cr_assert_eq(tvm_call_count(vm, "ctv:g/1", &c), TVM_OK);
     cr_assert_eq(c, 7);
     cr_assert_eq(line_of("ctv:g/1", pid).count, 7);
+}
+
+/* call_time measures call-traced processes only (beam.md Part 2 item 34):
+ * a process without the call flag leaves no line, one with it does, and
+ * enabled-but-not-hit is []. */
+Test(time_vm, only_call_traced_processes)
+{
+    load_ok(vm, "ctv.tasm", src);
+    tp("ctv:_/_", TVM_TP_TRUE);
+    cr_assert_eq(lines("ctv:f/1"), 0);
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL, false), TVM_OK);
+    tvm_pid quiet = run("many", 2, (int64_t[]){ 5, 100 });
+    cr_assert_eq(lines("ctv:f/1"), 0);
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL, true), TVM_OK);
+    tvm_pid traced = run("many", 2, (int64_t[]){ 5, 100 });
+    cr_assert_eq(lines("ctv:f/1"), 1);
+    cr_assert_eq(line_of("ctv:f/1", traced).count, 5);
+    cr_assert_eq(line_of("ctv:f/1", quiet).count, 0);
 }
