@@ -76,7 +76,7 @@ tvm_status tvm_trace_pattern_ms(tvm_vm *vm, const char *pattern, const char *mat
         return fail(err, TVM_ERR_BADARG, "tvm_trace_pattern", "NULL vm");
     BpRequest req = { how, flags, NULL, meta_tracer };
     if (!bp_pattern_parse(pattern, &pat, why, sizeof why) ||
-        !spec_from_text(vm, match_spec, pat.any_arity ? -1 : pat.arity, &req.ms, why,
+        !spec_from_text(vm, match_spec, pat.any_arity || pat.on_load ? -1 : pat.arity, &req.ms, why,
                         sizeof why))
         return fail(err, TVM_ERR_BADARG, "tvm_trace_pattern", why);
     if (!bp_request_check(&req, why, sizeof why) ||
@@ -289,7 +289,7 @@ static tvm_status nif_trace_pattern(tvm_env *env, int argc, const tvm_term *argv
         !flags_term(vm_root_get(p, argv[2]), &req))
         return badarg(p);
     if (term_is_cons(how)) {
-        req.ms = tr_ms_compile(how, pat.any_arity ? -1 : pat.arity, why, sizeof why);
+        req.ms = tr_ms_compile(how, pat.any_arity || pat.on_load ? -1 : pat.arity, why, sizeof why);
         if (!req.ms) {
             Term e[2] = { make_atom(ATOM_BADARG), vm_make_binary(p, why, strlen(why)) };
             vm_exception_set(p, make_atom(ATOM_ERROR), vm_make_tuple(p, 2, e), NULL);

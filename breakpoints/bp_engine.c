@@ -589,6 +589,7 @@ void bp_engine_destroy(tvm_vm *vm)
         E->pool = r->next_free;
         free(r);
     }
+    tr_ms_free(E->on_load_ms);
     free(E->touched);
     free(E);
     vm->bp = NULL;

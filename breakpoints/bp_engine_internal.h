@@ -15,6 +15,8 @@ typedef struct BpEngine {
     BpCount *count_free;        /* counters that lost their last reference */
     struct BpTime *time_free;   /* call time data that lost its last reference */
     unsigned on_load;           /* TVM_TP_* flags applied to every module loaded later */
+    struct TrMs *on_load_ms;    /* ... with this call-trace spec (a reference; read
+                                   only here, under the permission), or NULL */
     struct TrMs **ms_dead;      /* match-spec references dropped, released */
     size_t nms_dead, ms_dead_cap; /* at the next free stage */
     BpRecord *pool;             /* freed records kept for reuse (via next_free) */

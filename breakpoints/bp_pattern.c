@@ -128,8 +128,8 @@ bool bp_on_load_check(const BpPattern *pat, const BpRequest *req, char *why, siz
                  req->how == TVM_TP_PAUSE ? "pause" : "restart");
         return false;
     }
-    if (req->ms || (req->flags & TVM_TP_META)) {
-        snprintf(why, whylen, "on_load takes no match spec and no meta trace");
+    if (req->flags & TVM_TP_META) {
+        snprintf(why, whylen, "on_load takes no meta trace");
         return false;
     }
     return true;
@@ -282,18 +282,29 @@ static void stage_function(BpEngine *E, FuncInfo *fn, const BpRequest *req,
         stage_data(E, fn, req->how, s, &time_kind);
 }
 
-/* on_load: the flags kept for modules loaded later (no module changes). */
-static void set_on_load(BpEngine *E, tvm_tp_action how, unsigned flags)
+/* on_load: the flags (and the call trace's spec) kept for modules loaded
+ * later; no module changes.  The spec is read only when a module is
+ * staged, under the permission, so replacing it needs no wait (the
+ * generations that use it hold references of their own). */
+static void set_on_load(BpEngine *E, const BpRequest *req)
 {
-    if (how == TVM_TP_FALSE) {
+    const unsigned flags = req->flags;
+    if (req->how == TVM_TP_FALSE) {
         E->on_load &= ~flags;
-        return;
+    } else {
+        if (flags & TVM_TP_GLOBAL)
+            E->on_load &= ~TVM_TP_LOCAL;
+        if (flags & TVM_TP_LOCAL)
+            E->on_load &= ~TVM_TP_GLOBAL;
+        E->on_load |= flags;
     }
-    if (flags & TVM_TP_GLOBAL)
-        E->on_load &= ~TVM_TP_LOCAL;
-    if (flags & TVM_TP_LOCAL)
-        E->on_load &= ~TVM_TP_GLOBAL;
-    E->on_load |= flags;
+    if (flags & (TVM_TP_GLOBAL | TVM_TP_LOCAL)) {
+        TrMs *ms = req->how == TVM_TP_TRUE ? req->ms : NULL;
+        if (ms)
+            tr_ms_retain(ms);
+        tr_ms_free(E->on_load_ms);
+        E->on_load_ms = ms;
+    }
 }
 
 int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, const BpRequest *req0)
@@ -308,7 +319,7 @@ int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, const BpRequest *req0)
     bp_begin(vm);
     BpEngine *E = vm->bp;
     if (pat->on_load) {
-        set_on_load(E, req.how, req.flags);
+        set_on_load(E, &req);
         bp_end(vm);
         return 0;
     }
@@ -368,7 +379,7 @@ void bp_module_replaced(tvm_vm *vm, const Module *old)
 void bp_module_loading(tvm_vm *vm, Module *m)
 {
     BpEngine *E = vm->bp;
-    BpRequest req = { .how = TVM_TP_TRUE, .flags = E->on_load };
+    BpRequest req = { .how = TVM_TP_TRUE, .flags = E->on_load, .ms = E->on_load_ms };
     if (!req.flags)
         return;
     E->nshards = 1 + (uint32_t)vm_sched_of(vm)->n;
@@ -607,11 +618,15 @@ Term bp_trace_info_on_load(Process *p, BpInfoItem item)
     tvm_vm *vm = p->vm;
     vm_code_perm_acquire(vm);
     unsigned ol = vm->bp->on_load;
-    vm_code_perm_release(vm);
     Info in = { .ms = TERM_NIL, .meta_ms = TERM_NIL, .on_load = true };
+    in.ms = spec_copy(p, vm->bp->on_load_ms);   /* alive while the permission is held */
+    vm_code_perm_release(vm);
+    tvm_term h = vm_root_push(p, in.ms);
     in.fl = ((ol & TVM_TP_GLOBAL) ? BP_GLOBAL : 0) | ((ol & TVM_TP_LOCAL) ? BP_LOCAL : 0) |
             ((ol & TVM_TP_CALL_COUNT) ? BP_COUNT : 0) | ((ol & TVM_TP_CALL_TIME) ? BP_TIME : 0);
     vm_heap_ensure(p, INFO_WORDS, NULL, 0);
+    in.ms = vm_root_get(p, h);
+    p->nroots = h.h;
     return pair(p, atom_term(item_names[item]), info_value(p, &in, item));
 }
 

@@ -137,6 +137,27 @@ Test(onload, local_traces_a_module_loaded_later)
     cr_assert_str_eq(info("ol:l/1", "traced"), "{traced,local}");
 }
 
+/* on_load with a match spec (beam.md Part 2 item 39): trace_info gives
+ * it back, a module loaded later is traced through it, false drops it */
+Test(onload, with_a_match_spec)
+{
+    tvm_error err;
+    int n = -1;
+    cr_assert_eq(tvm_trace_pattern_ms(vm, "on_load", "[{[1],[],[]}]", TVM_TP_TRUE, TVM_TP_LOCAL,
+                                      0, &n, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(n, 0);
+    cr_assert_str_eq(info("on_load", "traced"), "{traced,local}");
+    cr_assert_str_eq(info("on_load", "match_spec"), "{match_spec,[{[1],[],[]}]}");
+    load_ok(vm, "ol.tasm", ol_v1);
+    cr_assert_str_eq(info("ol:m/1", "match_spec"), "{match_spec,[{[1],[],[]}]}");
+    cr_assert_str_eq(call1("ol", "m", 1), "13");
+    cr_assert_str_eq(call1("ol", "m", 2), "15");
+    /* only the calls whose one argument is 1 */
+    cr_assert_str_eq(take_events(), "ol:m/1(1) local | ol:l/1(1) local | ol:r/1(1) local");
+    on_load(TVM_TP_FALSE, TVM_TP_LOCAL);
+    cr_assert_str_eq(info("on_load", "match_spec"), "{match_spec,false}");
+}
+
 /* a module loaded before on_load is set is not traced */
 Test(onload, modules_loaded_before_are_untouched)
 {
@@ -305,11 +326,13 @@ Test(onload, wrong_forms)
     cr_assert_str_eq(err.message,
                      "tvm_trace_pattern: global cannot be combined with local, call_count or "
                      "call_time");
-    cr_assert_eq(tvm_trace_pattern_ms(vm, "on_load", "[{'_',[],[]}]", TVM_TP_TRUE, TVM_TP_LOCAL,
+    cr_assert_eq(tvm_trace_pattern_ms(vm, "on_load", "[{'_',[],[]}]", TVM_TP_TRUE, TVM_TP_META,
+                                      7, &n, &err),
+                 TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_trace_pattern: on_load takes no meta trace");
+    cr_assert_eq(tvm_trace_pattern_ms(vm, "on_load", "[{'_',[],[]}", TVM_TP_TRUE, TVM_TP_LOCAL,
                                       0, &n, &err),
                  TVM_ERR_BADARG);
-    cr_assert_str_eq(err.message,
-                     "tvm_trace_pattern: on_load takes no match spec and no meta trace");
     cr_assert_eq(tvm_trace_pattern(vm, "on_load/1", TVM_TP_TRUE, TVM_TP_LOCAL, &n, &err),
                  TVM_ERR_BADARG);
     cr_assert_str_eq(err.message,
