@@ -374,6 +374,18 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data);
  *                        timestamp (CLOCK_MONOTONIC ns) last
  *   TVM_TRACE_PROCS      spawn and exit events:
  *                        {trace,Pid,spawn,Child,{M,F,Args}}, {trace,Pid,exit,Reason}
+ *   TVM_TRACE_RETURN_TO  a return_to event when a traced call returns into
+ *                        its caller: {trace,Pid,return_to,{M,F,A}}
+ *   TVM_TRACE_SILENT     call events are suppressed (match spec actions
+ *                        can switch it on and off)
+ *   TVM_TRACE_RUNNING    scheduling events: {trace,Pid,in,{M,F,A}} when the
+ *                        process is scheduled in, {trace,Pid,out,{M,F,A}}
+ *                        when it is scheduled out (0 instead of the MFA
+ *                        when it is in no function: at its start and exit)
+ *   TVM_TRACE_SEND       {trace,Pid,send,Msg,To} for each message the
+ *                        process sends (VM code, natives, tvm_send)
+ *   TVM_TRACE_RECEIVE    {trace,Pid,'receive',Msg} for each message the
+ *                        process takes from its mailbox (docs/tracing.md)
  * A change applies from the process's next event; nothing is stopped or
  * waited for.  Events are written only while a pipeline runs.
  */
@@ -382,6 +394,11 @@ enum {
     TVM_TRACE_ARITY = 1u << 1,
     TVM_TRACE_TIMESTAMP = 1u << 2,
     TVM_TRACE_PROCS = 1u << 3,
+    TVM_TRACE_RETURN_TO = 1u << 4,
+    TVM_TRACE_SILENT = 1u << 5,
+    TVM_TRACE_RUNNING = 1u << 6,
+    TVM_TRACE_SEND = 1u << 7,
+    TVM_TRACE_RECEIVE = 1u << 8,
 };
 
 /*
@@ -423,7 +440,9 @@ typedef enum tvm_trace_format {
 
 typedef enum tvm_trace_policy {
     TVM_TRACE_DROP,          /* a full ring drops events and counts them (reported in place) */
-    TVM_TRACE_LOSSLESS,      /* not implemented in this version: rejected */
+    TVM_TRACE_LOSSLESS,      /* a full ring suspends the traced process until the
+                                collector made room (its scheduler runs others);
+                                a thread of the embedder blocks; nothing is lost */
 } tvm_trace_policy;
 
 typedef struct tvm_trace_options {

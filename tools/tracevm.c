@@ -53,7 +53,14 @@ static const char *const usage_run =
     "                     arity      the arity instead of the arguments\n"
     "                     timestamp  trace_ts with the timestamp (ns) last (text)\n"
     "                     procs      spawn and exit events\n"
+    "                     return_to  return_to events (with local patterns)\n"
+    "                     silent     no call events (match specs switch it)\n"
+    "                     running    in/out events when scheduled in and out\n"
+    "                     send       send events {trace,Pid,send,Msg,To}\n"
+    "                     receive    receive events {trace,Pid,'receive',Msg}\n"
     "  --format FMT     text (default), jsonl, chrome or ctf\n"
+    "  --policy POLICY  drop (default: a full buffer drops events, counted) or\n"
+    "                   lossless (a traced process waits for room instead)\n"
     "  --out PATH       where events go (default: stderr); a file, for ctf a new\n"
     "                   or empty directory; required for chrome and ctf\n"
     "Events still buffered are written before the result is printed; events\n"
@@ -165,6 +172,8 @@ typedef struct RunOpts {
     const char *format;        /* --format, or NULL */
     tvm_trace_format fmt;
     const char *out;           /* --out, or NULL */
+    const char *policy;        /* --policy, or NULL */
+    tvm_trace_policy pol;
 } RunOpts;
 
 static void run_opts_free(RunOpts *o)
@@ -184,22 +193,27 @@ static const char *option_value(int argc, char **argv, int *i, const char *what)
     return argv[++*i];
 }
 
-/* --flags call,arity,timestamp,procs; false with a message. */
+/* --flags call,arity,...; false with a message. */
 static bool parse_trace_flags(const char *list, unsigned *flags)
 {
     static const struct { const char *name; unsigned bit; } names[] = {
         { "call", TVM_TRACE_CALL }, { "arity", TVM_TRACE_ARITY },
         { "timestamp", TVM_TRACE_TIMESTAMP }, { "procs", TVM_TRACE_PROCS },
+        { "return_to", TVM_TRACE_RETURN_TO }, { "silent", TVM_TRACE_SILENT },
+        { "running", TVM_TRACE_RUNNING }, { "send", TVM_TRACE_SEND },
+        { "receive", TVM_TRACE_RECEIVE },
     };
+    const size_t count = sizeof names / sizeof names[0];
     *flags = 0;
     for (const char *p = list;; p++) {
         size_t n = strcspn(p, ",");
         size_t k = 0;
-        while (k < 4 && !(strlen(names[k].name) == n && !strncmp(p, names[k].name, n)))
+        while (k < count && !(strlen(names[k].name) == n && !strncmp(p, names[k].name, n)))
             k++;
-        if (k == 4) {
-            fprintf(stderr, "tracevm run: --flags: unknown flag '%.*s' "
-                            "(expected a comma-separated list of call, arity, timestamp, procs)\n",
+        if (k == count) {
+            fprintf(stderr, "tracevm run: --flags: unknown flag '%.*s' (expected a "
+                            "comma-separated list of call, arity, timestamp, procs, "
+                            "return_to, silent, running, send, receive)\n",
                     (int)n, p);
             return false;
         }
@@ -220,6 +234,17 @@ static bool parse_trace_format(const char *name, tvm_trace_format *fmt)
         }
     fprintf(stderr, "tracevm run: --format: unknown format '%s' "
                     "(expected text, jsonl, chrome or ctf)\n", name);
+    return false;
+}
+
+static bool parse_trace_policy(const char *name, tvm_trace_policy *pol)
+{
+    if (!strcmp(name, "drop") || !strcmp(name, "lossless")) {
+        *pol = name[0] == 'd' ? TVM_TRACE_DROP : TVM_TRACE_LOSSLESS;
+        return true;
+    }
+    fprintf(stderr, "tracevm run: --policy: unknown policy '%s' (expected drop or lossless)\n",
+            name);
     return false;
 }
 
@@ -259,6 +284,9 @@ static bool parse_run_option(int argc, char **argv, int *i, RunOpts *o)
     if (!strcmp(a, "--format"))
         return (o->format = option_value(argc, argv, i, "text, jsonl, chrome or ctf")) &&
                parse_trace_format(o->format, &o->fmt);
+    if (!strcmp(a, "--policy"))
+        return (o->policy = option_value(argc, argv, i, "drop or lossless")) &&
+               parse_trace_policy(o->policy, &o->pol);
     if (!strcmp(a, "--out"))
         return (o->out = option_value(argc, argv, i, "a path")) != NULL;
     fprintf(stderr, "tracevm run: unknown option %s\n", a);
@@ -269,7 +297,11 @@ static bool parse_run_option(int argc, char **argv, int *i, RunOpts *o)
 static bool check_trace_opts(RunOpts *o)
 {
     bool tracing = o->npatterns || o->flags_set;
-    const char *lone = o->local ? "--local" : o->format ? "--format" : o->out ? "--out" : NULL;
+    const char *lone = o->local    ? "--local"
+                       : o->format ? "--format"
+                       : o->out    ? "--out"
+                       : o->policy ? "--policy"
+                                   : NULL;
     if (!tracing && lone) {
         fprintf(stderr, "tracevm run: %s needs --trace or --flags\n", lone);
         return false;
@@ -330,7 +362,7 @@ static int trace_setup(tvm_vm *vm, const RunOpts *o)
             fprintf(stderr, "tracevm run: warning: --trace %s matches no function%s\n",
                     o->patterns[i], o->local ? "" : " (without --local, exported ones only)");
     }
-    tvm_trace_options topts = { .format = o->fmt, .path = o->out };
+    tvm_trace_options topts = { .format = o->fmt, .path = o->out, .policy = o->pol };
     if (tvm_trace_start(vm, &topts, &err) != TVM_OK) {
         if (o->out)
             fprintf(stderr, "tracevm run: --out %s: %s\n", o->out, api_why(&err));

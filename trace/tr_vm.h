@@ -32,6 +32,24 @@ void tr_vm_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
 /* p is exiting with `reason` (vm/proc.c, on p's own fiber). */
 void tr_vm_exit(Process *p, Term reason);
 
+/*
+ * Running, send and receive events (trace/tr_vm_proc.c); each checks p's
+ * flag.  On p's own fiber unless said otherwise; under the lossless
+ * policy each may suspend p until its ring has room.
+ *   sched_in/out     p is scheduled in / about to be scheduled out
+ *   sched_start      p starts running (in, with its entry function)
+ *   sched_exit       p is exiting (out, with 0)
+ *   send             `from` sends msg to pid `to` (also a call context
+ *                    through tvm_send, on an embedder's thread)
+ *   receive          p took the messages m, m->next, ... into its queue
+ */
+void tr_vm_sched_in(Process *p);
+void tr_vm_sched_out(Process *p);
+void tr_vm_sched_start(Process *p);
+void tr_vm_sched_exit(Process *p);
+void tr_vm_send(Process *from, uint64_t to, Term msg);
+void tr_vm_receive(Process *p, const Message *m);
+
 /* tvm_destroy: stops a pipeline still running (before the schedulers stop). */
 void tr_vm_destroy(tvm_vm *vm);
 

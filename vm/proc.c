@@ -192,6 +192,7 @@ static void proc_main(void *arg)
     int argc = 0;
     for (; term_is_cons(list) && argc < VM_MAX_ARITY; list = cons_tail(list))
         args[argc++] = cons_head(list);
+    tr_vm_sched_start(p);
     Term res;
     tvm_status st = vm_execute(p, vm_export_target(p->vm, p->entry), argc, args, &res);
     if (st == TVM_OK) {
@@ -291,6 +292,7 @@ static void proc_exit(Process *p, Term cls, Term value)
         hr = vm_root_push(p, vm_make_tuple(p, 2, e));
     }
     tr_vm_exit(p, vm_root_get(p, hr));
+    tr_vm_sched_exit(p);
     pthread_mutex_lock(&p->lock);
     /* From here on the process counts as gone: a monitor set up now gets
      * an immediate noproc 'DOWN' (vm_proc_monitor), never nothing. */
@@ -456,22 +458,28 @@ bool vm_send(tvm_vm *vm, uint64_t pid, Term msg)
     return ok;
 }
 
-/* Moves messages sent so far into the process's own queue (lock held). */
-static void fetch_locked(Process *p)
+/* Moves messages sent so far into the process's own queue (lock held).
+ * Returns where the moved messages begin (*result is the first), for the
+ * receive events written after the lock is released. */
+static Message **fetch_locked(Process *p)
 {
+    Message **from = p->mq_tail;
     if (p->inbox) {
         *p->mq_tail = p->inbox;
         p->mq_tail = p->inbox_tail;
         p->inbox = NULL;
         p->inbox_tail = &p->inbox;
     }
+    return from;
 }
 
 void vm_proc_fetch(Process *p)
 {
     pthread_mutex_lock(&p->lock);
-    fetch_locked(p);
+    Message **from = fetch_locked(p);
     pthread_mutex_unlock(&p->lock);
+    /* Only this process changes its queue: *from stays the first new one. */
+    tr_vm_receive(p, *from);
 }
 
 void vm_proc_accept(Process *p)
@@ -484,12 +492,25 @@ void vm_proc_accept(Process *p)
     p->cursor = &p->mq;
 }
 
-void vm_proc_yield(Process *p)
+void vm_proc_switch_out(Process *p)
 {
     if (!p->want_wait && vm_sched_yield_to_next(p))
         return;
     vm_fiber_tsan_switch(p->sched->tsan);
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
+}
+
+void vm_proc_yield(Process *p)
+{
+    /* The events are written on p's own fiber, before and after the
+     * switch, whichever way it goes (trace/tr_vm_proc.c). */
+    if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->trace) & VM_TRACE_RUNNING)) {
+        tr_vm_sched_out(p);
+        vm_proc_switch_out(p);
+        tr_vm_sched_in(p);
+        return;
+    }
+    vm_proc_switch_out(p);
 }
 
 /* Makes a process that waits for some condition look at it again. */
@@ -533,7 +554,7 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
      * sent after this look (the same lock) sets signaled again, so the
      * scheduler will not make us WAITING. */
     pthread_mutex_lock(&p->lock);
-    fetch_locked(p);
+    Message **from = fetch_locked(p);
     bool found = *p->cursor != NULL;
     uint64_t seq = 0;
     if (!found && timeout_ms != 0) {
@@ -542,6 +563,7 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
         p->signaled = false;
     }
     pthread_mutex_unlock(&p->lock);
+    tr_vm_receive(p, *from);
     if (found || timeout_ms == 0)
         return found;
     /* Beyond VM_TIMEOUT_MAX_MS (about 31 years) a timeout is infinity; it
@@ -552,9 +574,10 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
         p->want_wait = true;
         vm_proc_yield(p);
         pthread_mutex_lock(&p->lock);
-        fetch_locked(p);
+        from = fetch_locked(p);
         bool to = p->timed_out;
         pthread_mutex_unlock(&p->lock);
+        tr_vm_receive(p, *from);
         if (*p->cursor)
             return true;
         if (to)

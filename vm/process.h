@@ -27,13 +27,23 @@
  *   ARITY      call events carry the arity, not the arguments
  *   TIMESTAMP  text output as trace_ts, the timestamp last
  *   PROCS      spawn (by the parent) and exit events
+ *   RETURN_TO  return_to events; SILENT: call events suppressed
+ *   RUNNING    in/out when scheduled in and out (trace/tr_vm_proc.c)
+ *   SEND       send events, by the sender; RECEIVE: receive events
  */
 enum {
     VM_TRACE_CALL = TVM_TRACE_CALL,
     VM_TRACE_ARITY = TVM_TRACE_ARITY,
     VM_TRACE_TIMESTAMP = TVM_TRACE_TIMESTAMP,
     VM_TRACE_PROCS = TVM_TRACE_PROCS,
-    VM_TRACE_ALL = VM_TRACE_CALL | VM_TRACE_ARITY | VM_TRACE_TIMESTAMP | VM_TRACE_PROCS,
+    VM_TRACE_RETURN_TO = TVM_TRACE_RETURN_TO,
+    VM_TRACE_SILENT = TVM_TRACE_SILENT,
+    VM_TRACE_RUNNING = TVM_TRACE_RUNNING,
+    VM_TRACE_SEND = TVM_TRACE_SEND,
+    VM_TRACE_RECEIVE = TVM_TRACE_RECEIVE,
+    VM_TRACE_ALL = VM_TRACE_CALL | VM_TRACE_ARITY | VM_TRACE_TIMESTAMP | VM_TRACE_PROCS |
+                   VM_TRACE_RETURN_TO | VM_TRACE_SILENT | VM_TRACE_RUNNING | VM_TRACE_SEND |
+                   VM_TRACE_RECEIVE,
 };
 
 enum {

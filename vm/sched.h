@@ -137,8 +137,11 @@ Process *vm_proc_join(SchedSystem *sys, uint64_t pid);
 
 /* ---- used by a running process (on its own fiber) ---- */
 
-/* Gives the scheduler to others; returns when scheduled again. */
+/* Gives the scheduler to others; returns when scheduled again.  Writes
+ * the running flag's out and in events around the switch. */
 void vm_proc_yield(Process *p);
+/* vm_proc_yield without trace events (the lossless wait, trace/tr_vm_proc.c). */
+void vm_proc_switch_out(Process *p);
 /* The fast path of a plain yield: switches straight to the next local
  * process; false (nothing done) when the scheduler must decide. */
 bool vm_sched_yield_to_next(Process *p);

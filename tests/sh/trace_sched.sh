@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# tracevm run --flags running,send,receive: the exact in/out, send and
+# 'receive' events of tests/sh/data/trace_calls.tasm (a 'DOWN' message)
+# and of examples/pingpong.tasm (messages both ways), on one scheduler, in
+# text, under both policies (same events); JSON lines and Chrome JSON
+# parsed by python3; CTF read by babeltrace2 (skipped, with a message,
+# when it is not installed).
+set -uo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+P=tests/sh/data/trace_calls.tasm
+PP=examples/pingpong.tasm
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# expect RESULT ARGS... <<WANT: tracevm run ARGS on one scheduler prints
+# RESULT and exactly the trace WANT on stderr.
+expect() {
+    local want=$1; shift
+    "$TRACEVM" run -S 1 "$@" >"$tmp/out" 2>"$tmp/err" || fail "exit $? for $*: $(cat "$tmp/err")"
+    [[ $(cat "$tmp/out") == "$want" ]] || fail "result for $*: $(cat "$tmp/out")"
+    diff -u - "$tmp/err" || fail "trace of $* differs"
+}
+
+cat >"$tmp/down" <<'WANT'
+{trace,<0.1.0>,in,{tc,main,0}}
+{trace,<0.1.0>,spawn,<0.2.0>,{tc,worker,[5]}}
+{trace,<0.1.0>,out,{tc,main,0}}
+{trace,<0.2.0>,in,{tc,worker,1}}
+{trace,<0.2.0>,exit,normal}
+{trace,<0.2.0>,out,0}
+{trace,<0.1.0>,in,{tc,main,0}}
+{trace,<0.1.0>,'receive',{'DOWN',1,process,<0.2.0>,normal}}
+{trace,<0.1.0>,exit,normal}
+{trace,<0.1.0>,out,0}
+WANT
+expect 6 "$P" --flags running,send,receive,procs <"$tmp/down"
+expect 6 "$P" --flags running,send,receive,procs --policy lossless <"$tmp/down"
+expect 6 "$P" --flags running,procs --policy drop <<'WANT'
+{trace,<0.1.0>,in,{tc,main,0}}
+{trace,<0.1.0>,spawn,<0.2.0>,{tc,worker,[5]}}
+{trace,<0.1.0>,out,{tc,main,0}}
+{trace,<0.2.0>,in,{tc,worker,1}}
+{trace,<0.2.0>,exit,normal}
+{trace,<0.2.0>,out,0}
+{trace,<0.1.0>,in,{tc,main,0}}
+{trace,<0.1.0>,exit,normal}
+{trace,<0.1.0>,out,0}
+WANT
+
+# Ping-pong: main sends {ping, Self}, pong replies {pong, Self}; then stop.
+cat >"$tmp/pp" <<'WANT'
+{trace,<0.1.0>,send,{ping,<0.1.0>},<0.2.0>}
+{trace,<0.2.0>,'receive',{ping,<0.1.0>}}
+{trace,<0.2.0>,send,{pong,<0.2.0>},<0.1.0>}
+{trace,<0.1.0>,'receive',{pong,<0.2.0>}}
+{trace,<0.1.0>,send,{ping,<0.1.0>},<0.2.0>}
+{trace,<0.2.0>,'receive',{ping,<0.1.0>}}
+{trace,<0.2.0>,send,{pong,<0.2.0>},<0.1.0>}
+{trace,<0.1.0>,'receive',{pong,<0.2.0>}}
+{trace,<0.1.0>,send,stop,<0.2.0>}
+{trace,<0.2.0>,'receive',stop}
+WANT
+expect '{done,2}' "$PP" -e pingpong:main --flags send,receive -- 2 <"$tmp/pp"
+expect '{done,2}' "$PP" -e pingpong:main --flags send,receive --policy lossless -- 2 <"$tmp/pp"
+expect '{done,2}' "$PP" -e pingpong:main --flags send -- 2 <<'WANT'
+{trace,<0.1.0>,send,{ping,<0.1.0>},<0.2.0>}
+{trace,<0.2.0>,send,{pong,<0.2.0>},<0.1.0>}
+{trace,<0.1.0>,send,{ping,<0.1.0>},<0.2.0>}
+{trace,<0.2.0>,send,{pong,<0.2.0>},<0.1.0>}
+{trace,<0.1.0>,send,stop,<0.2.0>}
+WANT
+
+# JSON lines: the same events, parsed.
+"$TRACEVM" run -S 1 "$P" --flags running,receive --format jsonl >"$tmp/out" 2>"$tmp/j" ||
+    fail "jsonl run: $(cat "$tmp/j")"
+python3 - "$tmp/j" <<'PY' || fail "jsonl differs"
+import json, sys
+got = [json.loads(l) for l in open(sys.argv[1])]
+want = [("in", 1, "main"), ("out", 1, "main"), ("in", 2, "worker"), ("out", 2, None),
+        ("in", 1, "main"), ("receive", 1, None), ("out", 1, None)]
+have = [(e["kind"], e["pid"], e.get("fun")) for e in got]
+assert have == want, have
+assert got[5]["msg"] == "{'DOWN',1,process,<0.2.0>,normal}", got[5]
+PY
+
+# Chrome JSON: parses; in/out are instants on the process's lane.
+"$TRACEVM" run -S 1 "$P" --flags running,receive --format chrome --out "$tmp/c.json" \
+    >"$tmp/out" 2>"$tmp/err" || fail "chrome run: $(cat "$tmp/err")"
+python3 - "$tmp/c.json" <<'PY' || fail "chrome differs"
+import json, sys
+evs = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] != "M"]
+have = [(e["name"], e["tid"]) for e in evs]
+assert have == [("in", 1), ("out", 1), ("in", 2), ("out", 2), ("in", 1), ("receive", 1),
+                ("out", 1)], have
+PY
+
+if ! command -v babeltrace2 >/dev/null; then
+    echo "SKIP: the CTF part: babeltrace2 is not installed (tools/setup.sh installs it)"
+    exit 0
+fi
+"$TRACEVM" run -S 1 "$PP" -e pingpong:main --flags running,send,receive --format ctf \
+    --out "$tmp/ctf" -- 1 >"$tmp/out" 2>"$tmp/err" || fail "ctf run: $(cat "$tmp/err")"
+babeltrace2 "$tmp/ctf" 2>"$tmp/bterr" | sed -E 's/^\[[^]]*\] \([^)]*\) //' >"$tmp/bt"
+diff -u - "$tmp/bt" <<'WANT' || fail "babeltrace2 output differs: $(cat "$tmp/bterr")"
+in: { sched_id = 0 }, { pid = 1, module = "pingpong", function = "main", arity = 1 }
+send: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0, msg = "{ping,<0.1.0>}", to = "<0.2.0>" }
+out: { sched_id = 0 }, { pid = 1, module = "pingpong", function = "main", arity = 1 }
+in: { sched_id = 0 }, { pid = 2, module = "pingpong", function = "pong", arity = 0 }
+receive: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0, msg = "{ping,<0.1.0>}" }
+send: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0, msg = "{pong,<0.2.0>}", to = "<0.1.0>" }
+out: { sched_id = 0 }, { pid = 2, module = "pingpong", function = "pong", arity = 0 }
+in: { sched_id = 0 }, { pid = 1, module = "pingpong", function = "main", arity = 1 }
+receive: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0, msg = "{pong,<0.2.0>}" }
+send: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0, msg = "stop", to = "<0.2.0>" }
+out: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0 }
+in: { sched_id = 0 }, { pid = 2, module = "pingpong", function = "pong", arity = 0 }
+receive: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0, msg = "stop" }
+out: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0 }
+WANT
+exit 0
