@@ -136,8 +136,10 @@ static void suspend_for_room(Process *p, TrVm *t, int ring, uintptr_t gen)
 
 TrStatus tr_vm_emit(Process *p, TrVm *t, const TrEmit *ev)
 {
-    int ring = tr_vm_ring_of(p);
     for (;;) {
+        /* Again after each suspension: p may have been woken onto another
+         * scheduler, and a ring has one producer, its scheduler. */
+        int ring = tr_vm_ring_of(p);
         bool susp = t->lossless && ring >= 0 && p->fiber;
         /* [TL1'] acquire; pairs with [TL1] in wake_list(). */
         uintptr_t gen = susp ? vm_atomic_load_acquire(&t->waits[ring].gen) : 0;
