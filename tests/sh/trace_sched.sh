@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # tracevm run --flags running,send,receive: the exact in/out, send and
 # 'receive' events of tests/sh/data/trace_calls.tasm (a 'DOWN' message)
-# and of examples/pingpong.tasm (messages both ways), on one scheduler, in
+# and of tests/sh/data/trace_msgs.tasm (messages both ways), on one scheduler, in
 # text, under both policies (same events); JSON lines and Chrome JSON
 # parsed by python3; CTF read by babeltrace2 (skipped, with a message,
 # when it is not installed).
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=tests/sh/data/trace_calls.tasm
-PP=examples/pingpong.tasm
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -47,29 +46,23 @@ expect 6 "$P" --flags running,procs --policy drop <<'WANT'
 {trace,<0.1.0>,out,0}
 WANT
 
-# Ping-pong: main sends {ping, Self}, pong replies {pong, Self}; then stop.
-cat >"$tmp/pp" <<'WANT'
+# Messages both ways (tests/sh/data/trace_msgs.tasm): main sends {ping,
+# Main}, echo replies {pong, Echo} and exits; main gets the pong and the
+# 'DOWN'.
+M=tests/sh/data/trace_msgs.tasm
+cat >"$tmp/msgs" <<'WANT'
 {trace,<0.1.0>,send,{ping,<0.1.0>},<0.2.0>}
 {trace,<0.2.0>,'receive',{ping,<0.1.0>}}
 {trace,<0.2.0>,send,{pong,<0.2.0>},<0.1.0>}
 {trace,<0.1.0>,'receive',{pong,<0.2.0>}}
-{trace,<0.1.0>,send,{ping,<0.1.0>},<0.2.0>}
-{trace,<0.2.0>,'receive',{ping,<0.1.0>}}
-{trace,<0.2.0>,send,{pong,<0.2.0>},<0.1.0>}
-{trace,<0.1.0>,'receive',{pong,<0.2.0>}}
-{trace,<0.1.0>,send,stop,<0.2.0>}
-{trace,<0.2.0>,'receive',stop}
+{trace,<0.1.0>,'receive',{'DOWN',1,process,<0.2.0>,normal}}
 WANT
-expect '{done,2}' "$PP" -e pingpong:main --flags send,receive -- 2 <"$tmp/pp"
-expect '{done,2}' "$PP" -e pingpong:main --flags send,receive --policy lossless -- 2 <"$tmp/pp"
-expect '{done,2}' "$PP" -e pingpong:main --flags send -- 2 <<'WANT'
+expect 6 "$M" --flags send,receive <"$tmp/msgs"
+expect 6 "$M" --flags send,receive --policy lossless <"$tmp/msgs"
+expect 6 "$M" --flags send <<'WANT'
 {trace,<0.1.0>,send,{ping,<0.1.0>},<0.2.0>}
 {trace,<0.2.0>,send,{pong,<0.2.0>},<0.1.0>}
-{trace,<0.1.0>,send,{ping,<0.1.0>},<0.2.0>}
-{trace,<0.2.0>,send,{pong,<0.2.0>},<0.1.0>}
-{trace,<0.1.0>,send,stop,<0.2.0>}
 WANT
-
 # JSON lines: the same events, parsed.
 "$TRACEVM" run -S 1 "$P" --flags running,receive --format jsonl >"$tmp/out" 2>"$tmp/j" ||
     fail "jsonl run: $(cat "$tmp/j")"
@@ -98,23 +91,20 @@ if ! command -v babeltrace2 >/dev/null; then
     echo "SKIP: the CTF part: babeltrace2 is not installed (tools/setup.sh installs it)"
     exit 0
 fi
-"$TRACEVM" run -S 1 "$PP" -e pingpong:main --flags running,send,receive --format ctf \
-    --out "$tmp/ctf" -- 1 >"$tmp/out" 2>"$tmp/err" || fail "ctf run: $(cat "$tmp/err")"
+"$TRACEVM" run -S 1 "$M" --flags running,send,receive --format ctf \
+    --out "$tmp/ctf" >"$tmp/out" 2>"$tmp/err" || fail "ctf run: $(cat "$tmp/err")"
 babeltrace2 "$tmp/ctf" 2>"$tmp/bterr" | sed -E 's/^\[[^]]*\] \([^)]*\) //' >"$tmp/bt"
 diff -u - "$tmp/bt" <<'WANT' || fail "babeltrace2 output differs: $(cat "$tmp/bterr")"
-in: { sched_id = 0 }, { pid = 1, module = "pingpong", function = "main", arity = 1 }
+in: { sched_id = 0 }, { pid = 1, module = "tm", function = "main", arity = 0 }
 send: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0, msg = "{ping,<0.1.0>}", to = "<0.2.0>" }
-out: { sched_id = 0 }, { pid = 1, module = "pingpong", function = "main", arity = 1 }
-in: { sched_id = 0 }, { pid = 2, module = "pingpong", function = "pong", arity = 0 }
+out: { sched_id = 0 }, { pid = 1, module = "tm", function = "main", arity = 0 }
+in: { sched_id = 0 }, { pid = 2, module = "tm", function = "echo", arity = 0 }
 receive: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0, msg = "{ping,<0.1.0>}" }
 send: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0, msg = "{pong,<0.2.0>}", to = "<0.1.0>" }
-out: { sched_id = 0 }, { pid = 2, module = "pingpong", function = "pong", arity = 0 }
-in: { sched_id = 0 }, { pid = 1, module = "pingpong", function = "main", arity = 1 }
-receive: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0, msg = "{pong,<0.2.0>}" }
-send: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0, msg = "stop", to = "<0.2.0>" }
-out: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0 }
-in: { sched_id = 0 }, { pid = 2, module = "pingpong", function = "pong", arity = 0 }
-receive: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0, msg = "stop" }
 out: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0 }
+in: { sched_id = 0 }, { pid = 1, module = "tm", function = "main", arity = 0 }
+receive: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0, msg = "{pong,<0.2.0>}" }
+receive: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0, msg = "{\'DOWN\',1,process,<0.2.0>,normal}" }
+out: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0 }
 WANT
 exit 0
