@@ -17,12 +17,23 @@
  *   armed      trace_pattern(interp:fib/1, true, local); the process is
  *              not traced, so every call enters BREAKPOINT and goes on
  *   call_count trace_pattern(interp:fib/1, true, call_count)
+ *   call_event trace_pattern(interp:fib/1, true, local) and the process
+ *              has the call flag: every call writes a call event with its
+ *              argument into the scheduler's ring.  One pipeline runs for
+ *              the whole benchmark (drop policy, text into /dev/null,
+ *              64 MiB rings, written through once by the warm-up so that
+ *              no timed event takes a first-touch page fault); the other
+ *              scenarios write no events.  call_event_lost says how many
+ *              events the collector could not take in time (a dropped
+ *              event costs less than a written one, so a large count
+ *              would make call_event_ns an underestimate)
  * Each fib is timed with the scheduler thread's CPU-time clock
  * (CLOCK_THREAD_CPUTIME_ID: a preempted thread does not count, which on a
  * shared machine is most of the noise) and with CLOCK_MONOTONIC.
  * Printed (key=value): the median ns per fib call of each scenario over
  * every timed fib (--runs rounds x --reps fibs each; *_wall_* with the
- * wall clock), and the differences armed_ns, call_count_ns, elsewhere_ns
+ * wall clock), and the differences armed_ns, call_count_ns, elsewhere_ns,
+ * call_event_ns
  * (ns per call over untraced: per round, the median of the scenario's
  * fibs minus the median of untraced's, then the median over the rounds).
  *
@@ -43,11 +54,13 @@
 #define BENCH_PROG "bench_overhead"
 #include "bench/bench_util.h"
 #include "include/tracevm.h"
+#include "trace/tr_vm_internal.h"
 
 #define MAX_SAMPLES 100000
 
-enum { S_UNTRACED, S_ELSEWHERE, S_ARMED, S_COUNT, NSCEN };
-static const char *const scen_name[NSCEN] = { "untraced", "elsewhere", "armed", "call_count" };
+enum { S_UNTRACED, S_ELSEWHERE, S_ARMED, S_COUNT, S_EVENT, NSCEN };
+static const char *const scen_name[NSCEN] = { "untraced", "elsewhere", "armed", "call_count",
+                                              "call_event" };
 
 /* What the native works on (one process at a time). */
 static struct {
@@ -123,6 +136,7 @@ static void set_scenario(tvm_vm *vm, int s)
         tp(vm, "interp:build/1", TVM_TP_TRUE, TVM_TP_CALL_COUNT);
         break;
     case S_ARMED:
+    case S_EVENT:
         tp(vm, "interp:fib/1", TVM_TP_TRUE, TVM_TP_LOCAL);
         break;
     case S_COUNT:
@@ -131,12 +145,35 @@ static void set_scenario(tvm_vm *vm, int s)
     }
 }
 
+/* call_event's pipeline, into /dev/null. */
+static void events_on(tvm_vm *vm)
+{
+    tvm_error err;
+    tvm_trace_options o = { .format = TVM_TRACE_TEXT, .path = "/dev/null",
+                            .ring_bytes = (size_t)1 << 26 };
+    if (tvm_trace_start(vm, &o, &err) != TVM_OK)
+        die("tvm_trace_start", err.message);
+}
+
+/* Events dropped so far (a peek at the pipeline's counters, internal). */
+static uint64_t events_lost(tvm_vm *vm)
+{
+    TrVm *t = vm_atomic_load_ptr_acquire(&vm->trace_out);
+    TrStats *st = t ? tr_pipeline_stats(t->tp) : NULL;
+    uint64_t lost = 0;
+    for (int i = 0; st && i < st->nrings; i++)
+        lost += st->ring[i].lost;
+    free(st);
+    return lost;
+}
+
 /* Runs ovh:run(K) as a process; the durations land in out[0..K-1]. */
 static void run_fibs(tvm_vm *vm, tvm_env *env, int s, int k, double *out, double *wall)
 {
     set_scenario(vm, s);
     job.out = out;
     job.wall = wall;
+    tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL, s == S_EVENT);
     tvm_term a, r;
     tvm_pid pid;
     tvm_status st = tvm_make_int(env, k, &a);
@@ -144,6 +181,7 @@ static void run_fibs(tvm_vm *vm, tvm_env *env, int s, int k, double *out, double
         st = tvm_spawn(env, "ovh", "run", 1, &a, &pid);
     if (st == TVM_OK)
         st = tvm_join(env, pid, &r);
+    tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL, false);
     if (st != TVM_OK) {
         char buf[4096];
         if (st == TVM_EXCEPTION)
@@ -189,7 +227,7 @@ int main(int argc, char **argv)
             i++;
         } else {
             fprintf(stderr, "usage: bench_overhead [--tasm FILE] [--runs R] [--reps K] "
-                    "[--fib N] [--callgrind untraced|elsewhere|armed|call_count]\n");
+                    "[--fib N] [--callgrind untraced|elsewhere|armed|call_count|call_event]\n");
             return 2;
         }
     }
@@ -229,8 +267,10 @@ int main(int argc, char **argv)
         die("--runs x --reps is too large", NULL);
     int n = 0;
     double warm[100], warmw[100];
+    events_on(vm);
     for (int s = 0; s < NSCEN; s++)
-        run_fibs(vm, env, s, 1, warm, warmw);
+        run_fibs(vm, env, s, s == S_EVENT ? 3 : 1, warm, warmw);
+    uint64_t lost0 = events_lost(vm);
     int64_t counted = 0;
     for (int r = 0; r < runs; r++) {
         for (int j = 0; j < NSCEN; j++) {
@@ -248,6 +288,8 @@ int main(int argc, char **argv)
         }
         n += reps;
     }
+    uint64_t lost = events_lost(vm) - lost0;
+    tvm_trace_stop(vm);
     tvm_env_free(env);
     tvm_destroy(vm);
     if (counted != calls * reps) {
@@ -267,7 +309,7 @@ int main(int argc, char **argv)
     /* Each scenario against untraced in the same round (seconds apart, so
      * they share the machine's state), median over the rounds. */
     static const char *const delta_key[NSCEN] = { NULL, "elsewhere_ns", "armed_ns",
-                                                  "call_count_ns" };
+                                                  "call_count_ns", "call_event_ns" };
     for (int s = 1; s < NSCEN; s++) {
         static double d[MAX_SAMPLES];
         for (int r = 0; r < runs; r++)
@@ -275,5 +317,7 @@ int main(int argc, char **argv)
         printf("%s=%.3f\n", delta_key[s], median(d, runs));
     }
     printf("elsewhere_ratio=%.4f\n", med[S_ELSEWHERE] / med[S_UNTRACED]);
+    printf("call_event_lost=%llu\ncall_events=%lld\n", (unsigned long long)lost,
+           (long long)(calls * reps * runs));
     return 0;
 }
