@@ -213,7 +213,9 @@ static const char ev_text[] =
     "    loadk r1, infinity\n    wait r1, never\n    jump top\n"
     "never:\n    ret r1\n"
     "end\n"
-    /* worker(K): 200 loop iterations, tick(K), until tick says stop */
+    /* worker(K): 200 loop iterations, a message to itself and back (a send
+     * looks the receiver up in the process table), tick(K); until tick
+     * says stop */
     "function worker/1 regs 4\n"
     "top:\n"
     "    loadi r1, 200\n"
@@ -222,6 +224,12 @@ static const char ev_text[] =
     "    addi r1, r1, -1\n"
     "    jump spin\n"
     "ticked:\n"
+    "    self r2\n"
+    "    loadk r3, t\n"
+    "    callx r2, r2, erlang:send/2\n"
+    "    recv r2, nomsg\n"
+    "    accept\n"
+    "nomsg:\n"
     "    move r2, r0\n"
     "    callx r2, r2, ev_nat:tick/1\n"
     "    jeqi r2, 1, done\n"

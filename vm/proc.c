@@ -114,6 +114,47 @@ void vm_proc_each(SchedSystem *sys, void (*fn)(Process *p, void *data), void *da
     pthread_mutex_unlock(&sys->lock);
 }
 
+/*
+ * Walks the table a chunk at a time: under the lock, takes a reference to
+ * each of up to VM_PROC_WALK_CHUNK processes, then runs fn on them without
+ * the lock and drops the references, so spawns, sends and lookups wait at
+ * most for one chunk's collection, not for the whole walk.  Every process
+ * in the table from the start to the end of the walk is visited: one that
+ * stays keeps its slot unless the table is rebuilt (table_grow), and then
+ * the walk starts over (fn must not mind a second call).  Processes
+ * inserted during the walk may or may not be visited.
+ */
+void vm_proc_each_chunked(SchedSystem *sys, void (*fn)(Process *p, void *data), void *data)
+{
+    Process *chunk[VM_PROC_WALK_CHUNK];
+    size_t i = 0;
+    pthread_mutex_lock(&sys->lock);
+    Process **table = sys->table;
+    while (i < sys->cap) {
+        size_t n = 0;
+        for (; i < sys->cap && n < VM_PROC_WALK_CHUNK; i++) {
+            Process *p = sys->table[i];
+            if (p && p != TOMBSTONE) {
+                /* Relaxed: the table's reference keeps refs above 0 (as in
+                 * vm_proc_get). */
+                vm_atomic_fetch_add_relaxed(&p->refs, 1);
+                chunk[n++] = p;
+            }
+        }
+        pthread_mutex_unlock(&sys->lock);
+        for (size_t k = 0; k < n; k++) {
+            fn(chunk[k], data);
+            vm_proc_put(sys, chunk[k]);
+        }
+        pthread_mutex_lock(&sys->lock);
+        if (sys->table != table) {
+            table = sys->table;
+            i = 0;
+        }
+    }
+    pthread_mutex_unlock(&sys->lock);
+}
+
 Process *vm_proc_get(SchedSystem *sys, uint64_t pid)
 {
     pthread_mutex_lock(&sys->lock);
