@@ -68,15 +68,27 @@ assert have == want, have
 assert got[5]["msg"] == "{'DOWN',1,process,<0.2.0>,normal}", got[5]
 PY
 
-# Chrome JSON: parses; in/out are instants on the process's lane.
+# Chrome JSON: parses; in/out are instants on the process's lane, and
+# each run (in to out) is a complete slice on the scheduler's lane.
 "$TRACEVM" run -S 1 "$P" --flags running,receive --format chrome --out "$tmp/c.json" \
     >"$tmp/out" 2>"$tmp/err" || fail "chrome run: $(cat "$tmp/err")"
 python3 - "$tmp/c.json" <<'PY' || fail "chrome differs"
 import json, sys
-evs = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] != "M"]
+S = 2 ** 52
+evs = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["tid"]: e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "thread_name"}
+assert names == {1: "<0.1.0>", 2: "<0.2.0>", S: "scheduler 0"}, names
+evs = [e for e in evs if e["ph"] != "M"]
 have = [(e["name"], e["tid"]) for e in evs]
-assert have == [("in", 1), ("out", 1), ("in", 2), ("out", 2), ("in", 1), ("receive", 1),
-                ("out", 1)], have
+assert have == [("in", 1), ("<0.1.0>", S), ("out", 1), ("in", 2), ("<0.2.0>", S), ("out", 2),
+                ("in", 1), ("receive", 1), ("<0.1.0>", S), ("out", 1)], have
+runs = [e for e in evs if e["ph"] == "X"]
+ins = [e["ts"] for e in evs if e["name"] == "in"]
+outs = [e["ts"] for e in evs if e["name"] == "out"]
+for r, t_in, t_out in zip(runs, ins, outs):
+    assert r["ts"] == t_in and abs(r["ts"] + r["dur"] - t_out) < 0.0015, (r, t_in, t_out)
+for a, b in zip(runs, runs[1:]):
+    assert a["ts"] + a["dur"] <= b["ts"], (a, b)
 PY
 
 if ! command -v babeltrace2 >/dev/null; then
