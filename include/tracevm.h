@@ -70,6 +70,13 @@ typedef struct tvm_config {
     int schedulers;            /* scheduler threads; 0 = one per core */
     size_t fiber_stack_bytes;  /* native stack per process; 0 = default (256 KiB) */
     bool quiet_crashes;        /* do not print crash reports of processes */
+    /* Fiber stacks carved from large slabs without guard pages, so that
+     * hundreds of thousands of processes fit in Linux's default
+     * vm.max_map_count (guarded stacks cost two mappings each: about
+     * 32,700 processes).  A native that overflows its stack then writes
+     * into a neighbour's instead of faulting; nested activations still
+     * stop at VM_NATIVE_STACK_RESERVE from the bottom (docs/embedding.md). */
+    bool fiber_slabs;
     /* trace_pattern parks every scheduler while it patches, as BEAM did
      * before R16.  For the pause-freedom benchmark only. */
     bool stop_the_world_tracing;
@@ -422,6 +429,14 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data);
  *   TVM_TRACE_SILENT     call, return_from, exception_from and return_to
  *                        events are not written (match specs still run and
  *                        may switch it with {silent, Bool})
+ *   TVM_TRACE_RUNNING    scheduling events: {trace,Pid,in,{M,F,A}} when the
+ *                        process is scheduled in, {trace,Pid,out,{M,F,A}}
+ *                        when it is scheduled out (0 instead of the MFA
+ *                        when it is in no function: at its start and exit)
+ *   TVM_TRACE_SEND       {trace,Pid,send,Msg,To} for each message the
+ *                        process sends (VM code, natives, tvm_send)
+ *   TVM_TRACE_RECEIVE    {trace,Pid,'receive',Msg} for each message the
+ *                        process takes from its mailbox (docs/tracing.md)
  * A change applies from the process's next event; nothing is stopped or
  * waited for.  Events are written only while a pipeline runs.
  */
@@ -432,6 +447,9 @@ enum {
     TVM_TRACE_PROCS = 1u << 3,
     TVM_TRACE_RETURN_TO = 1u << 4,
     TVM_TRACE_SILENT = 1u << 5,
+    TVM_TRACE_RUNNING = 1u << 6,
+    TVM_TRACE_SEND = 1u << 7,
+    TVM_TRACE_RECEIVE = 1u << 8,
 };
 
 /*
@@ -499,7 +517,9 @@ typedef void (*tvm_trace_callback)(const tvm_trace_event *ev, void *data);
 
 typedef enum tvm_trace_policy {
     TVM_TRACE_DROP,          /* a full ring drops events and counts them (reported in place) */
-    TVM_TRACE_LOSSLESS,      /* not implemented in this version: rejected */
+    TVM_TRACE_LOSSLESS,      /* a full ring suspends the traced process until the
+                                collector made room (its scheduler runs others);
+                                a thread of the embedder blocks; nothing is lost */
 } tvm_trace_policy;
 
 typedef struct tvm_trace_options {

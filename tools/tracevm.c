@@ -57,7 +57,12 @@ static const char *const usage_run =
     "                     procs      spawn and exit events\n"
     "                     return_to  {trace,<0.1.0>,return_to,{M,F,A}} (--local)\n"
     "                     silent     no call/return events (match specs still run)\n"
+    "                     running    in/out events when scheduled in and out\n"
+    "                     send       send events {trace,Pid,send,Msg,To}\n"
+    "                     receive    receive events {trace,Pid,'receive',Msg}\n"
     "  --format FMT     text (default), jsonl, chrome or ctf\n"
+    "  --policy POLICY  drop (default: a full buffer drops events, counted) or\n"
+    "                   lossless (a traced process waits for room instead)\n"
     "  --out PATH       where events go (default: stderr); a file, for ctf a new\n"
     "                   or empty directory; required for chrome and ctf\n"
     "Events still buffered are written before the result is printed; events\n"
@@ -170,6 +175,8 @@ typedef struct RunOpts {
     tvm_trace_format fmt;
     const char *out;           /* --out, or NULL */
     const char *match;         /* --match, or NULL */
+    const char *policy;        /* --policy, or NULL */
+    tvm_trace_policy pol;
 } RunOpts;
 
 static void run_opts_free(RunOpts *o)
@@ -212,6 +219,17 @@ static bool parse_trace_format(const char *name, tvm_trace_format *fmt)
     return false;
 }
 
+static bool parse_trace_policy(const char *name, tvm_trace_policy *pol)
+{
+    if (!strcmp(name, "drop") || !strcmp(name, "lossless")) {
+        *pol = name[0] == 'd' ? TVM_TRACE_DROP : TVM_TRACE_LOSSLESS;
+        return true;
+    }
+    fprintf(stderr, "tracevm run: --policy: unknown policy '%s' (expected drop or lossless)\n",
+            name);
+    return false;
+}
+
 static bool parse_schedulers(const char *arg, tvm_config *cfg)
 {
     char *end = NULL;
@@ -250,6 +268,9 @@ static bool parse_run_option(int argc, char **argv, int *i, RunOpts *o)
     if (!strcmp(a, "--format"))
         return (o->format = option_value(argc, argv, i, "text, jsonl, chrome or ctf")) &&
                parse_trace_format(o->format, &o->fmt);
+    if (!strcmp(a, "--policy"))
+        return (o->policy = option_value(argc, argv, i, "drop or lossless")) &&
+               parse_trace_policy(o->policy, &o->pol);
     if (!strcmp(a, "--out"))
         return (o->out = option_value(argc, argv, i, "a path")) != NULL;
     fprintf(stderr, "tracevm run: unknown option %s\n", a);
@@ -260,7 +281,11 @@ static bool parse_run_option(int argc, char **argv, int *i, RunOpts *o)
 static bool check_trace_opts(RunOpts *o)
 {
     bool tracing = o->npatterns || o->flags_set;
-    const char *lone = o->local ? "--local" : o->format ? "--format" : o->out ? "--out" : NULL;
+    const char *lone = o->local    ? "--local"
+                       : o->format ? "--format"
+                       : o->out    ? "--out"
+                       : o->policy ? "--policy"
+                                   : NULL;
     if (o->match && !o->npatterns) {
         fprintf(stderr, "tracevm run: --match needs --trace\n");
         return false;
@@ -326,7 +351,7 @@ static int trace_setup(tvm_vm *vm, const RunOpts *o)
             fprintf(stderr, "tracevm run: warning: --trace %s matches no function%s\n",
                     o->patterns[i], o->local ? "" : " (without --local, exported ones only)");
     }
-    tvm_trace_options topts = { .format = o->fmt, .path = o->out };
+    tvm_trace_options topts = { .format = o->fmt, .path = o->out, .policy = o->pol };
     if (tvm_trace_start(vm, &topts, &err) != TVM_OK) {
         if (o->out)
             fprintf(stderr, "tracevm run: --out %s: %s\n", o->out, api_why(&err));

@@ -13,15 +13,18 @@
  *
  * All processes without stopping the world.  tvm_trace_flags_all changes
  * the default for new processes (vm->trace_new) first, then walks the
- * process table under its lock (sys->lock) and changes each process's
- * word.  vm_spawn reads the default under the same lock, in the critical
- * section that inserts the new process into the table.  So a spawn racing
- * with the walk either takes the lock after the walk (the default was
- * changed before the walk took the lock, so the spawn reads the new
- * default) or before it (then the walk finds the process in the table and
- * changes it): no process misses the change.  Schedulers never take the
- * table lock to run processes; only spawns, lookups and reaps wait for
- * the walk, briefly.
+ * process table (vm_proc_each_chunked) and changes each process's word.
+ * vm_spawn reads the default under the table lock (sys->lock), in the
+ * critical section that inserts the new process into the table.  So a
+ * spawn racing with the walk either reads the new default (its critical
+ * section comes after the default changed) or inserted the process before
+ * the walk took the lock for the first time, and then the walk visits it
+ * (every process in the table from the walk's start to its end is
+ * visited): no process misses the change.  The walk holds the table lock
+ * only while it takes references to a chunk of VM_PROC_WALK_CHUNK
+ * processes and changes their words without it, so spawns, sends and
+ * lookups wait at most for one chunk; schedulers never take the table
+ * lock to run processes.  bench/run events measures it (docs/benchmarks.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +42,8 @@ static const struct {
     { "call", TVM_TRACE_CALL },           { "arity", TVM_TRACE_ARITY },
     { "timestamp", TVM_TRACE_TIMESTAMP }, { "procs", TVM_TRACE_PROCS },
     { "return_to", TVM_TRACE_RETURN_TO }, { "silent", TVM_TRACE_SILENT },
+    { "running", TVM_TRACE_RUNNING },     { "send", TVM_TRACE_SEND },
+    { "receive", TVM_TRACE_RECEIVE },
 };
 
 #define NFLAG_NAMES (sizeof flag_names / sizeof flag_names[0])
@@ -155,7 +160,7 @@ int tr_flags_all(tvm_vm *vm, tvm_trace_scope scope, unsigned flags, bool on)
     SchedSystem *sys = vm_sched_of(vm);
     FlagsChange c = { flags, on, 0 };
     if ((scope & TVM_TRACE_EXISTING) && sys)
-        vm_proc_each(sys, change_one, &c);
+        vm_proc_each_chunked(sys, change_one, &c);
     return c.count;
 }
 

@@ -21,6 +21,15 @@
  *     count; otherData.lost_events holds the total.
  *   - the first event of a process writes a thread_name metadata event
  *     naming its lane "<0.N.0>"; the trace starts with process_name.
+ *   - scheduling: IN and OUT are instants on the process's lane, and an
+ *     OUT after an IN also draws the time in between as a complete slice
+ *     ("ph":"X", named "<0.N.0>") on the lane of the scheduler that ran
+ *     it (tid TR_CHROME_SCHED_TID + scheduler, named "scheduler N" by its
+ *     first slice), so a scheduler's lane shows which process it ran
+ *     when.  One scheduler runs one process at a time and writes its IN
+ *     after the previous OUT, so these slices never overlap.  An OUT that
+ *     follows the process's EXIT (its lane is gone) is only an instant;
+ *     the EXIT ends the running slice.
  *
  * B/E must nest per lane, and events may be missing (drops, tracing
  * switched on mid-call), so the sink keeps each lane's stack of open
@@ -42,6 +51,10 @@
 #include "vm/print.h"
 
 #define TR_CHROME_MAX_DEPTH 4096
+/* Scheduler lanes' tids: above any pid a run can reach, and exact as a
+ * JavaScript number (chrome://tracing parses JSON numbers as doubles). */
+#define TR_CHROME_SCHED_TID ((uint64_t)1 << 52)
+#define TR_CHROME_MAX_SCHED_LANES 1024
 
 typedef struct OpenCall {
     Atom mod, fun;
@@ -55,6 +68,9 @@ typedef struct Lane {
     OpenCall *stack;
     unsigned depth, cap;
     unsigned hidden;         /* open calls deeper than TR_CHROME_MAX_DEPTH */
+    bool running;            /* an IN without its OUT yet */
+    int in_sched;            /* the scheduler of that IN */
+    uint64_t in_ts;          /* its ts */
 } Lane;
 
 typedef struct ChromeSink {
@@ -69,6 +85,7 @@ typedef struct ChromeSink {
     Lane **buckets;
     size_t nbuckets, nlanes;
     StrBuf sb, vals, name;   /* the event being written; payload fields; a slice name */
+    bool sched_named[TR_CHROME_MAX_SCHED_LANES];   /* scheduler lanes named so far */
 } ChromeSink;
 
 /* ==== lanes ==== */
@@ -237,6 +254,44 @@ static void instant(ChromeSink *c, const TrEvent *ev, uint64_t ts, bool fn_name)
     end_event(c);
 }
 
+/* The time l's process ran, from its IN to ts, on its scheduler's lane. */
+static void run_slice(ChromeSink *c, Lane *l, uint64_t ts)
+{
+    l->running = false;
+    if (l->in_sched < 0 || l->in_sched >= TR_CHROME_MAX_SCHED_LANES)
+        return;
+    uint64_t tid = TR_CHROME_SCHED_TID + (uint64_t)l->in_sched;
+    if (!c->sched_named[l->in_sched]) {
+        c->sched_named[l->in_sched] = true;
+        begin_event(c);
+        sb_printf(&c->sb,
+                  "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%llu,"
+                  "\"args\":{\"name\":\"scheduler %d\"}}",
+                  c->os_pid, (unsigned long long)tid, l->in_sched);
+        end_event(c);
+    }
+    begin_event(c);
+    put_head(c, "X", tid, l->in_ts);
+    sb_puts(&c->sb, ",\"dur\":");
+    put_ts(&c->sb, ts - l->in_ts);
+    sb_printf(&c->sb, ",\"cat\":\"running\",\"name\":\"<0.%llu.0>\"}",
+              (unsigned long long)l->pid);
+    end_event(c);
+}
+
+/* IN and OUT: instants, and the running slice (header comment). */
+static void sched_event(ChromeSink *c, Lane *l, const TrEvent *ev, uint64_t ts)
+{
+    if (l->running)
+        run_slice(c, l, ts);
+    if (ev->kind == TR_K_IN) {
+        l->running = true;
+        l->in_sched = ev->sched;
+        l->in_ts = ts;
+    }
+    instant(c, ev, ts, false);
+}
+
 static void open_slice(ChromeSink *c, Lane *l, const TrEvent *ev, uint64_t ts)
 {
     if (l->depth == TR_CHROME_MAX_DEPTH) {
@@ -303,6 +358,10 @@ static void chrome_event(TrSink *s, const TrEvent *ev)
         end_event(c);
         return;
     }
+    if (ev->kind == TR_K_OUT && !lane_find(c, ev->pid)) {
+        instant(c, ev, ts, false);   /* after its EXIT: the lane is gone */
+        return;
+    }
     Lane *l = lane_get(c, ev->pid);
     /* Per lane, time never goes back (rings merge within a window). */
     if (ts < l->last_ts)
@@ -321,7 +380,13 @@ static void chrome_event(TrSink *s, const TrEvent *ev)
     case TR_K_EXCEPTION_FROM:
         return_slice(c, l, ev, ts);
         break;
+    case TR_K_IN:
+    case TR_K_OUT:
+        sched_event(c, l, ev, ts);
+        break;
     case TR_K_EXIT:
+        if (l->running)
+            run_slice(c, l, ts);
         close_all(c, l, ts);
         instant(c, ev, ts, false);
         lane_remove(c, l);
@@ -355,7 +420,10 @@ static void chrome_close(TrSink *s)
     for (size_t i = 0; i < c->nbuckets; i++) {
         while (c->buckets[i]) {
             Lane *l = c->buckets[i];
-            close_all(c, l, c->last_ts > l->last_ts ? c->last_ts : l->last_ts);
+            uint64_t end = c->last_ts > l->last_ts ? c->last_ts : l->last_ts;
+            if (l->running)
+                run_slice(c, l, end);
+            close_all(c, l, end);
             lane_remove(c, l);
         }
     }

@@ -18,7 +18,9 @@
  * online inside its outermost tvm_call; tr_vm_spawn, which a foreign
  * thread may reach outside any tvm_call, brackets its use with
  * vm_qsbr_call_enter/leave (a no-op on a scheduler thread, nesting inside
- * tvm_call).  An emit never suspends the process (drop policy only).
+ * tvm_call).  Under the lossless policy an emit may suspend the process
+ * (trace/tr_vm_proc.c: the lossless wait), which passes a quiescent
+ * state: it reloads the pointer afterwards and never uses the old one.
  *
  * Start.  The TrVm is built whole (pipeline, sink, collector running) and
  * then published ([TP1] release): an emitter that sees the pointer sees
@@ -53,44 +55,14 @@
 
 #include "breakpoints/bp_progress.h"
 #include "trace/tr.h"
+#include "trace/tr_vm_internal.h"
 #include "vm/qsbr.h"
 #include "vm/sched.h"
 
-typedef struct TrVm {
-    TrPipeline *tp;
-    FILE *file;            /* opened from opts.path (closed at stop), or NULL */
-} TrVm;
-
 /* ==== emitters ==== */
 
-/* [TP1'] acquire: the TrVm's initialisation; pairs with [TP1] in
- * tvm_trace_start().  The caller is an online reader (protocol above). */
-static TrVm *tr_vm_current(tvm_vm *vm)
-{
-    return vm_atomic_load_ptr_acquire(&vm->trace_out);
-}
-
-static int ring_of(const Process *p)
-{
-    return p->sched ? p->sched->id : -1;
-}
-
-static unsigned record_flags(uintptr_t tf)
-{
-    return (tf & VM_TRACE_TIMESTAMP) ? TR_F_TIMESTAMP : 0;
-}
-
-void tr_vm_emit(Process *p, const TrEmit *ev)
-{
-    TrVm *t = tr_vm_current(p->vm);
-    if (t)
-        tr_emit(t->tp, ring_of(p), ev);
-}
-
-unsigned tr_vm_record_flags(uintptr_t tf)
-{
-    return record_flags(tf);
-}
+/* tr_vm_current ([TP1'] acquire, trace/tr_vm_internal.h) pairs with [TP1]
+ * in tvm_trace_start(). */
 
 void tr_vm_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
                  const Term *args)
@@ -103,7 +75,7 @@ void tr_vm_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
     memcpy(terms + 1, args, (size_t)argc * sizeof(Term));
     TrEmit ev = {
         .kind = TR_K_SPAWN,
-        .flags = record_flags(tf),
+        .flags = tr_vm_record_flags(tf),
         .pid = parent->pid,
         .mod = entry->mod,
         .fun = entry->name,
@@ -114,7 +86,7 @@ void tr_vm_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
     vm_qsbr_call_enter();
     TrVm *t = tr_vm_current(parent->vm);
     if (t)
-        tr_emit(t->tp, ring_of(parent), &ev);
+        tr_vm_emit(parent, t, &ev);
     vm_qsbr_call_leave();
 }
 
@@ -128,12 +100,12 @@ void tr_vm_exit(Process *p, Term reason)
         return;
     TrEmit ev = {
         .kind = TR_K_EXIT,
-        .flags = record_flags(tf) | TR_F_NO_MFA,
+        .flags = tr_vm_record_flags(tf) | TR_F_NO_MFA,
         .pid = p->pid,
         .terms = &reason,
         .nterms = 1,
     };
-    tr_emit(t->tp, ring_of(p), &ev);
+    tr_vm_emit(p, t, &ev);
 }
 
 /* ==== start ==== */
@@ -155,11 +127,8 @@ static bool options_check(const tvm_trace_options *o, char *why, size_t n)
                  (int)o->format);
     else if (o->format == TVM_TRACE_CALLBACK && !o->callback)
         snprintf(why, n, "the callback format needs a callback");
-    else if (o->policy == TVM_TRACE_LOSSLESS)
-        snprintf(why, n, "the lossless policy is not implemented in this version "
-                         "(a full ring cannot suspend its process yet); use the drop policy");
-    else if (o->policy != TVM_TRACE_DROP)
-        snprintf(why, n, "bad policy %d (expected drop)", (int)o->policy);
+    else if (o->policy != TVM_TRACE_DROP && o->policy != TVM_TRACE_LOSSLESS)
+        snprintf(why, n, "bad policy %d (expected drop or lossless)", (int)o->policy);
     else if (o->format == TVM_TRACE_CTF && !o->path)
         snprintf(why, n, "the ctf format needs a path (a directory)");
     else if (o->format == TVM_TRACE_CHROME && !o->path && !o->file)
@@ -198,24 +167,37 @@ static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, char *why, si
 }
 
 /* Builds and starts the pipeline of o with nscheds scheduler rings. */
-static tvm_status tr_vm_new(const tvm_trace_options *o, int nscheds, TrVm **out,
+static tvm_status tr_vm_new(tvm_vm *vm, const tvm_trace_options *o, int nscheds, TrVm **out,
                             char *why, size_t n)
 {
+    TrVm *t = vm_calloc(1, sizeof *t);
+    t->vm = vm;
+    t->nscheds = nscheds;
+    t->lossless = o->policy == TVM_TRACE_LOSSLESS;
     TrOptions to = { .nscheds = nscheds, .ring_bytes = o->ring_bytes,
-                     .policy = TR_POLICY_DROP };
+                     .policy = t->lossless ? TR_POLICY_LOSSLESS : TR_POLICY_DROP };
+    if (t->lossless) {
+        tr_vm_waits_init(t);
+        to.on_space = tr_vm_on_space;
+        to.on_space_data = t;
+    }
     TrPipeline *tp = tr_pipeline_new(&to, why, n);
-    if (!tp)
+    if (!tp) {
+        tr_vm_waits_destroy(t);
+        free(t);
         return TVM_ERR_BADARG;
+    }
     FILE *opened = NULL;
     tvm_status st;
     TrSink *sink = sink_new(o, &opened, why, n, &st);
     if (!sink) {
         tr_pipeline_free(tp);
+        tr_vm_waits_destroy(t);
+        free(t);
         return st;
     }
     tr_pipeline_add_sink(tp, sink);
     tr_pipeline_start(tp);
-    TrVm *t = vm_calloc(1, sizeof *t);
     t->tp = tp;
     t->file = opened;
     *out = t;
@@ -250,7 +232,7 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
     if (vm_atomic_load_ptr_relaxed(&vm->trace_out))
         snprintf(why, sizeof why, "a trace pipeline is already running");
     else
-        st = tr_vm_new(&o, sys->n, &t, why, sizeof why);
+        st = tr_vm_new(vm, &o, sys->n, &t, why, sizeof why);
     if (st == TVM_OK)
         /* [TP1] release: the TrVm whole before its pointer; pairs with
          * [TP1'] in tr_vm_current(). */
@@ -273,6 +255,7 @@ static void tr_vm_retire(tvm_vm *vm, TrVm *t)
     vm_atomic_store_relaxed(&vm->trace_out, 0);                /* (1) */
     bp_progress_sync(bp_progress_get(vm), NULL);              /* (2) */
     tr_pipeline_free(t->tp);                                   /* (3) */
+    tr_vm_waits_destroy(t);       /* lossless: wake whoever still waits for room */
     if (t->file)
         fclose(t->file);
     free(t);

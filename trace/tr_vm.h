@@ -36,11 +36,6 @@ void tr_vm_exception_from(Process *p, const FuncInfo *fn, Term cls, Term reason,
 /* Execution returned into fn (a return_to frame, or a catch in fn). */
 void tr_vm_return_to(Process *p, const FuncInfo *fn, uintptr_t tf);
 
-/* For the emitters' files: writes ev into the running pipeline, if any,
- * on p's ring (p's thread, online); the record flags of trace flags. */
-struct TrEmit;
-void tr_vm_emit(Process *p, const struct TrEmit *ev);
-unsigned tr_vm_record_flags(uintptr_t tf);
 
 /*
  * `parent` spawned process `child` running entry(args) (vm_spawn, after
@@ -63,6 +58,23 @@ int tr_flags_all(tvm_vm *vm, tvm_trace_scope scope, unsigned flags, bool on);
 
 /* Registers erlang:trace/3 (trace/tr_bif.c). */
 void tr_natives_register(tvm_vm *vm);
+/*
+ * Running, send and receive events (trace/tr_vm_proc.c); each checks p's
+ * flag.  On p's own fiber unless said otherwise; under the lossless
+ * policy each may suspend p until its ring has room.
+ *   sched_in/out     p is scheduled in / about to be scheduled out
+ *   sched_start      p starts running (in, with its entry function)
+ *   sched_exit       p is exiting (out, with 0)
+ *   send             `from` sends msg to pid `to` (also a call context
+ *                    through tvm_send, on an embedder's thread)
+ *   receive          p took the messages m, m->next, ... into its queue
+ */
+void tr_vm_sched_in(Process *p);
+void tr_vm_sched_out(Process *p);
+void tr_vm_sched_start(Process *p);
+void tr_vm_sched_exit(Process *p);
+void tr_vm_send(Process *from, uint64_t to, Term msg);
+void tr_vm_receive(Process *p, const Message *m);
 
 /* tvm_destroy: stops a pipeline still running (before the schedulers stop). */
 void tr_vm_destroy(tvm_vm *vm);

@@ -8,8 +8,18 @@
  */
 #include "trace/tr.h"
 #include "trace/tr_vm.h"
+#include "trace/tr_vm_internal.h"
 
 #include <string.h>
+
+/* Writes ev for p into the running pipeline, if any (p's thread, online;
+ * under the lossless policy a full ring suspends p: trace/tr_vm_proc.c). */
+static void emit(Process *p, const TrEmit *ev)
+{
+    TrVm *t = tr_vm_current(p->vm);
+    if (t)
+        tr_vm_emit(p, t, ev);
+}
 
 /* A call event whose payload is the arguments and then `extra` terms
  * (one array; kept out of the plain call's path, which copies nothing). */
@@ -23,7 +33,7 @@ static __attribute__((noinline)) void call_with_extra(Process *p, TrEmit *ev,
         terms[n++] = extra[i];
     ev->terms = terms;
     ev->nterms = n;
-    tr_vm_emit(p, ev);
+    emit(p, ev);
 }
 
 void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf, const Term *extra,
@@ -44,7 +54,7 @@ void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf, const Term *extra,
     if (nextra)
         call_with_extra(p, &ev, extra, nextra);
     else
-        tr_vm_emit(p, &ev);
+        emit(p, &ev);
 }
 
 /* An event about fn with `n` payload terms. */
@@ -61,7 +71,7 @@ static void emit_fn(Process *p, TrKind kind, const FuncInfo *fn, uintptr_t tf,
         .terms = terms,
         .nterms = n,
     };
-    tr_vm_emit(p, &ev);
+    emit(p, &ev);
 }
 
 void tr_vm_return_from(Process *p, const FuncInfo *fn, Term value, uintptr_t tf)

@@ -48,6 +48,7 @@ tvm_vm *tvm_new(const tvm_config *cfg)
     vm->output = cfg ? cfg->output : NULL;
     vm->schedulers = cfg && cfg->schedulers > 0 ? cfg->schedulers : 0;
     vm->fiber_stack = cfg ? cfg->fiber_stack_bytes : 0;
+    vm->fiber_slabs = cfg && cfg->fiber_slabs;
     vm->crash_reports = !(cfg && cfg->quiet_crashes);
     vm->stw_tracing = cfg && cfg->stop_the_world_tracing;
     vm_modules_init(vm);

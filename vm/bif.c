@@ -14,6 +14,7 @@
 #include "vm/print.h"
 #include "vm/process.h"
 #include "vm/sched.h"
+#include "trace/tr_vm.h"
 
 #define NATIVE_FN(name) \
     static tvm_status name(tvm_env *env, int argc, const tvm_term *argv, \
@@ -575,6 +576,7 @@ NATIVE_FN(bif_send)
     if (!term_is_pid(to))
         BADARG();
     /* Sending to a process that has exited is not an error (as in Erlang). */
+    tr_vm_send(p, pid_value(to), ARG(1));
     vm_send(p->vm, pid_value(to), ARG(1));
     RETURN(ARG(1));
 }

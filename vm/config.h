@@ -62,6 +62,22 @@
 #define VM_FIBER_STACK_SIZE (256 * 1024)
 #endif
 
+/*
+ * VM_FIBER_SLAB_STACKS: stacks per slab when tvm_config.fiber_slabs is
+ * set (vm/fiber.c): one mapping per this many spawns.
+ */
+#ifndef VM_FIBER_SLAB_STACKS
+#define VM_FIBER_SLAB_STACKS 64
+#endif
+
+/*
+ * VM_PROC_WALK_CHUNK: processes a walk of the whole table (flags for all,
+ * trace/tr_flags.c) handles per hold of the table lock.
+ */
+#ifndef VM_PROC_WALK_CHUNK
+#define VM_PROC_WALK_CHUNK 256
+#endif
+
 /* VM_MAX_REGS: registers one function may declare (fits the A field). */
 #ifndef VM_MAX_REGS
 #define VM_MAX_REGS 1024

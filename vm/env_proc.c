@@ -12,6 +12,7 @@
 #include "vm/print.h"
 #include "vm/qsbr.h"
 #include "vm/sched.h"
+#include "trace/tr_vm.h"
 
 void vm_timer_add(SchedSystem *sys, uint64_t deadline, uint64_t pid, uint64_t seq);
 uint64_t vm_now_ns(void);
@@ -65,6 +66,7 @@ tvm_status tvm_send(tvm_env *env, tvm_pid pid, tvm_term msg)
 {
     if (!ENV_OK(env) || msg.h >= env->p->nroots)
         return TVM_ERR_BADARG;
+    tr_vm_send(env->p, pid, vm_root_get(env->p, msg));
     return vm_send(env->p->vm, pid, vm_root_get(env->p, msg)) ? TVM_OK : TVM_ERR_NOTFOUND;
 }
 

@@ -1,6 +1,28 @@
 /*
- * vm/fiber.c - fiber stacks (mmap + guard page, pooled) and the initial
- * frame of a new fiber.
+ * vm/fiber.c - fiber stacks (mmap + guard page, pooled; or carved from
+ * slabs) and the initial frame of a new fiber.
+ *
+ * Guarded stacks (the default): each stack is its own mapping with a
+ * PROT_NONE page below it, so a native that overflows its stack faults at
+ * once.  The price is two kernel mappings (VMAs) per live process, and
+ * Linux allows vm.max_map_count (65530 by default) per OS process: about
+ * 32,700 live processes.
+ *
+ * Slab stacks (tvm_config.fiber_slabs): stacks are carved from slabs of
+ * VM_FIBER_SLAB_STACKS stacks, one anonymous read-write mapping each, with
+ * no guard pages.  Neighbouring slabs have the same protection and flags,
+ * so the kernel merges them into one VMA; 300,000 processes then need a
+ * handful of mappings instead of 600,000.  What remains against overflow:
+ * vm_execute refuses a nested activation (a native calling back into VM
+ * code) that would start within VM_NATIVE_STACK_RESERVE of stack_lo, and
+ * the VM's own code never recurses on the native stack otherwise; a native
+ * that itself uses more than the reserve below its activation writes into
+ * the neighbouring stack silently.  A slab stack is never unmapped on its
+ * own (that would split the VMA again): a freed one stays in the pool for
+ * reuse whatever max_free says, trimming gives its pages back (madvise),
+ * and the slabs are unmapped with the pool.  Address space is reserved,
+ * not committed (MAP_NORESERVE): 300,000 stacks of 256 KiB are 75 GiB of
+ * it, of the 128 TiB a process has.
  */
 #include "vm/fiber.h"
 
@@ -43,7 +65,17 @@ void vm_fiber_pool_init(FiberPool *pool, size_t stack_size, size_t max_free)
     pthread_mutex_init(&pool->lock, NULL);
     pool->free = NULL;
     pool->nfree = 0;
+    pool->ndirty = 0;
     pool->live = 0;
+    pool->slabs = false;
+    pool->slab_next = pool->slab_end = NULL;
+    pool->slab_list = NULL;
+    pool->nslabs = pool->slab_cap = 0;
+}
+
+void vm_fiber_pool_use_slabs(FiberPool *pool)
+{
+    pool->slabs = true;
 }
 
 static void unmap(Fiber *f)
@@ -51,6 +83,10 @@ static void unmap(Fiber *f)
 #if defined(__SANITIZE_THREAD__)
     __tsan_destroy_fiber(f->tsan);
 #endif
+    if (f->in_slab) {
+        free(f);    /* the slab goes with the pool */
+        return;
+    }
     size_t ps = page_size();
     if (munmap(f->stack_lo - ps, (size_t)(f->stack_hi - f->stack_lo) + ps) != 0)
         vm_die("munmap of a fiber stack");
@@ -65,7 +101,66 @@ void vm_fiber_pool_destroy(FiberPool *pool)
         unmap(f);
     }
     pool->nfree = 0;
+    size_t slab_len = VM_FIBER_SLAB_STACKS * pool->stack_size;
+    for (size_t i = 0; i < pool->nslabs; i++)
+        if (munmap(pool->slab_list[i], slab_len) != 0)
+            vm_die("munmap of a fiber slab");
+    free(pool->slab_list);
+    pool->slab_list = NULL;
+    pool->nslabs = 0;
     pthread_mutex_destroy(&pool->lock);
+}
+
+/* The next stack of the current slab, mapping a new slab when it is used
+ * up; NULL when no slab can be mapped. */
+static Fiber *carve(FiberPool *pool)
+{
+    size_t slab_len = VM_FIBER_SLAB_STACKS * pool->stack_size;
+    pthread_mutex_lock(&pool->lock);
+    if (pool->slab_next == pool->slab_end) {
+        char *slab = mmap(NULL, slab_len, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (slab == MAP_FAILED) {
+            pthread_mutex_unlock(&pool->lock);
+            return NULL;
+        }
+        if (pool->nslabs == pool->slab_cap) {
+            pool->slab_cap = pool->slab_cap ? pool->slab_cap * 2 : 64;
+            pool->slab_list = vm_realloc(pool->slab_list, pool->slab_cap * sizeof(void *));
+        }
+        pool->slab_list[pool->nslabs++] = slab;
+        pool->slab_next = slab;
+        pool->slab_end = slab + slab_len;
+    }
+    char *lo = pool->slab_next;
+    pool->slab_next += pool->stack_size;
+    pthread_mutex_unlock(&pool->lock);
+    Fiber *f = vm_calloc(1, sizeof(Fiber));
+    f->stack_lo = lo;
+    f->stack_hi = lo + pool->stack_size;
+    f->in_slab = true;
+    return f;
+}
+
+/* A stack of its own with a guard page; NULL when it cannot be mapped. */
+static Fiber *map_guarded(FiberPool *pool)
+{
+    /* [guard page][stack ...]; the Fiber itself is a small malloc'd
+     * struct, so an idle fiber's resident memory is the stack pages it
+     * touched and nothing else. */
+    size_t ps = page_size();
+    size_t len = ps + pool->stack_size;
+    char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                      -1, 0);
+    if (base == MAP_FAILED || mprotect(base, ps, PROT_NONE) != 0) {
+        if (base != MAP_FAILED)
+            munmap(base, len);
+        return NULL;
+    }
+    Fiber *f = vm_calloc(1, sizeof(Fiber));
+    f->stack_lo = base + ps;
+    f->stack_hi = base + len;
+    return f;
 }
 
 Fiber *vm_fiber_alloc(FiberPool *pool)
@@ -84,26 +179,15 @@ Fiber *vm_fiber_alloc(FiberPool *pool)
     pthread_mutex_unlock(&pool->lock);
     if (reuse)
         return reuse;
-    /* [guard page][stack ...]; the Fiber itself is a small malloc'd
-     * struct, so an idle fiber's resident memory is the stack pages it
-     * touched and nothing else. */
-    size_t ps = page_size();
-    size_t len = ps + pool->stack_size;
-    char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                      -1, 0);
+    Fiber *f = pool->slabs ? carve(pool) : map_guarded(pool);
     /* Out of address space or of mappings (vm.max_map_count): the caller
      * gets NULL and reports system_limit. */
-    if (base == MAP_FAILED || mprotect(base, ps, PROT_NONE) != 0) {
-        if (base != MAP_FAILED)
-            munmap(base, len);
+    if (!f) {
         pthread_mutex_lock(&pool->lock);
         pool->live--;
         pthread_mutex_unlock(&pool->lock);
         return NULL;
     }
-    Fiber *f = vm_calloc(1, sizeof(Fiber));
-    f->stack_lo = base + ps;
-    f->stack_hi = base + len;
 #if defined(__SANITIZE_THREAD__)
     f->tsan = __tsan_create_fiber(0);
 #endif
@@ -114,7 +198,7 @@ void vm_fiber_free(FiberPool *pool, Fiber *f)
 {
     pthread_mutex_lock(&pool->lock);
     pool->live--;
-    bool keep = pool->nfree < pool->max_free;
+    bool keep = pool->nfree < pool->max_free || f->in_slab;
     pthread_mutex_unlock(&pool->lock);
     if (!keep) {
         unmap(f);

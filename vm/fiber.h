@@ -4,7 +4,8 @@
  * documented there).
  *
  * Stacks are mmap'd with a guard page below them and kept in a pool for
- * reuse.  A pool may be used from any thread; a Fiber is owned by whoever
+ * reuse; or, in a slab pool, carved from large mappings without guard
+ * pages (vm/fiber.c explains the trade).  A pool may be used from any thread; a Fiber is owned by whoever
  * runs or holds it.
  */
 #ifndef VM_FIBER_H
@@ -22,6 +23,7 @@ typedef struct Fiber {
     char *stack_hi;
     struct Fiber *next_free;
     bool dirty;            /* in the pool with pages not yet given back */
+    bool in_slab;          /* carved from a slab: never unmapped on its own */
 } Fiber;
 
 /* Words saved by vm_fiber_switch (r15 r14 r13 r12 rbx rbp, return address). */
@@ -72,11 +74,19 @@ typedef struct FiberPool {
     size_t nfree;
     size_t ndirty;         /* free stacks whose pages are still resident */
     size_t live;           /* stacks handed out and not yet returned */
+    /* Slab pools (vm_fiber_pool_use_slabs), under lock: the slab being
+     * carved ([slab_next, slab_end)) and every slab, unmapped at destroy. */
+    bool slabs;
+    char *slab_next, *slab_end;
+    void **slab_list;
+    size_t nslabs, slab_cap;
 } FiberPool;
 
 /* stack_size is rounded up to pages; 0 means VM_FIBER_STACK_SIZE. */
 void vm_fiber_pool_init(FiberPool *pool, size_t stack_size, size_t max_free);
 void vm_fiber_pool_destroy(FiberPool *pool);
+/* Makes a fresh pool carve its stacks from slabs (before the first alloc). */
+void vm_fiber_pool_use_slabs(FiberPool *pool);
 /* A fiber with a fresh or reused stack; NULL when no stack can be mapped. */
 Fiber *vm_fiber_alloc(FiberPool *pool);
 /*

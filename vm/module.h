@@ -132,6 +132,7 @@ struct tvm_vm {
     void *output;                /* FILE * for io: natives */
     int schedulers;              /* scheduler threads to start (0: one per core) */
     size_t fiber_stack;          /* bytes per process fiber stack (0: default) */
+    bool fiber_slabs;            /* stacks from slabs, no guard pages (tvm_config) */
     bool crash_reports;          /* print a report when a process crashes */
     /* The schedulers (struct SchedSystem *), started on first use
      * (vm/sched.c).  [SC1] release store under code_lock when started and

@@ -115,6 +115,47 @@ void vm_proc_each(SchedSystem *sys, void (*fn)(Process *p, void *data), void *da
     pthread_mutex_unlock(&sys->lock);
 }
 
+/*
+ * Walks the table a chunk at a time: under the lock, takes a reference to
+ * each of up to VM_PROC_WALK_CHUNK processes, then runs fn on them without
+ * the lock and drops the references, so spawns, sends and lookups wait at
+ * most for one chunk's collection, not for the whole walk.  Every process
+ * in the table from the start to the end of the walk is visited: one that
+ * stays keeps its slot unless the table is rebuilt (table_grow), and then
+ * the walk starts over (fn must not mind a second call).  Processes
+ * inserted during the walk may or may not be visited.
+ */
+void vm_proc_each_chunked(SchedSystem *sys, void (*fn)(Process *p, void *data), void *data)
+{
+    Process *chunk[VM_PROC_WALK_CHUNK];
+    size_t i = 0;
+    pthread_mutex_lock(&sys->lock);
+    Process **table = sys->table;
+    while (i < sys->cap) {
+        size_t n = 0;
+        for (; i < sys->cap && n < VM_PROC_WALK_CHUNK; i++) {
+            Process *p = sys->table[i];
+            if (p && p != TOMBSTONE) {
+                /* Relaxed: the table's reference keeps refs above 0 (as in
+                 * vm_proc_get). */
+                vm_atomic_fetch_add_relaxed(&p->refs, 1);
+                chunk[n++] = p;
+            }
+        }
+        pthread_mutex_unlock(&sys->lock);
+        for (size_t k = 0; k < n; k++) {
+            fn(chunk[k], data);
+            vm_proc_put(sys, chunk[k]);
+        }
+        pthread_mutex_lock(&sys->lock);
+        if (sys->table != table) {
+            table = sys->table;
+            i = 0;
+        }
+    }
+    pthread_mutex_unlock(&sys->lock);
+}
+
 Process *vm_proc_get(SchedSystem *sys, uint64_t pid)
 {
     pthread_mutex_lock(&sys->lock);
@@ -193,6 +234,7 @@ static void proc_main(void *arg)
     int argc = 0;
     for (; term_is_cons(list) && argc < VM_MAX_ARITY; list = cons_tail(list))
         args[argc++] = cons_head(list);
+    tr_vm_sched_start(p);
     Term res;
     tvm_status st = vm_execute(p, vm_export_target(p->vm, p->entry), argc, args, &res);
     if (st == TVM_OK) {
@@ -293,6 +335,7 @@ static void proc_exit(Process *p, Term cls, Term value)
     }
     tr_vm_exit(p, vm_root_get(p, hr));
     bp_time_exit(p);
+    tr_vm_sched_exit(p);
     pthread_mutex_lock(&p->lock);
     /* From here on the process counts as gone: a monitor set up now gets
      * an immediate noproc 'DOWN' (vm_proc_monitor), never nothing. */
@@ -334,10 +377,13 @@ static bool table_drop(SchedSystem *sys, Process *p)
     if (slot)
         *slot = TOMBSTONE;
     sys->live--;
+    /* Read before the reference goes: another holder (a lookup, a walk of
+     * the table) may drop the last one and free p right after. */
+    bool joinable = p->joinable;
     bool last = proc_unref(p);
     /* Waiters want a joinable process's exit (vm_proc_join) or no process
      * left (tvm_wait_idle); other exits wake nobody. */
-    if (sys->exit_waiters && (p->joinable || sys->live == 0))
+    if (sys->exit_waiters && (joinable || sys->live == 0))
         pthread_cond_broadcast(&sys->exited);
     pthread_mutex_unlock(&sys->lock);
     return last;
@@ -458,22 +504,28 @@ bool vm_send(tvm_vm *vm, uint64_t pid, Term msg)
     return ok;
 }
 
-/* Moves messages sent so far into the process's own queue (lock held). */
-static void fetch_locked(Process *p)
+/* Moves messages sent so far into the process's own queue (lock held).
+ * Returns where the moved messages begin (*result is the first), for the
+ * receive events written after the lock is released. */
+static Message **fetch_locked(Process *p)
 {
+    Message **from = p->mq_tail;
     if (p->inbox) {
         *p->mq_tail = p->inbox;
         p->mq_tail = p->inbox_tail;
         p->inbox = NULL;
         p->inbox_tail = &p->inbox;
     }
+    return from;
 }
 
 void vm_proc_fetch(Process *p)
 {
     pthread_mutex_lock(&p->lock);
-    fetch_locked(p);
+    Message **from = fetch_locked(p);
     pthread_mutex_unlock(&p->lock);
+    /* Only this process changes its queue: *from stays the first new one. */
+    tr_vm_receive(p, *from);
 }
 
 void vm_proc_accept(Process *p)
@@ -486,7 +538,7 @@ void vm_proc_accept(Process *p)
     p->cursor = &p->mq;
 }
 
-static void yield_switch(Process *p)
+void vm_proc_switch_out(Process *p)
 {
     if (!p->want_wait && vm_sched_yield_to_next(p))
         return;
@@ -494,22 +546,32 @@ static void yield_switch(Process *p)
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
 }
 
-/* A process inside a call_time-traced function: its clock stops while it
- * is switched out (breakpoints/bp_time.h). */
-static void yield_timed(Process *p)
+/* A process inside a call_time-traced function (its clock stops while it
+ * is switched out: breakpoints/bp_time.h), or with the running flag (the
+ * out and in events are written on its own fiber, before and after the
+ * switch, whichever way it goes: trace/tr_vm_proc.c). */
+static void yield_traced(Process *p, bool running)
 {
-    bp_time_sched_out_slow(p);
-    yield_switch(p);
-    bp_time_sched_in_slow(p);
+    if (running)
+        tr_vm_sched_out(p);
+    if (p->ct_fn)
+        bp_time_sched_out_slow(p);
+    vm_proc_switch_out(p);
+    if (p->ct_fn)
+        bp_time_sched_in_slow(p);
+    if (running)
+        tr_vm_sched_in(p);
 }
 
 void vm_proc_yield(Process *p)
 {
-    /* One predictable branch when no call_time is running in p. */
-    if (VM_UNLIKELY(p->ct_fn != NULL))
-        yield_timed(p);
-    else
-        yield_switch(p);
+    /* Two predictable branches when p is neither timed nor traced. */
+    bool running = vm_atomic_load_relaxed(&p->trace) & VM_TRACE_RUNNING;
+    if (VM_UNLIKELY(p->ct_fn != NULL || running)) {
+        yield_traced(p, running);
+        return;
+    }
+    vm_proc_switch_out(p);
 }
 
 /* Makes a process that waits for some condition look at it again. */
@@ -553,7 +615,7 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
      * sent after this look (the same lock) sets signaled again, so the
      * scheduler will not make us WAITING. */
     pthread_mutex_lock(&p->lock);
-    fetch_locked(p);
+    Message **from = fetch_locked(p);
     bool found = *p->cursor != NULL;
     uint64_t seq = 0;
     if (!found && timeout_ms != 0) {
@@ -562,6 +624,7 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
         p->signaled = false;
     }
     pthread_mutex_unlock(&p->lock);
+    tr_vm_receive(p, *from);
     if (found || timeout_ms == 0)
         return found;
     /* Beyond VM_TIMEOUT_MAX_MS (about 31 years) a timeout is infinity; it
@@ -572,9 +635,10 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
         p->want_wait = true;
         vm_proc_yield(p);
         pthread_mutex_lock(&p->lock);
-        fetch_locked(p);
+        from = fetch_locked(p);
         bool to = p->timed_out;
         pthread_mutex_unlock(&p->lock);
+        tr_vm_receive(p, *from);
         if (*p->cursor)
             return true;
         if (to)

@@ -29,6 +29,8 @@
  *   PROCS      spawn (by the parent) and exit events
  *   RETURN_TO  return_to events at returns through local trace frames
  *   SILENT     no call/return/exception/return_to events (match specs run)
+ *   RUNNING    in/out when scheduled in and out (trace/tr_vm_proc.c)
+ *   SEND       send events, by the sender; RECEIVE: receive events
  */
 enum {
     VM_TRACE_CALL = TVM_TRACE_CALL,
@@ -37,8 +39,12 @@ enum {
     VM_TRACE_PROCS = TVM_TRACE_PROCS,
     VM_TRACE_RETURN_TO = TVM_TRACE_RETURN_TO,
     VM_TRACE_SILENT = TVM_TRACE_SILENT,
+    VM_TRACE_RUNNING = TVM_TRACE_RUNNING,
+    VM_TRACE_SEND = TVM_TRACE_SEND,
+    VM_TRACE_RECEIVE = TVM_TRACE_RECEIVE,
     VM_TRACE_ALL = VM_TRACE_CALL | VM_TRACE_ARITY | VM_TRACE_TIMESTAMP | VM_TRACE_PROCS |
-                   VM_TRACE_RETURN_TO | VM_TRACE_SILENT,
+                   VM_TRACE_RETURN_TO | VM_TRACE_SILENT | VM_TRACE_RUNNING | VM_TRACE_SEND |
+                   VM_TRACE_RECEIVE,
 };
 
 enum {

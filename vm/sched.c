@@ -611,6 +611,8 @@ SchedSystem *vm_sched_start(tvm_vm *vm, int n)
     sys->table = vm_calloc(sys->cap, sizeof(Process *));
     sys->next_pid = 1;
     vm_fiber_pool_init(&sys->pool, vm->fiber_stack, 4096);
+    if (vm->fiber_slabs)
+        vm_fiber_pool_use_slabs(&sys->pool);
     pthread_mutex_init(&sys->tlock, NULL);
     cond_init_monotonic(&sys->tcond);
     pthread_mutex_init(&sys->stw_lock, NULL);

@@ -127,6 +127,9 @@ bool vm_send(tvm_vm *vm, uint64_t pid, Term msg);
 /* Calls fn(p, data) for every process in the table, with the table lock
  * held (fn must not take it, nor a run-queue lock). */
 void vm_proc_each(SchedSystem *sys, void (*fn)(Process *p, void *data), void *data);
+/* The same with fn called without the table lock, on a reference, a chunk
+ * of processes at a time (vm/proc.c: what is visited). */
+void vm_proc_each_chunked(SchedSystem *sys, void (*fn)(Process *p, void *data), void *data);
 
 /* Looks a process up (a reference the caller must drop with vm_proc_put). */
 Process *vm_proc_get(SchedSystem *sys, uint64_t pid);
@@ -137,8 +140,11 @@ Process *vm_proc_join(SchedSystem *sys, uint64_t pid);
 
 /* ---- used by a running process (on its own fiber) ---- */
 
-/* Gives the scheduler to others; returns when scheduled again. */
+/* Gives the scheduler to others; returns when scheduled again.  Writes
+ * the running flag's out and in events around the switch. */
 void vm_proc_yield(Process *p);
+/* vm_proc_yield without trace events (the lossless wait, trace/tr_vm_proc.c). */
+void vm_proc_switch_out(Process *p);
 /* The fast path of a plain yield: switches straight to the next local
  * process; false (nothing done) when the scheduler must decide. */
 bool vm_sched_yield_to_next(Process *p);

@@ -129,7 +129,9 @@ usage_error() { # message args...
     [[ ! -s $tmp/out ]] || fail "$*: the program ran"
 }
 usage_error "--format: unknown format 'xml' (expected text, jsonl, chrome or ctf)" --trace tc:main/0 --format xml
-usage_error "--flags: unknown flag 'send'" --flags call,send
+usage_error "--flags: unknown flag 'sends' (expected a comma-separated list of call, arity, timestamp, procs, return_to, silent, running, send, receive)" --flags call,sends
+usage_error "--policy: unknown policy 'lossy' (expected drop or lossless)" --flags call --policy lossy
+usage_error "--policy needs --trace or --flags" --policy lossless
 usage_error "--flags: unknown flag ''" --flags call,
 usage_error "--format chrome needs --out FILE" --trace tc:main/0 --format chrome
 usage_error "--format ctf needs --out DIR" --trace tc:main/0 --format ctf

@@ -8,7 +8,11 @@
  * tvm_call).  Each of the 200 cycles starts a pipeline into a file, lets
  * it run a little, changes flags of every existing process and stops it;
  * every file must hold whole, well-formed event lines and the last one
- * some events.  Under TSan (`scons mode=tsan test`) this checks the
+ * some events.  Every other cycle uses the lossless policy with a ring
+ * small enough to fill, so processes are suspended for room and stops
+ * come while some are (they must be woken, and must not touch the old
+ * pipeline).  Processes also have the running flag (in/out events at
+ * every yield, from both switch paths).  Under TSan (`scons mode=tsan test`) this checks the
  * retirement protocol of trace/tr_vm.c (unpublish, thread progress,
  * free); under ASan that nothing is used after it is freed.
  */
@@ -98,7 +102,10 @@ static long check_file(const char *path)
 static long cycle(tvm_vm *vm, const char *path, int k)
 {
     tvm_error err;
-    tvm_trace_options o = { .format = TVM_TRACE_TEXT, .path = path, .ring_bytes = 1 << 14 };
+    bool lossless = k % 2 == 1;
+    tvm_trace_options o = { .format = TVM_TRACE_TEXT, .path = path,
+                            .ring_bytes = lossless ? 1 << 12 : 1 << 14,
+                            .policy = lossless ? TVM_TRACE_LOSSLESS : TVM_TRACE_DROP };
     if (tvm_trace_start(vm, &o, &err) != TVM_OK)
         exit(fail(err.message));
     usleep((useconds_t)(rand() % 2000));
@@ -121,7 +128,8 @@ int main(void)
         tvm_load_string(vm, "sv.tasm", sv_text, sizeof sv_text - 1, &err) != TVM_OK ||
         tvm_trace_pattern(vm, "sv:_/_", TVM_TP_TRUE, TVM_TP_LOCAL, NULL, &err) != TVM_OK)
         return fail(err.message);
-    tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL | TVM_TRACE_PROCS, true);
+    tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL | TVM_TRACE_PROCS | TVM_TRACE_RUNNING,
+                        true);
     tvm_env *env = tvm_env_new(vm);
     tvm_pid loops[2] = { spawn_int(env, "sv", "loop", 1), spawn_int(env, "sv", "loop", 2) };
     pthread_t foreign;

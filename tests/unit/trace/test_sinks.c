@@ -121,6 +121,9 @@ Test(sinks, chrome)
         "{\"ph\":\"i\",\"pid\":1,\"tid\":42,\"ts\":0.900,\"s\":\"t\",\"cat\":\"send\",\"name\":\"send\",\"args\":{\"sched\":0,\"msg\":\"{hello,<<\\\"hi\\\">>}\",\"to\":\"<0.43.0>\"}},\n"
         "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":43,\"args\":{\"name\":\"<0.43.0>\"}},\n"
         "{\"ph\":\"i\",\"pid\":1,\"tid\":43,\"ts\":1.000,\"s\":\"t\",\"cat\":\"receive\",\"name\":\"receive\",\"args\":{\"sched\":1,\"msg\":\"{hello,<<\\\"hi\\\">>}\"}},\n"
+        /* The process's run on scheduler 1, from its in to its out. */
+        "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":4503599627370497,\"args\":{\"name\":\"scheduler 1\"}},\n"
+        "{\"ph\":\"X\",\"pid\":1,\"tid\":4503599627370497,\"ts\":0.200,\"dur\":0.900,\"cat\":\"running\",\"name\":\"<0.7.0>\"},\n"
         "{\"ph\":\"i\",\"pid\":1,\"tid\":7,\"ts\":1.100,\"s\":\"t\",\"cat\":\"out\",\"name\":\"out\",\"args\":{\"sched\":1}},\n"
         "{\"ph\":\"i\",\"pid\":1,\"tid\":42,\"ts\":1.200,\"s\":\"t\",\"cat\":\"call\",\"name\":\"lists:seq/3\",\"args\":{\"sched\":0,\"args\":\"[<<\\\"0123456789abcdefghi\\\"...>>|...]\",\"truncated\":true}},\n"
         "{\"ph\":\"B\",\"pid\":1,\"tid\":42,\"ts\":1.300,\"cat\":\"call\",\"name\":\"io:format/2\"},\n"

@@ -1,0 +1,364 @@
+/*
+ * bench/bench_events.c - setting trace flags for every process while the
+ * schedulers run, and the trace pipeline's own costs, as key=value lines.
+ *
+ * Flags for all (the tracevm side of reference/beam.md's 160 ms stop of
+ * every scheduler at 300,000 processes): a VM with --schedulers
+ * schedulers and slab stacks (tvm_config.fiber_slabs) holds --procs
+ * processes waiting in receive, plus one worker per scheduler that loops
+ * (a little VM code, then the native ev_nat:tick/1) and records the
+ * largest gap between two of its ticks.  Each of --rounds rounds has two
+ * windows of --window-ms each, in alternating order: a flags window
+ * (tvm_trace_flags_all(vm, TVM_TRACE_EXISTING, F, on), on and off in
+ * turn, F = call, procs, running, send and receive; then the host thread
+ * sleeps for the rest of the window) and a no-op window, where the host
+ * thread spins for as long as the last flags call took instead, then
+ * sleeps: with as many schedulers as cores, any busy host thread takes a
+ * core from a scheduler for that long, so the no-op window is the
+ * baseline the flags window must not exceed.  No pipeline runs, so the
+ * flags cost no events.
+ *   procs                  processes alive during the rounds (+ workers)
+ *   flags_all_ms           median duration of one tvm_trace_flags_all
+ *   flags_all_max_ms       the longest
+ *   flags_gap_max_ms       the largest worker gap in any flags window
+ *   noop_gap_max_ms        the largest worker gap in any no-op window
+ *   flags_gap_med_ms, noop_gap_med_ms   median over the rounds of each
+ *                          window's largest gap
+ *
+ * The pipeline (from the former bench_trace.c; internal API):
+ *   emit_ns           ns per tr_emit() of a call event with one small-int
+ *                     argument into a scheduler ring (the producer's whole
+ *                     cost: clock, encoding, record, publish); median of
+ *                     batches that fit the ring, so nothing is dropped
+ *   emit3_ns          the same with three arguments {ok,[1,2]}, <<"bin">>, 7
+ *   emit_shared_ns    the same through the shared (locked) ring, -1
+ *   <sink>_mev_s      collector throughput, million events per second,
+ *                     draining pre-filled rings into one sink: text, jsonl
+ *                     and chrome write to /dev/null, ctf to a temporary
+ *                     directory, callback calls an empty function
+ *
+ * usage: bench_events [--procs N] [--schedulers S] [--rounds R]
+ *                     [--window-ms W] [--events N] [--only flags|pipeline]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BENCH_PROG "bench_events"
+#include "bench/bench_util.h"
+#include "include/tracevm.h"
+#include "trace/tr.h"
+#include "vm/atom.h"
+#include "vm/atomics.h"
+
+/* ==== the pipeline ==== */
+
+#define BATCH 20000
+#define ROUNDS 31
+
+static void nothing(const TrEvent *ev, void *data)
+{
+    (void)ev;
+    (void)data;
+}
+
+static TrPipeline *pipeline(size_t ring_bytes)
+{
+    char err[256];
+    TrOptions o = { .nscheds = 1, .ring_bytes = ring_bytes };
+    TrPipeline *tp = tr_pipeline_new(&o, err, sizeof err);
+    if (!tp) {
+        fprintf(stderr, "bench_events: %s\n", err);
+        exit(1);
+    }
+    return tp;
+}
+
+/* Median ns per emit over ROUNDS batches of BATCH events, each drained. */
+static double emit_cost(int sched, const Term *args, unsigned nargs)
+{
+    TrPipeline *tp = pipeline((size_t)1 << 23);
+    tr_pipeline_add_sink(tp, tr_sink_callback_new(nothing, NULL));
+    tr_pipeline_start(tp);
+    TrEmit ev = { .kind = TR_K_CALL, .pid = 42, .mod = vm_atom_cstr("fib"),
+                  .fun = vm_atom_cstr("fib"), .arity = nargs, .terms = args, .nterms = nargs };
+    double per[ROUNDS];
+    uint64_t dropped = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        double t0 = now_ns();
+        for (int i = 0; i < BATCH; i++)
+            dropped += tr_emit(tp, sched, &ev) != TR_OK;
+        per[r] = (now_ns() - t0) / BATCH;
+        tr_flush(tp);
+    }
+    tr_pipeline_free(tp);
+    if (dropped)
+        fprintf(stderr, "bench_events: %llu events dropped while measuring emit\n",
+                (unsigned long long)dropped);
+    return median(per, ROUNDS);
+}
+
+/* Million events per second one sink takes from a pre-filled ring. */
+static double sink_rate(TrSink *sink, long n)
+{
+    TrPipeline *tp = pipeline((size_t)1 << 27);
+    tr_pipeline_add_sink(tp, sink);
+    Term arg = make_small(10);
+    TrEmit ev = { .kind = TR_K_CALL, .flags = TR_F_RETURNS, .pid = 42,
+                  .mod = vm_atom_cstr("fib"), .fun = vm_atom_cstr("fib"), .arity = 1,
+                  .terms = &arg, .nterms = 1 };
+    TrEmit ret = ev;
+    ret.kind = TR_K_RETURN_FROM;
+    for (long i = 0; i < n; i++)
+        if (tr_emit(tp, 0, i % 2 ? &ret : &ev) != TR_OK) {
+            fprintf(stderr, "bench_events: the ring is too small for %ld events\n", n);
+            exit(1);
+        }
+    double t0 = now_ns();
+    tr_pipeline_start(tp);
+    tr_flush(tp);
+    double secs = (now_ns() - t0) / 1e9;
+    tr_pipeline_free(tp);
+    return (double)n / secs / 1e6;
+}
+
+/* The pipeline's costs: emit and the sinks' throughput. */
+static void pipeline_costs(long n)
+{
+    vm_atoms_init();
+    Term one = make_small(10);
+    printf("emit_ns=%.1f\n", emit_cost(0, &one, 1));
+
+    static Term words[16];
+    Term *tup = words, *c1 = words + 3, *c2 = words + 5, *bin = words + 7;
+    c2[0] = make_small(2);
+    c2[1] = TERM_NIL;
+    c1[0] = make_small(1);
+    c1[1] = make_cons_ptr(c2);
+    tup[0] = MAKE_HEADER(IMM_HDR_TUPLE, 2);
+    tup[1] = make_atom(ATOM_OK);
+    tup[2] = make_cons_ptr(c1);
+    bin[0] = MAKE_HEADER(IMM_HDR_BINARY, 3);
+    memcpy(bin + 1, "bin", 3);
+    Term three[3] = { make_boxed(tup), make_boxed(bin), make_small(7) };
+    printf("emit3_ns=%.1f\n", emit_cost(0, three, 3));
+    printf("emit_shared_ns=%.1f\n", emit_cost(-1, &one, 1));
+
+    FILE *null = fopen("/dev/null", "w");
+    char dir[] = "/tmp/bench_events_XXXXXX", err[256];
+    if (!null || !mkdtemp(dir)) {
+        perror("bench_events");
+        exit(1);
+    }
+    printf("text_mev_s=%.2f\n", sink_rate(tr_sink_text_new(null, 0), n));
+    printf("jsonl_mev_s=%.2f\n", sink_rate(tr_sink_jsonl_new(null), n));
+    printf("chrome_mev_s=%.2f\n", sink_rate(tr_sink_chrome_new(null, 1), n));
+    printf("callback_mev_s=%.2f\n", sink_rate(tr_sink_callback_new(nothing, NULL), n));
+    TrSink *ctf = tr_sink_ctf_new(dir, 0, err, sizeof err);
+    if (!ctf) {
+        fprintf(stderr, "bench_events: %s\n", err);
+        exit(1);
+    }
+    printf("ctf_mev_s=%.2f\n", sink_rate(ctf, n));
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench_events: could not remove %s\n", dir);
+    fclose(null);
+}
+
+/* ==== flags for all processes ==== */
+
+#define MAX_WORKERS 64
+#define MAX_ROUNDS 1000
+
+/* Per worker (written by its scheduler thread in tick, read by the host
+ * between windows: relaxed, a stale value only blurs a window's edge). */
+static struct {
+    double last;        /* ns of its previous tick (worker only) */
+    VmAtomic max_gap;   /* ns; reset to 0 by the host at a window's start */
+    VmAtomic ticks;
+} workers[MAX_WORKERS];
+static VmAtomic stop_workers;
+
+/* ev_nat:tick(K): worker K's tick; returns 1 when the workers must stop. */
+static tvm_status nat_tick(tvm_env *env, int argc, const tvm_term *argv, tvm_term *res,
+                           void *data)
+{
+    (void)argc, (void)data;
+    int64_t k;
+    if (tvm_get_int(env, argv[0], &k) != TVM_OK || k < 0 || k >= MAX_WORKERS)
+        return tvm_raise_badarg(env);
+    double now = now_ns();
+    if (workers[k].last > 0) {
+        uintptr_t gap = (uintptr_t)(now - workers[k].last);
+        if (gap > vm_atomic_load_relaxed(&workers[k].max_gap))
+            vm_atomic_store_relaxed(&workers[k].max_gap, gap);
+    }
+    workers[k].last = now;
+    vm_atomic_fetch_add_relaxed(&workers[k].ticks, 1);
+    return tvm_make_int(env, (int64_t)vm_atomic_load_relaxed(&stop_workers), res);
+}
+
+static const char ev_text[] =
+    "module ev\n"
+    "export idler/0, worker/1\n"
+    /* idler(): waits for one message */
+    "function idler/0 regs 2\n"
+    "top:\n"
+    "    recv r0, none\n    accept\n    ret r0\n"
+    "none:\n"
+    "    loadk r1, infinity\n    wait r1, never\n    jump top\n"
+    "never:\n    ret r1\n"
+    "end\n"
+    /* worker(K): 200 loop iterations, a message to itself and back (a send
+     * looks the receiver up in the process table), tick(K); until tick
+     * says stop */
+    "function worker/1 regs 4\n"
+    "top:\n"
+    "    loadi r1, 200\n"
+    "spin:\n"
+    "    jeqi r1, 0, ticked\n"
+    "    addi r1, r1, -1\n"
+    "    jump spin\n"
+    "ticked:\n"
+    "    self r2\n"
+    "    loadk r3, t\n"
+    "    callx r2, r2, erlang:send/2\n"
+    "    recv r2, nomsg\n"
+    "    accept\n"
+    "nomsg:\n"
+    "    move r2, r0\n"
+    "    callx r2, r2, ev_nat:tick/1\n"
+    "    jeqi r2, 1, done\n"
+    "    jump top\n"
+    "done:\n    ret r0\n"
+    "end\n";
+
+/* The largest gap of any worker since the last reset, in ms; resets. */
+static double take_max_gap(int n)
+{
+    uintptr_t m = 0;
+    for (int k = 0; k < n; k++) {
+        uintptr_t g = vm_atomic_load_relaxed(&workers[k].max_gap);
+        m = g > m ? g : m;
+        vm_atomic_store_relaxed(&workers[k].max_gap, 0);
+    }
+    return (double)m / 1e6;
+}
+
+static void sleep_ms(double ms)
+{
+    if (ms > 0)
+        usleep((useconds_t)(ms * 1000));
+}
+
+static void flags_for_all(long nprocs, int nscheds, int rounds, double window_ms)
+{
+    tvm_config cfg = { .schedulers = nscheds, .quiet_crashes = true, .fiber_slabs = true,
+                       .fiber_stack_bytes = 64 * 1024 };
+    tvm_vm *vm = tvm_new(&cfg);
+    tvm_error err;
+    if (!vm || tvm_register_native(vm, "ev_nat", "tick", 1, nat_tick, NULL, &err) != TVM_OK ||
+        tvm_load_string(vm, "ev.tasm", ev_text, sizeof ev_text - 1, &err) != TVM_OK)
+        die("loading", vm ? err.message : "tvm_new");
+    tvm_env *env = tvm_env_new(vm);
+    double t0 = now_ns();
+    for (long i = 0; i < nprocs; i++) {
+        tvm_pid pid;
+        if (tvm_spawn(env, "ev", "idler", 0, NULL, &pid) != TVM_OK)
+            die("spawning the idle processes", tvm_status_name(TVM_ERR_LIMIT));
+    }
+    double spawn_ms = (now_ns() - t0) / 1e6;
+    tvm_pid wpids[MAX_WORKERS];
+    for (int k = 0; k < nscheds; k++) {
+        tvm_term a;
+        tvm_make_int(env, k, &a);
+        if (tvm_spawn(env, "ev", "worker", 1, &a, &wpids[k]) != TVM_OK)
+            die("spawning a worker", NULL);
+    }
+    /* Every worker ticking before the first window. */
+    for (int k = 0; k < nscheds; k++)
+        while (vm_atomic_load_relaxed(&workers[k].ticks) < 1000)
+            usleep(1000);
+    static double call_ms[MAX_ROUNDS], fgap[MAX_ROUNDS], ngap[MAX_ROUNDS];
+    double fmax = 0, nmax = 0, cmax = 0;
+    unsigned fl = TVM_TRACE_CALL | TVM_TRACE_PROCS | TVM_TRACE_RUNNING | TVM_TRACE_SEND |
+                  TVM_TRACE_RECEIVE;
+    /* One change before the rounds: the no-op's spin length to start with. */
+    double last_ms = now_ns();
+    tvm_trace_flags_all(vm, TVM_TRACE_EXISTING, fl, false);
+    last_ms = (now_ns() - last_ms) / 1e6;
+    for (int r = 0; r < rounds; r++) {
+        for (int j = 0; j < 2; j++) {
+            bool flags = (j + r) % 2 == 0;
+            take_max_gap(nscheds);
+            double w0 = now_ns();
+            if (flags) {
+                tvm_trace_flags_all(vm, TVM_TRACE_EXISTING, fl, r % 4 < 2);
+                last_ms = call_ms[r] = (now_ns() - w0) / 1e6;
+                cmax = call_ms[r] > cmax ? call_ms[r] : cmax;
+            } else {
+                while (now_ns() - w0 < last_ms * 1e6)
+                    ;
+            }
+            sleep_ms(window_ms - (now_ns() - w0) / 1e6);
+            double g = take_max_gap(nscheds);
+            if (flags) {
+                fgap[r] = g;
+                fmax = g > fmax ? g : fmax;
+            } else {
+                ngap[r] = g;
+                nmax = g > nmax ? g : nmax;
+            }
+        }
+    }
+    vm_atomic_store_relaxed(&stop_workers, 1);
+    for (int k = 0; k < nscheds; k++) {
+        tvm_term res;
+        tvm_join(env, wpids[k], &res);
+    }
+    printf("procs=%ld\nschedulers=%d\nspawn_ms=%.1f\n", nprocs, nscheds, spawn_ms);
+    printf("flags_all_ms=%.3f\nflags_all_max_ms=%.3f\n", median(call_ms, rounds), cmax);
+    printf("flags_gap_max_ms=%.3f\nnoop_gap_max_ms=%.3f\n", fmax, nmax);
+    printf("flags_gap_med_ms=%.3f\nnoop_gap_med_ms=%.3f\n", median(fgap, rounds),
+           median(ngap, rounds));
+    tvm_env_free(env);
+    tvm_destroy(vm);
+}
+
+int main(int argc, char **argv)
+{
+    long n = 2000000, nprocs = 300000;
+    int nscheds = 2, rounds = 10;
+    double window_ms = 300;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--events"))
+            n = arg_long(argv[i], val, 1000, 100000000), i++;
+        else if (!strcmp(argv[i], "--procs"))
+            nprocs = arg_long(argv[i], val, 0, 10000000), i++;
+        else if (!strcmp(argv[i], "--schedulers"))
+            nscheds = (int)arg_long(argv[i], val, 1, MAX_WORKERS), i++;
+        else if (!strcmp(argv[i], "--rounds"))
+            rounds = (int)arg_long(argv[i], val, 1, MAX_ROUNDS), i++;
+        else if (!strcmp(argv[i], "--window-ms"))
+            window_ms = (double)arg_long(argv[i], val, 1, 100000), i++;
+        else if (!strcmp(argv[i], "--only") && val &&
+                 (!strcmp(val, "flags") || !strcmp(val, "pipeline")))
+            only = val, i++;
+        else {
+            fprintf(stderr, "usage: bench_events [--procs N] [--schedulers S] [--rounds R] "
+                            "[--window-ms W] [--events N] [--only flags|pipeline]\n");
+            return 2;
+        }
+    }
+    if (!only || !strcmp(only, "flags"))
+        flags_for_all(nprocs, nscheds, rounds, window_ms);
+    if (!only || !strcmp(only, "pipeline"))
+        pipeline_costs(n);
+    return 0;
+}

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# tracevm run --flags running,send,receive: the exact in/out, send and
+# 'receive' events of tests/sh/data/trace_calls.tasm (a 'DOWN' message)
+# and of tests/sh/data/trace_msgs.tasm (messages both ways), on one scheduler, in
+# text, under both policies (same events); JSON lines and Chrome JSON
+# parsed by python3; CTF read by babeltrace2 (skipped, with a message,
+# when it is not installed).
+set -uo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+P=tests/sh/data/trace_calls.tasm
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# expect RESULT ARGS... <<WANT: tracevm run ARGS on one scheduler prints
+# RESULT and exactly the trace WANT on stderr.
+expect() {
+    local want=$1; shift
+    "$TRACEVM" run -S 1 "$@" >"$tmp/out" 2>"$tmp/err" || fail "exit $? for $*: $(cat "$tmp/err")"
+    [[ $(cat "$tmp/out") == "$want" ]] || fail "result for $*: $(cat "$tmp/out")"
+    diff -u - "$tmp/err" || fail "trace of $* differs"
+}
+
+cat >"$tmp/down" <<'WANT'
+{trace,<0.1.0>,in,{tc,main,0}}
+{trace,<0.1.0>,spawn,<0.2.0>,{tc,worker,[5]}}
+{trace,<0.1.0>,out,{tc,main,0}}
+{trace,<0.2.0>,in,{tc,worker,1}}
+{trace,<0.2.0>,exit,normal}
+{trace,<0.2.0>,out,0}
+{trace,<0.1.0>,in,{tc,main,0}}
+{trace,<0.1.0>,'receive',{'DOWN',1,process,<0.2.0>,normal}}
+{trace,<0.1.0>,exit,normal}
+{trace,<0.1.0>,out,0}
+WANT
+expect 6 "$P" --flags running,send,receive,procs <"$tmp/down"
+expect 6 "$P" --flags running,send,receive,procs --policy lossless <"$tmp/down"
+# Without receive: the same minus the 'receive' line.
+grep -vF "'receive'" "$tmp/down" >"$tmp/down_nr"
+expect 6 "$P" --flags running,procs --policy drop <"$tmp/down_nr"
+
+# Messages both ways (tests/sh/data/trace_msgs.tasm): main sends {ping,
+# Main}, echo replies {pong, Echo} and exits; main gets the pong and the
+# 'DOWN'.
+M=tests/sh/data/trace_msgs.tasm
+cat >"$tmp/msgs" <<'WANT'
+{trace,<0.1.0>,send,{ping,<0.1.0>},<0.2.0>}
+{trace,<0.2.0>,'receive',{ping,<0.1.0>}}
+{trace,<0.2.0>,send,{pong,<0.2.0>},<0.1.0>}
+{trace,<0.1.0>,'receive',{pong,<0.2.0>}}
+{trace,<0.1.0>,'receive',{'DOWN',1,process,<0.2.0>,normal}}
+WANT
+expect 6 "$M" --flags send,receive <"$tmp/msgs"
+expect 6 "$M" --flags send,receive --policy lossless <"$tmp/msgs"
+expect 6 "$M" --flags send <<'WANT'
+{trace,<0.1.0>,send,{ping,<0.1.0>},<0.2.0>}
+{trace,<0.2.0>,send,{pong,<0.2.0>},<0.1.0>}
+WANT
+# JSON lines: the same events, parsed.
+"$TRACEVM" run -S 1 "$P" --flags running,receive --format jsonl >"$tmp/out" 2>"$tmp/j" ||
+    fail "jsonl run: $(cat "$tmp/j")"
+python3 - "$tmp/j" <<'PY' || fail "jsonl differs"
+import json, sys
+got = [json.loads(l) for l in open(sys.argv[1])]
+want = [("in", 1, "main"), ("out", 1, "main"), ("in", 2, "worker"), ("out", 2, None),
+        ("in", 1, "main"), ("receive", 1, None), ("out", 1, None)]
+have = [(e["kind"], e["pid"], e.get("fun")) for e in got]
+assert have == want, have
+assert got[5]["msg"] == "{'DOWN',1,process,<0.2.0>,normal}", got[5]
+PY
+
+# Chrome JSON: parses; in/out are instants on the process's lane, and
+# each run (in to out) is a complete slice on the scheduler's lane.
+"$TRACEVM" run -S 1 "$P" --flags running,receive --format chrome --out "$tmp/c.json" \
+    >"$tmp/out" 2>"$tmp/err" || fail "chrome run: $(cat "$tmp/err")"
+python3 - "$tmp/c.json" <<'PY' || fail "chrome differs"
+import json, sys
+S = 2 ** 52
+evs = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["tid"]: e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "thread_name"}
+assert names == {1: "<0.1.0>", 2: "<0.2.0>", S: "scheduler 0"}, names
+evs = [e for e in evs if e["ph"] != "M"]
+have = [(e["name"], e["tid"]) for e in evs]
+assert have == [("in", 1), ("<0.1.0>", S), ("out", 1), ("in", 2), ("<0.2.0>", S), ("out", 2),
+                ("in", 1), ("receive", 1), ("<0.1.0>", S), ("out", 1)], have
+runs = [e for e in evs if e["ph"] == "X"]
+ins = [e["ts"] for e in evs if e["name"] == "in"]
+outs = [e["ts"] for e in evs if e["name"] == "out"]
+for r, t_in, t_out in zip(runs, ins, outs):
+    assert r["ts"] == t_in and abs(r["ts"] + r["dur"] - t_out) < 0.0015, (r, t_in, t_out)
+for a, b in zip(runs, runs[1:]):
+    assert a["ts"] + a["dur"] <= b["ts"], (a, b)
+PY
+
+if ! command -v babeltrace2 >/dev/null; then
+    echo "SKIP: the CTF part: babeltrace2 is not installed (tools/setup.sh installs it)"
+    exit 0
+fi
+"$TRACEVM" run -S 1 "$M" --flags running,send,receive --format ctf \
+    --out "$tmp/ctf" >"$tmp/out" 2>"$tmp/err" || fail "ctf run: $(cat "$tmp/err")"
+babeltrace2 "$tmp/ctf" 2>"$tmp/bterr" | sed -E 's/^\[[^]]*\] \([^)]*\) //' >"$tmp/bt"
+diff -u - "$tmp/bt" <<'WANT' || fail "babeltrace2 output differs: $(cat "$tmp/bterr")"
+in: { sched_id = 0 }, { pid = 1, module = "tm", function = "main", arity = 0 }
+send: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0, msg = "{ping,<0.1.0>}", to = "<0.2.0>" }
+out: { sched_id = 0 }, { pid = 1, module = "tm", function = "main", arity = 0 }
+in: { sched_id = 0 }, { pid = 2, module = "tm", function = "echo", arity = 0 }
+receive: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0, msg = "{ping,<0.1.0>}" }
+send: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0, msg = "{pong,<0.2.0>}", to = "<0.1.0>" }
+out: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0 }
+in: { sched_id = 0 }, { pid = 1, module = "tm", function = "main", arity = 0 }
+receive: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0, msg = "{pong,<0.2.0>}" }
+receive: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0, msg = "{\'DOWN\',1,process,<0.2.0>,normal}" }
+out: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0 }
+WANT
+exit 0

@@ -1,0 +1,103 @@
+/*
+ * tests/unit/vm/test_many_procs.c - slab fiber stacks (tvm_config
+ * fiber_slabs): a pool carves adjacent stacks out of one mapping and
+ * keeps freed ones; and 300,000 processes alive at once, each waiting in
+ * receive, where guarded stacks (two mappings per process against
+ * vm.max_map_count's 65530) stop at about 32,700.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tests/unit/helpers.h"
+#include "vm/config.h"
+#include "vm/fiber.h"
+
+/* Lines of /proc/self/maps: the OS process's mappings. */
+static long mappings(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    cr_assert(f);
+    long n = 0;
+    for (int c; (c = fgetc(f)) != EOF;)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+Test(fiber_slabs, stacks_are_carved_side_by_side_and_kept_when_freed)
+{
+    FiberPool pool;
+    vm_fiber_pool_init(&pool, 64 * 1024, 0);
+    vm_fiber_pool_use_slabs(&pool);
+    Fiber *f[3];
+    for (int i = 0; i < 3; i++)
+        f[i] = vm_fiber_alloc(&pool);
+    /* One slab, consecutive stacks, no guard page in between. */
+    cr_assert_eq(pool.nslabs, 1, "%zu slabs", pool.nslabs);
+    cr_assert_eq(f[1]->stack_lo, f[0]->stack_hi, "not adjacent");
+    cr_assert_eq(f[2]->stack_lo, f[1]->stack_hi, "not adjacent");
+    cr_assert_eq(f[0]->stack_hi - f[0]->stack_lo, 64 * 1024, "stack size");
+    /* Written end to end: no guard page faults. */
+    memset(f[0]->stack_lo, 0xab, 3 * 64 * 1024);
+    /* max_free is 0, yet a freed slab stack is kept (never unmapped alone). */
+    vm_fiber_free(&pool, f[1]);
+    cr_assert_eq(pool.nfree, 1, "a freed slab stack was not kept");
+    cr_assert_eq(vm_fiber_alloc(&pool), f[1], "the kept stack was not reused");
+    vm_fiber_pool_trim(&pool);
+    for (int i = 0; i < 3; i++)
+        vm_fiber_free(&pool, f[i]);
+    /* A second slab after VM_FIBER_SLAB_STACKS stacks. */
+    Fiber *more[VM_FIBER_SLAB_STACKS + 1];
+    for (int i = 0; i <= VM_FIBER_SLAB_STACKS; i++)
+        more[i] = vm_fiber_alloc(&pool);
+    cr_assert_eq(pool.nslabs, 2, "%zu slabs", pool.nslabs);
+    for (int i = 0; i <= VM_FIBER_SLAB_STACKS; i++)
+        vm_fiber_free(&pool, more[i]);
+    vm_fiber_pool_destroy(&pool);
+}
+
+static const char *const mp_src =
+    "module mp\n"
+    "export waiter/0\n"
+    /* waiter(): returns the first message it receives */
+    "function waiter/0 regs 2\n"
+    "top:\n"
+    "    recv r0, none\n    accept\n    ret r0\n"
+    "none:\n"
+    "    loadk r1, infinity\n    wait r1, never\n    jump top\n"
+    "never:\n    ret r1\n"
+    "end\n";
+
+#define N_PROCS 300000
+
+Test(fiber_slabs, three_hundred_thousand_processes_alive_at_once, .timeout = 600)
+{
+    tvm_config cfg = { .schedulers = 2, .fiber_slabs = true, .fiber_stack_bytes = 64 * 1024 };
+    tvm_vm *vm = tvm_new(&cfg);
+    tvm_env *env = tvm_env_new(vm);
+    load_ok(vm, "mp", mp_src);
+    long maps0 = mappings();
+    tvm_pid *pids = malloc(N_PROCS * sizeof *pids);
+    for (long i = 0; i < N_PROCS; i++)
+        cr_assert_eq(tvm_spawn(env, "mp", "waiter", 0, NULL, &pids[i]), TVM_OK,
+                     "spawn %ld failed", i);
+    /* All alive (none has had a message): each takes the next message. */
+    long grown = mappings() - maps0;
+    cr_expect_lt(grown, 1000, "%ld mappings for %d stacks", grown, N_PROCS);
+    /* Newest first: tvm_join finds the newest joinable process first. */
+    for (long i = N_PROCS; i-- > 0;) {
+        size_t mark = tvm_handles_mark(env);
+        tvm_term msg, r;
+        cr_assert_eq(tvm_make_int(env, i, &msg), TVM_OK);
+        cr_assert_eq(tvm_send(env, pids[i], msg), TVM_OK, "process %ld is gone", i);
+        cr_assert_eq(tvm_join(env, pids[i], &r), TVM_OK);
+        int64_t v = -1;
+        cr_assert_eq(tvm_get_int(env, r, &v), TVM_OK);
+        cr_assert_eq(v, i);
+        tvm_handles_release(env, mark);
+    }
+    free(pids);
+    tvm_env_free(env);
+    tvm_destroy(vm);
+}

@@ -1,0 +1,263 @@
+/*
+ * trace/tr_vm_proc.c - the events of a process's life on its scheduler:
+ * running (in/out), send and receive, and the lossless policy's wait.
+ *
+ * Where each event is written.  Every event is written by the thread the
+ * event's process runs on, into that scheduler's ring (trace/tr_vm.c:
+ * rings), and on the process's own fiber, so that the lossless policy can
+ * suspend the process that writes it:
+ *   - out: in vm_proc_yield, before the process switches out (to the
+ *     scheduler or, by vm_sched_yield_to_next, straight to the next
+ *     process); at exit, `out` with 0 after the exit event.
+ *   - in: in vm_proc_yield, after the switch back (whichever path
+ *     resumed it), and at the start of a new process (proc_main), with
+ *     its entry function as BEAM does.
+ *   - send: by the sender before the message is delivered (erlang:send,
+ *     tvm_send; a call context writes to the shared ring), whether or not
+ *     the receiver is alive.  'DOWN' messages are sent by the VM, not by
+ *     a process: no send event.
+ *   - receive: by the receiver when it takes messages out of its inbox
+ *     into its own queue (vm_proc_fetch, vm_proc_wait): one event per
+ *     message, in arrival order, the same for messages from processes,
+ *     tvm_send and monitors.  BEAM writes it at delivery, on the sender's
+ *     thread; here the receiver writes it, so the receive event is always
+ *     the receiver's own (its ring, its order, suspendable under
+ *     lossless) and comes after the sender's send event.  A message that
+ *     is never looked at (the process exits first) has no receive event.
+ * The MFA of in/out is the function of the newest call frame (trace
+ * frames name the traced function), or none (printed 0).
+ *
+ * Protocol: the lossless wait.
+ *   A process whose ring is full (tr_emit returned TR_FULL) registers its
+ *   pid in its scheduler's wait list and switches out as a waiting process
+ *   (want_wait, vm_proc_switch_out: no in/out events for this); the
+ *   scheduler runs other processes meanwhile.  The collector calls
+ *   on_space (tr_vm_on_space) after it freed room in a ring that returned
+ *   TR_FULL; on_space bumps the list's generation and wakes every
+ *   registered pid (vm_proc_wake: RUNNABLE and queued, or `signaled` if it
+ *   has not switched out yet, so the scheduler does not make it WAITING).
+ *   The woken process writes the event again (the ring may be full again:
+ *   it waits again).
+ *   No lost wake-up: the producer loads `gen` ([TL1'] acquire) before its
+ *   emit, and registers only if `gen` is unchanged under the list lock.
+ *   on_space bumps it under the same lock ([TL1] release) after the room
+ *   was made.  If on_space ran before the registration, the producer sees
+ *   a new gen and retries at once; if after, it finds the pid.  A
+ *   TR_FULL is always followed by an on_space call once room is made (the
+ *   `waiting` handshake of trace/tr_buffer.c).
+ *   Stop: the suspended process passed a quiescent state, so a stop can
+ *   free the pipeline meanwhile.  tvm_trace_stop wakes every process still
+ *   registered after the pipeline is freed (tr_vm_waits_destroy); a woken
+ *   process reloads the pipeline pointer before it retries and writes
+ *   nothing if it is gone.  Registrations into the old lists all happened
+ *   before the grace period ended (a process registers before it switches
+ *   out), so none is missed.
+ *   Wake-ups that were meant for something else (a message, a timer)
+ *   while a process waits for room only make it retry; and a process
+ *   suspended here returns to its caller's wait loop as if woken
+ *   spuriously (every want_wait loop in the VM checks its condition again).
+ *   A call context (no fiber: an embedder's thread) cannot be suspended:
+ *   it blocks in tr_wait_space, online (it stays inside its tvm_call, so a
+ *   stop waits for it; the collector keeps making room meanwhile).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace/tr_vm.h"
+#include "trace/tr_vm_internal.h"
+#include "vm/qsbr.h"
+
+void vm_proc_wake(SchedSystem *sys, uint64_t pid);
+
+/* ==== the lossless wait ==== */
+
+void tr_vm_waits_init(TrVm *t)
+{
+    t->waits = vm_calloc((size_t)t->nscheds, sizeof *t->waits);
+    for (int i = 0; i < t->nscheds; i++)
+        pthread_mutex_init(&t->waits[i].lock, NULL);
+}
+
+/* Takes every registered pid out of w (bumping gen) and wakes them. */
+static void wake_list(tvm_vm *vm, TrWaitList *w)
+{
+    pthread_mutex_lock(&w->lock);
+    /* [TL1] release: the room made before; pairs with [TL1'] below. */
+    vm_atomic_store_release(&w->gen, vm_atomic_load_relaxed(&w->gen) + 1);
+    uint64_t *pids = w->pids;
+    size_t n = w->n;
+    w->pids = NULL;
+    w->n = w->cap = 0;
+    pthread_mutex_unlock(&w->lock);
+    SchedSystem *sys = vm_sched_of(vm);
+    for (size_t i = 0; i < n && sys; i++)
+        vm_proc_wake(sys, pids[i]);
+    free(pids);
+}
+
+void tr_vm_on_space(void *data, int sched)
+{
+    TrVm *t = data;
+    if (sched >= 0 && sched < t->nscheds)
+        wake_list(t->vm, &t->waits[sched]);
+}
+
+void tr_vm_waits_destroy(TrVm *t)
+{
+    if (!t->waits)
+        return;
+    for (int i = 0; i < t->nscheds; i++) {
+        wake_list(t->vm, &t->waits[i]);
+        pthread_mutex_destroy(&t->waits[i].lock);
+    }
+    free(t->waits);
+    t->waits = NULL;
+}
+
+/* p (on its fiber) waits for room in ring `ring` unless the generation
+ * moved since `gen` was loaded. */
+static void suspend_for_room(Process *p, TrVm *t, int ring, uintptr_t gen)
+{
+    TrWaitList *w = &t->waits[ring];
+    pthread_mutex_lock(&w->lock);
+    if (vm_atomic_load_relaxed(&w->gen) != gen) {
+        pthread_mutex_unlock(&w->lock);
+        return;
+    }
+    if (w->n == w->cap) {
+        w->cap = w->cap ? w->cap * 2 : 16;
+        w->pids = vm_realloc(w->pids, w->cap * sizeof *w->pids);
+    }
+    w->pids[w->n++] = p->pid;
+    pthread_mutex_unlock(&w->lock);
+    p->want_wait = true;
+    vm_proc_switch_out(p);
+}
+
+TrStatus tr_vm_emit(Process *p, TrVm *t, const TrEmit *ev)
+{
+    for (;;) {
+        /* Again after each suspension: p may have been woken onto another
+         * scheduler, and a ring has one producer, its scheduler. */
+        int ring = tr_vm_ring_of(p);
+        bool susp = t->lossless && ring >= 0 && p->fiber;
+        /* [TL1'] acquire; pairs with [TL1] in wake_list(). */
+        uintptr_t gen = susp ? vm_atomic_load_acquire(&t->waits[ring].gen) : 0;
+        TrStatus st = tr_emit(t->tp, ring, ev);
+        if (st != TR_FULL)
+            return st;
+        if (!susp) {
+            tr_wait_space(t->tp, ring, 0);
+            continue;
+        }
+        suspend_for_room(p, t, ring, gen);
+        /* We may have passed a quiescent state: the pipeline may be gone. */
+        t = tr_vm_current(p->vm);
+        if (!t)
+            return TR_DROPPED;
+    }
+}
+
+/* ==== running: in and out ==== */
+
+/* The function p is in: its newest frame with a function, or NULL. */
+static const FuncInfo *current_function(const Process *p)
+{
+    for (uint32_t i = p->nframes; i-- > 0;)
+        if (p->frames[i].fn)
+            return p->frames[i].fn;
+    return NULL;
+}
+
+static void sched_event(Process *p, TrKind kind, Atom mod, Atom fun, unsigned arity, bool mfa)
+{
+    uintptr_t tf = vm_atomic_load_relaxed(&p->trace);
+    if (!(tf & VM_TRACE_RUNNING))
+        return;
+    TrVm *t = tr_vm_current(p->vm);
+    if (!t)
+        return;
+    TrEmit ev = {
+        .kind = kind,
+        .flags = tr_vm_record_flags(tf) | (mfa ? 0 : TR_F_NO_MFA),
+        .pid = p->pid,
+        .mod = mod,
+        .fun = fun,
+        .arity = arity,
+    };
+    tr_vm_emit(p, t, &ev);
+}
+
+static void sched_event_current(Process *p, TrKind kind)
+{
+    const FuncInfo *fn = current_function(p);
+    if (fn)
+        sched_event(p, kind, fn->mod, fn->name, fn->arity, true);
+    else
+        sched_event(p, kind, 0, 0, 0, false);
+}
+
+void tr_vm_sched_in(Process *p)
+{
+    sched_event_current(p, TR_K_IN);
+}
+
+void tr_vm_sched_out(Process *p)
+{
+    sched_event_current(p, TR_K_OUT);
+}
+
+void tr_vm_sched_start(Process *p)
+{
+    const Export *e = p->entry;
+    sched_event(p, TR_K_IN, e->mod, e->name, e->arity, true);
+}
+
+void tr_vm_sched_exit(Process *p)
+{
+    sched_event(p, TR_K_OUT, 0, 0, 0, false);
+}
+
+/* ==== messages ==== */
+
+void tr_vm_send(Process *from, uint64_t to, Term msg)
+{
+    uintptr_t tf = vm_atomic_load_relaxed(&from->trace);
+    if (!(tf & VM_TRACE_SEND))
+        return;
+    Term terms[2] = { msg, make_pid(to) };
+    TrEmit ev = {
+        .kind = TR_K_SEND,
+        .flags = tr_vm_record_flags(tf) | TR_F_NO_MFA,
+        .pid = from->pid,
+        .terms = terms,
+        .nterms = 2,
+    };
+    /* tvm_send may come from an embedder's thread outside any tvm_call:
+     * a reader for the emit (a no-op on a scheduler thread). */
+    vm_qsbr_call_enter();
+    TrVm *t = tr_vm_current(from->vm);
+    if (t)
+        tr_vm_emit(from, t, &ev);
+    vm_qsbr_call_leave();
+}
+
+void tr_vm_receive(Process *p, const Message *m)
+{
+    uintptr_t tf = vm_atomic_load_relaxed(&p->trace);
+    if (!(tf & VM_TRACE_RECEIVE))
+        return;
+    for (; m; m = m->next) {
+        TrVm *t = tr_vm_current(p->vm);
+        if (!t)
+            return;
+        TrEmit ev = {
+            .kind = TR_K_RECEIVE,
+            .flags = tr_vm_record_flags(tf) | TR_F_NO_MFA,
+            .pid = p->pid,
+            .terms = &m->term,
+            .nterms = 1,
+        };
+        tr_vm_emit(p, t, &ev);
+    }
+}
