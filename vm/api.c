@@ -28,6 +28,7 @@ const char *tvm_status_name(tvm_status s)
     case TVM_ERR_NOTFOUND: return "TVM_ERR_NOTFOUND";
     case TVM_ERR_EXISTS: return "TVM_ERR_EXISTS";
     case TVM_ERR_LIMIT: return "TVM_ERR_LIMIT";
+    case TVM_ERR_BUSY: return "TVM_ERR_BUSY";
     }
     return "TVM_?";
 }

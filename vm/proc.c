@@ -21,6 +21,7 @@
 #include "vm/interp.h"
 #include "vm/print.h"
 #include "trace/tr_vm.h"
+#include "stacks/st_lock.h"
 
 void vm_sched_enqueue(SchedSystem *sys, Process *p);
 Process *vm_sched_cache_get(SchedSystem *sys);
@@ -251,6 +252,7 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
     table_insert(sys, p);
     pthread_mutex_unlock(&sys->lock);
     vm_fiber_init(p->fiber, proc_main, p);
+    st_spawned(p);
     p->state = PS_RUNNABLE;
     uint64_t pid = p->pid;
     /* Before the child can run, so its own events come after this one. */
@@ -319,6 +321,7 @@ static void proc_exit(Process *p, Term cls, Term value)
     p->state = PS_EXITED;
     pthread_mutex_unlock(&p->lock);
     /* Back to the scheduler for good; it reaps us on its own stack. */
+    st_switch_out(p);
     vm_fiber_tsan_switch(p->sched->tsan);
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
 }
@@ -347,6 +350,8 @@ static bool table_drop(SchedSystem *sys, Process *p)
 void vm_proc_reap(SchedSystem *sys, Process *p);
 void vm_proc_reap(SchedSystem *sys, Process *p)
 {
+    /* No capture reads the stack from here on (stacks/st_lock.h). */
+    st_exited(p);
     Fiber *fiber = p->fiber;
     p->fiber = NULL;
     bool last = table_drop(sys, p);
@@ -488,6 +493,7 @@ void vm_proc_yield(Process *p)
 {
     if (!p->want_wait && vm_sched_yield_to_next(p))
         return;
+    st_switch_out(p);
     vm_fiber_tsan_switch(p->sched->tsan);
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
 }

@@ -26,6 +26,7 @@ static void process_start(Process *p, tvm_vm *vm)
     p->exc_trace_term = THE_NONE;
     p->reds = VM_REDUCTIONS;
     pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->st.lock, NULL);
     p->inbox_tail = &p->inbox;
     p->mq_tail = &p->mq;
     p->cursor = &p->mq;
@@ -60,6 +61,7 @@ void vm_process_recycle(Process *p)
     Handler *handlers = p->handlers;
     uint32_t handlers_cap = p->handlers_cap, roots_cap = p->roots_cap;
     pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->st.lock);
     memset(p, 0, sizeof *p);
     p->heap_min = vm->heap_min;
     p->heap = heap;

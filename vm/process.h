@@ -18,6 +18,7 @@
 #include <pthread.h>
 
 #include "include/tracevm.h"
+#include "stacks/st_proc.h"
 #include "vm/module.h"
 #include "vm/term.h"
 
@@ -158,6 +159,9 @@ struct Process {
      * hits, spawn and exit.  A change applies from the process's next read
      * (no barrier: no scheduler is stopped or waited for). */
     VmAtomic trace;
+
+    /* Stack capture: the interlock's state, flag and lock (stacks/st_proc.h). */
+    StProc st;
 
     /* ---- scheduled processes only (see vm/sched.c, vm/proc.c) ---- */
 
