@@ -227,7 +227,7 @@ static void publish(StSnap *s)
     vm_atomic_store_ptr_release(&cur, s);             /* [SY1] */
     uintptr_t ph = vm_atomic_fetch_add_full(&phase, 1);
     while (vm_atomic_load_rmw_full(&readers[ph & 1]) != 0)
-        sched_yield();
+        sched_yield();   /* a read section is short unless its thread was preempted */
     snap_free(old);
 }
 
