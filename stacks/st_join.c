@@ -101,8 +101,10 @@ static void put_native(StrBuf *sb, uintptr_t ip, bool ret_addr)
     uintptr_t adj = ret_addr ? 1 : 0;
     if (st_sym_lookup(ip - adj, &sym) && sym.name) {
         sb_printf(sb, "%s+0x%lx", sym.name, (unsigned long)(sym.offset + adj));
-        if (sym.object)
-            sb_printf(sb, " (%s)", sym.object);
+        if (sym.object) {
+            const char *base = strrchr(sym.object, '/');
+            sb_printf(sb, " (%s)", base ? base + 1 : sym.object);
+        }
         return;
     }
 #else

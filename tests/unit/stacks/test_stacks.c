@@ -7,7 +7,6 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -19,6 +18,7 @@
 #include "include/tracevm.h"
 #include "stacks/st.h"
 #include "stacks/st_lock.h"
+#include "stacks/st_sym.h"
 #include "vm/sched.h"
 #include "tests/unit/helpers.h"
 
@@ -174,8 +174,8 @@ static void finish(tvm_pid pid, const char *expect)
 /*
  * The formatted stack reduced to what is the same in every build mode:
  * the VM frames, and the native frames of this file's natives (other C
- * frames differ with inlining).  Natives are named by dladdr (the
- * executable exports its global functions: -rdynamic).  Also returns
+ * frames differ with inlining), named by st_format through
+ * stacks/st_sym.h.  Also returns
  * the name of the outermost native frame in *bottom.
  */
 static void reduce(const char *text, char *out, size_t size, char *bottom, size_t bsize)
@@ -188,17 +188,20 @@ static void reduce(const char *text, char *out, size_t size, char *bottom, size_
         size_t len = nl ? (size_t)(nl - line) : strlen(line);
         char one[512];
         snprintf(one, sizeof one, "%.*s", (int)len, line);
-        if (strncmp(one, "  [c] 0x", 8) == 0) {
-            uintptr_t ip = (uintptr_t)strtoull(one + 6, NULL, 16);
-            Dl_info di;
-            const char *name = dladdr((void *)(ip - 1), &di) && di.dli_sname ? di.dli_sname : "?";
+        if (strncmp(one, "  [c] ", 6) == 0) {
+            /* "  [c] name+0xoff (object)", or a bare address */
+            char name[256];
+            snprintf(name, sizeof name, "%s", one + 6);
+            char *plus = strstr(name, "+0x");
+            if (plus)
+                *plus = '\0';
             snprintf(bottom, bsize, "%s", name);
             if (strncmp(name, "nat_", 4) == 0) {
                 strncat(out, "[c] ", size - strlen(out) - 1);
                 strncat(out, name, size - strlen(out) - 1);
                 strncat(out, "\n", size - strlen(out) - 1);
             }
-        } else if (strncmp(one, "  [c] ", 6) != 0) {
+        } else {
             strncat(out, one + 2, size - strlen(out) - 1);
             strncat(out, "\n", size - strlen(out) - 1);
         }
@@ -456,10 +459,9 @@ Test(stacks, signal_timeout_then_late_signal_is_harmless)
     cr_assert_eq(st_capture_thread(id, s, 1000), ST_R_OK);
     cr_assert_eq(s->mode, ST_MODE_SIGNAL);
     st_format(s, text, sizeof text);
-    Dl_info di;
-    cr_assert(dladdr((void *)s->native[0].ip, &di) && di.dli_sname);
-    cr_assert(strcmp(di.dli_sname, "thread_spin") == 0 || strcmp(di.dli_sname, "pthread_sigmask") == 0,
-              "%s", di.dli_sname);
+    StSym sym;
+    cr_assert(st_sym_lookup(s->native[0].ip, &sym));
+    cr_assert_str_eq(sym.name, "thread_spin");
     atomic_store(&th_state, 3);
     pthread_join(t, NULL);
     cr_assert_eq(st_capture_thread(id, s, 100), ST_R_NOPROC);
@@ -478,11 +480,12 @@ Test(stacks, registered_thread_signal_mode)
     cr_assert(id & ST_THREAD_ID_BIT);
     StStack *s = malloc(sizeof *s);
     cr_assert_eq(st_capture_thread(id, s, 1000), ST_R_OK);
-    Dl_info di;
+    StSym sym;
     cr_assert(s->nnative >= 2);
-    cr_assert(dladdr((void *)s->native[0].ip, &di) && di.dli_sname);
-    cr_assert_str_eq(di.dli_sname, "thread_spin");
-    cr_assert(dladdr((void *)(s->native[1].ip - 1), &di));
+    cr_assert(st_sym_lookup(s->native[0].ip, &sym));
+    cr_assert_str_eq(sym.name, "thread_spin");
+    cr_assert(st_sym_lookup(s->native[1].ip - 1, &sym));
+    cr_assert_str_eq(sym.name, "thread_main");
     cr_assert_eq(s->nvm, 0);
     atomic_store(&th_state, 3);
     pthread_join(t, NULL);
@@ -502,11 +505,11 @@ static void corrupt_case(int mode)
     cr_assert(s->walk_broken);
     /* The walk reached nat_inner's frame and its return address (into the
      * interpreter), and stopped there. */
-    Dl_info di;
+    StSym sym;
     uint32_t k = s->nnative;
     cr_assert(k >= 2);
-    cr_assert(dladdr((void *)(s->native[k - 2].ip - 1), &di) && di.dli_sname);
-    cr_assert_str_eq(di.dli_sname, "nat_inner");
+    cr_assert(st_sym_lookup(s->native[k - 2].ip - 1, &sym));
+    cr_assert_str_eq(sym.name, "nat_inner");
     char text[8192];
     st_format(s, text, sizeof text);
     /* Both activations unmatched: their VM frames follow, marked. */
