@@ -54,8 +54,10 @@ void st_wait_untraced(Process *p)
 void st_exited(Process *p)
 {
     uintptr_t w = vm_atomic_load_relaxed(&p->st.word);
-    /* Dekker with step 2 of a capture: full store, then load. */
-    vm_atomic_store_full(&p->st.word, ST_NEXT(w, ST_EXITED));
+    /* Dekker with step 2 of a capture: a full store (as an RMW, which
+     * ThreadSanitizer understands; we are the word's only writer), then a
+     * sequentially consistent load. */
+    vm_atomic_fetch_add_full(&p->st.word, ST_NEXT(w, ST_EXITED) - w);
     if (vm_atomic_load_rmw_full(&p->st.traced))
         st_wait_untraced(p);
 }
@@ -107,7 +109,8 @@ ST_NO_SANITIZE static bool is_waiting(Process *p)
 /* One attempt (steps 3 and 4); ST_R_SWITCHING asks for another. */
 static StResult attempt(Process *p, StStack *out, const StOptions *o, unsigned timeout_ms)
 {
-    uintptr_t w = vm_atomic_load_acquire(&p->st.word);
+    /* Step 2's load: sequentially consistent (the reaper's Dekker). */
+    uintptr_t w = vm_atomic_load_rmw_full(&p->st.word);
     if (p->st.gen != out->pid)
         return ST_R_NOPROC;
     switch (ST_STATE_OF(w)) {
@@ -129,9 +132,10 @@ static StResult attempt(Process *p, StStack *out, const StOptions *o, unsigned t
     out->mode = ST_MODE_CONTEXT;
     out->waiting = is_waiting(p);
     read_context(p, saved, out, o);
-    /* [ST-V] validation: loads stay in order on x86-64; the acquire
-     * fence keeps the compiler from moving the re-load up. */
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    /* [ST-V] validation: loads stay in order on x86-64 (the only target
+     * of the fiber switch), so a compiler barrier is all the re-load
+     * needs to come after the reads it validates. */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     if (vm_atomic_load_relaxed(&p->st.word) != w || saved_sp(p) != saved)
         return ST_R_SWITCHING;
     return ST_R_OK;
@@ -151,7 +155,7 @@ StResult st_capture(Process *p, StStack *out, const StOptions *o)
     clear(out, p->pid);
     unsigned timeout_ms = o && o->timeout_ms ? o->timeout_ms : 0;
     pthread_mutex_lock(&p->st.lock);
-    vm_atomic_store_full(&p->st.traced, 1);
+    vm_atomic_fetch_add_full(&p->st.traced, 1);   /* 0 -> 1: a full store */
     StResult r = ST_R_SWITCHING;
     for (int i = 0; i < ST_RETRIES && r == ST_R_SWITCHING; i++) {
         if (i > 0) {

@@ -329,7 +329,7 @@ Test(stacks, interlock_holds_the_switch)
     Process *p = vm_proc_get(sys, pid);
     uintptr_t w0 = vm_atomic_load_acquire(&p->st.word);
     cr_assert_eq(ST_STATE_OF(w0), ST_SUSPENDED);
-    vm_atomic_store_full(&p->st.traced, 1);
+    vm_atomic_fetch_add_full(&p->st.traced, 1);
     tvm_term msg;
     tvm_make_atom(env, "go", &msg);
     tvm_send(env, pid, msg);
