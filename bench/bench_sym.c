@@ -13,12 +13,22 @@
  *   srcline_ns_per_frame_cold     st_sym_srcline after st_sym_reset
  *   srcline_ns_per_frame          st_sym_srcline, warm
  *   resolved                      frames with a symbol (of 30)
+ *   reset_us, reset_max_us        st_sym_reset while 4 threads look up
+ *                                 in a loop (median and max of 200): the
+ *                                 writer's wait for the read sections
+ * The per-frame figures are the thread's CPU time (CLOCK_THREAD_CPUTIME_ID,
+ * so time spent preempted by other jobs does not count; the cold ones
+ * include the system time of opening and mapping the ELF files); the
+ * reset figures are wall-clock time (waiting is what they measure).
  * Prints key=value lines: medians over --runs timed rounds.
  */
 #define BENCH_PROG "bench_sym"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench/bench_util.h"
 #include "stacks/st_sym.h"
@@ -64,10 +74,10 @@ static double lookup_pass(int *resolved)
 {
     StSym s;
     int n = 0;
-    double t0 = now_ns();
+    double t0 = thread_cpu_ns();
     for (int i = 0; i < FRAMES; i++)
         n += st_sym_lookup(stack[i], &s);
-    double t = (now_ns() - t0) / FRAMES;
+    double t = (thread_cpu_ns() - t0) / FRAMES;
     *resolved = n;
     return t;
 }
@@ -76,7 +86,7 @@ static double cached(long passes, bool batch)
 {
     StSym s[FRAMES];
     size_t n = 0;
-    double t0 = now_ns();
+    double t0 = thread_cpu_ns();
     for (long p = 0; p < passes; p++) {
         if (batch) {
             n += st_sym_lookup_n(stack, FRAMES, s);
@@ -86,18 +96,56 @@ static double cached(long passes, bool batch)
         }
     }
     sink += (int)n;
-    return (now_ns() - t0) / ((double)passes * FRAMES);
+    return (thread_cpu_ns() - t0) / ((double)passes * FRAMES);
 }
 
 static double srcline_pass(void)
 {
     const char *file;
     int line, n = 0;
-    double t0 = now_ns();
+    double t0 = thread_cpu_ns();
     for (int i = 0; i < FRAMES; i++)
         n += st_sym_srcline(stack[i], &file, &line);
     sink += n;
-    return (now_ns() - t0) / FRAMES;
+    return (thread_cpu_ns() - t0) / FRAMES;
+}
+
+#define LOOKERS 4
+#define RESETS 200
+
+static atomic_bool stop;
+
+static void *looker(void *arg)
+{
+    unsigned x = (unsigned)(uintptr_t)arg;
+    StSym s;
+    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+        x = x * 1103515245u + 12345u;
+        st_sym_lookup(stack[(x >> 16) % FRAMES], &s);
+    }
+    return NULL;
+}
+
+/* st_sym_reset's duration while LOOKERS threads look up: median and max
+ * in us. */
+static void contended_reset(double *med, double *max)
+{
+    static double v[RESETS];
+    pthread_t t[LOOKERS];
+    for (int i = 0; i < LOOKERS; i++)
+        pthread_create(&t[i], NULL, looker, (void *)(uintptr_t)(i + 1));
+    *max = 0;
+    for (int r = 0; r < RESETS; r++) {
+        usleep(200);
+        double t0 = now_ns();
+        st_sym_reset();
+        v[r] = (now_ns() - t0) / 1000;
+        *max = v[r] > *max ? v[r] : *max;
+    }
+    atomic_store(&stop, true);
+    for (int i = 0; i < LOOKERS; i++)
+        pthread_join(t[i], NULL);
+    *med = median(v, RESETS);
 }
 
 int main(int argc, char **argv)
@@ -126,6 +174,8 @@ int main(int argc, char **argv)
         lcold[r] = srcline_pass();
         lwarm[r] = srcline_pass();
     }
+    double reset_med, reset_max;
+    contended_reset(&reset_med, &reset_max);
     printf("symbolize_ns_per_frame_cold=%.1f\n", median(cold, runs));
     printf("symbolize_ns_per_frame_first=%.1f\n", first);
     printf("symbolize_ns_per_frame=%.2f\n", median(warm, runs));
@@ -133,5 +183,6 @@ int main(int argc, char **argv)
     printf("srcline_ns_per_frame_cold=%.1f\n", median(lcold, runs));
     printf("srcline_ns_per_frame=%.1f\n", median(lwarm, runs));
     printf("resolved=%d\n", resolved);
+    printf("reset_us=%.1f\nreset_max_us=%.1f\n", reset_med, reset_max);
     return 0;
 }

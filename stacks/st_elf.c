@@ -147,7 +147,9 @@ typedef struct Cand {
     uint32_t rank;         /* preference among aliases: higher wins */
 } Cand;
 
-/* The sort order: start ascending, then preferred first. */
+/* The sort order: start ascending, then preferred first.  cand_strs is
+ * the string table cand_cmp reads names from: set by make_table, under
+ * the caller's build lock (qsort has no context argument in C11). */
 static const char *cand_strs;
 
 static int cand_cmp(const void *a, const void *b)

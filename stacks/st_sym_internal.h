@@ -58,7 +58,4 @@ static inline const char *st_ent_name(const StTable *t, const StSymEnt *e)
  * pointer.  Thread-safe (the pool's own lock). */
 const char *st_intern(const char *s, size_t n);
 
-/* The libdw side's cache, dropped by st_sym_reset (st_srcline.c). */
-void st_srcline_reset(void);
-
 #endif /* STACKS_ST_SYM_INTERNAL_H */

@@ -2,7 +2,8 @@
  * tests/unit/stacks/test_sym.c - native symbolization (stacks/st_sym.h):
  * exact names and offsets for functions of this program (static and
  * not), of libc and of a library dlopen'ed after the cache was built;
- * addresses with no symbol; file:line from DWARF; the formatted form;
+ * the vdso; addresses with no symbol; file:line from DWARF; the
+ * formatted form;
  * lookups from four threads while a fifth drops the cache.
  */
 #define _GNU_SOURCE
@@ -217,7 +218,26 @@ Test(sym, library_dlopened_after_the_first_lookup)
     base_of(f, &path);
     cr_assert(strstr(path, "libexpat.so.1") != NULL, "%s", path);
     expect_sym(f + 16, "XML_ErrorString", 16, path);
-    dlclose(h);
+    /* Unloaded: after a refresh (dlpi_subs moved) the address is no
+     * longer in any object the cache knows. */
+    cr_assert_eq(dlclose(h), 0);
+    cr_assert_null(dlopen("libexpat.so.1", RTLD_NOW | RTLD_NOLOAD), "still loaded");
+    st_sym_refresh();
+    StSym gone;
+    cr_assert_not(st_sym_lookup(f + 16, &gone));
+    cr_assert(gone.object == NULL || strstr(gone.object, "libexpat") == NULL);
+}
+
+Test(sym, vdso_read_from_memory)
+{
+    /* The vdso has no file; its image is read where the kernel mapped it.
+     * __vdso_clock_gettime (global) and clock_gettime (weak) share an
+     * address: the public name wins. */
+    void *h = dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    cr_assert_not_null(h);
+    uintptr_t f = (uintptr_t)dlsym(h, "__vdso_clock_gettime");
+    cr_assert(f != 0);
+    expect_sym(f + 4, "clock_gettime", 4, "linux-vdso.so.1");
 }
 
 /* ---- concurrent lookups while another thread drops the cache ----------- */
