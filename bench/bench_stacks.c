@@ -57,7 +57,7 @@ static const char *src =
     "    ret r0\n"
     "end\n"
     "function cb/0 regs 2\n"
-    "    loadi r0, 8\n"
+    "    loadi r0, 9\n"
     "    call r0, r0, rec/1\n"
     "    ret r0\n"
     "end\n";
@@ -95,7 +95,7 @@ static tvm_pid start(tvm_env *env, int spin)
     atomic_store(&release, 0);
     tvm_term n;
     tvm_pid pid;
-    tvm_make_int(env, 8, &n);
+    tvm_make_int(env, 9, &n);
     if (tvm_spawn(env, "bs", "deep", 1, &n, &pid) != TVM_OK)
         die("spawn", NULL);
     while (!atomic_load(&reached))
