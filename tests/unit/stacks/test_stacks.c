@@ -81,7 +81,8 @@ __attribute__((noinline)) tvm_status nat_inner(tvm_env *env, int argc, const tvm
                                                tvm_term *res, void *d)
 {
     (void)argc, (void)argv, (void)d;
-    uintptr_t *fp = __builtin_frame_address(0);
+    /* volatile: every store to the saved frame pointer stays where it is */
+    volatile uintptr_t *fp = __builtin_frame_address(0);
     uintptr_t saved = fp[0];
     int mode = atomic_load(&inner_mode);
     if (mode == IN_CORRUPT_OUT)
