@@ -71,6 +71,9 @@ typedef struct tvm_config {
     int schedulers;            /* scheduler threads; 0 = one per core */
     size_t fiber_stack_bytes;  /* native stack per process; 0 = default (256 KiB) */
     bool quiet_crashes;        /* do not print crash reports of processes */
+    /* crash reports add the mixed VM + native stack where the exception
+     * was raised (docs/stacks.md; each raise then walks its stack) */
+    bool crash_stacks;
     /* trace_pattern parks every scheduler while it patches, as BEAM did
      * before R16.  For the pause-freedom benchmark only. */
     bool stop_the_world_tracing;

@@ -91,6 +91,14 @@ StResult st_capture(Process *p, StStack *out, const StOptions *o);
  */
 void st_capture_self(Process *p, StStack *out);
 
+/*
+ * Records where p's exception is being raised (vm_exception_set, with
+ * tvm_config.crash_stacks): the caller's own stack into p->exc_stack
+ * (allocated once), the top VM frame at top_pc.  The crash report prints
+ * it (st_format_sb).
+ */
+void st_note_raise(Process *p, const Instr *top_pc);
+
 /* Signal mode settings, process-wide: the real-time signal (0 keeps the
  * current one, default SIGRTMIN + 4) and the default timeout in ms (0
  * keeps it, default 50).  Before the first capture, or between captures. */
@@ -141,6 +149,10 @@ size_t st_join(const StStack *s, StFrame *out, size_t max, bool *truncated);
  * (snprintf-like: may exceed size; buf is NUL-terminated when size > 0).
  */
 size_t st_format(const StStack *s, char *buf, size_t size);
+
+/* st_format into a StrBuf (appends). */
+struct StrBuf;
+void st_format_sb(const StStack *s, struct StrBuf *sb);
 
 /* A readable name of a result ("ok", "exited", ...). */
 const char *st_result_name(StResult r);

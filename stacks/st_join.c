@@ -119,7 +119,6 @@ static void put_mfa(StrBuf *sb, const FuncInfo *fn)
     vm_print_mfa(sb, r->mod, r->name, r->arity);
 }
 
-void st_format_sb(const StStack *s, StrBuf *sb);
 void st_format_sb(const StStack *s, StrBuf *sb)
 {
     if (s->result != ST_R_OK) {

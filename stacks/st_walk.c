@@ -30,6 +30,7 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "vm/common.h"
 #include "vm/fiber.h"
 
 /* A frame bigger than this is taken for a corrupt chain (absl: 100 kB). */
@@ -179,4 +180,23 @@ void st_capture_self(Process *p, StStack *out)
         st_copy_vm(p, out);
     else
         out->nvm = out->vm_dropped = 0;
+}
+
+/* The frames of st_note_raise and vm_exception_set are not the raise's. */
+enum { RAISE_SKIP = 2 };
+
+void st_note_raise(Process *p, const Instr *top_pc)
+{
+    if (!p->exc_stack)
+        p->exc_stack = vm_malloc(sizeof(StStack));
+    StStack *s = p->exc_stack;
+    st_capture_self(p, s);
+    if (s->nnative > RAISE_SKIP) {
+        memmove(s->native, s->native + RAISE_SKIP, (s->nnative - RAISE_SKIP) * sizeof s->native[0]);
+        s->nnative -= RAISE_SKIP;
+    }
+    /* The top frame raised at top_pc (NULL: a native raised; its frame
+     * keeps the pc of its NATIVE instruction). */
+    if (top_pc && s->nvm > 0 && FRAME_KIND(s->vm[s->nvm - 1].kind) == FRAME_CALL)
+        s->vm[s->nvm - 1].pc = top_pc;
 }

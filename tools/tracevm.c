@@ -23,7 +23,7 @@ static const char *const usage_main =
     "usage: tracevm COMMAND [options]\n"
     "\n"
     "commands:\n"
-    "  run FILE... [-S N] [-q] [-e MOD:FUN] [--trace PATTERN [--local]]\n"
+    "  run FILE... [-S N] [-q] [--crash-stacks] [-e MOD:FUN] [--trace PATTERN [--local]]\n"
     "      [--flags LIST] [--format FMT] [--out PATH] [--] [ARG...]\n"
     "                                           load modules, run a function as a process,\n"
     "                                           optionally tracing calls and processes\n"
@@ -33,7 +33,7 @@ static const char *const usage_main =
     "`tracevm COMMAND --help` describes one command.\n";
 
 static const char *const usage_run =
-    "usage: tracevm run FILE... [-S N] [-q] [-e MOD:FUN] [TRACING] [--] [ARG...]\n"
+    "usage: tracevm run FILE... [-S N] [-q] [--crash-stacks] [-e MOD:FUN] [TRACING] [--] [ARG...]\n"
     "\n"
     "Loads every FILE (.tasm), then runs MOD:FUN with the ARGs as the first\n"
     "process, prints its result when it returns, and exits (other processes\n"
@@ -44,6 +44,7 @@ static const char *const usage_run =
     "  -e MOD:FUN   the function to call (default: main in the first file's module)\n"
     "  -S N         scheduler threads (default: one per core)\n"
     "  -q           no crash reports for other processes\n"
+    "  --crash-stacks  crash reports add the VM + native stack of the raise\n"
     "SIGUSR1 to the running tracevm prints the stack (VM and native frames) of\n"
     "every live process to stderr (docs/stacks.md).\n"
     "\n"
@@ -249,6 +250,8 @@ static bool parse_run_option(int argc, char **argv, int *i, RunOpts *o)
         return parse_schedulers(*i + 1 < argc ? argv[++*i] : NULL, &o->cfg);
     if (!strcmp(a, "-q"))
         return o->cfg.quiet_crashes = true;
+    if (!strcmp(a, "--crash-stacks"))
+        return o->cfg.crash_stacks = true;
     if (!strcmp(a, "--local"))
         return o->local = true;
     if (!strcmp(a, "--trace")) {

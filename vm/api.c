@@ -50,6 +50,7 @@ tvm_vm *tvm_new(const tvm_config *cfg)
     vm->schedulers = cfg && cfg->schedulers > 0 ? cfg->schedulers : 0;
     vm->fiber_stack = cfg ? cfg->fiber_stack_bytes : 0;
     vm->crash_reports = !(cfg && cfg->quiet_crashes);
+    vm->crash_stacks = cfg && cfg->crash_stacks;
     vm->stw_tracing = cfg && cfg->stop_the_world_tracing;
     vm_modules_init(vm);
     pthread_mutex_init(&vm->trace_lock, NULL);

@@ -133,6 +133,7 @@ struct tvm_vm {
     int schedulers;              /* scheduler threads to start (0: one per core) */
     size_t fiber_stack;          /* bytes per process fiber stack (0: default) */
     bool crash_reports;          /* print a report when a process crashes */
+    bool crash_stacks;           /* ... with the stack at the raise (stacks/st.h) */
     /* The schedulers (struct SchedSystem *), started on first use
      * (vm/sched.c).  [SC1] release store under code_lock when started and
      * when stopped by tvm_destroy; read with vm_sched_of() ([SC1'] acquire)

@@ -21,6 +21,7 @@
 #include "vm/interp.h"
 #include "vm/print.h"
 #include "trace/tr_vm.h"
+#include "stacks/st.h"
 #include "stacks/st_lock.h"
 
 void vm_sched_enqueue(SchedSystem *sys, Process *p);
@@ -269,6 +270,10 @@ static void crash_report(Process *p)
     sb_init(&sb);
     sb_printf(&sb, "=CRASH REPORT==== process <0.%llu.0> crashed: ", (unsigned long long)p->pid);
     vm_format_exception(p, &sb);
+    if (p->exc_stack) {
+        sb_puts(&sb, "  stack at the raise:\n");
+        st_format_sb(p->exc_stack, &sb);
+    }
     FILE *o = stderr;
     fwrite(sb.s, 1, sb.len, o);
     fflush(o);

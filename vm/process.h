@@ -142,6 +142,9 @@ struct Process {
     RawFrame exc_trace[VM_STACKTRACE_DEPTH];
     uint32_t exc_depth;
     Term exc_trace_term;   /* exc_trace as a term, built on first use; THE_NONE until then */
+    /* The mixed stack where the pending exception was raised (only with
+     * vm->crash_stacks; allocated at the first raise, owned by p). */
+    struct StStack *exc_stack;
 
     /* Handles held by natives and embedders (GC roots). */
     Term *roots;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stacks on request: SIGUSR1 to a running `tracevm run` prints the stack
 # of every live process (VM frames with lines, native frames by name, the
-# fiber's bottom frame last), and the program goes on to its result.
+# fiber's bottom frame last), and the program goes on to its result; with
+# --crash-stacks a crash report adds the stack of the raise.
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 out=/tmp/stacks_out.$$ err=/tmp/stacks_err.$$
@@ -33,4 +34,21 @@ want2='  stacks:waiter/0 (tests/sh/data/stacks.tasm:13)
 [[ "$(frames 2)" == "$want2" ]] || fail "process 2: $(frames 2)
 --- all:
 $(cat $err)"
+
+# Crash reports with --crash-stacks: the stack where the exception was
+# raised follows the exception's own trace.
+"$TRACEVM" run --crash-stacks tests/sh/data/crash.tasm >$out 2>$err || fail "crash.tasm exited $?"
+want='=CRASH REPORT==== process <0.2.0> crashed: exception error: boom
+  in crash:bad/1 (tests/sh/data/crash.tasm:15)
+  in crash:bad/1 (tests/sh/data/crash.tasm:10)
+  in crash:bad/1 (tests/sh/data/crash.tasm:10)
+  stack at the raise:
+  crash:bad/1 (tests/sh/data/crash.tasm:15)
+  crash:bad/1 (tests/sh/data/crash.tasm:10)
+  crash:bad/1 (tests/sh/data/crash.tasm:10)
+  [c] vm_fiber_entry'
+got=$(sed 's/+0x[0-9a-f]* (tracevm)$//' $err | grep -v '^  \[c\] [^v]' | grep -v '^  \[c\] vm_[^f]')
+[[ "$got" == "$want" ]] || fail "crash report: $(cat $err)"
+"$TRACEVM" run tests/sh/data/crash.tasm >$out 2>$err || fail "crash.tasm exited $?"
+grep -q 'stack at the raise' $err && fail "a stack without --crash-stacks"
 echo ok
