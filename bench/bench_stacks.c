@@ -67,7 +67,9 @@ static _Atomic int spin_mode, reached, release;
 static tvm_status nat_outer(tvm_env *env, int argc, const tvm_term *argv, tvm_term *res, void *d)
 {
     (void)argc, (void)argv, (void)d;
-    return tvm_call(env, "bs", "cb", 0, NULL, res);
+    tvm_status st = tvm_call(env, "bs", "cb", 0, NULL, res);
+    __asm__ volatile("" ::: "memory");   /* no tail call: this frame stays */
+    return st;
 }
 
 static tvm_status nat_inner(tvm_env *env, int argc, const tvm_term *argv, tvm_term *res, void *d)

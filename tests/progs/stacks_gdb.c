@@ -28,7 +28,9 @@ __attribute__((noinline)) tvm_status gdb_hold(tvm_env *env, int argc, const tvm_
 {
     (void)argc, (void)argv, (void)d;
     atomic_store(&reached, 1);
-    return tvm_receive(env, -1, res);
+    tvm_status st = tvm_receive(env, -1, res);
+    __asm__ volatile("" ::: "memory");   /* no tail call: this frame stays */
+    return st;
 }
 
 void stacks_gdb_stop(void);
@@ -69,12 +71,15 @@ int main(void)
         printf("ours %s\n", st_sym_lookup(ip, &sym) ? sym.name : "??");
     }
     fflush(stdout);
-    /* The fiber stays suspended (nobody sends it anything) while gdb looks. */
+    /* The fiber stays suspended while gdb looks: nobody sends it anything,
+     * and the interlock holds it anyway. */
+    vm_atomic_fetch_add_full(&p->st.traced, 1);
     const uintptr_t *saved = p->fiber->sp;
     g_rip = saved[FIBER_SAVED_RIP];
     g_rbp = saved[FIBER_SAVED_RBP];
     g_rsp = (unsigned long)(saved + FIBER_SAVED_WORDS);
     stacks_gdb_stop();
+    vm_atomic_store_release(&p->st.traced, 0);
     tvm_term m, r;
     tvm_make_atom(env, "go", &m);
     tvm_send(env, pid, m);

@@ -63,7 +63,9 @@ __attribute__((noinline)) tvm_status nat_outer(tvm_env *env, int argc, const tvm
                                                tvm_term *res, void *d)
 {
     (void)argc, (void)argv, (void)d;
-    return tvm_call(env, "mix", "cb", 0, NULL, res);
+    tvm_status st = tvm_call(env, "mix", "cb", 0, NULL, res);
+    __asm__ volatile("" ::: "memory");   /* no tail call: this frame stays */
+    return st;
 }
 
 /* Names the frames of the calling native's caller chain as our join does. */
