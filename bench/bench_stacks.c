@@ -57,7 +57,7 @@ static const char *src =
     "    ret r0\n"
     "end\n"
     "function cb/0 regs 2\n"
-    "    loadi r0, 9\n"
+    "    loadi r0, 8\n"
     "    call r0, r0, rec/1\n"
     "    ret r0\n"
     "end\n";

@@ -30,7 +30,8 @@ enum { ST_CREATED = 0, ST_NOSTACK, ST_RUNNING, ST_SUSPENDED, ST_EXITED };
 #define ST_STATE_OF(w) ((unsigned)((w) & ((1u << ST_STATE_BITS) - 1)))
 /* The next word: a new state and the switch count one higher, so that two
  * observations of the same word mean "no switch in between". */
-#define ST_NEXT(w, s) ((((w) >> ST_STATE_BITS) + 1) << ST_STATE_BITS | (uintptr_t)(s))
+#define ST_STATE_MASK (((uintptr_t)1 << ST_STATE_BITS) - 1)
+#define ST_NEXT(w, s) (((w) & ~ST_STATE_MASK) + (ST_STATE_MASK + 1 + (uintptr_t)(s)))
 
 typedef struct StProc {
     /* state | switch count << ST_STATE_BITS.  Written (relaxed, no RMW)
