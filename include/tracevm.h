@@ -297,6 +297,7 @@ size_t tvm_processes(tvm_vm *vm, tvm_process_info *out, size_t max);
 typedef struct tvm_backtrace_opts {
     unsigned timeout_ms;   /* a running process's signal; 0 = the default (50) */
     bool unwind;           /* libunwind where the frame-pointer walk breaks */
+    bool native_lines;     /* native frames get " at file:line" (DWARF, libdw) */
 } tvm_backtrace_opts;
 
 /*

@@ -150,9 +150,12 @@ size_t st_join(const StStack *s, StFrame *out, size_t max, bool *truncated);
  */
 size_t st_format(const StStack *s, char *buf, size_t size);
 
-/* st_format into a StrBuf (appends). */
+/* st_format into a StrBuf (appends); _lines adds " at file:line" to
+ * native frames that have DWARF line info (st_sym_srcline: slow, not for
+ * hot paths). */
 struct StrBuf;
 void st_format_sb(const StStack *s, struct StrBuf *sb);
+void st_format_lines(const StStack *s, struct StrBuf *sb, bool native_lines);
 
 /* A readable name of a result ("ok", "exited", ...). */
 const char *st_result_name(StResult r);

@@ -94,7 +94,7 @@ size_t st_join(const StStack *s, StFrame *out, size_t max, bool *truncated)
 /* "name+0xoff (object)" for a native pc, or the raw address.  A return
  * address is looked up one byte back (it may be just past a call that
  * ends its function). */
-static void put_native(StrBuf *sb, uintptr_t ip, bool ret_addr)
+static void put_native(StrBuf *sb, uintptr_t ip, bool ret_addr, bool lines)
 {
 #if ST_HAVE_SYM
     StSym sym;
@@ -105,10 +105,14 @@ static void put_native(StrBuf *sb, uintptr_t ip, bool ret_addr)
             const char *base = strrchr(sym.object, '/');
             sb_printf(sb, " (%s)", base ? base + 1 : sym.object);
         }
+        const char *file;
+        int line;
+        if (lines && st_sym_srcline(ip - adj, &file, &line))
+            sb_printf(sb, " at %s:%d", file, line);
         return;
     }
 #else
-    (void)ret_addr;
+    (void)ret_addr, (void)lines;
 #endif
     sb_printf(sb, "0x%lx", (unsigned long)ip);
 }
@@ -120,6 +124,11 @@ static void put_mfa(StrBuf *sb, const FuncInfo *fn)
 }
 
 void st_format_sb(const StStack *s, StrBuf *sb)
+{
+    st_format_lines(s, sb, false);
+}
+
+void st_format_lines(const StStack *s, StrBuf *sb, bool native_lines)
 {
     if (s->result != ST_R_OK) {
         sb_printf(sb, "  (no stack: %s)\n", st_result_name(s->result));
@@ -134,7 +143,7 @@ void st_format_sb(const StStack *s, StrBuf *sb)
         switch (f->type) {
         case ST_F_NATIVE:
             sb_puts(sb, "[c] ");
-            put_native(sb, f->ip, i > 0);
+            put_native(sb, f->ip, i > 0, native_lines);
             break;
         case ST_F_TRACE:
             sb_puts(sb, "<trace> ");
@@ -211,10 +220,15 @@ tvm_status tvm_backtrace(tvm_vm *vm, tvm_pid pid, char *buf, size_t size,
     StStack *s = vm_malloc(sizeof *s);
     StResult r = capture_any(vm, pid, s, opts);
     tvm_status st = TVM_OK;
-    if (r == ST_R_OK || r == ST_R_NOSTACK)
-        st_format(s, buf, size);
-    else if (size)
+    if (r == ST_R_OK || r == ST_R_NOSTACK) {
+        StrBuf sb;
+        sb_init(&sb);
+        st_format_lines(s, &sb, opts && opts->native_lines);
+        sb_copy_out(&sb, buf, size);
+        sb_free(&sb);
+    } else if (size) {
         buf[0] = '\0';
+    }
     if (r == ST_R_NOPROC || r == ST_R_EXITED)
         st = fail(err, TVM_ERR_NOTFOUND, "no process %llu: %s", pid, st_result_name(r));
     else if (r != ST_R_OK && r != ST_R_NOSTACK)

@@ -227,7 +227,7 @@ static void capture_text(tvm_pid pid, StMode mode, char *text, size_t size)
     Process *p = vm_proc_get(sys, pid);
     cr_assert_not_null(p);
     StStack *s = malloc(sizeof *s);
-    StOptions o = { 1000, false };
+    StOptions o = { 5000, false };
     cr_assert_eq(st_capture(p, s, &o), ST_R_OK);
     cr_assert_eq(s->mode, mode, "mode %d", s->mode);
     cr_assert(!s->walk_broken);
@@ -282,10 +282,11 @@ Test(stacks, running_vm_code_signal_mode)
     Process *p = vm_proc_get(sys, pid);
     StStack *s = malloc(sizeof *s);
     int modes[4] = { 0 };
-    while (st_capture(p, s, NULL) == ST_R_NOSTACK)
+    StOptions o = { 5000, false };
+    while (st_capture(p, s, &o) == ST_R_NOSTACK)
         sleep_ms(1);
     for (int i = 0; i < 200; i++) {
-        StResult r = st_capture(p, s, NULL);
+        StResult r = st_capture(p, s, &o);
         cr_assert_eq(r, ST_R_OK, "%s", st_result_name(r));
         modes[s->mode]++;
         st_format(s, text, sizeof text);
@@ -311,6 +312,14 @@ Test(stacks, backtrace_api_text)
     const char *a = strstr(text, "  host:inner/0 (native)\n  mix:cb/0 (mix.tasm:10)\n  [c] ");
     const char *b = strstr(text, "  host:outer/0 (native)\n  mix:main/0 (mix.tasm:5)\n  [c] ");
     cr_assert(a && b && a < b, "%s", text);
+    /* On request, native frames with their file:line (DWARF). */
+    tvm_backtrace_opts o = { .native_lines = true };
+    cr_assert_eq(tvm_backtrace(vm, pid, text, sizeof text, &o, &err), TVM_OK, "%s", err.message);
+    const char *n = strstr(text, "  [c] nat_inner+0x");
+    cr_assert(n, "%s", text);
+    const char *at = strstr(n, " at ");
+    cr_assert(at && at < strchr(n, '\n') && strstr(at, "test_stacks.c:") &&
+                  strstr(at, "test_stacks.c:") < strchr(n, '\n'), "%s", text);
     finish(pid, "go");
     cr_assert_eq(tvm_backtrace(vm, pid, text, sizeof text, NULL, &err), TVM_ERR_NOTFOUND);
     char want[128];
@@ -368,8 +377,11 @@ Test(stacks, capture_while_exiting)
         if (!p)
             continue;   /* already gone */
         StResult r;
+        /* A generous timeout: on a loaded machine a signal can take more
+         * than the default 50 ms (the timeout itself has its own test). */
+        StOptions o = { 5000, false };
         do {
-            r = st_capture(p, s, NULL);
+            r = st_capture(p, s, &o);
             cr_assert(r == ST_R_OK || r == ST_R_NOSTACK || r == ST_R_EXITED, "result %d", r);
             if (r == ST_R_OK) {
                 ok++;
@@ -448,7 +460,7 @@ Test(stacks, signal_timeout_then_late_signal_is_harmless)
     cr_assert_eq(s->nnative, 0);
     char text[256];
     tvm_error err;
-    tvm_backtrace_opts o = { 20, false };
+    tvm_backtrace_opts o = { .timeout_ms = 20 };
     cr_assert_eq(tvm_backtrace(vm, id, text, sizeof text, &o, &err), TVM_ERR_BUSY);
     char want[128];
     snprintf(want, sizeof want, "process %llu not captured: signal timed out",
@@ -459,7 +471,7 @@ Test(stacks, signal_timeout_then_late_signal_is_harmless)
     atomic_store(&th_state, 2);
     while (atomic_load(&th_state) != 1)
         sleep_ms(1);
-    cr_assert_eq(st_capture_thread(id, s, 1000), ST_R_OK);
+    cr_assert_eq(st_capture_thread(id, s, 5000), ST_R_OK);
     cr_assert_eq(s->mode, ST_MODE_SIGNAL);
     st_format(s, text, sizeof text);
     StSym sym;
@@ -482,7 +494,7 @@ Test(stacks, registered_thread_signal_mode)
     uint64_t id = atomic_load(&th_id);
     cr_assert(id & ST_THREAD_ID_BIT);
     StStack *s = malloc(sizeof *s);
-    cr_assert_eq(st_capture_thread(id, s, 1000), ST_R_OK);
+    cr_assert_eq(st_capture_thread(id, s, 5000), ST_R_OK);
     StSym sym;
     cr_assert(s->nnative >= 2);
     cr_assert(st_sym_lookup(s->native[0].ip, &sym));
@@ -504,7 +516,8 @@ static void corrupt_case(int mode)
     SchedSystem *sys = vm_sched_of(vm);
     Process *p = vm_proc_get(sys, pid);
     StStack *s = malloc(sizeof *s);
-    cr_assert_eq(st_capture(p, s, NULL), ST_R_OK);
+    StOptions o = { 5000, false };
+    cr_assert_eq(st_capture(p, s, &o), ST_R_OK);
     cr_assert(s->walk_broken);
     /* The walk reached nat_inner's frame and its return address (into the
      * interpreter), and stopped there. */
