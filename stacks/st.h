@@ -82,6 +82,9 @@ typedef struct StOptions {
  */
 StResult st_capture(Process *p, StStack *out, const StOptions *o);
 
+/* Any pid (a process, or a registered thread's id), from any thread. */
+StResult st_capture_pid(tvm_vm *vm, uint64_t pid, StStack *out, const StOptions *o);
+
 /*
  * The stack of the caller itself, which runs on p (a process on its
  * fiber, or a call context on its thread; p may be NULL for a thread with

@@ -175,6 +175,30 @@ StResult st_capture(Process *p, StStack *out, const StOptions *o)
     return r;
 }
 
+/*
+ * Any target by id, from any thread: a registered thread (signal mode,
+ * or self), the caller's own process (self mode), or another process
+ * (st_capture above), looked up and held by a reference for the capture.
+ */
+StResult st_capture_pid(tvm_vm *vm, uint64_t pid, StStack *s, const StOptions *o)
+{
+    if (pid & ST_THREAD_ID_BIT)
+        return st_capture_thread(pid, s, o ? o->timeout_ms : 0);
+    SchedSystem *sys = vm_sched_of(vm);
+    Process *p = sys ? vm_proc_get(sys, pid) : NULL;
+    if (!p) {
+        clear(s, pid);
+        s->result = ST_R_NOPROC;
+        return s->result;
+    }
+    if (vm_running_process() == p)
+        st_capture_self(p, s);
+    else
+        st_capture(p, s, o);
+    vm_proc_put(sys, p);
+    return s->result;
+}
+
 const char *st_result_name(StResult r)
 {
     switch (r) {

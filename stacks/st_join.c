@@ -31,7 +31,6 @@
 
 #include "vm/common.h"
 #include "vm/print.h"
-#include "vm/sched.h"
 #include "vm/strbuf.h"
 
 #if __has_include("stacks/st_sym.h")
@@ -185,29 +184,6 @@ static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, unsigned 
     return st;
 }
 
-/* Captures pid (a process or a registered thread) into *s. */
-static StResult capture_any(tvm_vm *vm, uint64_t pid, StStack *s, const tvm_backtrace_opts *o)
-{
-    StOptions so = { o ? o->timeout_ms : 0, o ? o->unwind : false };
-    if (pid & ST_THREAD_ID_BIT)
-        return st_capture_thread(pid, s, so.timeout_ms);
-    SchedSystem *sys = vm_sched_of(vm);
-    Process *p = sys ? vm_proc_get(sys, pid) : NULL;
-    if (!p) {
-        memset(s, 0, offsetof(StStack, native));
-        s->pid = pid;
-        s->result = ST_R_NOPROC;
-        return s->result;
-    }
-    if (vm_running_process() == p) {
-        st_capture_self(p, s);
-    } else {
-        st_capture(p, s, &so);
-    }
-    vm_proc_put(sys, p);
-    return s->result;
-}
-
 tvm_status tvm_backtrace(tvm_vm *vm, tvm_pid pid, char *buf, size_t size,
                          const tvm_backtrace_opts *opts, tvm_error *err)
 {
@@ -218,7 +194,8 @@ tvm_status tvm_backtrace(tvm_vm *vm, tvm_pid pid, char *buf, size_t size,
     if (!vm || (!buf && size))
         return fail(err, TVM_ERR_BADARG, "tvm_backtrace: %llu%s", pid, ": bad argument");
     StStack *s = vm_malloc(sizeof *s);
-    StResult r = capture_any(vm, pid, s, opts);
+    StOptions so = { opts ? opts->timeout_ms : 0, opts ? opts->unwind : false };
+    StResult r = st_capture_pid(vm, pid, s, &so);
     tvm_status st = TVM_OK;
     if (r == ST_R_OK || r == ST_R_NOSTACK) {
         StrBuf sb;
