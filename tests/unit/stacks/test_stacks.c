@@ -317,9 +317,21 @@ Test(stacks, backtrace_api_text)
     cr_assert_eq(tvm_backtrace(vm, pid, text, sizeof text, &o, &err), TVM_OK, "%s", err.message);
     const char *n = strstr(text, "  [c] nat_inner+0x");
     cr_assert(n, "%s", text);
-    const char *at = strstr(n, " at ");
-    cr_assert(at && at < strchr(n, '\n') && strstr(at, "test_stacks.c:") &&
-                  strstr(at, "test_stacks.c:") < strchr(n, '\n'), "%s", text);
+    char want_at[600] = "";
+    const char *file;
+    int line;
+    /* What st_sym_srcline says of nat_inner's call of tvm_receive (a clang
+     * build's DWARF gives it nothing: then no " at " either). */
+    uintptr_t off = (uintptr_t)strtoull(n + strlen("  [c] nat_inner+"), NULL, 16);
+    if (st_sym_srcline((uintptr_t)&nat_inner + off - 1, &file, &line))
+        snprintf(want_at, sizeof want_at, " at %s:%d\n", file, line);
+    const char *eol = strchr(n, '\n');
+    if (want_at[0]) {
+        cr_assert(strstr(file, "test_stacks.c"), "%s", file);
+        cr_assert(strncmp(eol - strlen(want_at) + 1, want_at, strlen(want_at)) == 0, "%s", text);
+    } else {
+        cr_assert(!memmem(n, (size_t)(eol - n), " at ", 4), "%s", text);
+    }
     finish(pid, "go");
     cr_assert_eq(tvm_backtrace(vm, pid, text, sizeof text, NULL, &err), TVM_ERR_NOTFOUND);
     char want[128];
