@@ -108,7 +108,9 @@ uint32_t st_walk_unwind(const uintptr_t *saved, uintptr_t lo, uintptr_t hi, StNa
         unw_get_reg(&c, UNW_REG_IP, &ip);
         unw_get_reg(&c, UNW_REG_SP, &sp);
         unw_get_reg(&c, UNW_X86_64_RBP, &bp);
-        if (ip == 0 || sp < lo || sp >= hi)
+        /* sp == hi: the bottom frame (vm_fiber_entry), whose stack
+         * pointer is the top of the stack */
+        if (ip == 0 || sp < lo || sp > hi)
             break;
         out[n++] = (StNative){ (uintptr_t)ip, (uintptr_t)bp };
         if (unw_step(&c) <= 0)

@@ -340,10 +340,13 @@ static bool table_drop(SchedSystem *sys, Process *p)
     if (slot)
         *slot = TOMBSTONE;
     sys->live--;
+    /* Read before the unref: another holder (a lookup, a stack capture)
+     * may drop the last reference and free p right after it. */
+    bool joinable = p->joinable;
     bool last = proc_unref(p);
     /* Waiters want a joinable process's exit (vm_proc_join) or no process
      * left (tvm_wait_idle); other exits wake nobody. */
-    if (sys->exit_waiters && (p->joinable || sys->live == 0))
+    if (sys->exit_waiters && (joinable || sys->live == 0))
         pthread_cond_broadcast(&sys->exited);
     pthread_mutex_unlock(&sys->lock);
     return last;

@@ -553,3 +553,35 @@ static void corrupt_case(int mode)
 Test(stacks, corrupt_chain_out_of_bounds) { corrupt_case(IN_CORRUPT_OUT); }
 Test(stacks, corrupt_chain_loop) { corrupt_case(IN_CORRUPT_LOOP); }
 Test(stacks, corrupt_chain_misaligned) { corrupt_case(IN_CORRUPT_ODD); }
+
+/* The libunwind fallback (DWARF CFI) and the frame-pointer walk agree on a
+ * suspended fiber, frame for frame, down to vm_fiber_entry. */
+Test(stacks, unwind_fallback_agrees_with_fp_walk)
+{
+    tvm_pid pid = start(IN_RECEIVE);
+    wait_state(pid, "waiting");
+    SchedSystem *sys = vm_sched_of(vm);
+    Process *p = vm_proc_get(sys, pid);
+    vm_atomic_fetch_add_full(&p->st.traced, 1);   /* hold it still */
+    cr_assert_eq(ST_STATE_OF(vm_atomic_load_rmw_full(&p->st.word)), ST_SUSPENDED);
+    const uintptr_t *saved = p->fiber->sp;
+    cr_assert_not_null(saved);
+    uintptr_t lo = (uintptr_t)p->fiber->stack_lo, hi = (uintptr_t)p->fiber->stack_hi;
+    StNative a[ST_MAX_NATIVE], b[ST_MAX_NATIVE];
+    bool broken;
+    uint32_t na = st_walk_fp(saved[FIBER_SAVED_RIP], saved[FIBER_SAVED_RBP], lo, hi, a,
+                             ST_MAX_NATIVE, &broken);
+    uint32_t nb = st_walk_unwind(saved, lo, hi, b, ST_MAX_NATIVE);
+    cr_assert(!broken);
+    cr_assert_eq(na, nb, "fp walk %u frames, libunwind %u", na, nb);
+    for (uint32_t i = 0; i < na; i++) {
+        cr_assert_eq(a[i].ip, b[i].ip, "frame %u", i);
+        cr_assert_eq(a[i].fp, b[i].fp, "frame %u", i);
+    }
+    StSym sym;
+    cr_assert(st_sym_lookup(b[nb - 1].ip, &sym));
+    cr_assert_str_eq(sym.name, "vm_fiber_entry");
+    vm_atomic_store_release(&p->st.traced, 0);
+    vm_proc_put(sys, p);
+    finish(pid, "go");
+}
