@@ -49,6 +49,7 @@ typedef enum tvm_status {
                         * undefined function is an exception, error:undef */
     TVM_ERR_EXISTS,    /* the name is already taken */
     TVM_ERR_LIMIT,     /* a size limit was exceeded */
+    TVM_ERR_BUSY,      /* the target could not be read in time (tvm_backtrace) */
 } tvm_status;
 
 /* A readable name for a status, e.g. "TVM_ERR_LOAD". */
@@ -77,6 +78,9 @@ typedef struct tvm_config {
      * into a neighbour's instead of faulting; nested activations still
      * stop at VM_NATIVE_STACK_RESERVE from the bottom (docs/embedding.md). */
     bool fiber_slabs;
+    /* crash reports add the mixed VM + native stack where the exception
+     * was raised (docs/stacks.md; each raise then walks its stack) */
+    bool crash_stacks;
     /* trace_pattern parks every scheduler while it patches, as BEAM did
      * before R16.  For the pause-freedom benchmark only. */
     bool stop_the_world_tracing;
@@ -293,6 +297,46 @@ typedef struct tvm_process_info {
 
 /* Fills up to max entries; returns how many processes are alive. */
 size_t tvm_processes(tvm_vm *vm, tvm_process_info *out, size_t max);
+
+/* ------------------------------------------------------------------ */
+/* Stacks: a process's whole stack, VM and native (docs/stacks.md)     */
+
+typedef struct tvm_backtrace_opts {
+    unsigned timeout_ms;   /* a running process's signal; 0 = the default (50) */
+    bool unwind;           /* libunwind where the frame-pointer walk breaks */
+    bool native_lines;     /* native frames get " at file:line" (DWARF, libdw) */
+} tvm_backtrace_opts;
+
+/*
+ * Prints the stack of a process (or of a thread registered with
+ * tvm_thread_register) into buf, one frame per line, innermost first:
+ * VM frames as "  mod:fun/arity (file:line)", natives as "  [c] name+0xoff
+ * (object)", return/exception trace frames as "  <trace> mod:fun/arity",
+ * and "  ... truncated" when part of it could not be read.  A suspended
+ * process is read from its saved context; a running one by a signal to
+ * its scheduler thread; neither is stopped for longer than the capture.
+ * Any thread (a process may ask for its own).  opts may be NULL.
+ * TVM_ERR_NOTFOUND: no such process, or it exited; TVM_ERR_BUSY: the
+ * signal timed out, or the process was in a context switch at every try.
+ */
+tvm_status tvm_backtrace(tvm_vm *vm, tvm_pid pid, char *buf, size_t size,
+                         const tvm_backtrace_opts *opts, tvm_error *err);
+
+/* The real-time signal of running captures (0 keeps it; default
+ * SIGRTMIN + 4; never SIGURG) and the default timeout in ms (0 keeps it;
+ * default 50).  Process-wide; call before the first capture.
+ * TVM_ERR_BADARG for a signal outside SIGRTMIN..SIGRTMAX. */
+tvm_status tvm_backtrace_config(int signo, unsigned timeout_ms);
+
+/*
+ * Registers the calling (non-VM) thread so that tvm_backtrace can capture
+ * it like a process, by signal; ctx: a call context of this thread whose
+ * VM frames join its native ones, or NULL.  *id is a pseudo-pid (top bit
+ * set).  Unregister before the thread exits.  TVM_ERR_LIMIT beyond 64
+ * registered threads.
+ */
+tvm_status tvm_thread_register(tvm_env *ctx, tvm_pid *id);
+tvm_status tvm_thread_unregister(tvm_pid id);
 
 
 /* ------------------------------------------------------------------ */

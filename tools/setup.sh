@@ -15,6 +15,7 @@ pkgs=(
     libcriterion-dev                  # unit tests
     spin babeltrace2                  # protocol model, CTF checks
     gdb                               # fiber unwinding tests
+    libexpat1                         # a library the symbolizer tests dlopen
 )
 if [[ "${1:-}" == "--bench" ]]; then
     pkgs+=(lua5.4 erlang-base valgrind hyperfine)

@@ -8,6 +8,8 @@
  * Exit status: 0 on success, 1 when a program raised or a file was
  * rejected, 2 on a usage error.
  */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +23,7 @@ static const char *const usage_main =
     "usage: tracevm COMMAND [options]\n"
     "\n"
     "commands:\n"
-    "  run FILE... [-S N] [-q] [-e MOD:FUN] [--trace PATTERN [--local]\n"
+    "  run FILE... [-S N] [-q] [--crash-stacks] [-e MOD:FUN] [--trace PATTERN [--local]\n"
     "      [--match SPEC]] [--flags LIST] [--format FMT] [--out PATH] [--] [ARG...]\n"
     "                                           load modules, run a function as a process,\n"
     "                                           optionally tracing calls and processes\n"
@@ -31,7 +33,7 @@ static const char *const usage_main =
     "`tracevm COMMAND --help` describes one command.\n";
 
 static const char *const usage_run =
-    "usage: tracevm run FILE... [-S N] [-q] [-e MOD:FUN] [TRACING] [--] [ARG...]\n"
+    "usage: tracevm run FILE... [-S N] [-q] [--crash-stacks] [-e MOD:FUN] [TRACING] [--] [ARG...]\n"
     "\n"
     "Loads every FILE (.tasm), then runs MOD:FUN with the ARGs as the first\n"
     "process, prints its result when it returns, and exits (other processes\n"
@@ -42,6 +44,9 @@ static const char *const usage_run =
     "  -e MOD:FUN   the function to call (default: main in the first file's module)\n"
     "  -S N         scheduler threads (default: one per core)\n"
     "  -q           no crash reports for other processes\n"
+    "  --crash-stacks  crash reports add the VM + native stack of the raise\n"
+    "SIGUSR1 to the running tracevm prints the stack (VM and native frames) of\n"
+    "every live process to stderr (docs/stacks.md).\n"
     "\n"
     "Tracing (docs/tracing.md); every process gets the flags:\n"
     "  --trace PATTERN  trace calls of MOD:FUN/ARITY (trailing wildcards: m:f/_,\n"
@@ -252,6 +257,8 @@ static bool parse_run_option(int argc, char **argv, int *i, RunOpts *o)
         return parse_schedulers(*i + 1 < argc ? argv[++*i] : NULL, &o->cfg);
     if (!strcmp(a, "-q"))
         return o->cfg.quiet_crashes = true;
+    if (!strcmp(a, "--crash-stacks"))
+        return o->cfg.crash_stacks = true;
     if (!strcmp(a, "--local"))
         return o->local = true;
     if (!strcmp(a, "--trace")) {
@@ -434,6 +441,66 @@ static int prepare(tvm_vm *vm, tvm_env *env, const RunOpts *o, tvm_term *targs)
     return 0;
 }
 
+/*
+ * Backtraces on request: while `tracevm run` runs, SIGUSR1 prints the
+ * stack of every live process to stderr (tvm_backtrace).  The signal is
+ * blocked in every thread (the mask is set before the VM starts its
+ * threads) and taken by a thread of its own with sigwait, so the dump
+ * runs as ordinary code, never in a handler.  dump_lock keeps the VM
+ * alive while a dump runs: cmd_run clears dump_vm under it before
+ * tvm_destroy.
+ */
+static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
+static tvm_vm *dump_vm;
+
+static void dump_backtraces(tvm_vm *vm)
+{
+    size_t n = tvm_processes(vm, NULL, 0);
+    tvm_process_info *info = calloc(n + 16, sizeof *info);
+    n = tvm_processes(vm, info, n + 16);
+    static char text[1 << 16];
+    fprintf(stderr, "=BACKTRACES==== %zu processes\n", n);
+    for (size_t i = 0; i < n; i++) {
+        tvm_error err;
+        tvm_status st = tvm_backtrace(vm, info[i].pid, text, sizeof text, NULL, &err);
+        fprintf(stderr, "<0.%llu.0> (%s):\n", (unsigned long long)info[i].pid, info[i].state);
+        if (st == TVM_OK)
+            fputs(text, stderr);
+        else
+            fprintf(stderr, "  (%s)\n", err.message);
+    }
+    fflush(stderr);
+    free(info);
+}
+
+static void *dumper_main(void *arg)
+{
+    sigset_t *set = arg;
+    for (;;) {
+        int sig;
+        if (sigwait(set, &sig) != 0)
+            continue;
+        pthread_mutex_lock(&dump_lock);
+        if (dump_vm)
+            dump_backtraces(dump_vm);
+        pthread_mutex_unlock(&dump_lock);
+    }
+    return NULL;
+}
+
+/* Blocks SIGUSR1 here (and so in every thread started later) and starts
+ * the thread that waits for it. */
+static void start_dumper(void)
+{
+    static sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    pthread_t t;
+    if (pthread_create(&t, NULL, dumper_main, &set) == 0)
+        pthread_detach(t);
+}
+
 static int cmd_run(int argc, char **argv)
 {
     if (wants_help(argc, argv))
@@ -445,7 +512,11 @@ static int cmd_run(int argc, char **argv)
         return status;
     }
     bool tracing = o.npatterns || o.flags_set;
+    start_dumper();
     tvm_vm *vm = tvm_new(&o.cfg);
+    pthread_mutex_lock(&dump_lock);
+    dump_vm = vm;
+    pthread_mutex_unlock(&dump_lock);
     tvm_env *env = tvm_env_new(vm);
     char mod[256], fun[256];
     tvm_term *targs = calloc((size_t)o.nargs + 1, sizeof(tvm_term));
@@ -468,6 +539,9 @@ static int cmd_run(int argc, char **argv)
     free(targs);
     run_opts_free(&o);
     tvm_env_free(env);
+    pthread_mutex_lock(&dump_lock);
+    dump_vm = NULL;
+    pthread_mutex_unlock(&dump_lock);
     tvm_destroy(vm);
     return status;
 }

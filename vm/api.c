@@ -28,6 +28,7 @@ const char *tvm_status_name(tvm_status s)
     case TVM_ERR_NOTFOUND: return "TVM_ERR_NOTFOUND";
     case TVM_ERR_EXISTS: return "TVM_ERR_EXISTS";
     case TVM_ERR_LIMIT: return "TVM_ERR_LIMIT";
+    case TVM_ERR_BUSY: return "TVM_ERR_BUSY";
     }
     return "TVM_?";
 }
@@ -50,6 +51,7 @@ tvm_vm *tvm_new(const tvm_config *cfg)
     vm->fiber_stack = cfg ? cfg->fiber_stack_bytes : 0;
     vm->fiber_slabs = cfg && cfg->fiber_slabs;
     vm->crash_reports = !(cfg && cfg->quiet_crashes);
+    vm->crash_stacks = cfg && cfg->crash_stacks;
     vm->stw_tracing = cfg && cfg->stop_the_world_tracing;
     vm_modules_init(vm);
     pthread_mutex_init(&vm->trace_lock, NULL);

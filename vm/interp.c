@@ -194,8 +194,10 @@ dispatch_insn: __attribute__((unused));
 
     CASE(ENTER) {
         /* A = registers of the function.  A reduction per call. */
-        if (VM_UNLIKELY(--p->reds <= 0))
+        if (VM_UNLIKELY(--p->reds <= 0)) {
+            f->pc = pc;   /* the line of a suspended frame (stacks/st_join.c) */
             vm_yield_point(p);
+        }
         if (VM_UNLIKELY(f->base + A > p->stack_size)) {
             if (!vm_stack_ensure(p, (size_t)f->base + A))
                 RAISE_ERROR(make_atom(ATOM_SYSTEM_LIMIT));
@@ -281,8 +283,10 @@ arith:
     CASE(JUMP) {
         int off = INSTR_CS(insn);
         /* A backward jump is a loop iteration: it costs a reduction. */
-        if (off <= 0 && VM_UNLIKELY(--p->reds <= 0))
+        if (off <= 0 && VM_UNLIKELY(--p->reds <= 0)) {
+            f->pc = pc;
             vm_yield_point(p);
+        }
         NEXT(off);
     }
 

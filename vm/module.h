@@ -134,6 +134,7 @@ struct tvm_vm {
     size_t fiber_stack;          /* bytes per process fiber stack (0: default) */
     bool fiber_slabs;            /* stacks from slabs, no guard pages (tvm_config) */
     bool crash_reports;          /* print a report when a process crashes */
+    bool crash_stacks;           /* ... with the stack at the raise (stacks/st.h) */
     /* The schedulers (struct SchedSystem *), started on first use
      * (vm/sched.c).  [SC1] release store under code_lock when started and
      * when stopped by tvm_destroy; read with vm_sched_of() ([SC1'] acquire)

@@ -22,6 +22,8 @@
 #include "vm/print.h"
 #include "breakpoints/bp_time.h"
 #include "trace/tr_vm.h"
+#include "stacks/st.h"
+#include "stacks/st_lock.h"
 
 void vm_sched_enqueue(SchedSystem *sys, Process *p);
 Process *vm_sched_cache_get(SchedSystem *sys);
@@ -294,6 +296,7 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
     table_insert(sys, p);
     pthread_mutex_unlock(&sys->lock);
     vm_fiber_init(p->fiber, proc_main, p);
+    st_spawned(p);
     p->state = PS_RUNNABLE;
     uint64_t pid = p->pid;
     /* Before the child can run, so its own events come after this one. */
@@ -310,6 +313,10 @@ static void crash_report(Process *p)
     sb_init(&sb);
     sb_printf(&sb, "=CRASH REPORT==== process <0.%llu.0> crashed: ", (unsigned long long)p->pid);
     vm_format_exception(p, &sb);
+    if (p->exc_stack) {
+        sb_puts(&sb, "  stack at the raise:\n");
+        st_format_sb(p->exc_stack, &sb);
+    }
     FILE *o = stderr;
     fwrite(sb.s, 1, sb.len, o);
     fflush(o);
@@ -364,6 +371,7 @@ static void proc_exit(Process *p, Term cls, Term value)
     p->state = PS_EXITED;
     pthread_mutex_unlock(&p->lock);
     /* Back to the scheduler for good; it reaps us on its own stack. */
+    st_switch_out(p);
     vm_fiber_tsan_switch(p->sched->tsan);
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
 }
@@ -378,7 +386,8 @@ static bool table_drop(SchedSystem *sys, Process *p)
         *slot = TOMBSTONE;
     sys->live--;
     /* Read before the reference goes: another holder (a lookup, a walk of
-     * the table) may drop the last one and free p right after. */
+     * the table, a stack capture) may drop the last one and free p right
+     * after. */
     bool joinable = p->joinable;
     bool last = proc_unref(p);
     /* Waiters want a joinable process's exit (vm_proc_join) or no process
@@ -395,6 +404,8 @@ static bool table_drop(SchedSystem *sys, Process *p)
 void vm_proc_reap(SchedSystem *sys, Process *p);
 void vm_proc_reap(SchedSystem *sys, Process *p)
 {
+    /* No capture reads the stack from here on (stacks/st_lock.h). */
+    st_exited(p);
     Fiber *fiber = p->fiber;
     p->fiber = NULL;
     bool last = table_drop(sys, p);
@@ -542,6 +553,7 @@ void vm_proc_switch_out(Process *p)
 {
     if (!p->want_wait && vm_sched_yield_to_next(p))
         return;
+    st_switch_out(p);
     vm_fiber_tsan_switch(p->sched->tsan);
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
 }

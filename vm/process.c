@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "vm/heap.h"
+#include "stacks/st.h"
 
 /* Start values, on a zeroed Process whose buffers (heap, stack, frames,
  * at their start sizes) are already set. */
@@ -26,6 +27,7 @@ static void process_start(Process *p, tvm_vm *vm)
     p->exc_trace_term = THE_NONE;
     p->reds = VM_REDUCTIONS;
     pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->st.lock, NULL);
     p->inbox_tail = &p->inbox;
     p->mq_tail = &p->mq;
     p->cursor = &p->mq;
@@ -60,6 +62,8 @@ void vm_process_recycle(Process *p)
     Handler *handlers = p->handlers;
     uint32_t handlers_cap = p->handlers_cap, roots_cap = p->roots_cap;
     pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->st.lock);
+    free(p->exc_stack);
     memset(p, 0, sizeof *p);
     p->heap_min = vm->heap_min;
     p->heap = heap;
@@ -79,6 +83,7 @@ void vm_process_free(Process *p)
     if (!p)
         return;
     pthread_mutex_destroy(&p->lock);
+    free(p->exc_stack);
     free(p->heap);
     free(p->stack);
     free(p->frames);
@@ -149,6 +154,8 @@ void vm_exception_set(Process *p, Term cls, Term reason, const Instr *top_pc)
     p->exc_pending = true;
     p->exc_trace_term = THE_NONE;
     p->exc_depth = 0;
+    if (VM_UNLIKELY(p->vm->crash_stacks))
+        st_note_raise(p, top_pc);
     const Instr *pc = top_pc;
     for (uint32_t i = p->nframes; i-- > 0 && p->exc_depth < VM_STACKTRACE_DEPTH;) {
         const Frame *f = &p->frames[i];

@@ -18,6 +18,7 @@
 #include <pthread.h>
 
 #include "include/tracevm.h"
+#include "stacks/st_proc.h"
 #include "vm/module.h"
 #include "vm/term.h"
 
@@ -156,6 +157,9 @@ struct Process {
     RawFrame exc_trace[VM_STACKTRACE_DEPTH];
     uint32_t exc_depth;
     Term exc_trace_term;   /* exc_trace as a term, built on first use; THE_NONE until then */
+    /* The mixed stack where the pending exception was raised (only with
+     * vm->crash_stacks; allocated at the first raise, owned by p). */
+    struct StStack *exc_stack;
 
     /* Handles held by natives and embedders (GC roots). */
     Term *roots;
@@ -173,6 +177,9 @@ struct Process {
      * hits, spawn and exit.  A change applies from the process's next read
      * (no barrier: no scheduler is stopped or waited for). */
     VmAtomic trace;
+
+    /* Stack capture: the interlock's state, flag and lock (stacks/st_proc.h). */
+    StProc st;
 
     /* ---- scheduled processes only (see vm/sched.c, vm/proc.c) ---- */
 

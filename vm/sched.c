@@ -51,6 +51,7 @@
 
 #include "vm/module.h"
 #include "vm/qsbr.h"
+#include "stacks/st_lock.h"
 
 /* The scheduler this thread is (NULL on any other thread).  Written once
  * by sched_main before its loop; read only by the same thread. */
@@ -316,7 +317,7 @@ static void run(Scheduler *s, Process *p)
     p->reds = VM_REDUCTIONS;
     s->current = p;
     vm_fiber_tsan_switch(p->fiber->tsan);
-    vm_fiber_switch(&s->sp, p->fiber->sp);
+    vm_fiber_switch(&s->sp, st_switch_in(p));
     /* The process that switched back to us: not necessarily p, which may
      * have handed the scheduler straight to another (vm_sched_yield_to_next). */
     p = s->current;
@@ -365,8 +366,10 @@ bool vm_sched_yield_to_next(Process *p)
     q->bp_slot = 1 + (uint32_t)s->id;
     q->reds = VM_REDUCTIONS;
     s->current = q;
+    st_switch_out(p);
+    void *sp = st_switch_in(q);
     vm_fiber_tsan_switch(q->fiber->tsan);
-    vm_fiber_switch_peer(&p->fiber->sp, q->fiber->sp);
+    vm_fiber_switch_peer(&p->fiber->sp, sp);
     return true;
 }
 

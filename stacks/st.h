@@ -1,0 +1,181 @@
+/*
+ * stacks/st.h - capturing the whole stack of a process: its VM frames and
+ * the native frames on its fiber, joined into one backtrace.  The
+ * protocol (interlock, modes, joining) is described in docs/stacks.md;
+ * the switch side of the interlock is stacks/st_lock.h.
+ *
+ * A capture stores raw data only: native (return address, frame address)
+ * pairs and copies of the VM frames.  Names come later, outside any
+ * signal handler: st_join() puts the two together and st_format() prints
+ * them (native names through stacks/st_sym.h when it is there).
+ */
+#ifndef STACKS_ST_H
+#define STACKS_ST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vm/process.h"
+
+enum { ST_MAX_NATIVE = 128, ST_MAX_VM = 128 };
+
+/* For code that reads another context's stack or a running process's
+ * fields on purpose (the interlock orders them; see st_walk.c). */
+#if defined(__clang__)
+#define ST_NO_SANITIZE __attribute__((no_sanitize("address", "thread", "undefined")))
+#else
+#define ST_NO_SANITIZE \
+    __attribute__((no_sanitize_address, no_sanitize_thread, no_sanitize_undefined))
+#endif
+
+/* How a capture ended (StStack.result). */
+typedef enum StResult {
+    ST_R_OK = 0,
+    ST_R_NOPROC,      /* no such process (or thread) */
+    ST_R_EXITED,      /* it exited (or was exiting) */
+    ST_R_NOSTACK,     /* spawned but never run: nothing on its stack yet */
+    ST_R_SWITCHING,   /* kept meeting it in the middle of a context switch */
+    ST_R_TIMEOUT,     /* signal mode: no answer within the timeout */
+    ST_R_SIGNAL,      /* signal mode: the signal could not be sent */
+} StResult;
+
+/* Which way the stack was read (StStack.mode). */
+typedef enum StMode { ST_MODE_NONE = 0, ST_MODE_CONTEXT, ST_MODE_SIGNAL, ST_MODE_SELF } StMode;
+
+typedef struct StNative {
+    uintptr_t ip;   /* frame 0: the exact pc; others: a return address */
+    uintptr_t fp;   /* the frame's frame pointer (rbp while in it) */
+} StNative;
+
+typedef struct StVm {
+    const FuncInfo *fn;
+    const Instr *pc;      /* the frame's saved pc (Frame.pc) */
+    uint32_t kind;        /* Frame.kind (FRAME_KIND gives FRAME_*) */
+    uintptr_t native_fp;  /* entry frames: the activation's native frame */
+} StVm;
+
+typedef struct StStack {
+    uint64_t pid;
+    StResult result;
+    StMode mode;
+    bool waiting;         /* suspended in a receive (else runnable/running) */
+    bool walk_broken;     /* the native walk met an impossible frame address */
+    bool unwound;         /* the native part came from libunwind (fallback) */
+    uint32_t vm_dropped;  /* oldest VM frames left out (more than ST_MAX_VM) */
+    uint32_t nnative, nvm;
+    StNative native[ST_MAX_NATIVE];  /* innermost first */
+    StVm vm[ST_MAX_VM];              /* p->frames order: outermost first */
+} StStack;
+
+/* ---- capture ---- */
+
+typedef struct StOptions {
+    unsigned timeout_ms;  /* signal mode; 0: the configured default */
+    bool unwind;          /* context mode: libunwind when the fp walk breaks */
+} StOptions;
+
+/*
+ * Captures p, which the caller holds a reference to, from any thread but
+ * p's own (st_capture_self there).  Never blocks p for longer than the
+ * capture; returns out->result.
+ */
+StResult st_capture(Process *p, StStack *out, const StOptions *o);
+
+/* Any pid (a process, or a registered thread's id), from any thread. */
+StResult st_capture_pid(tvm_vm *vm, uint64_t pid, StStack *out, const StOptions *o);
+
+/*
+ * The stack of the caller itself, which runs on p (a process on its
+ * fiber, or a call context on its thread; p may be NULL for a thread with
+ * no VM frames): no signal, no interlock (nobody else switches p).  The
+ * frames of st_capture_self itself are left out.  For the `backtrace`
+ * match-spec action.
+ */
+void st_capture_self(Process *p, StStack *out);
+
+/*
+ * Records where p's exception is being raised (vm_exception_set, with
+ * tvm_config.crash_stacks): the caller's own stack into p->exc_stack
+ * (allocated once), the top VM frame at top_pc.  The crash report prints
+ * it (st_format_sb).
+ */
+void st_note_raise(Process *p, const Instr *top_pc);
+
+/* Signal mode settings, process-wide: the real-time signal (0 keeps the
+ * current one, default SIGRTMIN + 4) and the default timeout in ms (0
+ * keeps it, default 50).  Before the first capture, or between captures. */
+void st_configure(int signo, unsigned timeout_ms);
+int st_signal_number(void);
+
+/*
+ * Registered non-VM threads (an embedder's pthreads), captured by signal
+ * like a running process.  Register on the thread itself (ctx: its call
+ * context, whose VM frames join the native ones, or NULL); unregister
+ * before the thread exits.  Ids have ST_THREAD_ID_BIT set (never a pid);
+ * 0 when the registry (64 threads) is full.
+ */
+#define ST_THREAD_ID_BIT ((uint64_t)1 << 63)
+uint64_t st_thread_register(Process *ctx);
+bool st_thread_unregister(uint64_t id);
+StResult st_capture_thread(uint64_t id, StStack *out, unsigned timeout_ms);
+
+/* ---- joining and printing ---- */
+
+typedef enum StFrameType { ST_F_NATIVE, ST_F_VM, ST_F_TRACE } StFrameType;
+
+typedef struct StFrame {
+    StFrameType type;
+    uintptr_t ip;          /* ST_F_NATIVE */
+    const FuncInfo *fn;    /* ST_F_VM, ST_F_TRACE (the traced function) */
+    uint32_t line;         /* ST_F_VM: 0 when unknown */
+} StFrame;
+
+/*
+ * Joins s into out[0 .. return-1], innermost first: each interpreter
+ * activation found on the native stack (by frame address) is replaced by
+ * the VM frames it owns.  *truncated is set when the native walk broke,
+ * frames were dropped, or activations were not all found (their frames
+ * then follow at the end).
+ */
+size_t st_join(const StStack *s, StFrame *out, size_t max, bool *truncated);
+
+/*
+ * Prints s, one frame per line, innermost first:
+ *   "  mod:fun/arity (file:line)"      a VM frame
+ *   "  mod:fun/arity (native)"         a VM-level native function
+ *   "  <trace> mod:fun/arity"          a return/exception trace frame
+ *   "  [c] name+0xoff (object)"        a native frame (raw "[c] 0x..."
+ *                                      when it has no symbol)
+ *   "  ... truncated"                  last, when st_join says so
+ * A failed capture prints one line saying why.  Returns the length
+ * (snprintf-like: may exceed size; buf is NUL-terminated when size > 0).
+ */
+size_t st_format(const StStack *s, char *buf, size_t size);
+
+/* st_format into a StrBuf (appends); _lines adds " at file:line" to
+ * native frames that have DWARF line info (st_sym_srcline: slow, not for
+ * hot paths). */
+struct StrBuf;
+void st_format_sb(const StStack *s, struct StrBuf *sb);
+void st_format_lines(const StStack *s, struct StrBuf *sb, bool native_lines);
+
+/* A readable name of a result ("ok", "exited", ...). */
+const char *st_result_name(StResult r);
+
+/* ---- internal, shared by the stacks/ files ---- */
+
+/* Bounded frame-pointer walk from (ip, fp) inside [lo, hi). */
+uint32_t st_walk_fp(uintptr_t ip, uintptr_t fp, uintptr_t lo, uintptr_t hi, StNative *out,
+                    uint32_t max, bool *broken);
+/* libunwind from a suspended fiber's saved registers (never in a handler). */
+uint32_t st_walk_unwind(const uintptr_t *saved, uintptr_t lo, uintptr_t hi, StNative *out,
+                        uint32_t max);
+/* The calling thread's stack (cached per thread; not in a handler). */
+void st_thread_bounds(uintptr_t *lo, uintptr_t *hi);
+/* Copies p's VM frames (the caller makes sure they hold still). */
+void st_copy_vm(const Process *p, StStack *out);
+/* Signal mode: the stack of p, RUNNING on `thread` (traced is held). */
+StResult st_signal_capture(Process *p, pthread_t thread, StStack *out, unsigned timeout_ms);
+
+#endif /* STACKS_ST_H */

@@ -1,0 +1,204 @@
+/*
+ * stacks/st_walk.c - reading a stack: the bounded frame-pointer walk, the
+ * libunwind fallback for code without frame pointers, and the copy of a
+ * process's VM frames.
+ *
+ * The walk reads words of a stack that is not the caller's own (another
+ * fiber's, or, in a signal handler, the interrupted code's).  Every
+ * address is checked against the stack's exact bounds before it is read,
+ * so a corrupt chain ends the walk instead of faulting; the checks (the
+ * union of gperftools', absl's and async-profiler's, see
+ * ../shared/reference/stacks.md 1.6):
+ *   - fp 8-aligned, lo <= fp and fp + 16 <= hi;
+ *   - the next fp strictly above this one (the stack grows down) and at
+ *     most ST_MAX_FRAME bytes above it; 0 is the end (vm_fiber_entry
+ *     zeroes rbp, so every fiber's chain ends in 0);
+ *   - a return address of 0 ends the walk;
+ *   - at most `max` frames.
+ * These reads race, by design, with nothing the interlock allows (the
+ * stack holds still, or the walker runs on the stack's own thread); a
+ * capture that lost the one race the interlock leaves to validation is
+ * thrown away.  The sanitizers are told to look away (ST_NO_SANITIZE):
+ * the words read are other frames' locals and redzones.
+ */
+#define _GNU_SOURCE
+#include "stacks/st.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "vm/common.h"
+#include "vm/fiber.h"
+
+/* A frame bigger than this is taken for a corrupt chain (absl: 100 kB). */
+#define ST_MAX_FRAME ((uintptr_t)128 * 1024)
+
+ST_NO_SANITIZE
+uint32_t st_walk_fp(uintptr_t ip, uintptr_t fp, uintptr_t lo, uintptr_t hi, StNative *out,
+                    uint32_t max, bool *broken)
+{
+    uint32_t n = 0;
+    *broken = false;
+    if (max == 0 || ip == 0)
+        return 0;
+    out[n++] = (StNative){ ip, fp };
+    while (n < max && fp != 0) {
+        if ((fp & 7) || fp < lo || fp > hi - 16) {
+            *broken = true;
+            break;
+        }
+        const volatile uintptr_t *w = (const volatile uintptr_t *)fp;
+        uintptr_t next = w[0], ret = w[1];
+        if (ret == 0)
+            break;
+        if (next != 0 && (next <= fp || next - fp > ST_MAX_FRAME)) {
+            /* The return address is still good (it was read from inside
+             * the bounds); the chain above it is not. */
+            out[n++] = (StNative){ ret, 0 };
+            *broken = true;
+            break;
+        }
+        out[n++] = (StNative){ ret, next };
+        fp = next;
+    }
+    return n;
+}
+
+/*
+ * libunwind, for code built without frame pointers (the VM and its
+ * embedders are built with them; third-party libraries may not be).
+ * Context mode only, never in a signal handler: the DWARF path takes the
+ * loader lock (dl_iterate_phdr) and libunwind's global cache lock.  The
+ * calls:
+ *   unw_init_local(cursor, uc)  a cursor over a context we build from the
+ *                               saved registers (rip = the saved return
+ *                               address, rsp = the address just past it,
+ *                               rbp, rbx, r12-r15 as saved), since the
+ *                               registers are not live in any thread;
+ *   unw_step(cursor)            one frame up, by the CFI (.eh_frame);
+ *   unw_get_reg(UNW_REG_IP / UNW_REG_SP / UNW_X86_64_RBP)
+ *                               the frame's pc, CFA (checked against the
+ *                               fiber's bounds before the next step, which
+ *                               reads below it) and frame pointer.
+ */
+ST_NO_SANITIZE
+uint32_t st_walk_unwind(const uintptr_t *saved, uintptr_t lo, uintptr_t hi, StNative *out,
+                        uint32_t max)
+{
+    unw_context_t uc;
+    memset(&uc, 0, sizeof uc);
+    greg_t *g = uc.uc_mcontext.gregs;
+    g[REG_R15] = (greg_t)saved[0];
+    g[REG_R14] = (greg_t)saved[1];
+    g[REG_R13] = (greg_t)saved[2];
+    g[REG_R12] = (greg_t)saved[3];
+    g[REG_RBX] = (greg_t)saved[4];
+    g[REG_RBP] = (greg_t)saved[FIBER_SAVED_RBP];
+    g[REG_RIP] = (greg_t)saved[FIBER_SAVED_RIP];
+    g[REG_RSP] = (greg_t)(saved + FIBER_SAVED_WORDS);
+    unw_cursor_t c;
+    if (unw_init_local(&c, &uc) != 0)
+        return 0;
+    uint32_t n = 0;
+    while (n < max) {
+        unw_word_t ip = 0, sp = 0, bp = 0;
+        unw_get_reg(&c, UNW_REG_IP, &ip);
+        unw_get_reg(&c, UNW_REG_SP, &sp);
+        unw_get_reg(&c, UNW_X86_64_RBP, &bp);
+        /* sp == hi: the bottom frame (vm_fiber_entry), whose stack
+         * pointer is the top of the stack */
+        if (ip == 0 || sp < lo || sp > hi)
+            break;
+        out[n++] = (StNative){ (uintptr_t)ip, (uintptr_t)bp };
+        if (unw_step(&c) <= 0)
+            break;
+    }
+    return n;
+}
+
+ST_NO_SANITIZE
+void st_copy_vm(const Process *p, StStack *out)
+{
+    uint32_t n = p->nframes;
+    const Frame *fr = p->frames;
+    uint32_t start = n > ST_MAX_VM ? n - ST_MAX_VM : 0;
+    out->vm_dropped = start;
+    out->nvm = n - start;
+    for (uint32_t i = start; i < n; i++) {
+        const Frame *f = &fr[i];
+        uint32_t kind = f->kind;
+        out->vm[i - start] = (StVm){ f->fn, f->pc, kind,
+                                     FRAME_KIND(kind) == FRAME_ENTRY ? (uintptr_t)f->native_fp : 0 };
+    }
+}
+
+/* The calling thread's stack bounds, looked up once per thread
+ * (pthread_getattr_np is not async-signal-safe: never from a handler). */
+void st_thread_bounds(uintptr_t *lo, uintptr_t *hi)
+{
+    static _Thread_local uintptr_t tlo, thi;
+    if (!thi) {
+        pthread_attr_t a;
+        void *addr = NULL;
+        size_t size = 0;
+        if (pthread_getattr_np(pthread_self(), &a) == 0) {
+            pthread_attr_getstack(&a, &addr, &size);
+            pthread_attr_destroy(&a);
+        }
+        tlo = (uintptr_t)addr;
+        thi = tlo + size;
+    }
+    *lo = tlo;
+    *hi = thi;
+}
+
+/*
+ * The caller's own stack.  The walk starts in this function's caller
+ * (its return address and saved frame pointer), so st_capture_self's own
+ * frame is not in it.
+ */
+__attribute__((noinline)) ST_NO_SANITIZE
+void st_capture_self(Process *p, StStack *out)
+{
+    out->pid = p ? p->pid : 0;
+    out->result = ST_R_OK;
+    out->mode = ST_MODE_SELF;
+    out->waiting = false;
+    out->unwound = false;
+    uintptr_t *fp = __builtin_frame_address(0);
+    uintptr_t lo, hi;
+    if (p && p->fiber) {
+        lo = (uintptr_t)p->fiber->stack_lo;
+        hi = (uintptr_t)p->fiber->stack_hi;
+    } else {
+        st_thread_bounds(&lo, &hi);
+    }
+    out->nnative = st_walk_fp(fp[1], fp[0], lo, hi, out->native, ST_MAX_NATIVE,
+                              &out->walk_broken);
+    if (p)
+        st_copy_vm(p, out);
+    else
+        out->nvm = out->vm_dropped = 0;
+}
+
+/* The frames of st_note_raise and vm_exception_set are not the raise's. */
+enum { RAISE_SKIP = 2 };
+
+void st_note_raise(Process *p, const Instr *top_pc)
+{
+    if (!p->exc_stack)
+        p->exc_stack = vm_malloc(sizeof(StStack));
+    StStack *s = p->exc_stack;
+    st_capture_self(p, s);
+    if (s->nnative > RAISE_SKIP) {
+        memmove(s->native, s->native + RAISE_SKIP, (s->nnative - RAISE_SKIP) * sizeof s->native[0]);
+        s->nnative -= RAISE_SKIP;
+    }
+    /* The top frame raised at top_pc (NULL: a native raised; its frame
+     * keeps the pc of its NATIVE instruction). */
+    if (top_pc && s->nvm > 0 && FRAME_KIND(s->vm[s->nvm - 1].kind) == FRAME_CALL)
+        s->vm[s->nvm - 1].pc = top_pc;
+}

@@ -1,0 +1,587 @@
+/*
+ * tests/unit/stacks/test_stacks.c - capturing a process's whole stack:
+ * the mixed VM -> native -> VM -> native stack in context, signal and
+ * self mode, the interlock holding a switch back, a process exiting
+ * while it is captured, a signal that times out, corrupt frame chains,
+ * registered threads and the tvm_backtrace text.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "include/tracevm.h"
+#include "stacks/st.h"
+#include "stacks/st_lock.h"
+#include "stacks/st_sym.h"
+#include "vm/sched.h"
+#include "tests/unit/helpers.h"
+
+/* Lines matter: the expected stacks name them. */
+static const char *mix_src =
+    "module mix\n"                          /* 1 */
+    "export main/0, cb/0, spin/0, count/1\n" /* 2 */
+    "function main/0 regs 2\n"              /* 3 */
+    "    loadi r1, 0\n"                     /* 4 */
+    "    callx r0, r0, host:outer/0\n"      /* 5 */
+    "    ret r0\n"                          /* 6 */
+    "end\n"                                 /* 7 */
+    "function cb/0 regs 2\n"                /* 8 */
+    "    loadi r1, 0\n"                     /* 9 */
+    "    callx r0, r0, host:inner/0\n"      /* 10 */
+    "    ret r0\n"                          /* 11 */
+    "end\n"                                 /* 12 */
+    "function spin/0 regs 1\n"              /* 13 */
+    "    loadi r0, 0\n"                     /* 14 */
+    "top:\n"                                /* 15 */
+    "    jump top\n"                        /* 16 */
+    "end\n"                                 /* 17 */
+    "function count/1 regs 1\n"             /* 18 */
+    "again:\n"                              /* 19 */
+    "    jeqi r0, 0, done\n"                 /* 20 */
+    "    addi r0, r0, -1\n"                  /* 21 */
+    "    jump again\n"                       /* 22 */
+    "done:\n"                               /* 23 */
+    "    ret r0\n"                           /* 24 */
+    "end\n";                                /* 25 */
+
+/* What host:inner/0 does once it is reached. */
+enum { IN_RECEIVE, IN_SPIN, IN_SELF, IN_CORRUPT_OUT, IN_CORRUPT_LOOP, IN_CORRUPT_ODD };
+static _Atomic int inner_mode, reached, release_spin;
+static char self_text[8192];
+
+tvm_status nat_outer(tvm_env *env, int argc, const tvm_term *argv, tvm_term *res, void *d);
+tvm_status nat_inner(tvm_env *env, int argc, const tvm_term *argv, tvm_term *res, void *d);
+
+/* host:outer/0: calls back into VM code (mix:cb/0). */
+__attribute__((noinline)) tvm_status nat_outer(tvm_env *env, int argc, const tvm_term *argv,
+                                               tvm_term *res, void *d)
+{
+    (void)argc, (void)argv, (void)d;
+    tvm_status st = tvm_call(env, "mix", "cb", 0, NULL, res);
+    __asm__ volatile("" ::: "memory");   /* no tail call: this frame stays */
+    return st;
+}
+
+/* Names the frames of the calling native's caller chain as our join does. */
+static void self_capture(tvm_env *env)
+{
+    StStack *s = malloc(sizeof *s);
+    st_capture_self(vm_running_process(), s);
+    (void)env;
+    st_format(s, self_text, sizeof self_text);
+    free(s);
+}
+
+/* host:inner/0: holds still in the way inner_mode says. */
+__attribute__((noinline)) tvm_status nat_inner(tvm_env *env, int argc, const tvm_term *argv,
+                                               tvm_term *res, void *d)
+{
+    (void)argc, (void)argv, (void)d;
+    /* volatile: every store to the saved frame pointer stays where it is */
+    volatile uintptr_t *fp = __builtin_frame_address(0);
+    uintptr_t saved = fp[0];
+    int mode = atomic_load(&inner_mode);
+    if (mode == IN_CORRUPT_OUT)
+        fp[0] = 0xdead0000;                     /* far outside the stack */
+    else if (mode == IN_CORRUPT_LOOP)
+        fp[0] = (uintptr_t)fp;                  /* points at itself */
+    else if (mode == IN_CORRUPT_ODD)
+        fp[0] = (uintptr_t)fp + 12;             /* misaligned */
+    if (mode == IN_SELF)
+        self_capture(env);
+    atomic_store(&reached, 1);
+    tvm_status st;
+    if (mode == IN_SPIN) {
+        while (!atomic_load(&release_spin))
+            ;
+        st = tvm_make_atom(env, "spun", res);
+    } else {
+        st = mode == IN_SELF ? tvm_make_atom(env, "self", res) : tvm_receive(env, -1, res);
+    }
+    fp[0] = saved;
+    return st;
+}
+
+static tvm_vm *vm;
+static tvm_env *env;
+
+static void setup(void)
+{
+    tvm_config cfg = { .schedulers = 2 };
+    vm = tvm_new(&cfg);
+    env = tvm_env_new(vm);
+    tvm_error err;
+    cr_assert_eq(tvm_register_native(vm, "host", "outer", 0, nat_outer, NULL, &err), TVM_OK);
+    cr_assert_eq(tvm_register_native(vm, "host", "inner", 0, nat_inner, NULL, &err), TVM_OK);
+    load_ok(vm, "mix.tasm", mix_src);
+    atomic_store(&reached, 0);
+    atomic_store(&release_spin, 0);
+}
+
+static void teardown(void)
+{
+    tvm_env_free(env);
+    tvm_destroy(vm);
+}
+
+TestSuite(stacks, .init = setup, .fini = teardown);
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+static tvm_pid start(int mode)
+{
+    atomic_store(&inner_mode, mode);
+    tvm_pid pid;
+    cr_assert_eq(tvm_spawn(env, "mix", "main", 0, NULL, &pid), TVM_OK);
+    while (!atomic_load(&reached))
+        sleep_ms(1);
+    return pid;
+}
+
+/* Waits until pid shows `state` in tvm_processes. */
+static void wait_state(tvm_pid pid, const char *state)
+{
+    for (int i = 0; i < 5000; i++) {
+        tvm_process_info info[16];
+        size_t n = tvm_processes(vm, info, 16);
+        for (size_t k = 0; k < n && k < 16; k++)
+            if (info[k].pid == pid && strcmp(info[k].state, state) == 0)
+                return;
+        sleep_ms(1);
+    }
+    cr_assert_fail("process %llu never became %s", (unsigned long long)pid, state);
+}
+
+static void finish(tvm_pid pid, const char *expect)
+{
+    tvm_term msg, res;
+    atomic_store(&release_spin, 1);
+    tvm_make_atom(env, "go", &msg);
+    tvm_send(env, pid, msg);
+    cr_assert_eq(tvm_join(env, pid, &res), TVM_OK);
+    char buf[64];
+    tvm_format_term(env, res, buf, sizeof buf);
+    cr_assert_str_eq(buf, expect);
+}
+
+/*
+ * The formatted stack reduced to what is the same in every build mode:
+ * the VM frames, and the native frames of this file's natives (other C
+ * frames differ with inlining), named by st_format through
+ * stacks/st_sym.h.  Also returns
+ * the name of the outermost native frame in *bottom.
+ */
+static void reduce(const char *text, char *out, size_t size, char *bottom, size_t bsize)
+{
+    out[0] = '\0';
+    bottom[0] = '\0';
+    const char *line = text;
+    while (*line) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        char one[512];
+        snprintf(one, sizeof one, "%.*s", (int)len, line);
+        if (strncmp(one, "  [c] ", 6) == 0) {
+            /* "  [c] name+0xoff (object)", or a bare address */
+            char name[256];
+            snprintf(name, sizeof name, "%s", one + 6);
+            char *plus = strstr(name, "+0x");
+            if (plus)
+                *plus = '\0';
+            snprintf(bottom, bsize, "%s", name);
+            if (strncmp(name, "nat_", 4) == 0) {
+                strncat(out, "[c] ", size - strlen(out) - 1);
+                strncat(out, name, size - strlen(out) - 1);
+                strncat(out, "\n", size - strlen(out) - 1);
+            }
+        } else {
+            strncat(out, one + 2, size - strlen(out) - 1);
+            strncat(out, "\n", size - strlen(out) - 1);
+        }
+        line = nl ? nl + 1 : line + len;
+    }
+}
+
+static const char *mixed_expect =
+    "[c] nat_inner\n"
+    "host:inner/0 (native)\n"
+    "mix:cb/0 (mix.tasm:10)\n"
+    "[c] nat_outer\n"
+    "host:outer/0 (native)\n"
+    "mix:main/0 (mix.tasm:5)\n";
+
+/* Captures pid from this thread until the capture used `mode`. */
+static void capture_text(tvm_pid pid, StMode mode, char *text, size_t size)
+{
+    SchedSystem *sys = vm_sched_of(vm);
+    Process *p = vm_proc_get(sys, pid);
+    cr_assert_not_null(p);
+    StStack *s = malloc(sizeof *s);
+    StOptions o = { 5000, false };
+    cr_assert_eq(st_capture(p, s, &o), ST_R_OK);
+    cr_assert_eq(s->mode, mode, "mode %d", s->mode);
+    cr_assert(!s->walk_broken);
+    st_format(s, text, size);
+    free(s);
+    vm_proc_put(sys, p);
+}
+
+Test(stacks, mixed_context_mode)
+{
+    tvm_pid pid = start(IN_RECEIVE);
+    wait_state(pid, "waiting");
+    char text[8192], red[2048], bottom[128];
+    capture_text(pid, ST_MODE_CONTEXT, text, sizeof text);
+    reduce(text, red, sizeof red, bottom, sizeof bottom);
+    cr_assert_str_eq(red, mixed_expect, "%s", text);
+    cr_assert_str_eq(bottom, "vm_fiber_entry", "%s", text);
+    cr_assert_null(strstr(text, "truncated"));
+    finish(pid, "go");
+}
+
+Test(stacks, mixed_signal_mode)
+{
+    tvm_pid pid = start(IN_SPIN);
+    char text[8192], red[2048], bottom[128];
+    capture_text(pid, ST_MODE_SIGNAL, text, sizeof text);
+    reduce(text, red, sizeof red, bottom, sizeof bottom);
+    cr_assert_str_eq(red, mixed_expect, "%s", text);
+    cr_assert_str_eq(bottom, "vm_fiber_entry", "%s", text);
+    /* Interrupted in nat_inner itself: it is the innermost frame. */
+    cr_assert(strncmp(red, "[c] nat_inner\n", 14) == 0);
+    finish(pid, "spun");
+}
+
+Test(stacks, mixed_self_mode)
+{
+    tvm_pid pid = start(IN_SELF);
+    char red[2048], bottom[128];
+    finish(pid, "self");
+    reduce(self_text, red, sizeof red, bottom, sizeof bottom);
+    cr_assert_str_eq(red, mixed_expect, "%s", self_text);
+    cr_assert_str_eq(bottom, "vm_fiber_entry", "%s", self_text);
+}
+
+Test(stacks, running_vm_code_signal_mode)
+{
+    tvm_pid pid;
+    cr_assert_eq(tvm_spawn(env, "mix", "spin", 0, NULL, &pid), TVM_OK);
+    char text[8192], red[2048], bottom[128];
+    /* It yields at every reduction budget: captured either way. */
+    SchedSystem *sys = vm_sched_of(vm);
+    Process *p = vm_proc_get(sys, pid);
+    StStack *s = malloc(sizeof *s);
+    int modes[4] = { 0 };
+    StOptions o = { 5000, false };
+    while (st_capture(p, s, &o) == ST_R_NOSTACK)
+        sleep_ms(1);
+    for (int i = 0; i < 200; i++) {
+        StResult r = st_capture(p, s, &o);
+        cr_assert_eq(r, ST_R_OK, "%s", st_result_name(r));
+        modes[s->mode]++;
+        st_format(s, text, sizeof text);
+        reduce(text, red, sizeof red, bottom, sizeof bottom);
+        /* The line is the last one saved (at a yield), or none before. */
+        if (strcmp(red, "mix:spin/0\n") != 0)
+            cr_assert_str_eq(red, "mix:spin/0 (mix.tasm:16)\n", "%s", text);
+        cr_assert_str_eq(bottom, "vm_fiber_entry", "%s", text);
+    }
+    cr_assert_eq(modes[ST_MODE_CONTEXT] + modes[ST_MODE_SIGNAL], 200);
+    free(s);
+    vm_proc_put(sys, p);
+}
+
+Test(stacks, backtrace_api_text)
+{
+    tvm_pid pid = start(IN_RECEIVE);
+    wait_state(pid, "waiting");
+    char text[8192];
+    tvm_error err;
+    cr_assert_eq(tvm_backtrace(vm, pid, text, sizeof text, NULL, &err), TVM_OK, "%s", err.message);
+    cr_assert_str_eq(err.message, "");
+    const char *a = strstr(text, "  host:inner/0 (native)\n  mix:cb/0 (mix.tasm:10)\n  [c] ");
+    const char *b = strstr(text, "  host:outer/0 (native)\n  mix:main/0 (mix.tasm:5)\n  [c] ");
+    cr_assert(a && b && a < b, "%s", text);
+    /* On request, native frames with their file:line (DWARF). */
+    tvm_backtrace_opts o = { .native_lines = true };
+    cr_assert_eq(tvm_backtrace(vm, pid, text, sizeof text, &o, &err), TVM_OK, "%s", err.message);
+    const char *n = strstr(text, "  [c] nat_inner+0x");
+    cr_assert(n, "%s", text);
+    char want_at[600] = "";
+    const char *file;
+    int line;
+    /* What st_sym_srcline says of nat_inner's call of tvm_receive (a clang
+     * build's DWARF gives it nothing: then no " at " either). */
+    uintptr_t off = (uintptr_t)strtoull(n + strlen("  [c] nat_inner+"), NULL, 16);
+    if (st_sym_srcline((uintptr_t)&nat_inner + off - 1, &file, &line))
+        snprintf(want_at, sizeof want_at, " at %s:%d\n", file, line);
+    const char *eol = strchr(n, '\n');
+    if (want_at[0]) {
+        cr_assert(strstr(file, "test_stacks.c"), "%s", file);
+        cr_assert(strncmp(eol - strlen(want_at) + 1, want_at, strlen(want_at)) == 0, "%s", text);
+    } else {
+        cr_assert(!memmem(n, (size_t)(eol - n), " at ", 4), "%s", text);
+    }
+    finish(pid, "go");
+    cr_assert_eq(tvm_backtrace(vm, pid, text, sizeof text, NULL, &err), TVM_ERR_NOTFOUND);
+    char want[128];
+    snprintf(want, sizeof want, "no process %llu: no such process", (unsigned long long)pid);
+    cr_assert_str_eq(err.message, want);
+    cr_assert_str_eq(text, "");
+    cr_assert_eq(tvm_backtrace(NULL, pid, text, sizeof text, NULL, &err), TVM_ERR_BADARG);
+    cr_assert_eq(tvm_backtrace_config(SIGURG, 0), TVM_ERR_BADARG);
+}
+
+/* A capture in progress holds the process at its switch: set the
+ * interlock by hand on a waiting process, wake it, and it must not run
+ * until the flag is cleared. */
+Test(stacks, interlock_holds_the_switch)
+{
+    tvm_pid pid = start(IN_RECEIVE);
+    wait_state(pid, "waiting");
+    SchedSystem *sys = vm_sched_of(vm);
+    Process *p = vm_proc_get(sys, pid);
+    uintptr_t w0 = vm_atomic_load_acquire(&p->st.word);
+    cr_assert_eq(ST_STATE_OF(w0), ST_SUSPENDED);
+    vm_atomic_fetch_add_full(&p->st.traced, 1);
+    tvm_term msg;
+    tvm_make_atom(env, "go", &msg);
+    tvm_send(env, pid, msg);
+    sleep_ms(50);
+    /* Not switched in: the word (state and switch count) is unchanged. */
+    cr_assert_eq(vm_atomic_load_acquire(&p->st.word), w0);
+    vm_atomic_store_release(&p->st.traced, 0);
+    tvm_term res;
+    cr_assert_eq(tvm_join(env, pid, &res), TVM_OK);
+    cr_assert_eq(ST_STATE_OF(vm_atomic_load_acquire(&p->st.word)), ST_EXITED);
+    StStack *s = malloc(sizeof *s);
+    cr_assert_eq(st_capture(p, s, NULL), ST_R_EXITED);
+    cr_assert_eq(s->nnative, 0);
+    free(s);
+    vm_proc_put(sys, p);
+}
+
+/* Processes that exit while they are being captured: every answer is a
+ * stack or "gone" (never a crash or a stack of something else), and the
+ * last one is "gone". */
+Test(stacks, capture_while_exiting)
+{
+    SchedSystem *sys = vm_sched_start(vm, 2);
+    StStack *s = malloc(sizeof *s);
+    char text[8192];
+    int ok = 0;
+    for (int round = 0; round < 20; round++) {
+        tvm_pid pid;
+        tvm_term n;
+        tvm_make_int(env, 300000, &n);
+        cr_assert_eq(tvm_spawn(env, "mix", "count", 1, &n, &pid), TVM_OK);
+        Process *p = vm_proc_get(sys, pid);
+        if (!p)
+            continue;   /* already gone */
+        StResult r;
+        /* A generous timeout: on a loaded machine a signal can take more
+         * than the default 50 ms (the timeout itself has its own test). */
+        StOptions o = { 5000, false };
+        do {
+            r = st_capture(p, s, &o);
+            cr_assert(r == ST_R_OK || r == ST_R_NOSTACK || r == ST_R_EXITED, "result %d", r);
+            if (r == ST_R_OK) {
+                ok++;
+                st_format(s, text, sizeof text);
+                /* Its line is the one it last saved (at a yield), if any;
+                 * before and after vm_execute (starting, exiting) it has
+                 * no VM frame at all. */
+                cr_assert(s->nvm == 0 || strstr(text, "  mix:count/1 (mix.tasm:22)\n") ||
+                              strstr(text, "  mix:count/1\n"), "%s", text);
+            }
+        } while (r != ST_R_EXITED);
+        cr_assert_eq(s->nnative + s->nvm, 0);
+        vm_proc_put(sys, p);
+    }
+    cr_assert_gt(ok, 0);
+    free(s);
+}
+
+/* ---- a signal that is never answered ---- */
+
+static _Atomic int th_state;   /* 1 registered, 2 unblock the signal, 3 stop */
+static _Atomic uint64_t th_id;
+
+void thread_spin(void);
+__attribute__((noinline)) void thread_spin(void)
+{
+    while (atomic_load(&th_state) != 3) {
+        if (atomic_load(&th_state) == 2) {
+            sigset_t set;
+            sigemptyset(&set);
+            sigaddset(&set, st_signal_number());
+            pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+            atomic_store(&th_state, 1);
+        }
+    }
+}
+
+static void *thread_main(void *arg)
+{
+    bool block = arg != NULL;
+    if (block) {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, st_signal_number());
+        pthread_sigmask(SIG_BLOCK, &set, NULL);
+    }
+    tvm_pid id;
+    cr_assert_eq(tvm_thread_register(NULL, &id), TVM_OK);
+    atomic_store(&th_id, id);
+    atomic_store(&th_state, 1);
+    thread_spin();
+    cr_assert_eq(tvm_thread_unregister(id), TVM_OK);
+    return NULL;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+Test(stacks, signal_timeout_then_late_signal_is_harmless)
+{
+    atomic_store(&th_state, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, thread_main, (void *)1);
+    while (atomic_load(&th_state) != 1)
+        sleep_ms(1);
+    uint64_t id = atomic_load(&th_id);
+    StStack *s = malloc(sizeof *s);
+    double t0 = now_ms();
+    cr_assert_eq(st_capture_thread(id, s, 30), ST_R_TIMEOUT);
+    double dt = now_ms() - t0;
+    cr_assert(dt >= 29.0 && dt < 1000.0, "waited %.1f ms", dt);
+    cr_assert_eq(s->nnative, 0);
+    char text[256];
+    tvm_error err;
+    tvm_backtrace_opts o = { .timeout_ms = 20 };
+    cr_assert_eq(tvm_backtrace(vm, id, text, sizeof text, &o, &err), TVM_ERR_BUSY);
+    char want[128];
+    snprintf(want, sizeof want, "process %llu not captured: signal timed out",
+             (unsigned long long)id);
+    cr_assert_str_eq(err.message, want);
+    /* Let the two pending signals in: their slots were taken back, so the
+     * handler does nothing with them; the next capture works. */
+    atomic_store(&th_state, 2);
+    while (atomic_load(&th_state) != 1)
+        sleep_ms(1);
+    cr_assert_eq(st_capture_thread(id, s, 5000), ST_R_OK);
+    cr_assert_eq(s->mode, ST_MODE_SIGNAL);
+    st_format(s, text, sizeof text);
+    StSym sym;
+    cr_assert(st_sym_lookup(s->native[0].ip, &sym));
+    cr_assert_str_eq(sym.name, "thread_spin");
+    atomic_store(&th_state, 3);
+    pthread_join(t, NULL);
+    cr_assert_eq(st_capture_thread(id, s, 100), ST_R_NOPROC);
+    cr_assert_eq(tvm_thread_unregister(id), TVM_ERR_NOTFOUND);
+    free(s);
+}
+
+Test(stacks, registered_thread_signal_mode)
+{
+    atomic_store(&th_state, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, thread_main, NULL);
+    while (atomic_load(&th_state) != 1)
+        sleep_ms(1);
+    uint64_t id = atomic_load(&th_id);
+    cr_assert(id & ST_THREAD_ID_BIT);
+    StStack *s = malloc(sizeof *s);
+    cr_assert_eq(st_capture_thread(id, s, 5000), ST_R_OK);
+    StSym sym;
+    cr_assert(s->nnative >= 2);
+    cr_assert(st_sym_lookup(s->native[0].ip, &sym));
+    cr_assert_str_eq(sym.name, "thread_spin");
+    cr_assert(st_sym_lookup(s->native[1].ip - 1, &sym));
+    cr_assert_str_eq(sym.name, "thread_main");
+    cr_assert_eq(s->nvm, 0);
+    atomic_store(&th_state, 3);
+    pthread_join(t, NULL);
+    free(s);
+}
+
+/* ---- corrupt frame chains: the walk ends, nothing crashes ---- */
+
+static void corrupt_case(int mode)
+{
+    tvm_pid pid = start(mode);
+    wait_state(pid, "waiting");
+    SchedSystem *sys = vm_sched_of(vm);
+    Process *p = vm_proc_get(sys, pid);
+    StStack *s = malloc(sizeof *s);
+    StOptions o = { 5000, false };
+    cr_assert_eq(st_capture(p, s, &o), ST_R_OK);
+    cr_assert(s->walk_broken);
+    /* The walk reached nat_inner's frame and its return address (into the
+     * interpreter), and stopped there. */
+    StSym sym;
+    uint32_t k = s->nnative;
+    cr_assert(k >= 2);
+    cr_assert(st_sym_lookup(s->native[k - 2].ip - 1, &sym));
+    cr_assert_str_eq(sym.name, "nat_inner");
+    char text[8192];
+    st_format(s, text, sizeof text);
+    /* Both activations unmatched: their VM frames follow, marked. */
+    const char *tail = "  host:inner/0 (native)\n  mix:cb/0 (mix.tasm:10)\n"
+                       "  host:outer/0 (native)\n  mix:main/0 (mix.tasm:5)\n  ... truncated\n";
+    size_t tl = strlen(tail), len = strlen(text);
+    cr_assert(len > tl && strcmp(text + len - tl, tail) == 0, "%s", text);
+    free(s);
+    vm_proc_put(sys, p);
+    finish(pid, "go");
+}
+
+Test(stacks, corrupt_chain_out_of_bounds) { corrupt_case(IN_CORRUPT_OUT); }
+Test(stacks, corrupt_chain_loop) { corrupt_case(IN_CORRUPT_LOOP); }
+Test(stacks, corrupt_chain_misaligned) { corrupt_case(IN_CORRUPT_ODD); }
+
+/* The libunwind fallback (DWARF CFI) and the frame-pointer walk agree on a
+ * suspended fiber, frame for frame, down to vm_fiber_entry. */
+Test(stacks, unwind_fallback_agrees_with_fp_walk)
+{
+    tvm_pid pid = start(IN_RECEIVE);
+    wait_state(pid, "waiting");
+    SchedSystem *sys = vm_sched_of(vm);
+    Process *p = vm_proc_get(sys, pid);
+    vm_atomic_fetch_add_full(&p->st.traced, 1);   /* hold it still */
+    cr_assert_eq(ST_STATE_OF(vm_atomic_load_rmw_full(&p->st.word)), ST_SUSPENDED);
+    const uintptr_t *saved = p->fiber->sp;
+    cr_assert_not_null(saved);
+    uintptr_t lo = (uintptr_t)p->fiber->stack_lo, hi = (uintptr_t)p->fiber->stack_hi;
+    StNative a[ST_MAX_NATIVE], b[ST_MAX_NATIVE];
+    bool broken;
+    uint32_t na = st_walk_fp(saved[FIBER_SAVED_RIP], saved[FIBER_SAVED_RBP], lo, hi, a,
+                             ST_MAX_NATIVE, &broken);
+    uint32_t nb = st_walk_unwind(saved, lo, hi, b, ST_MAX_NATIVE);
+    cr_assert(!broken);
+    cr_assert_eq(na, nb, "fp walk %u frames, libunwind %u", na, nb);
+    for (uint32_t i = 0; i < na; i++) {
+        cr_assert_eq(a[i].ip, b[i].ip, "frame %u", i);
+        cr_assert_eq(a[i].fp, b[i].fp, "frame %u", i);
+    }
+    StSym sym;
+    cr_assert(st_sym_lookup(b[nb - 1].ip, &sym));
+    cr_assert_str_eq(sym.name, "vm_fiber_entry");
+    vm_atomic_store_release(&p->st.traced, 0);
+    vm_proc_put(sys, p);
+    finish(pid, "go");
+}
