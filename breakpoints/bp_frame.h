@@ -73,12 +73,4 @@ void bp_frame_return(Process *p);
  */
 void bp_frame_unwind(Process *p, uint32_t lo, int catcher, bool bottom);
 
-/*
- * The process's VM stack as a term, for the backtrace match-spec action:
- * a list, top first, of {M, F, A, Line} for each call frame (Line 0 when
- * unknown) and {trace_frame, {M, F, A}} for each trace frame.  At most
- * `max` frames (then the atom '...' ends the list).  On p's heap.
- */
-Term bp_frame_backtrace(Process *p, unsigned max);
-
 #endif /* BREAKPOINTS_BP_FRAME_H */

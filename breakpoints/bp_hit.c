@@ -25,6 +25,7 @@
 
 #include "breakpoints/bp_frame.h"
 #include "breakpoints/bp_meta.h"
+#include "stacks/st.h"
 #include "breakpoints/bp_time.h"
 #include "trace/tr_event.h"
 #include "trace/tr_vm.h"
@@ -166,7 +167,7 @@ static __attribute__((noinline)) bool process_call(Process *p, const FuncInfo *f
         bp_ms_ctx(p, ms, &ctx);
         tr_ms_run_heap(ms, p, &p->stack[base], fn->arity, &ctx, bp_scratch(), &res);
         tvm_term msg = vm_root_push(p, res.message == TR_MS_MSG_TERM ? res.msg : TERM_NIL);
-        Term bt = bp_frame_backtrace(p, BP_BACKTRACE_MAX);
+        Term bt = st_backtrace_term(p, BP_BACKTRACE_MAX);
         res.msg = vm_root_get(p, msg);
         if (res.message == TR_MS_MSG_TERM)
             extra[nextra++] = res.msg;

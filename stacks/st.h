@@ -160,6 +160,15 @@ struct StrBuf;
 void st_format_sb(const StStack *s, struct StrBuf *sb);
 void st_format_lines(const StStack *s, struct StrBuf *sb, bool native_lines);
 
+/*
+ * The caller's own stack (it runs on p) as a term on p's heap, innermost
+ * first (the tracer's own native frames left out), at most `max` frames:
+ * {M,F,A,Line}, {trace_frame,{M,F,A}}, <<"name+0xoff">> for native frames,
+ * then '...' when cut or incomplete (stacks/st_term.c).  For the
+ * `backtrace` match-spec action.
+ */
+Term st_backtrace_term(Process *p, unsigned max);
+
 /* A readable name of a result ("ok", "exited", ...). */
 const char *st_result_name(StResult r);
 
