@@ -21,8 +21,8 @@ static void setup(void)
 
 TestSuite(sinks, .init = setup);
 
-/* Runs the fixed sequence through `s` (writing to a memory stream). */
-static char *run(TrSink *(*make)(FILE *), int nscheds)
+/* Runs `seq` through a sink from `make` (writing to a memory stream). */
+static char *run_seq(TrSink *(*make)(FILE *), int nscheds, void (*seq)(TrSink *))
 {
     char *text = NULL;
     size_t len = 0;
@@ -31,10 +31,16 @@ static char *run(TrSink *(*make)(FILE *), int nscheds)
     TrSinkInfo info = { .nscheds = nscheds };
     if (s->ops->open)
         cr_assert_eq(s->ops->open(s, &info), 0);
-    fx_sequence(s);
+    seq(s);
     s->ops->close(s);
     fclose(f);
     return text;
+}
+
+/* The fixed sequence of tr_fixture.h. */
+static char *run(TrSink *(*make)(FILE *), int nscheds)
+{
+    return run_seq(make, nscheds, fx_sequence);
 }
 
 static TrSink *text_sink(FILE *f) { return tr_sink_text_new(f, 0); }
@@ -279,17 +285,7 @@ static void message_events(TrSink *sink)
 
 static char *run_messages(TrSink *(*make)(FILE *))
 {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    TrSink *s = make(f);
-    TrSinkInfo info = { .nscheds = 1 };
-    if (s->ops->open)
-        cr_assert_eq(s->ops->open(s, &info), 0);
-    message_events(s);
-    s->ops->close(s);
-    fclose(f);
-    return text;
+    return run_seq(make, 1, message_events);
 }
 
 Test(sinks, call_with_message_and_backtrace)
