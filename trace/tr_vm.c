@@ -174,9 +174,10 @@ static tvm_status tr_vm_new(tvm_vm *vm, const tvm_trace_options *o, int nscheds,
     t->vm = vm;
     t->nscheds = nscheds;
     t->lossless = o->policy == TVM_TRACE_LOSSLESS;
-    /* 1 KiB of payload per event: room for a match spec's backtrace of a
-     * dozen frames; what is longer is cut with a marker. */
-    TrOptions to = { .nscheds = nscheds, .ring_bytes = o->ring_bytes, .payload_cap = 1024,
+    /* 512 bytes of payload per event: room for a match spec's backtrace
+     * of about 25 frames; what is longer is cut with a marker (and the
+     * smallest ring, 4 KiB, still holds four of the largest records). */
+    TrOptions to = { .nscheds = nscheds, .ring_bytes = o->ring_bytes, .payload_cap = 512,
                      .policy = t->lossless ? TR_POLICY_LOSSLESS : TR_POLICY_DROP };
     if (t->lossless) {
         tr_vm_waits_init(t);
