@@ -623,6 +623,49 @@ static bool c_spec(Comp *c, Term spec)
     return true;
 }
 
+/* True when the atom t is `name`. */
+static bool atom_is(Term t, const char *name)
+{
+    return term_is_atom(t) && !strcmp(vm_atom_name(atom_value(t), NULL), name);
+}
+
+/*
+ * Whether a (compiled, so well-formed) spec always gives the same result:
+ * one clause, head '_', no guards, and a body of {return_trace},
+ * {exception_trace}, {message, true} and {message, false} only.  Then
+ * *flags and *msg are that result (the last message action wins, as in
+ * a run).
+ */
+static bool constant_result(Term spec, unsigned *flags, TrMsMessage *msg)
+{
+    *flags = 0;
+    *msg = TR_MS_MSG_DEFAULT;
+    if (!term_is_cons(spec) || !term_is_nil(cons_tail(spec)))
+        return false;
+    Term cl = cons_head(spec);
+    const Term *e = tuple_elems(cl);
+    if (!atom_is(e[0], "_") || !term_is_nil(e[1]))
+        return false;
+    for (Term b = e[2]; term_is_cons(b); b = cons_tail(b)) {
+        Term a = cons_head(b);
+        if (!term_is_tuple(a))
+            return false;
+        const Term *ae = tuple_elems(a);
+        unsigned n = tuple_arity(a);
+        if (n == 1 && atom_is(ae[0], "return_trace"))
+            *flags |= TR_MS_RETURN_TRACE;
+        else if (n == 1 && atom_is(ae[0], "exception_trace"))
+            *flags |= TR_MS_EXCEPTION_TRACE;
+        else if (n == 2 && atom_is(ae[0], "message") && atom_is(ae[1], "true"))
+            *msg = TR_MS_MSG_DEFAULT;
+        else if (n == 2 && atom_is(ae[0], "message") && atom_is(ae[1], "false"))
+            *msg = TR_MS_MSG_OFF;
+        else
+            return false;
+    }
+    return true;
+}
+
 TrMs *tr_ms_compile(Term spec, int arity, char *err, size_t errsize)
 {
     Comp c = { .arity = arity, .err = err, .errsize = errsize };
@@ -653,6 +696,7 @@ TrMs *tr_ms_compile(Term spec, int arity, char *err, size_t errsize)
     ms->source = source;
     ms->exit_atom = make_atom(vm_atom_cstr("EXIT"));
     ms->src = src;
+    ms->constant = constant_result(source, &ms->const_flags, &ms->const_message);
     ms->ncode = (uint32_t)c.ncode;
     ms->nlits = (uint32_t)c.nlits;
     memcpy(ms->code, c.code, c.ncode * sizeof(uint32_t));

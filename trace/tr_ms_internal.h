@@ -81,6 +81,12 @@ struct TrMs {
     Term *src;                /* the source copy (its own block) */
     Term *lits;               /* nlits literals, after the code */
     uint32_t ncode, nlits;
+    /* The common trace spec [{'_', [], Actions}] whose actions are only
+     * return_trace, exception_trace and message true/false matches every
+     * call with the same result: runs skip the program (tr_ms_run). */
+    bool constant;
+    unsigned const_flags;     /* TR_MS_* of that result */
+    TrMsMessage const_message;
     uint32_t code[];
 };
 

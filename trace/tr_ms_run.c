@@ -573,6 +573,11 @@ bool tr_ms_run(const TrMs *ms, const Term *args, unsigned arity, const TrMsCtx *
     memset(res, 0, sizeof *res);
     if (arity > VM_MAX_ARITY)
         return false;
+    if (ms->constant) {
+        res->flags = ms->const_flags;
+        res->message = ms->const_message;
+        return true;
+    }
     Run r = { ms, args, arity, ctx, scratch, res, scratch->heap, TR_MS_MAX_STEPS };
     /* A failed clause never wrote *res: only bodies write it, and a
      * clause that reaches its body has matched. */

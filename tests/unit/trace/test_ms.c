@@ -12,6 +12,7 @@
 
 #include "tests/unit/helpers.h"
 #include "trace/tr_ms.h"
+#include "trace/tr_ms_internal.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/print.h"
@@ -167,6 +168,33 @@ Test(ms, beam_item_14_message_false_with_return_trace_and_message_true)
     /* The last message wins. */
     cr_expect_str_eq(outcome("[{'_',[],[{message,a},{message,true}]}]", "[1]"), "match");
     cr_expect_str_eq(outcome("[{'_',[],[{message,false},{message,b}]}]", "[1]"), "match msg=b");
+}
+
+/* The constant shortcut ([{'_', [], Actions}] with only return/exception
+ * trace and message true/false) gives what the program would: for any
+ * arity, the last message action winning; anything else in the body, a
+ * guard or another clause takes the program. */
+Test(ms, constant_specs_give_the_same_results)
+{
+    const char *k = "[{'_',[],[{message,false},{return_trace},{exception_trace},{message,true}]}]";
+    cr_expect_str_eq(outcome(k, "[]"), "match return_trace exception_trace");
+    cr_expect_str_eq(outcome(k, "[1, {a}, [b]]"), "match return_trace exception_trace");
+    cr_expect_str_eq(outcome("[{'_',[],[{exception_trace},{message,false}]}]", "[x]"),
+                     "match msg=off exception_trace");
+    TrMs *c = compile_ok("[{'_',[],[{return_trace}]}]", -1);
+    cr_expect(c->constant);
+    tr_ms_free(c);
+    static const char *const general[] = {
+        "[{'_',[],[{return_trace},{message,x}]}]", "[{'_',[true],[{return_trace}]}]",
+        "[{['_'],[],[{return_trace}]}]", "[{'_',[],[{return_trace}]},{'_',[],[]}]",
+        "[{'_',[],[{caller}]}]",
+    };
+    for (size_t i = 0; i < sizeof general / sizeof general[0]; i++) {
+        TrMs *m = compile_ok(general[i], -1);
+        cr_expect(!m->constant, "%s", general[i]);
+        tr_ms_free(m);
+    }
+    cr_expect_str_eq(outcome("[{['_'],[],[{return_trace}]}]", "[1]"), "match return_trace");
 }
 
 /* ---- heads ---- */
