@@ -129,7 +129,8 @@ void vm_proc_each(SchedSystem *sys, void (*fn)(Process *p, void *data), void *da
  */
 void vm_proc_each_chunked(SchedSystem *sys, void (*fn)(Process *p, void *data), void *data)
 {
-    Process *chunk[VM_PROC_WALK_CHUNK];
+    /* On the heap: the caller may be a process on its fiber's stack. */
+    Process **chunk = vm_malloc(VM_PROC_WALK_CHUNK * sizeof *chunk);
     size_t i = 0;
     pthread_mutex_lock(&sys->lock);
     Process **table = sys->table;
@@ -156,6 +157,7 @@ void vm_proc_each_chunked(SchedSystem *sys, void (*fn)(Process *p, void *data), 
         }
     }
     pthread_mutex_unlock(&sys->lock);
+    free(chunk);
 }
 
 Process *vm_proc_get(SchedSystem *sys, uint64_t pid)
