@@ -185,18 +185,11 @@ static __attribute__((noinline)) bool process_call(Process *p, const FuncInfo *f
     return true;
 }
 
-bool bp_hit(Process *p, const BpGen *g, uint32_t fl, bool global)
+/* Everything but the plain call trace (bp_hit below): kept out of line so
+ * that the plain case does not pay this function's frame. */
+static __attribute__((noinline)) bool hit_slow(Process *p, const BpGen *g, uint32_t fl,
+                                               bool global, const FuncInfo *fn, uintptr_t pf)
 {
-    const FuncInfo *fn = p->frames[p->nframes - 1].fn;
-    const uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
-    /* The common case first: a plain call trace (no spec, no meta, no
-     * return_to, not silent) is an event and the hook. */
-    if (!g->match_spec && !(fl & (BP_ANY_PROCESS | BP_TIME_ACTIVE)) && (fl & BP_CALL_TRACE) &&
-        (pf & (VM_TRACE_CALL | VM_TRACE_RETURN_TO | VM_TRACE_SILENT)) == VM_TRACE_CALL) {
-        tr_vm_call(p, fn, pf, NULL, 0, 0);
-        run_call_hook(p, fn, global);
-        return true;
-    }
     uint32_t want = 0, meta = 0;
     void *tdata = NULL;
     /* (1) meta trace: never suspends. */
@@ -226,4 +219,23 @@ bool bp_hit(Process *p, const BpGen *g, uint32_t fl, bool global)
     if (matched)
         run_call_hook(p, fn, global);
     return true;
+}
+
+bool bp_hit(Process *p, const BpGen *g, uint32_t fl, bool global)
+{
+    const FuncInfo *fn = p->frames[p->nframes - 1].fn;
+    const uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
+    /* The common case first: a plain call trace (no spec, no meta, no
+     * call time, no return_to, not silent) is an event and the hook. */
+    if (VM_LIKELY(!g->match_spec && !(fl & (BP_ANY_PROCESS | BP_TIME_ACTIVE)) &&
+                  (fl & BP_CALL_TRACE) &&
+                  (pf & (VM_TRACE_CALL | VM_TRACE_RETURN_TO | VM_TRACE_SILENT)) ==
+                      VM_TRACE_CALL)) {
+        tr_vm_call(p, fn, pf, NULL, 0, 0);
+        /* [HK1'] acquire (also in run_call_hook); pairs with [HK1]. */
+        if (vm_atomic_load_ptr_acquire(&p->vm->call_hook))
+            run_call_hook(p, fn, global);
+        return true;
+    }
+    return hit_slow(p, g, fl, global, fn, pf);
 }

@@ -261,6 +261,12 @@ static size_t encode_immediates(uint8_t *buf, const Term *terms, unsigned n)
     return pos;
 }
 
+/* The general encoder (compound terms, the cap, truncation); out of line
+ * so that the immediates' path does not pay its frame. */
+static __attribute__((noinline)) size_t encode_general(uint8_t *buf, size_t cap,
+                                                       const Term *terms, unsigned n,
+                                                       unsigned *nterms, bool *truncated);
+
 size_t tr_encode(uint8_t *buf, size_t cap, const Term *terms, unsigned n,
                  unsigned *nterms, bool *truncated)
 {
@@ -272,6 +278,12 @@ size_t tr_encode(uint8_t *buf, size_t cap, const Term *terms, unsigned n,
             return len;
         }
     }
+    return encode_general(buf, cap, terms, n, nterms, truncated);
+}
+
+static size_t encode_general(uint8_t *buf, size_t cap, const Term *terms, unsigned n,
+                             unsigned *nterms, bool *truncated)
+{
     /* open starts at 1: the top-level sequence keeps a byte for a TRUNC
      * that stands for the roots left out after a cut inside a root.  The
      * fields are set one by one: an initializer would also zero the
