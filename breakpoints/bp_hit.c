@@ -67,14 +67,8 @@ Term bp_args_tuple(Process *p, const FuncInfo *fn, uint32_t base)
      * collection updates it in place), so arguments are re-read after
      * each allocation. */
     Term list = TERM_NIL;
-    for (uint32_t i = fn->arity; i-- > 0;) {
-        Term ht[2] = { p->stack[base + i], list };
-        vm_heap_ensure(p, 2, ht, 2);
-        Term *c = vm_heap_alloc(p, 2);
-        c[0] = ht[0];
-        c[1] = ht[1];
-        list = make_cons_ptr(c);
-    }
+    for (uint32_t i = fn->arity; i-- > 0;)
+        list = vm_make_cons(p, p->stack[base + i], list);
     Term e[3] = { make_atom(fn->mod), make_atom(fn->name), list };
     return vm_make_tuple(p, 3, e);
 }

@@ -53,17 +53,6 @@ static Term frame_term(Process *p, const StFrame *f)
     return vm_make_tuple(p, 2, e);
 }
 
-/* [h | t] on p's heap; h and t are updated if it collects. */
-static Term cons(Process *p, Term h, Term t)
-{
-    Term ht[2] = { h, t };
-    vm_heap_ensure(p, 2, ht, 2);
-    Term *c = vm_heap_alloc(p, 2);
-    c[0] = ht[0];
-    c[1] = ht[1];
-    return make_cons_ptr(c);
-}
-
 Term st_backtrace_term(Process *p, unsigned max)
 {
     st_capture_self(p, &self_stack);
@@ -86,11 +75,11 @@ Term st_backtrace_term(Process *p, unsigned max)
     /* Built from the outermost frame kept, so the list comes out
      * innermost first; a root holds it across each allocation. */
     uint32_t rbase = p->nroots;
-    tvm_term list = vm_root_push(p, truncated ? cons(p, make_atom(ATOM_DOTS), TERM_NIL)
+    tvm_term list = vm_root_push(p, truncated ? vm_make_cons(p, make_atom(ATOM_DOTS), TERM_NIL)
                                               : TERM_NIL);
     for (size_t i = n; i-- > 0;) {
         tvm_term el = vm_root_push(p, frame_term(p, &frames[i]));
-        p->roots[list.h] = cons(p, p->roots[el.h], p->roots[list.h]);
+        p->roots[list.h] = vm_make_cons(p, p->roots[el.h], p->roots[list.h]);
         p->nroots = el.h;
     }
     Term out = p->roots[list.h];

@@ -1,8 +1,8 @@
 /*
  * trace/tr.h - the trace event pipeline: per-scheduler rings, the
- * collector thread and the sinks it feeds.  Internal API (not in
- * include/tracevm.h yet): the interpreter and the breakpoint engine are
- * not wired to it; they will call tr_emit() from their hooks.
+ * collector thread and the sinks it feeds.  Internal API: the VM's
+ * pipeline (trace/tr_vm.c, tvm_trace_start in include/tracevm.h) is one
+ * of these, and its emitters (tr_vm_call.c, tr_vm_proc.c) call tr_emit().
  *
  * Life cycle:
  *   tp = tr_pipeline_new(&opts);           rings allocated, nothing running

@@ -5,8 +5,9 @@
  * A spec is a term, a proper list of clauses {Head, Guards, Body}; the
  * first clause whose head matches the arguments and whose guards are all
  * `true` wins, and its body says what to do (docs/tracing.md, "Match
- * specs", has the language).  Not yet wired to trace_pattern: the
- * breakpoint engine will hold a compiled spec in BpGen.match_spec.
+ * specs", has the language).  trace_pattern compiles one per call and
+ * the breakpoint engine holds it in BpGen.match_spec / meta_spec; the hit
+ * runs it (breakpoints/bp_hit.c, bp_meta.c).
  *
  * Life cycle and threads:
  *   - tr_ms_compile runs under the code-modification permission (or any

@@ -199,6 +199,17 @@ Term vm_make_tuple(Process *p, uint32_t n, Term *elems)
     return make_boxed(t);
 }
 
+Term vm_make_cons(Process *p, Term head, Term tail)
+{
+    /* head and tail are extra roots: a collection updates the copies. */
+    Term ht[2] = { head, tail };
+    vm_heap_ensure(p, 2, ht, 2);
+    Term *c = vm_heap_alloc(p, 2);
+    c[0] = ht[0];
+    c[1] = ht[1];
+    return make_cons_ptr(c);
+}
+
 Term vm_make_binary(Process *p, const void *bytes, size_t len)
 {
     size_t words = binary_words(len);

@@ -52,9 +52,11 @@ Term vm_copy_to(Term **hp, Term t);
 
 /*
  * Builders on p's heap; each ensures its own room (and may collect).
- * vm_make_tuple treats elems[] as extra roots and updates it in place.
+ * vm_make_tuple treats elems[] as extra roots and updates it in place;
+ * vm_make_cons keeps head and tail across its collection.
  */
 Term vm_make_tuple(Process *p, uint32_t n, Term *elems);
+Term vm_make_cons(Process *p, Term head, Term tail);
 Term vm_make_binary(Process *p, const void *bytes, size_t len);
 
 #endif /* VM_HEAP_H */
