@@ -72,6 +72,7 @@
 #include <string.h>
 
 #include "breakpoints/bp_engine_internal.h"
+#include "breakpoints/bp_frame.h"
 #include "breakpoints/bp_progress.h"
 #include "breakpoints/bp_record.h"
 #include "breakpoints/bp_time.h"
@@ -297,11 +298,24 @@ void bp_stage_ms(BpEngine *E, TrMs **slot, TrMs *ms)
     *slot = ms;
 }
 
+void bp_stage_call_ms(BpEngine *E, BpGen *g, TrMs *ms)
+{
+    bp_stage_ms(E, &g->match_spec, ms);
+    unsigned f = 0;
+    if (!ms)
+        g->call_tf = 0;
+    else if (!tr_ms_plain(ms, &f))
+        g->call_tf = BP_SPEC_RUN;
+    else
+        g->call_tf = ((f & TR_MS_RETURN_TRACE) ? BP_TF_RETURN : 0) |
+                     ((f & TR_MS_EXCEPTION_TRACE) ? BP_TF_RETURN | BP_TF_EXCEPTION : 0);
+}
+
 /* Makes generation `to` hold the same specs as `from` (references moved
  * accordingly). */
 static void ms_copy(BpEngine *E, BpGen *to, const BpGen *from)
 {
-    bp_stage_ms(E, &to->match_spec, from->match_spec);
+    bp_stage_call_ms(E, to, from->match_spec);
     bp_stage_ms(E, &to->meta_spec, from->meta_spec);
 }
 
@@ -345,7 +359,7 @@ static void gens_release(BpEngine *E, BpRecord *r)
         time_unref(E, r->gen[k].time);
         r->gen[k].count = NULL;
         r->gen[k].time = NULL;
-        bp_stage_ms(E, &r->gen[k].match_spec, NULL);
+        bp_stage_call_ms(E, &r->gen[k], NULL);
         bp_stage_ms(E, &r->gen[k].meta_spec, NULL);
     }
 }

@@ -36,6 +36,8 @@ void bp_touch(BpEngine *E, BpRecord *r);
 void bp_stage_count(BpEngine *E, BpGen *g, bool fresh);
 void bp_stage_time(BpEngine *E, BpGen *g, bool fresh);
 void bp_stage_ms(BpEngine *E, struct TrMs **slot, struct TrMs *ms);
+/* The same for g's call-trace spec, and its cached call_tf. */
+void bp_stage_call_ms(BpEngine *E, BpGen *g, struct TrMs *ms);
 void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from);
 int64_t bp_count_sum(const BpCount *c);
 void bp_arm_unpublished(BpRecord *r);

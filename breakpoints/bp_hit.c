@@ -219,13 +219,22 @@ bool bp_hit(Process *p, const BpGen *g, uint32_t fl, bool global)
 {
     const FuncInfo *fn = p->frames[p->nframes - 1].fn;
     const uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
-    /* The common case first: a plain call trace (no spec, no meta, no
-     * call time, no return_to, not silent) is an event and the hook. */
-    if (VM_LIKELY(!g->match_spec && !(fl & (BP_ANY_PROCESS | BP_TIME_ACTIVE)) &&
+    /* The common case first: a plain call trace (no spec, or a constant
+     * one that only asks for return_trace or exception_trace; no meta, no
+     * call time, no return_to, not silent) is an event, maybe a trace
+     * frame, and the hook: what hit_slow would do, without running the
+     * spec (its result is g->call_tf). */
+    if (VM_LIKELY(!(g->call_tf & BP_SPEC_RUN) && !(fl & (BP_ANY_PROCESS | BP_TIME_ACTIVE)) &&
                   (fl & BP_CALL_TRACE) &&
                   (pf & (VM_TRACE_CALL | VM_TRACE_RETURN_TO | VM_TRACE_SILENT)) ==
                       VM_TRACE_CALL)) {
-        tr_vm_call(p, fn, pf, NULL, 0, 0);
+        uint32_t want = g->call_tf;
+        if (want)
+            want = bp_frame_needed(p, fn, want);
+        tr_vm_call(p, fn, pf, NULL, 0, (want & BP_TF_RETURN) ? TR_F_RETURNS : 0);
+        /* The event may have suspended p (lossless): g is not read after it. */
+        if (want && !bp_frame_push(p, want, NULL))
+            return false;
         /* [HK1'] acquire (also in run_call_hook); pairs with [HK1]. */
         if (vm_atomic_load_ptr_acquire(&p->vm->call_hook))
             run_call_hook(p, fn, global);

@@ -213,7 +213,7 @@ static void stage_call_trace(BpEngine *E, FuncInfo *fn, const BpRequest *req, un
         if (!rs[k])
             continue;
         BpGen *g = &rs[k]->gen[s];
-        bp_stage_ms(E, &g->match_spec, (g->flags & BP_CALL_TRACE) ? req->ms : NULL);
+        bp_stage_call_ms(E, g, (g->flags & BP_CALL_TRACE) ? req->ms : NULL);
     }
 }
 
@@ -353,7 +353,7 @@ void bp_module_replaced(tvm_vm *vm, const Module *old)
             set_flags(E, rs[k], s, 0, ~0u);
             bp_stage_count(E, &rs[k]->gen[s], false);
             bp_stage_time(E, &rs[k]->gen[s], false);
-            bp_stage_ms(E, &rs[k]->gen[s].match_spec, NULL);
+            bp_stage_call_ms(E, &rs[k]->gen[s], NULL);
             bp_stage_ms(E, &rs[k]->gen[s].meta_spec, NULL);
         }
     }

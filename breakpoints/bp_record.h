@@ -66,9 +66,18 @@ typedef struct BpCount {
     BpShard shard[];
 } BpCount;
 
+/* BpGen.call_tf: the match spec must run at each hit (it is not plain). */
+#define BP_SPEC_RUN (1u << 31)
+
 /* One generation.  Written only while it is the staging generation. */
 typedef struct BpGen {
     uint32_t flags;             /* BP_* */
+    /* What match_spec asks of every call, cached when it is staged
+     * (bp_stage_call_ms): BP_SPEC_RUN if it must run, else the trace
+     * frame flags (BP_TF_RETURN, BP_TF_EXCEPTION: breakpoints/bp_frame.h)
+     * every call gets; 0 for no spec.  The hit's fast path reads this
+     * instead of the spec. */
+    uint32_t call_tf;
     BpCount *count;             /* BP_COUNT: the counter, else NULL */
     struct TrMs *match_spec;    /* local/global call trace filter; NULL = every call */
     struct TrMs *meta_spec;     /* meta trace filter; NULL = every call */

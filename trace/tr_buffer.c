@@ -73,12 +73,16 @@ static inline size_t align_record(size_t n)
     return (n + TR_RECORD_ALIGN - 1) & ~(size_t)(TR_RECORD_ALIGN - 1);
 }
 
-void tr_ring_init(TrRing *r, size_t size, int sched)
+void tr_ring_init(TrRing *r, size_t size, int sched, size_t cap)
 {
     memset(r, 0, sizeof *r);
     r->data = vm_calloc(1, size);
     r->size = size;
     r->sched = sched;
+    r->pdata = r->data;
+    r->mask = size - 1;
+    size_t imm = cap / TR_IMM_MAX;
+    r->imm_terms = (unsigned)(imm < TR_IMM_TERMS ? imm : TR_IMM_TERMS);
 }
 
 void tr_ring_destroy(TrRing *r)

@@ -286,7 +286,7 @@ TrPipeline *tr_pipeline_new(const TrOptions *opts, char *err, size_t errlen)
                        (size_t)tp->nrings * sizeof *tp->rings) != 0)
         vm_die("out of memory");
     for (int i = 0; i < tp->nrings; i++)
-        tr_ring_init(&tp->rings[i], o.ring_bytes, i < o.nscheds ? i : -1);
+        tr_ring_init(&tp->rings[i], o.ring_bytes, i < o.nscheds ? i : -1, o.payload_cap);
     pthread_mutex_init(&tp->shared_lock, NULL);
     pthread_mutex_init(&tp->lock, NULL);
     pthread_cond_init(&tp->kick, NULL);

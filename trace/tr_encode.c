@@ -33,17 +33,6 @@ typedef struct Enc {
     unsigned depth;
 } Enc;
 
-static size_t varint(uint8_t *out, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        out[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    out[n++] = (uint8_t)v;
-    return n;
-}
-
 static size_t varint_len(uint64_t v)
 {
     size_t n = 1;
@@ -81,7 +70,7 @@ static bool put_tagged(Enc *e, uint8_t tag, uint64_t v)
         return false;
     }
     e->buf[e->pos++] = tag;
-    e->pos += varint(e->buf + e->pos, v);
+    e->pos += tr_varint(e->buf + e->pos, v);
     return true;
 }
 
@@ -110,8 +99,8 @@ static bool put_binary(Enc *e, Term t)
     size_t klen = varint_len(kept);
     kept = avail > klen ? (size < avail - klen ? size : avail - klen) : 0;
     e->buf[e->pos++] = TR_T_BIN;
-    e->pos += varint(e->buf + e->pos, size);
-    e->pos += varint(e->buf + e->pos, kept);
+    e->pos += tr_varint(e->buf + e->pos, size);
+    e->pos += tr_varint(e->buf + e->pos, kept);
     memcpy(e->buf + e->pos, binary_bytes(t), kept);
     e->pos += kept;
     if (kept < size)
@@ -164,9 +153,9 @@ static bool put_item(Enc *e, Term t)
             uint8_t tmp[1 + 3 * 10];
             size_t k = 0;
             tmp[k++] = TR_T_FUN;
-            k += varint(tmp + k, x->mod);
-            k += varint(tmp + k, x->name);
-            k += varint(tmp + k, x->arity);
+            k += tr_varint(tmp + k, x->mod);
+            k += tr_varint(tmp + k, x->name);
+            k += tr_varint(tmp + k, x->arity);
             if (!room(e, k, e->open)) {
                 cut(e);
                 return false;
@@ -224,43 +213,6 @@ static void encode_root(Enc *e, Term t)
     }
 }
 
-/* The most bytes one immediate takes: a tag and a 64-bit varint. */
-#define TR_IMM_MAX 11u
-
-/*
- * The common payload, a few small integers, atoms, pids or [] (a call's
- * arguments), written straight, without the encoder's state: the same
- * bytes encode_root() would write.  Returns the length, or 0 when some
- * term is not an immediate (the caller takes the general path, which
- * starts over).  The caller checked that n * TR_IMM_MAX bytes fit.
- */
-static size_t encode_immediates(uint8_t *buf, const Term *terms, unsigned n)
-{
-    size_t pos = 0;
-    for (unsigned i = 0; i < n; i++) {
-        Term t = terms[i];
-        uint64_t v;
-        if (term_is_small(t)) {
-            int64_t x = small_value(t);
-            buf[pos] = TR_T_SMALL;
-            v = ((uint64_t)x << 1) ^ (uint64_t)(x >> 63);
-        } else if (term_is_atom(t)) {
-            buf[pos] = TR_T_ATOM;
-            v = atom_value(t);
-        } else if (term_is_pid(t)) {
-            buf[pos] = TR_T_PID;
-            v = pid_value(t);
-        } else if (term_is_nil(t)) {
-            buf[pos++] = TR_T_NIL;
-            continue;
-        } else {
-            return 0;
-        }
-        pos += 1 + varint(buf + pos + 1, v);
-    }
-    return pos;
-}
-
 /* The general encoder (compound terms, the cap, truncation); out of line
  * so that the immediates' path does not pay its frame. */
 static __attribute__((noinline)) size_t encode_general(uint8_t *buf, size_t cap,
@@ -270,8 +222,8 @@ static __attribute__((noinline)) size_t encode_general(uint8_t *buf, size_t cap,
 size_t tr_encode(uint8_t *buf, size_t cap, const Term *terms, unsigned n,
                  unsigned *nterms, bool *truncated)
 {
-    if (n && n <= 8 && cap >= (size_t)n * TR_IMM_MAX + 1) {
-        size_t len = encode_immediates(buf, terms, n);
+    if (n && n <= TR_IMM_TERMS && cap >= (size_t)n * TR_IMM_MAX + 1) {
+        size_t len = tr_encode_imm(buf, terms, n);
         if (len) {
             *nterms = n;
             *truncated = false;

@@ -63,6 +63,59 @@ enum {
 /* The smallest cap that can hold anything (a TRUNC). */
 #define TR_ENCODE_MIN_CAP 1
 
+/* The most bytes one immediate takes: a tag and a 64-bit varint. */
+#define TR_IMM_MAX 11u
+/* The most payload terms the immediates' path takes. */
+#define TR_IMM_TERMS 8u
+
+/* Writes v as an unsigned LEB128 varint; returns its length. */
+static inline size_t tr_varint(uint8_t *out, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        out[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    out[n++] = (uint8_t)v;
+    return n;
+}
+
+/*
+ * The common payload, a few small integers, atoms, pids or [] (a call's
+ * arguments, a return value), written straight, without the general
+ * encoder's state: the same bytes tr_encode() writes for them.  Returns
+ * the length, or 0 when some term is not an immediate (the caller takes
+ * the general path, which starts over; n == 0 also gives 0).  The caller
+ * made sure n * TR_IMM_MAX bytes fit.  Inline: it is the producers' hot
+ * path (trace/tr_fast.h).
+ */
+static inline size_t tr_encode_imm(uint8_t *buf, const Term *terms, unsigned n)
+{
+    size_t pos = 0;
+    for (unsigned i = 0; i < n; i++) {
+        Term t = terms[i];
+        uint64_t v;
+        if (term_is_small(t)) {
+            int64_t x = small_value(t);
+            buf[pos] = TR_T_SMALL;
+            v = ((uint64_t)x << 1) ^ (uint64_t)(x >> 63);
+        } else if (term_is_atom(t)) {
+            buf[pos] = TR_T_ATOM;
+            v = atom_value(t);
+        } else if (term_is_pid(t)) {
+            buf[pos] = TR_T_PID;
+            v = pid_value(t);
+        } else if (term_is_nil(t)) {
+            buf[pos++] = TR_T_NIL;
+            continue;
+        } else {
+            return 0;
+        }
+        pos += 1 + tr_varint(buf + pos + 1, v);
+    }
+    return pos;
+}
+
 /*
  * Encodes terms[0..n-1] into buf (at most `cap` bytes).  Returns the bytes
  * written; *nterms gets the number of top-level items written (a TRUNC

@@ -28,6 +28,12 @@ typedef struct TrRing {
     uint64_t head_local;     /* producer only: == head */
     uint64_t tail_cache;     /* producer only: the last tail it loaded */
     uint64_t pending_lost;   /* producer only: drops not yet marked in the ring */
+    /* Immutable after creation, kept on the producer's line for its fast
+     * path (trace/tr_fast.h): data & (size - 1) and the most immediates a
+     * payload may hold there (0 if the payload cap is too small). */
+    uint8_t *pdata;
+    uint64_t mask;
+    unsigned imm_terms;
     uint64_t n_emitted, n_lost, n_full;   /* producer only; mirrored below */
     /* Statistics mirrors: relaxed stores by the producer, relaxed loads by
      * tr_pipeline_stats (a slightly stale value is fine).  `lost` is also
@@ -92,8 +98,8 @@ struct TrPipeline {
 
 /* ---- tr_buffer.c: ring primitives used by the collector ---- */
 
-/* Allocates ring memory (zeroed); false on bad size. */
-void tr_ring_init(TrRing *r, size_t size, int sched);
+/* Allocates ring memory (zeroed); `cap` is the pipeline's payload cap. */
+void tr_ring_init(TrRing *r, size_t size, int sched, size_t cap);
 void tr_ring_destroy(TrRing *r);
 
 /* Collector: the next record below the head snapshot, skipping padding;

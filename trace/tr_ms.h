@@ -157,6 +157,15 @@ void tr_ms_free(TrMs *ms);
 unsigned tr_ms_needs(const TrMs *ms);
 
 /*
+ * Whether every run of ms matches with no effect but {return_trace} and
+ * {exception_trace} (a constant spec such as [{'_',[],[{return_trace}]}],
+ * with no message, silent, display or backtrace action): then *flags gets
+ * the TR_MS_RETURN_TRACE / TR_MS_EXCEPTION_TRACE bits of every run, and a
+ * caller may skip the run (breakpoints cache this per generation).
+ */
+bool tr_ms_plain(const TrMs *ms, unsigned *flags);
+
+/*
  * Runs the spec against the call's `arity` arguments.  Returns true when a
  * clause matched, with what its body did in *res; false (and *res cleared)
  * when none did.  A call whose arity differs from a head's does not match

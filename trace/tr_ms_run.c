@@ -567,6 +567,13 @@ static bool run(Run *r)
 #undef CASE
 #undef NEXT
 
+bool tr_ms_plain(const TrMs *ms, unsigned *flags)
+{
+    *flags = ms->constant ? ms->const_flags : 0;
+    return ms->constant && ms->const_message == TR_MS_MSG_DEFAULT &&
+           !(ms->const_flags & ~(unsigned)(TR_MS_RETURN_TRACE | TR_MS_EXCEPTION_TRACE));
+}
+
 bool tr_ms_run(const TrMs *ms, const Term *args, unsigned arity, const TrMsCtx *ctx,
                TrMsScratch *scratch, TrMsResult *res)
 {

@@ -55,6 +55,7 @@
 
 #include "breakpoints/bp_progress.h"
 #include "trace/tr.h"
+#include "trace/tr_internal.h"
 #include "trace/tr_vm_internal.h"
 #include "vm/qsbr.h"
 #include "vm/sched.h"
@@ -202,6 +203,7 @@ static tvm_status tr_vm_new(tvm_vm *vm, const tvm_trace_options *o, int nscheds,
     tr_pipeline_add_sink(tp, sink);
     tr_pipeline_start(tp);
     t->tp = tp;
+    t->rings = tp->rings;
     t->file = opened;
     *out = t;
     return TVM_OK;

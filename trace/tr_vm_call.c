@@ -7,10 +7,27 @@
  * protocol is in trace/tr_vm.c).
  */
 #include "trace/tr.h"
+#include "trace/tr_fast.h"
 #include "trace/tr_vm.h"
 #include "trace/tr_vm_internal.h"
 
 #include <string.h>
+
+/*
+ * Writes ev for p by the fast path (trace/tr_fast.h) when it can: p is on
+ * a scheduler, the payload is immediates and the scheduler's ring has
+ * room.  True when ev was written, or there is no pipeline (nothing to
+ * do); false when the caller must take emit().  Inlined into each
+ * emitter, with ev's address not escaping, so the common event is one
+ * call from the breakpoint or the trace frame and builds no TrEmit.
+ */
+static inline __attribute__((always_inline)) bool emit_fast(Process *p, const TrEmit *ev)
+{
+    TrVm *t = tr_vm_current(p->vm);
+    if (!t)
+        return true;
+    return VM_LIKELY(p->sched != NULL) && tr_ring_put_imm(&t->rings[p->sched->id], ev);
+}
 
 /* Writes ev for p into the running pipeline, if any (p's thread, online;
  * under the lossless policy a full ring suspends p: trace/tr_vm_proc.c). */
@@ -21,26 +38,21 @@ static void emit(Process *p, const TrEmit *ev)
         tr_vm_emit(p, t, ev);
 }
 
-/* A call event whose payload is the arguments and then `extra` terms
- * (one array; kept out of the plain call's path, which copies nothing). */
-static __attribute__((noinline)) void call_with_extra(Process *p, TrEmit *ev,
-                                                      const Term *extra, unsigned nextra)
-{
-    Term terms[VM_MAX_ARITY + 2];
-    unsigned n = ev->nterms;
-    memcpy(terms, ev->terms, n * sizeof(Term));
-    for (unsigned i = 0; i < nextra && i < 2; i++)
-        terms[n++] = extra[i];
-    ev->terms = terms;
-    ev->nterms = n;
-    emit(p, ev);
-}
-
-void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf, const Term *extra,
-                unsigned nextra, unsigned xflags)
+/* A call event with its arity, or with its arguments and then `extra`
+ * terms (one array), or that the fast path did not take. */
+static __attribute__((noinline)) void call_general(Process *p, const FuncInfo *fn,
+                                                   uintptr_t tf, const Term *extra,
+                                                   unsigned nextra, unsigned xflags)
 {
     bool arity = tf & VM_TRACE_ARITY;
-    const Term *args = &p->stack[p->frames[p->nframes - 1].base];
+    Term terms[VM_MAX_ARITY + 2];
+    unsigned n = 0;
+    if (!arity) {
+        n = fn->arity;
+        memcpy(terms, &p->stack[p->frames[p->nframes - 1].base], n * sizeof(Term));
+    }
+    for (unsigned i = 0; i < nextra && i < 2; i++)
+        terms[n++] = extra[i];
     TrEmit ev = {
         .kind = TR_K_CALL,
         .flags = tr_vm_record_flags(tf) | (arity ? TR_F_ARITY : 0) | xflags,
@@ -48,18 +60,35 @@ void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf, const Term *extra,
         .mod = fn->mod,
         .fun = fn->name,
         .arity = fn->arity,
-        .terms = arity ? NULL : args,
-        .nterms = arity ? 0 : fn->arity,
+        .terms = terms,
+        .nterms = n,
     };
-    if (nextra)
-        call_with_extra(p, &ev, extra, nextra);
-    else
-        emit(p, &ev);
+    emit(p, &ev);
 }
 
-/* An event about fn with `n` payload terms. */
-static void emit_fn(Process *p, TrKind kind, const FuncInfo *fn, uintptr_t tf,
-                    const Term *terms, unsigned n)
+void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf, const Term *extra,
+                unsigned nextra, unsigned xflags)
+{
+    if (VM_LIKELY(!nextra && !(tf & VM_TRACE_ARITY))) {
+        TrEmit ev = {
+            .kind = TR_K_CALL,
+            .flags = tr_vm_record_flags(tf) | xflags,
+            .pid = p->pid,
+            .mod = fn->mod,
+            .fun = fn->name,
+            .arity = fn->arity,
+            .terms = &p->stack[p->frames[p->nframes - 1].base],
+            .nterms = fn->arity,
+        };
+        if (emit_fast(p, &ev))
+            return;
+    }
+    call_general(p, fn, tf, extra, nextra, xflags);
+}
+
+/* An event about fn with `n` payload terms, by the general path. */
+static __attribute__((noinline)) void fn_general(Process *p, TrKind kind, const FuncInfo *fn,
+                                                 uintptr_t tf, const Term *terms, unsigned n)
 {
     TrEmit ev = {
         .kind = kind,
@@ -72,6 +101,25 @@ static void emit_fn(Process *p, TrKind kind, const FuncInfo *fn, uintptr_t tf,
         .nterms = n,
     };
     emit(p, &ev);
+}
+
+/* An event about fn with `n` payload terms. */
+static inline __attribute__((always_inline)) void emit_fn(Process *p, TrKind kind,
+                                                          const FuncInfo *fn, uintptr_t tf,
+                                                          const Term *terms, unsigned n)
+{
+    TrEmit ev = {
+        .kind = kind,
+        .flags = tr_vm_record_flags(tf),
+        .pid = p->pid,
+        .mod = fn->mod,
+        .fun = fn->name,
+        .arity = fn->arity,
+        .terms = terms,
+        .nterms = n,
+    };
+    if (!emit_fast(p, &ev))
+        fn_general(p, kind, fn, tf, terms, n);
 }
 
 void tr_vm_return_from(Process *p, const FuncInfo *fn, Term value, uintptr_t tf)

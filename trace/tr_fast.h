@@ -1,0 +1,65 @@
+/*
+ * trace/tr_fast.h - the producers' fast path: an event whose payload is a
+ * few immediates, written straight into its scheduler's ring.
+ *
+ * Why a second writer.  tr_emit() (trace/tr_buffer.c) handles every case:
+ * PAD records at the ring's end, LOST markers, compound payloads, the size
+ * cap, full rings under both policies, the shared ring's lock.  A traced
+ * call of a function with small-integer or atom arguments, and its return
+ * with such a value, need none of that, and they are most of the events a
+ * busy trace writes.  This writer does the same three steps of the ring
+ * protocol (reserve, write, publish with the release store [TB1]) inline,
+ * for those events only, and gives up having written nothing (the caller
+ * then calls tr_emit(), which starts over) when anything is unusual:
+ *   - more payload terms than imm_terms, or a term that is not an
+ *     immediate (tr_encode_imm says 0);
+ *   - a LOST marker pending (drop policy; tr_emit writes it first);
+ *   - the largest record of this many immediates would not fit before
+ *     the array's end (tr_emit pads), or the cached tail says the ring may
+ *     be full (tr_emit loads the tail again: [TB2']).
+ * The bytes are the ones tr_emit would write, so the collector cannot
+ * tell the two apart.  Same contract as tr_emit: only the ring's one
+ * producer (its scheduler thread) calls it.
+ */
+#ifndef TRACE_TR_FAST_H
+#define TRACE_TR_FAST_H
+
+#include "trace/tr_clock.h"
+#include "trace/tr_encode.h"
+#include "trace/tr_internal.h"
+
+static inline __attribute__((always_inline)) bool tr_ring_put_imm(TrRing *r,
+                                                                   const TrEmit *ev)
+{
+    const unsigned n = ev->nterms;
+    const size_t most = sizeof(TrRecord) + (size_t)n * TR_IMM_MAX;
+    const uint64_t head = r->head_local;
+    const size_t off = (size_t)(head & r->mask);
+    if (VM_UNLIKELY(n > r->imm_terms || r->pending_lost || r->mask + 1 - off < most ||
+                    head + most - r->tail_cache > r->mask + 1))
+        return false;
+    uint8_t *at = r->pdata + off;
+    size_t paylen = tr_encode_imm(at + sizeof(TrRecord), ev->terms, n);
+    if (VM_UNLIKELY(!paylen && n))
+        return false;
+    size_t size = (sizeof(TrRecord) + paylen + TR_RECORD_ALIGN - 1) &
+                  ~(size_t)(TR_RECORD_ALIGN - 1);
+    TrRecord *h = (TrRecord *)(void *)at;
+    h->size = (uint16_t)size;
+    h->paylen = (uint16_t)paylen;
+    h->kind = (uint8_t)ev->kind;
+    h->flags = (uint8_t)ev->flags;
+    h->arity = (uint8_t)ev->arity;
+    h->nterms = (uint8_t)n;
+    h->ticks = tr_clock_ticks();
+    h->pid = ev->pid;
+    h->mod = ev->mod;
+    h->fun = ev->fun;
+    r->head_local = head + size;
+    /* [TB1] release: the record before the new head (tr_buffer.c). */
+    vm_atomic_store_release(&r->head, (uintptr_t)r->head_local);
+    vm_atomic_store_relaxed(&r->emitted, (uintptr_t)++r->n_emitted);
+    return true;
+}
+
+#endif /* TRACE_TR_FAST_H */
