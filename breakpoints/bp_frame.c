@@ -50,6 +50,7 @@
 #include "breakpoints/bp_meta.h"
 #include "breakpoints/bp_time.h"
 #include "trace/tr_vm.h"
+#include "trace/tr_vm_fast.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
 
@@ -57,40 +58,12 @@ const Instr bp_return_trace_code[1] = { (Instr)OP_RETURN_TRACE };
 
 static uint32_t tflags_of(const Frame *f)
 {
-    return f->kind >> BP_TF_SHIFT;
+    return bp_frame_tflags(f);
 }
 
 static bool is_trace(const Frame *f)
 {
-    return FRAME_KIND(f->kind) == FRAME_TRACE;
-}
-
-uint32_t bp_frame_needed(const Process *p, const FuncInfo *fn, uint32_t want)
-{
-    /* The chain: trace frames directly below the top activation. */
-    for (uint32_t i = p->nframes - 1; i-- > 0 && is_trace(&p->frames[i]);) {
-        const Frame *t = &p->frames[i];
-        if (t->fn == fn)
-            want &= ~tflags_of(t);
-        if (tflags_of(t) & BP_TF_RETURN_TO)
-            want &= ~(uint32_t)BP_TF_RETURN_TO;
-    }
-    return want;
-}
-
-bool bp_frame_push(Process *p, uint32_t tflags, void *tdata)
-{
-    if (p->nframes == p->frames_cap && !vm_frames_ensure(p, p->nframes + 1))
-        return false;
-    Frame *a = &p->frames[p->nframes - 1];
-    a[1] = *a;
-    a[1].ret_reg = 0;
-    a->pc = bp_return_trace_code;
-    a->kind = FRAME_TRACE | (tflags << BP_TF_SHIFT);
-    a->tdata = tdata;
-    p->nframes++;
-    p->ntrace++;
-    return true;
+    return bp_frame_is_trace(f);
 }
 
 /* The nearest call frame below frame `i` (trace frames skipped, an
@@ -117,7 +90,8 @@ static bool reporting(uintptr_t pf)
     return (pf & VM_TRACE_CALL) && !(pf & VM_TRACE_SILENT);
 }
 
-void bp_frame_return(Process *p)
+/* Everything but a plain return_from (bp_frame_return below). */
+static __attribute__((noinline)) void frame_return_slow(Process *p)
 {
     uint32_t ti = p->nframes - 1;
     const Frame *t = &p->frames[ti];
@@ -138,6 +112,22 @@ void bp_frame_return(Process *p)
         if (to)
             tr_vm_return_to(p, to, pf);
     }
+}
+
+void bp_frame_return(Process *p)
+{
+    const Frame *t = &p->frames[p->nframes - 1];
+    uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
+    /* The common frame: return_trace or exception_trace only, the
+     * process reporting: one return_from, called last (a tail call). */
+    if (VM_LIKELY(!(tflags_of(t) & ~(uint32_t)(BP_TF_RETURN | BP_TF_EXCEPTION)) &&
+                  reporting(pf))) {
+        p->ntrace--;
+        if (!tr_vm_return_from_fast(p, t->fn, p->stack[t->base], pf))
+            tr_vm_return_from(p, t->fn, p->stack[t->base], pf);
+        return;
+    }
+    frame_return_slow(p);
 }
 
 void bp_frame_unwind(Process *p, uint32_t lo, int catcher, bool bottom)

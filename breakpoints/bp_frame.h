@@ -31,21 +31,65 @@ enum {
 /* Where a trace frame resumes: one RETURN_TRACE instruction. */
 extern const Instr bp_return_trace_code[1];
 
+/* A trace frame's BP_TF_* flags, and whether a frame is a trace frame. */
+static inline uint32_t bp_frame_tflags(const Frame *f)
+{
+    return f->kind >> BP_TF_SHIFT;
+}
+
+static inline bool bp_frame_is_trace(const Frame *f)
+{
+    return FRAME_KIND(f->kind) == FRAME_TRACE;
+}
+
 /*
  * Which of `want` a trace frame for the top activation (function `fn`,
  * just entered) must still carry: all of them, except those a trace frame
  * of the same tail-call chain already carries for `fn`, and return_to
  * when the chain already reports one (see bp_frame.c: traced tail loops
- * stay bounded).
+ * stay bounded).  Inline: the breakpoint hit's fast path.
  */
-uint32_t bp_frame_needed(const Process *p, const FuncInfo *fn, uint32_t want);
+static inline uint32_t bp_frame_needed(const Process *p, const FuncInfo *fn, uint32_t want)
+{
+    /* The chain: trace frames directly below the top activation. */
+    for (uint32_t i = p->nframes - 1; i-- > 0 && bp_frame_is_trace(&p->frames[i]);) {
+        const Frame *t = &p->frames[i];
+        if (t->fn == fn)
+            want &= ~bp_frame_tflags(t);
+        if (bp_frame_tflags(t) & BP_TF_RETURN_TO)
+            want &= ~(uint32_t)BP_TF_RETURN_TO;
+    }
+    return want;
+}
 
 /*
  * Pushes a trace frame carrying `tflags` (non-zero, from bp_frame_needed)
  * and `tdata` below p's top frame.  False when the frame stack is at its
- * limit (the caller raises system_limit); nothing changed then.
+ * limit (the caller raises system_limit); nothing changed then.  Inline:
+ * the breakpoint hit's fast path.
  */
-bool bp_frame_push(Process *p, uint32_t tflags, void *tdata);
+static inline bool bp_frame_push(Process *p, uint32_t tflags, void *tdata)
+{
+    if (p->nframes == p->frames_cap && !vm_frames_ensure(p, p->nframes + 1))
+        return false;
+    Frame *a = &p->frames[p->nframes - 1];
+    /* The activation moves up (field by field: a call frame's union
+     * holds nothing), returning into the trace frame's r0; its pc stays
+     * what the hit saved, for a stack listing while the hook runs. */
+    a[1].fn = a->fn;
+    a[1].base = a->base;
+    a[1].ret_reg = 0;
+    a[1].hbase = a->hbase;
+    a[1].kind = a->kind;
+    a[1].pc = a->pc;
+    a[1].tdata = NULL;
+    a->pc = bp_return_trace_code;
+    a->kind = FRAME_TRACE | (tflags << BP_TF_SHIFT);
+    a->tdata = tdata;
+    p->nframes++;
+    p->ntrace++;
+    return true;
+}
 
 /*
  * The function the top activation will return to: the nearest call frame

@@ -29,6 +29,7 @@
 #include "breakpoints/bp_time.h"
 #include "trace/tr_event.h"
 #include "trace/tr_vm.h"
+#include "trace/tr_vm_fast.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/print.h"
@@ -215,10 +216,9 @@ static __attribute__((noinline)) bool hit_slow(Process *p, const BpGen *g, uint3
     return true;
 }
 
-bool bp_hit(Process *p, const BpGen *g, uint32_t fl, bool global)
+bool bp_hit(Process *p, const BpGen *g, uint32_t fl, bool global, const FuncInfo *fn,
+            uintptr_t pf)
 {
-    const FuncInfo *fn = p->frames[p->nframes - 1].fn;
-    const uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
     /* The common case first: a plain call trace (no spec, or a constant
      * one that only asks for return_trace or exception_trace; no meta, no
      * call time, no return_to, not silent) is an event, maybe a trace
@@ -231,7 +231,9 @@ bool bp_hit(Process *p, const BpGen *g, uint32_t fl, bool global)
         uint32_t want = g->call_tf;
         if (want)
             want = bp_frame_needed(p, fn, want);
-        tr_vm_call(p, fn, pf, NULL, 0, (want & BP_TF_RETURN) ? TR_F_RETURNS : 0);
+        unsigned xf = (want & BP_TF_RETURN) ? TR_F_RETURNS : 0;
+        if (!tr_vm_call_fast(p, fn, pf, xf))
+            tr_vm_call(p, fn, pf, NULL, 0, xf);
         /* The event may have suspended p (lossless): g is not read after it. */
         if (want && !bp_frame_push(p, want, NULL))
             return false;

@@ -113,9 +113,12 @@ struct Process;
  * of `g` before anything that may suspend the process, and never after.
  * May collect garbage, push a trace frame (so the frame stack may move)
  * and suspend the process.  False when a trace frame was needed but the
- * frame stack is at its limit: the caller raises system_limit.
+ * frame stack is at its limit: the caller raises system_limit.  `fn` is
+ * the top activation's function and `pf` the process's trace flags as the
+ * caller loaded them (passed, not reloaded: the hit's fast path).
  */
-bool bp_hit(struct Process *p, const BpGen *g, uint32_t fl, bool global);
+bool bp_hit(struct Process *p, const BpGen *g, uint32_t fl, bool global,
+            const struct FuncInfo *fn, uintptr_t pf);
 
 /* Generation flags that take the slow path for a process with the call
  * flag, and for any process. */

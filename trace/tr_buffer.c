@@ -73,6 +73,15 @@ static inline size_t align_record(size_t n)
     return (n + TR_RECORD_ALIGN - 1) & ~(size_t)(TR_RECORD_ALIGN - 1);
 }
 
+/* Producer: recomputes fast_end (tr_internal.h) from head, tail_cache
+ * and pending_lost. */
+static void fast_end_update(TrRing *r)
+{
+    uint64_t lap_end = (r->head_local & ~(uint64_t)r->mask) + r->size;
+    uint64_t room_end = r->tail_cache + r->size;
+    r->fast_end = r->pending_lost ? 0 : lap_end < room_end ? lap_end : room_end;
+}
+
 void tr_ring_init(TrRing *r, size_t size, int sched, size_t cap)
 {
     memset(r, 0, sizeof *r);
@@ -83,6 +92,7 @@ void tr_ring_init(TrRing *r, size_t size, int sched, size_t cap)
     r->mask = size - 1;
     size_t imm = cap / TR_IMM_MAX;
     r->imm_terms = (unsigned)(imm < TR_IMM_TERMS ? imm : TR_IMM_TERMS);
+    fast_end_update(r);
 }
 
 void tr_ring_destroy(TrRing *r)
@@ -233,7 +243,8 @@ TrStatus tr_emit(TrPipeline *tp, int sched, const TrEmit *ev)
         uint64_t ticks = tr_clock_ticks();
         st = ring_write(tp, r, ev, ticks) ? TR_OK : ring_full(tp, r, ev, ticks);
         if (st == TR_OK)
-            vm_atomic_store_relaxed(&r->emitted, (uintptr_t)++r->n_emitted);
+            vm_atomic_store_relaxed(&r->emitted, vm_atomic_load_relaxed(&r->emitted) + 1);
+        fast_end_update(r);
         return st;
     }
     TrRing *r = &tp->rings[tp->nrings - 1];
@@ -242,7 +253,7 @@ TrStatus tr_emit(TrPipeline *tp, int sched, const TrEmit *ev)
     uint64_t ticks = tr_clock_ticks();
     st = ring_write(tp, r, ev, ticks) ? TR_OK : ring_full(tp, r, ev, ticks);
     if (st == TR_OK)
-        vm_atomic_store_relaxed(&r->emitted, (uintptr_t)++r->n_emitted);
+        vm_atomic_store_relaxed(&r->emitted, vm_atomic_load_relaxed(&r->emitted) + 1);
     pthread_mutex_unlock(&tp->shared_lock);
     return st;
 }

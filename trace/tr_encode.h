@@ -111,7 +111,13 @@ static inline size_t tr_encode_imm(uint8_t *buf, const Term *terms, unsigned n)
         } else {
             return 0;
         }
-        pos += 1 + tr_varint(buf + pos + 1, v);
+        if (v < 0x80) {
+            /* The usual one-byte varint, without the loop. */
+            buf[pos + 1] = (uint8_t)v;
+            pos += 2;
+        } else {
+            pos += 1 + tr_varint(buf + pos + 1, v);
+        }
     }
     return pos;
 }

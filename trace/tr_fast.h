@@ -34,11 +34,9 @@ static inline __attribute__((always_inline)) bool tr_ring_put_imm(TrRing *r,
     const unsigned n = ev->nterms;
     const size_t most = sizeof(TrRecord) + (size_t)n * TR_IMM_MAX;
     const uint64_t head = r->head_local;
-    const size_t off = (size_t)(head & r->mask);
-    if (VM_UNLIKELY(n > r->imm_terms || r->pending_lost || r->mask + 1 - off < most ||
-                    head + most - r->tail_cache > r->mask + 1))
+    if (VM_UNLIKELY(n > r->imm_terms || head + most > r->fast_end))
         return false;
-    uint8_t *at = r->pdata + off;
+    uint8_t *at = r->pdata + (head & r->mask);
     size_t paylen = tr_encode_imm(at + sizeof(TrRecord), ev->terms, n);
     if (VM_UNLIKELY(!paylen && n))
         return false;
@@ -58,7 +56,7 @@ static inline __attribute__((always_inline)) bool tr_ring_put_imm(TrRing *r,
     r->head_local = head + size;
     /* [TB1] release: the record before the new head (tr_buffer.c). */
     vm_atomic_store_release(&r->head, (uintptr_t)r->head_local);
-    vm_atomic_store_relaxed(&r->emitted, (uintptr_t)++r->n_emitted);
+    vm_atomic_store_relaxed(&r->emitted, vm_atomic_load_relaxed(&r->emitted) + 1);
     return true;
 }
 

@@ -34,9 +34,18 @@ typedef struct TrRing {
     uint8_t *pdata;
     uint64_t mask;
     unsigned imm_terms;
-    uint64_t n_emitted, n_lost, n_full;   /* producer only; mirrored below */
-    /* Statistics mirrors: relaxed stores by the producer, relaxed loads by
-     * tr_pipeline_stats (a slightly stale value is fine).  `lost` is also
+    /* Producer only: the fast path may write below this position: the
+     * end of the array's current lap or tail_cache + size, whichever is
+     * first, or 0 while a LOST marker is pending (so one comparison covers
+     * the three reasons to take tr_emit).  Set by tr_emit after every
+     * write or drop (tr_fast_end_update); the fast path itself never moves
+     * head past it, so it stays right. */
+    uint64_t fast_end;
+    uint64_t n_lost, n_full;   /* producer only; mirrored below */
+    /* Statistics: relaxed stores by the producer (`emitted` is its own
+     * counter: the producer is its one writer, so it adds with a relaxed
+     * load and store; `lost` and `full` mirror n_lost and n_full),
+     * relaxed loads by tr_pipeline_stats (a slightly stale value is fine).  `lost` is also
      * read by the collector at shutdown, after the producers stopped (the
      * thread join or the caller's own synchronisation orders it). */
     VmAtomic emitted, lost, full;

@@ -24,9 +24,14 @@
  *
  * Start.  The TrVm is built whole (pipeline, sink, collector running) and
  * then published ([TP1] release): an emitter that sees the pointer sees
- * it initialised.  trace_lock serializes start and stop.
+ * it initialised.  trace_lock serializes start and stop.  Each scheduler
+ * also gets its ring's address (Scheduler.trace_ring, stored the same way
+ * just before trace_out): the fast path of call and return events
+ * (trace/tr_vm_fast.h) loads that one pointer instead of trace_out, the
+ * TrVm and the scheduler id.  It is the same pointer in another place,
+ * under the same rule: used only while online, cleared in step (1).
  *
- * Stop.  (1) trace_out := NULL.  (2) Wait for thread progress
+ * Stop.  (1) trace_out := NULL, and every Scheduler.trace_ring.  (2) Wait for thread progress
  * (bp_progress_sync): every online reader passes a quiescent state or goes
  * offline after the store, so every emitter that loaded the old pointer is
  * done with it, and every later load returns NULL (the grace period's
@@ -238,10 +243,15 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
         snprintf(why, sizeof why, "a trace pipeline is already running");
     else
         st = tr_vm_new(vm, &o, sys->n, &t, why, sizeof why);
-    if (st == TVM_OK)
-        /* [TP1] release: the TrVm whole before its pointer; pairs with
-         * [TP1'] in tr_vm_current(). */
+    if (st == TVM_OK) {
+        /* [TP1] release: the TrVm whole before its pointers; pairs with
+         * [TP1'] in tr_vm_current() and tr_vm_emit_fast().  The rings
+         * first: a process that sees one but not trace_out yet takes the
+         * general path, which finds trace_out or writes nothing. */
+        for (int i = 0; i < sys->n; i++)
+            vm_atomic_store_ptr_release(&sys->scheds[i].trace_ring, &t->rings[i]);
         vm_atomic_store_ptr_release(&vm->trace_out, t);
+    }
     pthread_mutex_unlock(&vm->trace_lock);
     if (st != TVM_OK)
         return fail(err, st, fn, why);
@@ -258,6 +268,9 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
 static void tr_vm_retire(tvm_vm *vm, TrVm *t)
 {
     vm_atomic_store_relaxed(&vm->trace_out, 0);                /* (1) */
+    SchedSystem *sys = vm_sched_of(vm);
+    for (int i = 0; sys && i < sys->n; i++)
+        vm_atomic_store_relaxed(&sys->scheds[i].trace_ring, 0);
     bp_progress_sync(bp_progress_get(vm), NULL);              /* (2) */
     tr_pipeline_free(t->tp);                                   /* (3) */
     tr_vm_waits_destroy(t);       /* lossless: wake whoever still waits for room */

@@ -7,27 +7,11 @@
  * protocol is in trace/tr_vm.c).
  */
 #include "trace/tr.h"
-#include "trace/tr_fast.h"
 #include "trace/tr_vm.h"
+#include "trace/tr_vm_fast.h"
 #include "trace/tr_vm_internal.h"
 
 #include <string.h>
-
-/*
- * Writes ev for p by the fast path (trace/tr_fast.h) when it can: p is on
- * a scheduler, the payload is immediates and the scheduler's ring has
- * room.  True when ev was written, or there is no pipeline (nothing to
- * do); false when the caller must take emit().  Inlined into each
- * emitter, with ev's address not escaping, so the common event is one
- * call from the breakpoint or the trace frame and builds no TrEmit.
- */
-static inline __attribute__((always_inline)) bool emit_fast(Process *p, const TrEmit *ev)
-{
-    TrVm *t = tr_vm_current(p->vm);
-    if (!t)
-        return true;
-    return VM_LIKELY(p->sched != NULL) && tr_ring_put_imm(&t->rings[p->sched->id], ev);
-}
 
 /* Writes ev for p into the running pipeline, if any (p's thread, online;
  * under the lossless policy a full ring suspends p: trace/tr_vm_proc.c). */
@@ -69,20 +53,8 @@ static __attribute__((noinline)) void call_general(Process *p, const FuncInfo *f
 void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf, const Term *extra,
                 unsigned nextra, unsigned xflags)
 {
-    if (VM_LIKELY(!nextra && !(tf & VM_TRACE_ARITY))) {
-        TrEmit ev = {
-            .kind = TR_K_CALL,
-            .flags = tr_vm_record_flags(tf) | xflags,
-            .pid = p->pid,
-            .mod = fn->mod,
-            .fun = fn->name,
-            .arity = fn->arity,
-            .terms = &p->stack[p->frames[p->nframes - 1].base],
-            .nterms = fn->arity,
-        };
-        if (emit_fast(p, &ev))
-            return;
-    }
+    if (VM_LIKELY(!nextra) && tr_vm_call_fast(p, fn, tf, xflags))
+        return;
     call_general(p, fn, tf, extra, nextra, xflags);
 }
 
@@ -118,7 +90,7 @@ static inline __attribute__((always_inline)) void emit_fn(Process *p, TrKind kin
         .terms = terms,
         .nterms = n,
     };
-    if (!emit_fast(p, &ev))
+    if (!tr_vm_emit_fast(p, &ev))
         fn_general(p, kind, fn, tf, terms, n);
 }
 

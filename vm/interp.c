@@ -530,11 +530,11 @@ arith:
         }                                                                      \
         /* The process's flag first: an untraced process (the common case)   \
          * falls through after one load and two tests. */                     \
-        if ((VM_UNLIKELY(vm_atomic_load_relaxed(&p->trace) & VM_TRACE_CALL) && \
-             (fl & BP_CALL_TRACED)) ||                                         \
+        const uintptr_t pf = vm_atomic_load_relaxed(&p->trace);              \
+        if ((VM_UNLIKELY(pf & VM_TRACE_CALL) && (fl & BP_CALL_TRACED)) ||      \
             VM_UNLIKELY(fl & BP_ANY_PROCESS)) {                                \
             f->pc = pc;                                                        \
-            bool ok = bp_hit(p, g, fl, (fl & BP_GLOBAL) != 0);                 \
+            bool ok = bp_hit(p, g, fl, (fl & BP_GLOBAL) != 0, f->fn, pf);      \
             RELOAD();                                                          \
             if (VM_UNLIKELY(!ok))                                              \
                 RAISE_ERROR(make_atom(ATOM_SYSTEM_LIMIT));                     \

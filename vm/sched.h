@@ -58,6 +58,12 @@ typedef struct Scheduler {
     void *sp;                 /* its own context while a process runs */
     void *tsan;               /* its ThreadSanitizer fiber (tsan builds) */
     Process *current;
+    /* The running trace pipeline's ring for this scheduler (a struct
+     * TrRing *), or 0.  Stored by tvm_trace_start before it publishes
+     * vm->trace_out ([TP1] release) and cleared with it by the stop,
+     * before its grace period (trace/tr_vm.c); loaded by this scheduler's
+     * processes for their fast path (acquire, trace/tr_vm_fast.h). */
+    VmAtomic trace_ring;
 } Scheduler;
 
 typedef struct Timer {
