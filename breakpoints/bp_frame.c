@@ -114,20 +114,22 @@ static __attribute__((noinline)) void frame_return_slow(Process *p)
     }
 }
 
-void bp_frame_return(Process *p)
+Term *bp_frame_return(Process *p)
 {
     const Frame *t = &p->frames[p->nframes - 1];
+    Term *window = p->stack + t->base;
     uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
     /* The common frame: return_trace or exception_trace only, the
      * process reporting: one return_from, called last (a tail call). */
     if (VM_LIKELY(!(tflags_of(t) & ~(uint32_t)(BP_TF_RETURN | BP_TF_EXCEPTION)) &&
                   reporting(pf))) {
         p->ntrace--;
-        if (!tr_vm_return_from_fast(p, t->fn, p->stack[t->base], pf))
-            tr_vm_return_from(p, t->fn, p->stack[t->base], pf);
-        return;
+        if (!tr_vm_return_from_fast(p, t->fn, window[0], pf))
+            tr_vm_return_from(p, t->fn, window[0], pf);
+        return window;
     }
     frame_return_slow(p);
+    return window;
 }
 
 void bp_frame_unwind(Process *p, uint32_t lo, int catcher, bool bottom)

@@ -216,8 +216,8 @@ static __attribute__((noinline)) bool hit_slow(Process *p, const BpGen *g, uint3
     return true;
 }
 
-bool bp_hit(Process *p, const BpGen *g, uint32_t fl, bool global, const FuncInfo *fn,
-            uintptr_t pf)
+bool bp_hit(Process *p, const BpGen *g, uint32_t fl, const FuncInfo *fn, uintptr_t pf,
+            const Term *args)
 {
     /* The common case first: a plain call trace (no spec, or a constant
      * one that only asks for return_trace or exception_trace; no meta, no
@@ -232,15 +232,15 @@ bool bp_hit(Process *p, const BpGen *g, uint32_t fl, bool global, const FuncInfo
         if (want)
             want = bp_frame_needed(p, fn, want);
         unsigned xf = (want & BP_TF_RETURN) ? TR_F_RETURNS : 0;
-        if (!tr_vm_call_fast(p, fn, pf, xf))
+        if (!tr_vm_call_fast(p, fn, pf, xf, args))
             tr_vm_call(p, fn, pf, NULL, 0, xf);
         /* The event may have suspended p (lossless): g is not read after it. */
         if (want && !bp_frame_push(p, want, NULL))
             return false;
         /* [HK1'] acquire (also in run_call_hook); pairs with [HK1]. */
         if (vm_atomic_load_ptr_acquire(&p->vm->call_hook))
-            run_call_hook(p, fn, global);
+            run_call_hook(p, fn, (fl & BP_GLOBAL) != 0);
         return true;
     }
-    return hit_slow(p, g, fl, global, fn, pf);
+    return hit_slow(p, g, fl, (fl & BP_GLOBAL) != 0, fn, pf);
 }

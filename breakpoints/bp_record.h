@@ -114,11 +114,13 @@ struct Process;
  * May collect garbage, push a trace frame (so the frame stack may move)
  * and suspend the process.  False when a trace frame was needed but the
  * frame stack is at its limit: the caller raises system_limit.  `fn` is
- * the top activation's function and `pf` the process's trace flags as the
- * caller loaded them (passed, not reloaded: the hit's fast path).
+ * the top activation's function, `pf` the process's trace flags as the
+ * caller loaded them and `args` its register window (the arguments):
+ * passed, not reloaded, for the hit's fast path.  The hit is global when
+ * fl has BP_GLOBAL (a trampoline's record).
  */
-bool bp_hit(struct Process *p, const BpGen *g, uint32_t fl, bool global,
-            const struct FuncInfo *fn, uintptr_t pf);
+bool bp_hit(struct Process *p, const BpGen *g, uint32_t fl, const struct FuncInfo *fn,
+            uintptr_t pf, const Term *args);
 
 /* Generation flags that take the slow path for a process with the call
  * flag, and for any process. */

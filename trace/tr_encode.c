@@ -223,8 +223,9 @@ size_t tr_encode(uint8_t *buf, size_t cap, const Term *terms, unsigned n,
                  unsigned *nterms, bool *truncated)
 {
     if (n && n <= TR_IMM_TERMS && cap >= (size_t)n * TR_IMM_MAX + 1) {
-        size_t len = tr_encode_imm(buf, terms, n);
-        if (len) {
+        const uint8_t *end = tr_encode_imm(buf, terms, n);
+        if (end) {
+            size_t len = (size_t)(end - buf);
             *nterms = n;
             *truncated = false;
             return len;

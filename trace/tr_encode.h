@@ -84,42 +84,40 @@ static inline size_t tr_varint(uint8_t *out, uint64_t v)
  * The common payload, a few small integers, atoms, pids or [] (a call's
  * arguments, a return value), written straight, without the general
  * encoder's state: the same bytes tr_encode() writes for them.  Returns
- * the length, or 0 when some term is not an immediate (the caller takes
- * the general path, which starts over; n == 0 also gives 0).  The caller
+ * the end of what it wrote, or NULL when some term is not an immediate
+ * (the caller takes the general path, which starts over).  The caller
  * made sure n * TR_IMM_MAX bytes fit.  Inline: it is the producers' hot
  * path (trace/tr_fast.h).
  */
-static inline size_t tr_encode_imm(uint8_t *buf, const Term *terms, unsigned n)
+static inline uint8_t *tr_encode_imm(uint8_t *q, const Term *terms, unsigned n)
 {
-    size_t pos = 0;
-    for (unsigned i = 0; i < n; i++) {
-        Term t = terms[i];
+    for (const Term *t = terms, *end = terms + n; t != end; t++) {
         uint64_t v;
-        if (term_is_small(t)) {
-            int64_t x = small_value(t);
-            buf[pos] = TR_T_SMALL;
+        if (term_is_small(*t)) {
+            int64_t x = small_value(*t);
+            *q = TR_T_SMALL;
             v = ((uint64_t)x << 1) ^ (uint64_t)(x >> 63);
-        } else if (term_is_atom(t)) {
-            buf[pos] = TR_T_ATOM;
-            v = atom_value(t);
-        } else if (term_is_pid(t)) {
-            buf[pos] = TR_T_PID;
-            v = pid_value(t);
-        } else if (term_is_nil(t)) {
-            buf[pos++] = TR_T_NIL;
+        } else if (term_is_atom(*t)) {
+            *q = TR_T_ATOM;
+            v = atom_value(*t);
+        } else if (term_is_pid(*t)) {
+            *q = TR_T_PID;
+            v = pid_value(*t);
+        } else if (term_is_nil(*t)) {
+            *q++ = TR_T_NIL;
             continue;
         } else {
-            return 0;
+            return NULL;
         }
         if (v < 0x80) {
             /* The usual one-byte varint, without the loop. */
-            buf[pos + 1] = (uint8_t)v;
-            pos += 2;
+            q[1] = (uint8_t)v;
+            q += 2;
         } else {
-            pos += 1 + tr_varint(buf + pos + 1, v);
+            q += 1 + tr_varint(q + 1, v);
         }
     }
-    return pos;
+    return q;
 }
 
 /*

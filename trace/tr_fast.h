@@ -12,7 +12,7 @@
  * for those events only, and gives up having written nothing (the caller
  * then calls tr_emit(), which starts over) when anything is unusual:
  *   - more payload terms than imm_terms, or a term that is not an
- *     immediate (tr_encode_imm says 0);
+ *     immediate (tr_encode_imm says NULL);
  *   - a LOST marker pending (drop policy; tr_emit writes it first);
  *   - the largest record of this many immediates would not fit before
  *     the array's end (tr_emit pads), or the cached tail says the ring may
@@ -37,9 +37,10 @@ static inline __attribute__((always_inline)) bool tr_ring_put_imm(TrRing *r,
     if (VM_UNLIKELY(n > r->imm_terms || head + most > r->fast_end))
         return false;
     uint8_t *at = r->pdata + (head & r->mask);
-    size_t paylen = tr_encode_imm(at + sizeof(TrRecord), ev->terms, n);
-    if (VM_UNLIKELY(!paylen && n))
+    const uint8_t *end = tr_encode_imm(at + sizeof(TrRecord), ev->terms, n);
+    if (VM_UNLIKELY(!end))
         return false;
+    size_t paylen = (size_t)(end - (at + sizeof(TrRecord)));
     size_t size = (sizeof(TrRecord) + paylen + TR_RECORD_ALIGN - 1) &
                   ~(size_t)(TR_RECORD_ALIGN - 1);
     TrRecord *h = (TrRecord *)(void *)at;

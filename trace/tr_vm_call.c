@@ -53,7 +53,8 @@ static __attribute__((noinline)) void call_general(Process *p, const FuncInfo *f
 void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf, const Term *extra,
                 unsigned nextra, unsigned xflags)
 {
-    if (VM_LIKELY(!nextra) && tr_vm_call_fast(p, fn, tf, xflags))
+    if (VM_LIKELY(!nextra) &&
+        tr_vm_call_fast(p, fn, tf, xflags, &p->stack[p->frames[p->nframes - 1].base]))
         return;
     call_general(p, fn, tf, extra, nextra, xflags);
 }

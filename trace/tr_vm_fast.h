@@ -35,9 +35,11 @@ static inline __attribute__((always_inline)) bool tr_vm_emit_fast(Process *p, co
     return !tr_vm_current(p->vm);
 }
 
-/* tr_vm_call(p, fn, tf, NULL, 0, xflags)'s fast path (no arity flag). */
+/* tr_vm_call(p, fn, tf, NULL, 0, xflags)'s fast path (no arity flag);
+ * `args` is the top activation's register window. */
 static inline __attribute__((always_inline)) bool tr_vm_call_fast(Process *p, const FuncInfo *fn,
-                                                                  uintptr_t tf, unsigned xflags)
+                                                                  uintptr_t tf, unsigned xflags,
+                                                                  const Term *args)
 {
     if (tf & VM_TRACE_ARITY)
         return false;
@@ -48,7 +50,7 @@ static inline __attribute__((always_inline)) bool tr_vm_call_fast(Process *p, co
         .mod = fn->mod,
         .fun = fn->name,
         .arity = fn->arity,
-        .terms = &p->stack[p->frames[p->nframes - 1].base],
+        .terms = args,
         .nterms = fn->arity,
     };
     return tr_vm_emit_fast(p, &ev);

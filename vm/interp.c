@@ -426,8 +426,10 @@ arith:
     /* A traced activation returned into its trace frame (r0 of the
      * frame's window holds the value): report, then return it. */
     CASE(RETURN_TRACE) {
-        bp_frame_return(p);
-        RELOAD();
+        /* The trace frame's window comes back from bp_frame_return (read
+         * there early): one dependent load less before the return. */
+        reg = bp_frame_return(p);
+        f = &p->frames[p->nframes - 1];
         val = reg[0];
         goto do_return;
     }
@@ -534,7 +536,7 @@ arith:
         if ((VM_UNLIKELY(pf & VM_TRACE_CALL) && (fl & BP_CALL_TRACED)) ||      \
             VM_UNLIKELY(fl & BP_ANY_PROCESS)) {                                \
             f->pc = pc;                                                        \
-            bool ok = bp_hit(p, g, fl, (fl & BP_GLOBAL) != 0, f->fn, pf);      \
+            bool ok = bp_hit(p, g, fl, f->fn, pf, reg);                        \
             RELOAD();                                                          \
             if (VM_UNLIKELY(!ok))                                              \
                 RAISE_ERROR(make_atom(ATOM_SYSTEM_LIMIT));                     \
