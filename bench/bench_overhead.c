@@ -22,8 +22,10 @@
  *              throughout, callback format with a counting callback on the
  *              collector thread, 64 MiB rings written through by three
  *              warm-up fibs, so no timed event takes a first-touch page
- *              fault; events_lost says how many the collector could not
- *              take in time: a dropped event costs a little less)
+ *              fault).  Each timed fib starts once the collector has taken
+ *              every earlier event, and a ring holds a whole fib's events,
+ *              so every timed event is written (the collector, slower
+ *              than fib, drains concurrently): events_lost must be 0
  *   return_pair the same with [{'_',[],[{return_trace}]}]: a call event, a
  *              trace frame and a return_from event per call
  *   call_time  trace_pattern(interp:fib/1, true, call_time): every call
@@ -371,10 +373,10 @@ int main(int argc, char **argv)
     tvm_destroy(vm);
     /* Every traced call's events are accounted for: one (call_event) or
      * two (return_pair) per call, in the warm-up and in every round,
-     * written or counted as lost (a collector thread descheduled for tens
-     * of ms on a busy machine lets a ring fill up; lost events cost the
-     * producer a little less, so events_lost is printed next to the
-     * figures). */
+     * written or counted as lost (with the drain before each fib none
+     * should be lost; events_lost is printed next to the figures, since
+     * a dropped event costs the producer something else than a written
+     * one). */
     uint64_t want_events = (uint64_t)calls * (uint64_t)(WARM_EVENTS + runs * reps) * 3;
     uint64_t seen = vm_atomic_load_relaxed(&events_seen);
     uint64_t lost = vm_atomic_load_relaxed(&events_lost);

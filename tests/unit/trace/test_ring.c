@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "tests/unit/trace/tr_fixture.h"
+#include "trace/tr_fast.h"
 #include "trace/tr_internal.h"
 
 static Arena arena;
@@ -300,5 +301,100 @@ Test(ring, bad_options_are_refused_with_a_reason)
     cr_assert(tp);
     uint64_t n = 0;
     tr_pipeline_add_sink(tp, tr_sink_callback_new(count, &n));
+    tr_pipeline_free(tp);
+}
+
+/* ==== the fast path (trace/tr_fast.h) ==== */
+
+/* The bytes of ring 0's records in [from, to), with each record's ticks
+ * zeroed (the only field that differs between two writes of one event). */
+static size_t ring_bytes_no_ticks(TrPipeline *tp, uint64_t from, uint64_t to, uint8_t *out)
+{
+    TrRing *r = &tp->rings[0];
+    size_t n = (size_t)(to - from);
+    memcpy(out, r->data + (from & (r->size - 1)), n);
+    for (size_t at = 0; at < n;) {
+        TrRecord *h = (TrRecord *)(void *)(out + at);
+        cr_assert(h->size >= sizeof(TrRecord) && at + h->size <= n, "record at %zu", at);
+        h->ticks = 0;
+        at += h->size;
+    }
+    return n;
+}
+
+Test(ring, the_fast_path_writes_the_bytes_tr_emit_writes)
+{
+    Term args[][4] = {
+        { I(5) },
+        { I(-300), A("ok"), TERM_NIL, make_pid(77) },
+        { I((int64_t)1 << 40), I(0) },
+    };
+    unsigned nargs[] = { 1, 4, 2 };
+    TrOptions o = { .nscheds = 1, .ring_bytes = 4096, .payload_cap = 512 };
+    char err[256];
+    TrPipeline *slow = tr_pipeline_new(&o, err, sizeof err);
+    TrPipeline *fast = tr_pipeline_new(&o, err, sizeof err);
+    cr_assert(slow && fast, "%s", err);
+    for (unsigned i = 0; i < 3; i++) {
+        TrEmit ev = { .kind = i ? TR_K_RETURN_FROM : TR_K_CALL, .flags = TR_F_RETURNS,
+                      .pid = 40 + i, .mod = ATOM_TRUE, .fun = ATOM_FALSE, .arity = nargs[i],
+                      .terms = args[i], .nterms = nargs[i] };
+        cr_assert_eq(tr_emit(slow, 0, &ev), TR_OK);
+        cr_assert(tr_ring_put_imm(&fast->rings[0], &ev), "event %u", i);
+    }
+    uint64_t head = fast->rings[0].head_local;
+    cr_assert_eq(head, slow->rings[0].head_local);
+    cr_assert_eq(vm_atomic_load_relaxed(&fast->rings[0].head), head);
+    cr_assert_eq(vm_atomic_load_relaxed(&fast->rings[0].emitted), 3);
+    static uint8_t a[4096], b[4096];
+    size_t n = ring_bytes_no_ticks(slow, 0, head, a);
+    ring_bytes_no_ticks(fast, 0, head, b);
+    cr_expect_eq(memcmp(a, b, n), 0, "the two rings' records differ");
+    tr_pipeline_free(slow);
+    tr_pipeline_free(fast);
+}
+
+Test(ring, the_fast_path_declines_without_writing)
+{
+    TrOptions o = { .nscheds = 1, .ring_bytes = 4096, .payload_cap = 512 };
+    char err[256];
+    TrPipeline *tp = tr_pipeline_new(&o, err, sizeof err);
+    cr_assert(tp, "%s", err);
+    TrRing *r = &tp->rings[0];
+    /* A compound term: declined, head unchanged. */
+    Term tup = T2(&arena, I(1), I(2));
+    TrEmit ev = { .kind = TR_K_CALL, .pid = 1, .mod = ATOM_TRUE, .fun = ATOM_TRUE, .arity = 1,
+                  .terms = &tup, .nterms = 1 };
+    cr_expect_not(tr_ring_put_imm(r, &ev));
+    cr_expect_eq(r->head_local, 0);
+    /* More immediates than the fast path takes. */
+    Term many[9] = { I(1), I(2), I(3), I(4), I(5), I(6), I(7), I(8), I(9) };
+    ev.terms = many;
+    ev.nterms = ev.arity = 9;
+    cr_expect_not(tr_ring_put_imm(r, &ev));
+    cr_expect_eq(r->head_local, 0);
+    /* Fill the ring with 40-byte records (the collector is not running):
+     * the fast path stops short of the array's end and leaves the
+     * padding, the drop and its LOST marker to tr_emit. */
+    Term one = I(7);
+    ev.terms = &one;
+    ev.nterms = ev.arity = 1;
+    unsigned fast_n = 0;
+    while (tr_ring_put_imm(r, &ev))
+        fast_n++;
+    /* 102 records: the last starts where 43 bytes (a header and the
+     * largest one-immediate payload) still fit, 16 bytes stay. */
+    cr_expect_eq(fast_n, 102, "fast records before the end: %u", fast_n);
+    cr_expect_eq(r->head_local, (uint64_t)fast_n * 40);
+    cr_expect_eq(tr_emit(tp, 0, &ev), TR_DROPPED);   /* no room even with a pad */
+    cr_expect_eq(r->pending_lost, 1);
+    cr_expect_not(tr_ring_put_imm(r, &ev), "a LOST marker is pending");
+    /* The collector takes everything; tr_emit writes the pad, the marker
+     * and the event; the fast path takes over again after it. */
+    tr_pipeline_start(tp);
+    cr_assert(tr_wait_space(tp, 0, 2000000000ull));
+    cr_expect_eq(tr_emit(tp, 0, &ev), TR_OK);
+    cr_expect_eq(r->pending_lost, 0);
+    cr_expect(tr_ring_put_imm(r, &ev), "the fast path after the marker");
     tr_pipeline_free(tp);
 }
