@@ -37,16 +37,9 @@ static __attribute__((noinline)) void call_general(Process *p, const FuncInfo *f
     }
     for (unsigned i = 0; i < nextra && i < 2; i++)
         terms[n++] = extra[i];
-    TrEmit ev = {
-        .kind = TR_K_CALL,
-        .flags = tr_vm_record_flags(tf) | (arity ? TR_F_ARITY : 0) | xflags,
-        .pid = p->pid,
-        .mod = fn->mod,
-        .fun = fn->name,
-        .arity = fn->arity,
-        .terms = terms,
-        .nterms = n,
-    };
+    TrEmit ev = tr_vm_fn_event(p, TR_K_CALL, fn,
+                               tr_vm_record_flags(tf) | (arity ? TR_F_ARITY : 0) | xflags,
+                               terms, n);
     emit(p, &ev);
 }
 
@@ -63,16 +56,7 @@ void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf, const Term *extra,
 static __attribute__((noinline)) void fn_general(Process *p, TrKind kind, const FuncInfo *fn,
                                                  uintptr_t tf, const Term *terms, unsigned n)
 {
-    TrEmit ev = {
-        .kind = kind,
-        .flags = tr_vm_record_flags(tf),
-        .pid = p->pid,
-        .mod = fn->mod,
-        .fun = fn->name,
-        .arity = fn->arity,
-        .terms = terms,
-        .nterms = n,
-    };
+    TrEmit ev = tr_vm_fn_event(p, kind, fn, tr_vm_record_flags(tf), terms, n);
     emit(p, &ev);
 }
 
@@ -81,16 +65,7 @@ static inline __attribute__((always_inline)) void emit_fn(Process *p, TrKind kin
                                                           const FuncInfo *fn, uintptr_t tf,
                                                           const Term *terms, unsigned n)
 {
-    TrEmit ev = {
-        .kind = kind,
-        .flags = tr_vm_record_flags(tf),
-        .pid = p->pid,
-        .mod = fn->mod,
-        .fun = fn->name,
-        .arity = fn->arity,
-        .terms = terms,
-        .nterms = n,
-    };
+    TrEmit ev = tr_vm_fn_event(p, kind, fn, tr_vm_record_flags(tf), terms, n);
     if (!tr_vm_emit_fast(p, &ev))
         fn_general(p, kind, fn, tf, terms, n);
 }

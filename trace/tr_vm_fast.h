@@ -43,16 +43,8 @@ static inline __attribute__((always_inline)) bool tr_vm_call_fast(Process *p, co
 {
     if (tf & VM_TRACE_ARITY)
         return false;
-    TrEmit ev = {
-        .kind = TR_K_CALL,
-        .flags = tr_vm_record_flags(tf) | xflags,
-        .pid = p->pid,
-        .mod = fn->mod,
-        .fun = fn->name,
-        .arity = fn->arity,
-        .terms = args,
-        .nterms = fn->arity,
-    };
+    TrEmit ev = tr_vm_fn_event(p, TR_K_CALL, fn, tr_vm_record_flags(tf) | xflags,
+                               args, fn->arity);
     return tr_vm_emit_fast(p, &ev);
 }
 
@@ -62,16 +54,8 @@ static inline __attribute__((always_inline)) bool tr_vm_return_from_fast(Process
                                                                          Term value,
                                                                          uintptr_t tf)
 {
-    TrEmit ev = {
-        .kind = TR_K_RETURN_FROM,
-        .flags = tr_vm_record_flags(tf),
-        .pid = p->pid,
-        .mod = fn->mod,
-        .fun = fn->name,
-        .arity = fn->arity,
-        .terms = &value,
-        .nterms = 1,
-    };
+    TrEmit ev = tr_vm_fn_event(p, TR_K_RETURN_FROM, fn, tr_vm_record_flags(tf),
+                               &value, 1);
     return tr_vm_emit_fast(p, &ev);
 }
 

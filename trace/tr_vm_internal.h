@@ -57,6 +57,15 @@ static inline unsigned tr_vm_record_flags(uintptr_t tf)
     return (tf & VM_TRACE_TIMESTAMP) ? TR_F_TIMESTAMP : 0;
 }
 
+/* An event of p about fn (the MFA) with `n` payload terms.  By value:
+ * inlined, the fast path builds no TrEmit in memory. */
+static inline TrEmit tr_vm_fn_event(const Process *p, TrKind kind, const FuncInfo *fn,
+                                    unsigned flags, const Term *terms, unsigned n)
+{
+    return (TrEmit){ .kind = kind, .flags = flags, .pid = p->pid, .mod = fn->mod,
+                     .fun = fn->name, .arity = fn->arity, .terms = terms, .nterms = n };
+}
+
 /*
  * Writes ev for p into t's pipeline by p's ring.  Under the lossless
  * policy a full ring suspends p (a process) or blocks the thread (a call
