@@ -100,20 +100,21 @@ static VmAtomic readers[2];   /* read sections in progress per phase parity (RMW
 
 /* ---- read sections ------------------------------------------------------- */
 
-static unsigned read_enter(void)
+/* Enters a read section; returns the phase it confirmed. */
+static uintptr_t read_enter(void)
 {
     for (;;) {
         uintptr_t ph = vm_atomic_load_acquire(&phase);
         vm_atomic_fetch_add_full(&readers[ph & 1], 1);
         if (vm_atomic_load_acquire(&phase) == ph)
-            return (unsigned)(ph & 1);
+            return ph;
         vm_atomic_fetch_add_full(&readers[ph & 1], (uintptr_t)-1);
     }
 }
 
-static void read_leave(unsigned idx)
+static void read_leave(uintptr_t ph)
 {
-    vm_atomic_fetch_add_full(&readers[idx], (uintptr_t)-1);
+    vm_atomic_fetch_add_full(&readers[ph & 1], (uintptr_t)-1);
 }
 
 /* ---- snapshots (writers, under snap_lock) -------------------------------- */
@@ -342,9 +343,12 @@ static int lookup_one(const StSnap *s, uintptr_t addr, StSym *out)
     return 1;
 }
 
-static size_t lookup_pass(const uintptr_t *addrs, size_t n, StSym *out, bool *outside)
+/* One search of the current snapshot; *ph gets the phase it was read
+ * under (a later publish advances it). */
+static size_t lookup_pass(const uintptr_t *addrs, size_t n, StSym *out, bool *outside,
+                          uintptr_t *ph)
 {
-    unsigned idx;
+    uintptr_t idx;
     const StSnap *s;
     for (;;) {
         idx = read_enter();
@@ -354,6 +358,7 @@ static size_t lookup_pass(const uintptr_t *addrs, size_t n, StSym *out, bool *ou
         read_leave(idx);
         ensure_snapshot();
     }
+    *ph = idx;
     size_t found = 0;
     *outside = false;
     for (size_t i = 0; i < n; i++) {
@@ -368,9 +373,20 @@ static size_t lookup_pass(const uintptr_t *addrs, size_t n, StSym *out, bool *ou
 size_t st_sym_lookup_n(const uintptr_t *addrs, size_t n, StSym *out)
 {
     bool outside;
-    size_t found = lookup_pass(addrs, n, out, &outside);
-    if (VM_UNLIKELY(outside) && refresh_if_changed())
-        found = lookup_pass(addrs, n, out, &outside);
+    uintptr_t ph;
+    size_t found = lookup_pass(addrs, n, out, &outside, &ph);
+    /* An address outside every object: the snapshot searched may predate
+     * a dlopen.  Refresh it if the loader's counters moved, and search
+     * again if any snapshot was published since that search: by this
+     * refresh, or by another thread (after a reset, a rebuild that
+     * already has the new object; the refresh then finds the current
+     * snapshot up to date and publishes nothing).  The phase only grows,
+     * so unlike the snapshot's address it cannot come back. */
+    if (VM_UNLIKELY(outside)) {
+        refresh_if_changed();
+        if (vm_atomic_load_acquire(&phase) != ph)
+            found = lookup_pass(addrs, n, out, &outside, &ph);
+    }
     return found;
 }
 
