@@ -56,16 +56,6 @@
 
 const Instr bp_return_trace_code[1] = { (Instr)OP_RETURN_TRACE };
 
-static uint32_t tflags_of(const Frame *f)
-{
-    return bp_frame_tflags(f);
-}
-
-static bool is_trace(const Frame *f)
-{
-    return bp_frame_is_trace(f);
-}
-
 /* The nearest call frame below frame `i` (trace frames skipped, an
  * activation's entry frame crossed to the native that started it). */
 static const FuncInfo *caller_below(const Process *p, uint32_t i)
@@ -95,7 +85,7 @@ static __attribute__((noinline)) void frame_return_slow(Process *p)
 {
     uint32_t ti = p->nframes - 1;
     const Frame *t = &p->frames[ti];
-    const uint32_t tf = tflags_of(t);
+    const uint32_t tf = bp_frame_tflags(t);
     const FuncInfo *fn = t->fn;
     uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
     p->ntrace--;
@@ -121,7 +111,7 @@ Term *bp_frame_return(Process *p)
     uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
     /* The common frame: return_trace or exception_trace only, the
      * process reporting: one return_from, called last (a tail call). */
-    if (VM_LIKELY(!(tflags_of(t) & ~(uint32_t)(BP_TF_RETURN | BP_TF_EXCEPTION)) &&
+    if (VM_LIKELY(!(bp_frame_tflags(t) & ~(uint32_t)(BP_TF_RETURN | BP_TF_EXCEPTION)) &&
                   reporting(pf))) {
         p->ntrace--;
         if (!tr_vm_return_from_fast(p, t->fn, window[0], pf))
@@ -147,9 +137,9 @@ void bp_frame_unwind(Process *p, uint32_t lo, int catcher, bool bottom)
     bool return_to = false;
     for (uint32_t i = p->nframes; i-- > lo;) {
         const Frame *t = &p->frames[i];
-        if (!is_trace(t))
+        if (!bp_frame_is_trace(t))
             continue;
-        const uint32_t tf = tflags_of(t);
+        const uint32_t tf = bp_frame_tflags(t);
         uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
         p->ntrace--;
         if (tf & BP_TF_TIME)

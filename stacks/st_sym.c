@@ -251,26 +251,17 @@ static int read_counters(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;   /* the first entry carries them; stop */
 }
 
-/* Re-reads the object list if objects were added or removed; true when it
- * did. */
-static bool refresh_if_changed(void)
+/* Re-reads the object list if objects were added or removed (a lookup
+ * that must know whether a snapshot changed compares `phase`). */
+void st_sym_refresh(void)
 {
     unsigned long long c[2] = { 0, 0 };
-    bool changed = false;
     pthread_mutex_lock(&snap_lock);
     StSnap *s = vm_atomic_load_ptr_relaxed(&cur);
     dl_iterate_phdr(read_counters, c);
-    if (!s || s->adds != c[0] || s->subs != c[1]) {
+    if (!s || s->adds != c[0] || s->subs != c[1])
         publish(read_snapshot(s));
-        changed = true;
-    }
     pthread_mutex_unlock(&snap_lock);
-    return changed;
-}
-
-void st_sym_refresh(void)
-{
-    refresh_if_changed();
 }
 
 
@@ -383,7 +374,7 @@ size_t st_sym_lookup_n(const uintptr_t *addrs, size_t n, StSym *out)
      * snapshot up to date and publishes nothing).  The phase only grows,
      * so unlike the snapshot's address it cannot come back. */
     if (VM_UNLIKELY(outside)) {
-        refresh_if_changed();
+        st_sym_refresh();
         if (vm_atomic_load_acquire(&phase) != ph)
             found = lookup_pass(addrs, n, out, &outside, &ph);
     }

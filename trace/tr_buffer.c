@@ -77,7 +77,7 @@ static inline size_t align_record(size_t n)
  * and pending_lost. */
 static void fast_end_update(TrRing *r)
 {
-    uint64_t lap_end = (r->head_local & ~(uint64_t)r->mask) + r->size;
+    uint64_t lap_end = (r->head_local & ~(uint64_t)(r->size - 1)) + r->size;
     uint64_t room_end = r->tail_cache + r->size;
     r->fast_end = r->pending_lost ? 0 : lap_end < room_end ? lap_end : room_end;
 }
@@ -88,8 +88,6 @@ void tr_ring_init(TrRing *r, size_t size, int sched, size_t cap)
     r->data = vm_calloc(1, size);
     r->size = size;
     r->sched = sched;
-    r->pdata = r->data;
-    r->mask = size - 1;
     size_t imm = cap / TR_IMM_MAX;
     r->imm_terms = (unsigned)(imm < TR_IMM_TERMS ? imm : TR_IMM_TERMS);
     fast_end_update(r);
@@ -254,6 +252,7 @@ TrStatus tr_emit(TrPipeline *tp, int sched, const TrEmit *ev)
     st = ring_write(tp, r, ev, ticks) ? TR_OK : ring_full(tp, r, ev, ticks);
     if (st == TR_OK)
         vm_atomic_store_relaxed(&r->emitted, vm_atomic_load_relaxed(&r->emitted) + 1);
+    fast_end_update(r);
     pthread_mutex_unlock(&tp->shared_lock);
     return st;
 }

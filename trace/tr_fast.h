@@ -43,14 +43,14 @@ static inline __attribute__((always_inline)) bool tr_ring_put_imm(TrRing *r,
     const uint64_t head = r->head_local;
     if (VM_UNLIKELY(n > r->imm_terms || head + most > r->fast_end))
         return false;
-    uint8_t *at = r->pdata + (head & r->mask);
+    uint8_t *at = r->data + (head & (r->size - 1));
     /* Ask now for the line a dozen records ahead, for writing: each new
      * line of the ring is a read-for-ownership from the last-level cache
      * (the collector read it last) or memory, and a record every 20 ns
      * or so fills the store buffer behind those misses.  Measured:
      * 24.0 -> 20.8 ns per call event, 50.8 -> 44.3 per pair
      * (docs/benchmarks.md).  A prefetch never faults. */
-    __builtin_prefetch(r->pdata + ((head + TR_FAST_PREFETCH) & r->mask), 1, 3);
+    __builtin_prefetch(r->data + ((head + TR_FAST_PREFETCH) & (r->size - 1)), 1, 3);
     const uint8_t *end = tr_encode_imm(at + sizeof(TrRecord), ev->terms, n);
     if (VM_UNLIKELY(!end))
         return false;

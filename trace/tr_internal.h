@@ -28,26 +28,24 @@ typedef struct TrRing {
     uint64_t head_local;     /* producer only: == head */
     uint64_t tail_cache;     /* producer only: the last tail it loaded */
     uint64_t pending_lost;   /* producer only: drops not yet marked in the ring */
-    /* Immutable after creation, kept on the producer's line for its fast
-     * path (trace/tr_fast.h): data & (size - 1) and the most immediates a
-     * payload may hold there (0 if the payload cap is too small). */
-    uint8_t *pdata;
-    uint64_t mask;
+    /* Immutable after creation: the most immediates a payload may hold on
+     * the fast path (trace/tr_fast.h; 0 if the payload cap is too small). */
     unsigned imm_terms;
     /* Producer only: the fast path may write below this position: the
      * end of the array's current lap or tail_cache + size, whichever is
      * first, or 0 while a LOST marker is pending (so one comparison covers
      * the three reasons to take tr_emit).  Set by tr_emit after every
-     * write or drop (tr_fast_end_update); the fast path itself never moves
-     * head past it, so it stays right. */
+     * write or drop (fast_end_update in tr_buffer.c); the fast path itself
+     * never moves head past it, so it stays right. */
     uint64_t fast_end;
     uint64_t n_lost, n_full;   /* producer only; mirrored below */
     /* Statistics: relaxed stores by the producer (`emitted` is its own
      * counter: the producer is its one writer, so it adds with a relaxed
-     * load and store; `lost` and `full` mirror n_lost and n_full),
-     * relaxed loads by tr_pipeline_stats (a slightly stale value is fine).  `lost` is also
-     * read by the collector at shutdown, after the producers stopped (the
-     * thread join or the caller's own synchronisation orders it). */
+     * load and store; `lost` and `full` mirror n_lost and n_full), relaxed
+     * loads by tr_pipeline_stats (a slightly stale value is fine).  `lost`
+     * is also read by the collector at shutdown, after the producers
+     * stopped (the thread join or the caller's own synchronisation orders
+     * it). */
     VmAtomic emitted, lost, full;
 
     /* ---- written by the collector ---- */

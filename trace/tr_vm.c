@@ -31,8 +31,8 @@
  * TrVm and the scheduler id.  It is the same pointer in another place,
  * under the same rule: used only while online, cleared in step (1).
  *
- * Stop.  (1) trace_out := NULL, and every Scheduler.trace_ring.  (2) Wait for thread progress
- * (bp_progress_sync): every online reader passes a quiescent state or goes
+ * Stop.  (1) trace_out := NULL, and every Scheduler.trace_ring.  (2) Wait
+ * for thread progress (bp_progress_sync): every online reader passes a quiescent state or goes
  * offline after the store, so every emitter that loaded the old pointer is
  * done with it, and every later load returns NULL (the grace period's
  * barriers order the store before the readers' later loads).  (3)
@@ -208,7 +208,6 @@ static tvm_status tr_vm_new(tvm_vm *vm, const tvm_trace_options *o, int nscheds,
     tr_pipeline_add_sink(tp, sink);
     tr_pipeline_start(tp);
     t->tp = tp;
-    t->rings = tp->rings;
     t->file = opened;
     *out = t;
     return TVM_OK;
@@ -249,7 +248,7 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
          * first: a process that sees one but not trace_out yet takes the
          * general path, which finds trace_out or writes nothing. */
         for (int i = 0; i < sys->n; i++)
-            vm_atomic_store_ptr_release(&sys->scheds[i].trace_ring, &t->rings[i]);
+            vm_atomic_store_ptr_release(&sys->scheds[i].trace_ring, &t->tp->rings[i]);
         vm_atomic_store_ptr_release(&vm->trace_out, t);
     }
     pthread_mutex_unlock(&vm->trace_lock);

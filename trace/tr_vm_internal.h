@@ -30,7 +30,6 @@ typedef struct TrWaitList {
 
 typedef struct TrVm {
     TrPipeline *tp;
-    struct TrRing *rings;  /* immutable: tp's rings, by scheduler id (trace/tr_fast.h) */
     FILE *file;            /* opened from opts.path (closed at stop), or NULL */
     tvm_vm *vm;
     bool lossless;         /* immutable: the policy */
