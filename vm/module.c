@@ -12,7 +12,9 @@
  *   2. store the new targets into addr[staging];
  *   3. [CX1] release-store staging into vm->code_ix.
  * Readers (any thread executing a remote call): acquire-load the index
- * ([CX1']), then relaxed-load addr[ix].
+ * ([CX1']), then acquire-load addr[ix] ([CX2']).
+ * Every store into addr[] is a release ([CX2]), in steps 1 and 2 and in the
+ * breakpoint engine's arming.
  *
  * Guarantees.  A reader that sees the new index sees every addr[] write
  * and the whole new module (its code, literals and headers were written
@@ -21,6 +23,11 @@
  * writer stored; every value ever stored in addr[] is a FuncInfo that is
  * never freed while the VM lives, so such a reader calls a valid (older or
  * newer) version, as it could have by running a little earlier or later.
+ * That stale reader has no [CX1] edge to the version it lands on, which may
+ * belong to a load whose commit it has not seen (or not happened yet): the
+ * [CX2]/[CX2'] pair is its edge, since the version was built before the
+ * release store that put it in the slot.  Both are plain moves on x86-64;
+ * ThreadSanitizer caught the race a relaxed pair left here (stress_reload).
  * Loads, native registrations and trace_pattern are serialized by the
  * code-modification permission (vm/codeperm.h); code_lock is held only
  * around the module array and the commit.  A caller that loaded the old
@@ -111,7 +118,7 @@ static Export *export_new(Atom mod, Atom name, uint32_t arity)
     stub->code[0] = instr_make(OP_UNDEF, 0, 0, 0);
     e->stub = stub;
     for (int i = 0; i < VM_CODE_IX_COUNT; i++)
-        vm_atomic_store_relaxed(&e->addr[i], (uintptr_t)stub);
+        vm_atomic_store_release(&e->addr[i], (uintptr_t)stub);
     return e;
 }
 
@@ -156,7 +163,7 @@ static unsigned stage_begin(tvm_vm *vm)
     pthread_mutex_lock(&vm->export_lock);
     for (uint32_t i = 0; i < vm->export_cap; i++)
         for (Export *e = vm->export_buckets[i]; e; e = e->next)
-            vm_atomic_store_relaxed(&e->addr[staging],
+            vm_atomic_store_release(&e->addr[staging],
                                     vm_atomic_load_relaxed(&e->addr[active]));
     pthread_mutex_unlock(&vm->export_lock);
     return staging;
@@ -197,7 +204,7 @@ void vm_module_install_locked(tvm_vm *vm, Module *m)
         for (uint32_t i = 0; i < old->nfuncs; i++) {
             Export *e = old->funcs[i]->export;
             if (e)
-                vm_atomic_store_relaxed(&e->addr[staging], (uintptr_t)e->stub);
+                vm_atomic_store_release(&e->addr[staging], (uintptr_t)e->stub);
         }
     }
     for (uint32_t i = 0; i < m->nfuncs; i++) {
@@ -206,7 +213,7 @@ void vm_module_install_locked(tvm_vm *vm, Module *m)
          * (bp_module_loading): the export enters through it. */
         FuncInfo *t = e ? e->bp_tramp : NULL;
         if (e)
-            vm_atomic_store_relaxed(&e->addr[staging],
+            vm_atomic_store_release(&e->addr[staging],
                                     (uintptr_t)(t && t->real == m->funcs[i] ? t : m->funcs[i]));
     }
     stage_commit(vm, staging);
@@ -233,7 +240,7 @@ tvm_status vm_native_install_locked(tvm_vm *vm, Export *e, FuncInfo *fi)
         return TVM_ERR_EXISTS;
     unsigned staging = stage_begin(vm);
     fi->export = e;
-    vm_atomic_store_relaxed(&e->addr[staging], (uintptr_t)fi);
+    vm_atomic_store_release(&e->addr[staging], (uintptr_t)fi);
     stage_commit(vm, staging);
     if (vm->nnatives == vm->natives_cap) {
         vm->natives_cap = vm->natives_cap ? 2 * vm->natives_cap : 64;

@@ -74,9 +74,11 @@ typedef struct Export {
     uint32_t arity;
     /*
      * addr[ix]: FuncInfo * to call in code index ix.  Written by the
-     * loader (under vm->code_lock) only in the staging index; read by
-     * remote calls in the active index after an acquire load of the index
-     * ([CX1']).  Points at `stub` while the function is not defined.
+     * loader (under vm->code_lock) only in the staging index, and by the
+     * breakpoint engine under the permission, always with release stores
+     * ([CX2]); read by remote calls in the active index with an acquire
+     * load ([CX2']) after an acquire load of the index ([CX1']).  Points at
+     * `stub` while the function is not defined.
      */
     VmAtomic addr[VM_CODE_IX_COUNT];
     FuncInfo *stub;             /* body [UNDEF]: raises undef */
@@ -193,7 +195,10 @@ static inline unsigned vm_code_ix(const tvm_vm *vm)
 
 static inline const FuncInfo *vm_export_target(const tvm_vm *vm, const Export *e)
 {
-    return (const FuncInfo *)vm_atomic_load_ptr_relaxed(&e->addr[vm_code_ix(vm)]);
+    /* [CX2'] acquire: the FuncInfo the slot names was written before the
+     * release that stored it, even when the slot was re-staged by a load
+     * committed after this caller's index load (vm/module.c). */
+    return (const FuncInfo *)vm_atomic_load_ptr_acquire(&e->addr[vm_code_ix(vm)]);
 }
 
 /* Finds or creates the export entry for mod:name/arity.  Any thread. */
