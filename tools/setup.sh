@@ -3,6 +3,8 @@
 #
 #   tools/setup.sh           build and test dependencies
 #   tools/setup.sh --bench   also the peers the benchmarks compare against
+#   tools/setup.sh --viewers also Chromium (and npm if absent), for
+#                            tools/check_speedscope.sh
 #
 # Idempotent and quick: it asks dpkg what is missing and runs apt-get only
 # for that.  Needs root (or sudo) only when something is missing.
@@ -17,9 +19,13 @@ pkgs=(
     gdb                               # fiber unwinding tests
     libexpat1                         # a library the symbolizer tests dlopen
 )
-if [[ "${1:-}" == "--bench" ]]; then
-    pkgs+=(lua5.4 erlang-base valgrind hyperfine)
-fi
+for opt in "$@"; do
+    case "$opt" in
+    --bench) pkgs+=(lua5.4 erlang-base valgrind hyperfine) ;;
+    --viewers) pkgs+=(chromium); command -v npm >/dev/null || pkgs+=(npm) ;;
+    *) echo "usage: $0 [--bench] [--viewers]" >&2; exit 2 ;;
+    esac
+done
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -11,9 +11,11 @@
  *
  *   - a CALL with TR_F_RETURNS opens a duration slice ("ph":"B", name
  *     "mod:fun/arity"); its RETURN_FROM or EXCEPTION_FROM closes it
- *     ("ph":"E"; an exception adds args class/reason).  B/E carry no
- *     other args so that speedscope, which folds args into frame names,
- *     aggregates by function.
+ *     ("ph":"E" with the same name and cat: speedscope pairs B and E by
+ *     name and ignores an E that names nothing).  B/E carry no args, so
+ *     that speedscope, which folds args into frame keys, aggregates by
+ *     function and pairs them without a warning; an EXCEPTION_FROM writes
+ *     its class and reason on an exception_from instant just before its E.
  *   - a CALL without a return to wait for, and every other kind, is an
  *     instant on the process's lane ("ph":"i","s":"t") named after the
  *     function (calls) or the kind, with the payload fields as args.
@@ -178,11 +180,23 @@ static void put_head(ChromeSink *c, const char *ph, uint64_t tid, uint64_t ts)
     put_ts(&c->sb, ts);
 }
 
-static void close_slice(ChromeSink *c, Lane *l, uint64_t ts)
+/* Opens the E event of l's innermost open slice, named as its B:
+ * speedscope ignores an E whose name differs from the B it would close
+ * (chrome://tracing and Perfetto match by the stack alone). */
+static void begin_end(ChromeSink *c, const Lane *l, uint64_t ts)
 {
+    const OpenCall *o = &l->stack[l->depth - 1];
     begin_event(c);
     put_head(c, "E", l->pid, ts);
-    sb_puts(&c->sb, "}");
+    sb_puts(&c->sb, ",\"cat\":\"call\",\"name\":\"");
+    put_name(c, o->mod, o->fun, o->arity);
+    sb_putc(&c->sb, '"');
+}
+
+static void close_slice(ChromeSink *c, Lane *l, uint64_t ts)
+{
+    begin_end(c, l, ts);
+    sb_putc(&c->sb, '}');
     end_event(c);
     l->depth--;
 }
@@ -331,13 +345,12 @@ static void return_slice(ChromeSink *c, Lane *l, const TrEvent *ev, uint64_t ts)
     }
     while (l->depth > k)
         close_slice(c, l, ts);
-    begin_event(c);
-    put_head(c, "E", l->pid, ts);
+    /* The class and reason go on an instant inside the slice, not on the
+     * E: speedscope keys frames by name and args and warns about an E
+     * whose key differs from its B's. */
     if (ev->kind == TR_K_EXCEPTION_FROM)
-        put_args(c, ev, NULL);
-    sb_putc(&c->sb, '}');
-    end_event(c);
-    l->depth--;
+        instant(c, ev, ts, true);
+    close_slice(c, l, ts);
 }
 
 static void chrome_event(TrSink *s, const TrEvent *ev)

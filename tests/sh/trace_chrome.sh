@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Chrome trace JSON parses (python3's json), its B/E events nest per
-# lane, the running slices (X) of a scheduler's lane do not overlap, and it
-# stays a whole document when calls are still open at the end and events
-# were lost.
+# lane and each E names the B it closes (speedscope ignores an E named
+# otherwise), the running slices (X) of a scheduler's lane do not overlap,
+# and it stays a whole document when calls are still open at the end and
+# events were lost.
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 GEN="$(dirname "$TRACEVM")/../tests/trace_gen"
@@ -26,19 +27,22 @@ for e in ev:
         assert e["ts"] >= run_end.get(e["tid"], 0), ("overlapping runs", e)
         run_end[e["tid"]] = e["ts"] + e["dur"]
     if e["ph"] == "B":
-        depth[e["tid"]] = depth.get(e["tid"], 0) + 1
+        depth.setdefault(e["tid"], []).append(e["name"])
     elif e["ph"] == "E":
-        depth[e["tid"]] = depth.get(e["tid"], 0) - 1
-        assert depth[e["tid"]] >= 0, ("E without B", e)
-assert all(d == 0 for d in depth.values()), depth
+        open_ = depth.get(e["tid"], [])
+        assert open_, ("E without B", e)
+        # speedscope pairs E with B by name and ignores an E that differs.
+        assert e.get("name") == open_.pop(), ("E named unlike its B", e)
+assert all(not d for d in depth.values()), depth
 lost = sum(e["args"]["count"] for e in ev if e.get("name") == "lost")
 assert lost == doc["otherData"]["lost_events"], lost
 print(len(ev), lost)
 '
 "$GEN" chrome >"$tmp/fixed.json" || fail "trace_gen chrome"
 out=$(python3 -c "$check" "$tmp/fixed.json" 2>&1) || fail "fixed sequence: $out"
-# 21 events, plus the run of <0.7.0> on scheduler 1 and that lane's name.
-[[ $out == "23 3" ]] || fail "fixed sequence: expected 23 events and 3 lost, got $out"
+# 22 events (an exception_from writes an instant and its E), plus the run
+# of <0.7.0> on scheduler 1 and that lane's name.
+[[ $out == "24 3" ]] || fail "fixed sequence: expected 24 events and 3 lost, got $out"
 counts=$("$GEN" pipeline-chrome "$tmp/pipe.json" 600) || fail "trace_gen pipeline-chrome: $counts"
 lost=$(sed -n 's/.*lost=\([0-9]*\).*/\1/p' <<<"$counts")
 out=$(python3 -c "$check" "$tmp/pipe.json" 2>&1) || fail "pipeline: $out"

@@ -118,11 +118,12 @@ Test(sinks, chrome)
         "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":7,\"args\":{\"name\":\"<0.7.0>\"}},\n"
         "{\"ph\":\"i\",\"pid\":1,\"tid\":7,\"ts\":0.200,\"s\":\"t\",\"cat\":\"in\",\"name\":\"in\",\"args\":{\"sched\":1}},\n"
         "{\"ph\":\"B\",\"pid\":1,\"tid\":7,\"ts\":0.300,\"cat\":\"call\",\"name\":\"m:f/1\"},\n"
-        "{\"ph\":\"E\",\"pid\":1,\"tid\":42,\"ts\":0.400},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":42,\"ts\":0.400,\"cat\":\"call\",\"name\":\"fib:fib/1\"},\n"
         "{\"ph\":\"i\",\"pid\":1,\"tid\":0,\"ts\":0.450,\"s\":\"g\",\"cat\":\"lost\",\"name\":\"lost\",\"args\":{\"ring\":\"sched 0\",\"count\":3}},\n"
-        "{\"ph\":\"E\",\"pid\":1,\"tid\":7,\"ts\":0.500,\"args\":{\"sched\":1,\"class\":\"error\",\"reason\":\"badarg\"}},\n"
+        "{\"ph\":\"i\",\"pid\":1,\"tid\":7,\"ts\":0.500,\"s\":\"t\",\"cat\":\"exception_from\",\"name\":\"m:f/1\",\"args\":{\"sched\":1,\"class\":\"error\",\"reason\":\"badarg\"}},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":7,\"ts\":0.500,\"cat\":\"call\",\"name\":\"m:f/1\"},\n"
         "{\"ph\":\"i\",\"pid\":1,\"tid\":7,\"ts\":0.600,\"s\":\"t\",\"cat\":\"return_to\",\"name\":\"return_to\",\"args\":{\"sched\":1}},\n"
-        "{\"ph\":\"E\",\"pid\":1,\"tid\":42,\"ts\":0.700},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":42,\"ts\":0.700,\"cat\":\"call\",\"name\":\"fib:fib/1\"},\n"
         "{\"ph\":\"i\",\"pid\":1,\"tid\":42,\"ts\":0.800,\"s\":\"t\",\"cat\":\"spawn\",\"name\":\"spawn\",\"args\":{\"sched\":-1,\"child\":\"<0.43.0>\",\"args\":\"[1]\"}},\n"
         "{\"ph\":\"i\",\"pid\":1,\"tid\":42,\"ts\":0.900,\"s\":\"t\",\"cat\":\"send\",\"name\":\"send\",\"args\":{\"sched\":0,\"msg\":\"{hello,<<\\\"hi\\\">>}\",\"to\":\"<0.43.0>\"}},\n"
         "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":43,\"args\":{\"name\":\"<0.43.0>\"}},\n"
@@ -134,7 +135,7 @@ Test(sinks, chrome)
         "{\"ph\":\"i\",\"pid\":1,\"tid\":42,\"ts\":1.200,\"s\":\"t\",\"cat\":\"call\",\"name\":\"lists:seq/3\",\"args\":{\"sched\":0,\"args\":\"[<<\\\"0123456789abcdefghi\\\"...>>|...]\",\"truncated\":true}},\n"
         "{\"ph\":\"B\",\"pid\":1,\"tid\":42,\"ts\":1.300,\"cat\":\"call\",\"name\":\"io:format/2\"},\n"
         "{\"ph\":\"i\",\"pid\":1,\"tid\":7,\"ts\":1.400,\"s\":\"t\",\"cat\":\"exit\",\"name\":\"exit\",\"args\":{\"sched\":1,\"reason\":\"normal\"}},\n"
-        "{\"ph\":\"E\",\"pid\":1,\"tid\":42,\"ts\":1.400}\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":42,\"ts\":1.400,\"cat\":\"call\",\"name\":\"io:format/2\"}\n"
         "],\"displayTimeUnit\":\"ns\",\"otherData\":{\"lost_events\":3}}\n");
     free(got);
 }
@@ -250,13 +251,13 @@ Test(sinks, chrome_recovers_from_lost_events)
         "{\"ph\":\"B\",\"pid\":1,\"tid\":5,\"ts\":0.000,\"cat\":\"call\",\"name\":\"m:a/0\"},\n"
         "{\"ph\":\"B\",\"pid\":1,\"tid\":5,\"ts\":1.000,\"cat\":\"call\",\"name\":\"m:b/0\"},\n"
         "{\"ph\":\"B\",\"pid\":1,\"tid\":5,\"ts\":2.000,\"cat\":\"call\",\"name\":\"m:c/0\"},\n"
-        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":3.000},\n"
-        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":3.000},\n"
-        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":3.000},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":3.000,\"cat\":\"call\",\"name\":\"m:c/0\"},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":3.000,\"cat\":\"call\",\"name\":\"m:b/0\"},\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":3.000,\"cat\":\"call\",\"name\":\"m:a/0\"},\n"
         "{\"ph\":\"i\",\"pid\":1,\"tid\":5,\"ts\":4.000,\"s\":\"t\",\"cat\":\"return_from\","
         "\"name\":\"m:z/0\",\"args\":{\"sched\":0,\"value\":\"1\"}},\n"
         "{\"ph\":\"B\",\"pid\":1,\"tid\":5,\"ts\":5.000,\"cat\":\"call\",\"name\":\"m:d/0\"},\n"
-        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":5.000}\n"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":5,\"ts\":5.000,\"cat\":\"call\",\"name\":\"m:d/0\"}\n"
         "],\"displayTimeUnit\":\"ns\",\"otherData\":{\"lost_events\":0}}\n");
     free(text);
 }
