@@ -46,6 +46,7 @@
 #include "trace/tr_sink.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "trace/tr_encode.h"
 #include "vm/atom.h"
@@ -75,6 +76,17 @@ typedef struct Lane {
     uint64_t in_ts;          /* its ts */
 } Lane;
 
+/* One formatted, JSON-escaped "mod:fun/arity" (see put_name). */
+typedef struct NameEntry {
+    Atom mod, fun;
+    unsigned arity;
+    bool used;
+    char *text;
+    size_t len;
+} NameEntry;
+
+#define TR_CHROME_NAME_CACHE 256 /* direct-mapped; a power of two */
+
 typedef struct ChromeSink {
     TrSink base;
     FILE *out;
@@ -87,6 +99,7 @@ typedef struct ChromeSink {
     Lane **buckets;
     size_t nbuckets, nlanes;
     StrBuf sb, vals, name;   /* the event being written; payload fields; a slice name */
+    NameEntry names[TR_CHROME_NAME_CACHE]; /* every B and E names its function */
     bool sched_named[TR_CHROME_MAX_SCHED_LANES];   /* scheduler lanes named so far */
 } ChromeSink;
 
@@ -159,12 +172,27 @@ static void put_ts(StrBuf *sb, uint64_t ts)
     sb_puts(sb, frac);
 }
 
-/* "mod:fun/arity" (quoted atoms as in Erlang), JSON-escaped. */
+/* "mod:fun/arity" (quoted atoms as in Erlang), JSON-escaped.  Formatting
+ * and escaping were a third of the sink's time once every E carried the
+ * name too, so the text is kept in a small direct-mapped cache. */
 static void put_name(ChromeSink *c, Atom mod, Atom fun, unsigned arity)
 {
-    c->name.len = 0;
-    vm_print_mfa(&c->name, mod, fun, arity);
-    tr_json_escape(&c->sb, c->name.s, c->name.len);
+    size_t h = (size_t)(((uint64_t)mod * 0x9E3779B97F4A7C15ull ^ (uint64_t)fun * 0xC2B2AE3D27D4EB4Full ^
+                         arity) >> 40) & (TR_CHROME_NAME_CACHE - 1);
+    NameEntry *e = &c->names[h];
+    if (!e->used || e->mod != mod || e->fun != fun || e->arity != arity) {
+        c->name.len = 0;
+        vm_print_mfa(&c->name, mod, fun, arity);
+        size_t start = c->sb.len;
+        tr_json_escape(&c->sb, c->name.s, c->name.len);
+        free(e->text);
+        e->len = c->sb.len - start;
+        e->text = vm_malloc(e->len ? e->len : 1);
+        memcpy(e->text, c->sb.s + start, e->len);
+        *e = (NameEntry){ mod, fun, arity, true, e->text, e->len };
+        return;
+    }
+    sb_put(&c->sb, e->text, e->len);
 }
 
 /* Common fields of an event on `lane`'s track. */
@@ -449,6 +477,8 @@ static void chrome_close(TrSink *s)
     sb_free(&c->sb);
     sb_free(&c->vals);
     sb_free(&c->name);
+    for (size_t i = 0; i < TR_CHROME_NAME_CACHE; i++)
+        free(c->names[i].text);
     free(c);
 }
 

@@ -309,3 +309,53 @@ Test(sinks, call_with_message_and_backtrace)
     cr_expect(strstr(got, "\"args\":{\"sched\":0,\"message\":\"hi\"}}") != NULL, "%s", got);
     free(got);
 }
+
+/* Chrome: 600 functions, more than the sink's name cache holds, called
+ * and returned twice over (evictions, then hits of other entries): every
+ * B and E carries its own function's name, quoted as in Erlang where the
+ * atom needs it. */
+Test(sinks, chrome_names_past_the_cache)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    TrSink *s = tr_sink_chrome_new(f, 1);
+    TrSinkInfo info = { .nscheds = 1 };
+    s->ops->open(s, &info);
+    uint8_t buf[64];
+    char fun[32];
+    uint64_t ts = 0;
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < 600; i++) {
+            snprintf(fun, sizeof fun, i % 7 ? "f%d" : "F %d", i);
+            TrEvent call = fx_event(buf, sizeof buf, ts++, 0, TR_K_CALL, TR_F_RETURNS, 5, "m",
+                                    fun, 0, NULL, 0);
+            s->ops->event(s, &call);
+            TrEvent ret = fx_event(buf, sizeof buf, ts++, 0, TR_K_RETURN_FROM, 0, 5, "m", fun, 0,
+                                   NULL, 0);
+            s->ops->event(s, &ret);
+        }
+    s->ops->close(s);
+    fclose(f);
+    const char *at = text;
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < 600; i++) {
+            char want[64];
+            snprintf(want, sizeof want, i % 7 ? "\"name\":\"m:f%d/0\"}" : "\"name\":\"m:'F %d'/0\"}",
+                     i);
+            for (int k = 0; k < 2; k++) {
+                const char *next = strstr(at, k ? "{\"ph\":\"E\"" : "{\"ph\":\"B\"");
+                cr_assert(next, "round %d, function %d: no %s", round, i, k ? "E" : "B");
+                const char *eol = strchr(next, '\n');
+                cr_assert(eol && eol - next < 200);
+                char line[200];
+                memcpy(line, next, (size_t)(eol - next));
+                line[eol - next] = 0;
+                cr_assert(strstr(line, want), "round %d, function %d: %s, want %s", round, i,
+                          line, want);
+                at = eol;
+            }
+        }
+    cr_expect_null(strstr(at, "\"ph\":\"B\""));
+    free(text);
+}
