@@ -219,6 +219,15 @@ Test(sinks, ctf_writes_metadata_and_a_stream_per_ring)
     rmdir(dir);
 }
 
+/* A Chrome sink writing to f, opened for one scheduler. */
+static TrSink *chrome_opened(FILE *f)
+{
+    TrSink *s = tr_sink_chrome_new(f, 1);
+    TrSinkInfo info = { .nscheds = 1 };
+    cr_assert_eq(s->ops->open(s, &info), 0);
+    return s;
+}
+
 /* Chrome: a return whose call is not the innermost open one closes the
  * calls above it first (their returns were lost); a return with no open
  * call of its function becomes an instant; slices close at the end. */
@@ -237,9 +246,7 @@ Test(sinks, chrome_recovers_from_lost_events)
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    TrSink *s = tr_sink_chrome_new(f, 1);
-    TrSinkInfo info = { .nscheds = 1 };
-    s->ops->open(s, &info);
+    TrSink *s = chrome_opened(f);
     for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++)
         s->ops->event(s, &ev[i]);
     s->ops->close(s);
@@ -319,9 +326,7 @@ Test(sinks, chrome_names_past_the_cache)
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    TrSink *s = tr_sink_chrome_new(f, 1);
-    TrSinkInfo info = { .nscheds = 1 };
-    s->ops->open(s, &info);
+    TrSink *s = chrome_opened(f);
     uint8_t buf[64];
     char fun[32];
     uint64_t ts = 0;
