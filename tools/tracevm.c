@@ -70,6 +70,9 @@ static const char *const usage_run =
     "                   lossless (a traced process waits for room instead)\n"
     "  --out PATH       where events go (default: stderr); a file, for ctf a new\n"
     "                   or empty directory; required for chrome and ctf\n"
+    "  --trace-off      the --trace patterns start switched off\n"
+    "SIGUSR2 to the running tracevm switches the --trace patterns off and on\n"
+    "again (no scheduler pauses); each switch is reported on stderr.\n"
     "Events still buffered are written before the result is printed; events\n"
     "of processes that outlive the first are written until then.\n"
     "\n"
@@ -182,6 +185,7 @@ typedef struct RunOpts {
     const char *match;         /* --match, or NULL */
     const char *policy;        /* --policy, or NULL */
     tvm_trace_policy pol;
+    bool trace_off;            /* --trace-off: patterns start switched off */
 } RunOpts;
 
 static void run_opts_free(RunOpts *o)
@@ -261,6 +265,8 @@ static bool parse_run_option(int argc, char **argv, int *i, RunOpts *o)
         return o->cfg.crash_stacks = true;
     if (!strcmp(a, "--local"))
         return o->local = true;
+    if (!strcmp(a, "--trace-off"))
+        return o->trace_off = true;
     if (!strcmp(a, "--trace")) {
         if (!(v = option_value(argc, argv, i, "a pattern MOD:FUN/ARITY")))
             return false;
@@ -295,6 +301,10 @@ static bool check_trace_opts(RunOpts *o)
                                    : NULL;
     if (o->match && !o->npatterns) {
         fprintf(stderr, "tracevm run: --match needs --trace\n");
+        return false;
+    }
+    if (o->trace_off && !o->npatterns) {
+        fprintf(stderr, "tracevm run: --trace-off needs --trace\n");
         return false;
     }
     if (!tracing && lone) {
@@ -342,15 +352,27 @@ static const char *api_why(const tvm_error *err)
     return !strncmp(err->message, "tvm_", 4) && colon ? colon + 2 : err->message;
 }
 
-/* Patterns, the pipeline and the flags of new processes; 0 or 2. */
+/* Switches --trace pattern i on (with --match) or off; the number of
+ * functions it matched, or -1 with err set. */
+static int pattern_switch(tvm_vm *vm, const RunOpts *o, int i, bool on, tvm_error *err)
+{
+    int n = 0;
+    if (tvm_trace_pattern_ms(vm, o->patterns[i], on ? o->match : NULL,
+                             on ? TVM_TP_TRUE : TVM_TP_FALSE,
+                             o->local ? TVM_TP_LOCAL : TVM_TP_GLOBAL, 0, &n, err) != TVM_OK)
+        return -1;
+    return n;
+}
+
+/* Patterns, the pipeline and the flags of new processes; 0 or 2.  With
+ * --trace-off each pattern is still applied once (so a bad one is
+ * reported now) and switched off before any process runs. */
 static int trace_setup(tvm_vm *vm, const RunOpts *o)
 {
     tvm_error err;
     for (int i = 0; i < o->npatterns; i++) {
-        int n = 0;
-        if (tvm_trace_pattern_ms(vm, o->patterns[i], o->match, TVM_TP_TRUE,
-                                 o->local ? TVM_TP_LOCAL : TVM_TP_GLOBAL, 0, &n,
-                                 &err) != TVM_OK) {
+        int n = pattern_switch(vm, o, i, true, &err);
+        if (n < 0 || (o->trace_off && pattern_switch(vm, o, i, false, &err) < 0)) {
             fprintf(stderr, "tracevm run: --trace %s: %s\n", o->patterns[i], api_why(&err));
             return 2;
         }
@@ -442,16 +464,20 @@ static int prepare(tvm_vm *vm, tvm_env *env, const RunOpts *o, tvm_term *targs)
 }
 
 /*
- * Backtraces on request: while `tracevm run` runs, SIGUSR1 prints the
- * stack of every live process to stderr (tvm_backtrace).  The signal is
- * blocked in every thread (the mask is set before the VM starts its
- * threads) and taken by a thread of its own with sigwait, so the dump
- * runs as ordinary code, never in a handler.  dump_lock keeps the VM
- * alive while a dump runs: cmd_run clears dump_vm under it before
- * tvm_destroy.
+ * Control by signals while `tracevm run` runs: SIGUSR1 prints the stack
+ * of every live process to stderr (tvm_backtrace); SIGUSR2 switches the
+ * --trace patterns off and on again (tvm_trace_pattern from a foreign
+ * thread: it waits for thread progress, no scheduler stops).  Both
+ * signals are blocked in every thread (the mask is set before the VM
+ * starts its threads) and taken by a thread of its own with sigwait, so
+ * the work runs as ordinary code, never in a handler.  ctl_lock keeps
+ * the VM alive while it runs: cmd_run clears ctl_vm under it before
+ * tvm_destroy.  ctl_opts and ctl_on are also only used under it.
  */
-static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
-static tvm_vm *dump_vm;
+static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
+static tvm_vm *ctl_vm;
+static const RunOpts *ctl_opts; /* the patterns SIGUSR2 switches */
+static bool ctl_on;             /* whether they are on */
 
 static void dump_backtraces(tvm_vm *vm)
 {
@@ -473,31 +499,55 @@ static void dump_backtraces(tvm_vm *vm)
     free(info);
 }
 
-static void *dumper_main(void *arg)
+/* SIGUSR2: every --trace pattern switched to the other state. */
+static void switch_patterns(tvm_vm *vm, const RunOpts *o)
+{
+    if (!o || !o->npatterns) {
+        fprintf(stderr, "tracevm run: SIGUSR2: no --trace patterns to switch\n");
+        return;
+    }
+    ctl_on = !ctl_on;
+    for (int i = 0; i < o->npatterns; i++) {
+        tvm_error err;
+        int n = pattern_switch(vm, o, i, ctl_on, &err);
+        if (n < 0)
+            fprintf(stderr, "tracevm run: SIGUSR2: --trace %s: %s\n", o->patterns[i],
+                    api_why(&err));
+        else
+            fprintf(stderr, "tracevm run: SIGUSR2: --trace %s %s, matched %d\n",
+                    o->patterns[i], ctl_on ? "on" : "off", n);
+    }
+    fflush(stderr);
+}
+
+static void *control_main(void *arg)
 {
     sigset_t *set = arg;
     for (;;) {
         int sig;
         if (sigwait(set, &sig) != 0)
             continue;
-        pthread_mutex_lock(&dump_lock);
-        if (dump_vm)
-            dump_backtraces(dump_vm);
-        pthread_mutex_unlock(&dump_lock);
+        pthread_mutex_lock(&ctl_lock);
+        if (ctl_vm && sig == SIGUSR1)
+            dump_backtraces(ctl_vm);
+        else if (ctl_vm)
+            switch_patterns(ctl_vm, ctl_opts);
+        pthread_mutex_unlock(&ctl_lock);
     }
     return NULL;
 }
 
-/* Blocks SIGUSR1 here (and so in every thread started later) and starts
- * the thread that waits for it. */
-static void start_dumper(void)
+/* Blocks SIGUSR1 and SIGUSR2 here (and so in every thread started later)
+ * and starts the thread that waits for them. */
+static void start_control(void)
 {
     static sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     pthread_t t;
-    if (pthread_create(&t, NULL, dumper_main, &set) == 0)
+    if (pthread_create(&t, NULL, control_main, &set) == 0)
         pthread_detach(t);
 }
 
@@ -512,11 +562,8 @@ static int cmd_run(int argc, char **argv)
         return status;
     }
     bool tracing = o.npatterns || o.flags_set;
-    start_dumper();
+    start_control();
     tvm_vm *vm = tvm_new(&o.cfg);
-    pthread_mutex_lock(&dump_lock);
-    dump_vm = vm;
-    pthread_mutex_unlock(&dump_lock);
     tvm_env *env = tvm_env_new(vm);
     char mod[256], fun[256];
     tvm_term *targs = calloc((size_t)o.nargs + 1, sizeof(tvm_term));
@@ -525,6 +572,12 @@ static int cmd_run(int argc, char **argv)
         status = entry_of(vm, o.entry, mod, fun);
     if (status == 0 && tracing)
         status = trace_setup(vm, &o);
+    /* Signals act from here on: the patterns are in their first state. */
+    pthread_mutex_lock(&ctl_lock);
+    ctl_vm = vm;
+    ctl_opts = &o;
+    ctl_on = !o.trace_off;
+    pthread_mutex_unlock(&ctl_lock);
     if (status == 0) {
         tvm_term result = { 0 };
         tvm_pid pid;
@@ -536,12 +589,13 @@ static int cmd_run(int argc, char **argv)
             tvm_trace_stop(vm);
         status = report(env, st, result, mod, fun, o.nargs);
     }
+    pthread_mutex_lock(&ctl_lock);
+    ctl_vm = NULL;
+    ctl_opts = NULL;
+    pthread_mutex_unlock(&ctl_lock);
     free(targs);
     run_opts_free(&o);
     tvm_env_free(env);
-    pthread_mutex_lock(&dump_lock);
-    dump_vm = NULL;
-    pthread_mutex_unlock(&dump_lock);
     tvm_destroy(vm);
     return status;
 }
