@@ -2,9 +2,9 @@
 # SIGUSR2 switches tracevm run's --trace patterns off and on while the
 # program runs: tests/sh/data/trace_toggle.tasm calls tt:work(I) for
 # I = 1..N, 2 ms apart.  Events appear exactly while the pattern is on:
-# the traced I form one unbroken range that starts after 1 when the run
-# began with --trace-off and ends before N when a second signal switched
-# the pattern off; each switch is reported on stderr.
+# with --trace-off and no signal there are none; off, on, off gives one
+# unbroken range of traced I that ends before N; on, off, on gives a
+# range from 1 to N with one gap; each switch is reported on stderr.
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=tests/sh/data/trace_toggle.tasm
@@ -73,7 +73,8 @@ switch_run() {
 first=on second=off
 switch_run 1500 --trace-off
 read -r lo hi count < <(range "$tmp/ev") || fail "events: $(head -5 "$tmp/ev")"
-((lo > 1 && hi < 1500 && count > 0)) || fail "window $lo..$hi of 1..1500"
+# (lo is usually above 1, but a loaded machine may start main late.)
+((hi < 1500 && count > 0)) || fail "window $lo..$hi of 1..1500"
 diff -u - "$tmp/err" <<'WANT' || fail "stderr of the off-on-off run"
 tracevm run: SIGUSR2: --trace tt:work/1 on, matched 1
 tracevm run: SIGUSR2: --trace tt:work/1 off, matched 1
