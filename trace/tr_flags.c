@@ -24,7 +24,11 @@
  * only while it takes references to a chunk of VM_PROC_WALK_CHUNK
  * processes and changes their words without it, so spawns, sends and
  * lookups wait at most for one chunk; schedulers never take the table
- * lock to run processes.  bench/run events measures it (docs/benchmarks.md).
+ * lock to run processes.  Between chunks the walk gives way (a calling
+ * process yields its scheduler, another thread its CPU): the walk is
+ * background work and a scheduler waiting for the walker's CPU should not
+ * wait for the whole walk.  bench/run events measures it
+ * (docs/benchmarks.md).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,6 +12,7 @@
  */
 #include "vm/sched.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,22 @@ void vm_proc_each(SchedSystem *sys, void (*fn)(Process *p, void *data), void *da
  * the walk starts over (fn must not mind a second call).  Processes
  * inserted during the walk may or may not be visited.
  */
+/* Between two chunks of a walk (not after the last): the walk is
+ * background work, so it lets whoever waits for its CPU run first.  A
+ * process (erlang:trace/3 on all processes) yields its scheduler to the
+ * others on its queue; any other thread (the embedder's, the CLI's)
+ * yields its CPU, so a scheduler thread the OS put on the same CPU runs
+ * now rather than after the walk's time slice.  Measured in
+ * docs/benchmarks.md (flags for all). */
+static void give_way(void)
+{
+    Process *self = vm_running_process();
+    if (self)
+        vm_proc_yield(self);
+    else
+        sched_yield();
+}
+
 void vm_proc_each_chunked(SchedSystem *sys, void (*fn)(Process *p, void *data), void *data)
 {
     /* On the heap: the caller may be a process on its fiber's stack. */
@@ -145,11 +162,14 @@ void vm_proc_each_chunked(SchedSystem *sys, void (*fn)(Process *p, void *data), 
                 chunk[n++] = p;
             }
         }
+        bool more = i < sys->cap;
         pthread_mutex_unlock(&sys->lock);
         for (size_t k = 0; k < n; k++) {
             fn(chunk[k], data);
             vm_proc_put(sys, chunk[k]);
         }
+        if (more)
+            give_way();
         pthread_mutex_lock(&sys->lock);
         if (sys->table != table) {
             table = sys->table;
