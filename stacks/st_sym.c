@@ -431,6 +431,23 @@ static bool report(void)
     return dwfl_report_end(dwfl, NULL, NULL) == 0 && err == 0;
 }
 
+/* The source file and line of addr in mod by a walk over its compile
+ * units.  dwfl_module_getsrc finds the unit through .debug_aranges, which
+ * clang does not emit unless asked (-gdwarf-aranges) and this libdw does
+ * not rebuild from the units' own ranges; so without it, ask each unit
+ * whether it covers addr.  Linear in the units, on request only. */
+static const char *srcline_by_units(Dwfl_Module *mod, Dwarf_Addr addr, int *lineno)
+{
+    Dwarf_Addr bias = 0;
+    for (Dwarf_Die *cu = NULL; (cu = dwfl_module_nextcu(mod, cu, &bias)) != NULL;) {
+        if (dwarf_haspc(cu, addr - bias) != 1)
+            continue;
+        Dwarf_Line *l = dwarf_getsrc_die(cu, addr - bias);
+        return l && dwarf_lineno(l, lineno) == 0 ? dwarf_linesrc(l, NULL, NULL) : NULL;
+    }
+    return NULL;
+}
+
 bool st_sym_srcline(uintptr_t addr, const char **file, int *line)
 {
     bool ok = false;
@@ -443,6 +460,8 @@ bool st_sym_srcline(uintptr_t addr, const char **file, int *line)
     Dwfl_Line *l = mod ? dwfl_module_getsrc(mod, (Dwarf_Addr)addr) : NULL;
     int lineno = 0;
     const char *f = l ? dwfl_lineinfo(l, NULL, &lineno, NULL, NULL, NULL) : NULL;
+    if (!f && mod)
+        f = srcline_by_units(mod, (Dwarf_Addr)addr, &lineno);
     if (f && lineno > 0) {
         *file = st_intern(f, strlen(f));
         *line = lineno;

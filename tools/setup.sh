@@ -11,7 +11,7 @@
 set -euo pipefail
 
 pkgs=(
-    gcc python3 pkg-config scons     # toolchain and build
+    gcc clang python3 pkg-config scons  # toolchains (CI builds with both) and build
     libatomic-ops-dev liburcu-dev     # atomics wrapper, QSBR thread progress
     libunwind-dev libelf-dev libdw-dev  # stack capture and symbolization
     libcriterion-dev                  # unit tests
