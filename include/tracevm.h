@@ -526,6 +526,9 @@ typedef enum tvm_trace_scope {
  * the table, one atomic update of its flags word at a time.  A process
  * spawned meanwhile gets the new default or is changed by the walk,
  * never neither.  Call contexts (tvm_env_new) are not processes here.
+ * Between chunks of 4096 processes the walk gives way (sched_yield; from
+ * a process, a yield of its scheduler), so it takes longer on a busy
+ * machine but never holds a scheduler's CPU for long.
  * TVM_ERR_BADARG for an unknown scope or flags.  Any thread.
  */
 tvm_status tvm_trace_flags_all(tvm_vm *vm, tvm_trace_scope scope, unsigned flags, bool on);
