@@ -4,7 +4,8 @@
 # I = 1..N, 2 ms apart.  Events appear exactly while the pattern is on:
 # with --trace-off and no signal there are none; off, on, off gives one
 # unbroken range of traced I that ends before N; on, off, on gives a
-# range from 1 to N with one gap; each switch is reported on stderr.
+# range from 1 to N with one gap; each switch is reported on stderr, and
+# so is a signal with no pattern to switch.
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=tests/sh/data/trace_toggle.tasm
@@ -89,6 +90,17 @@ xs = [int(re.search(r"\[(\d+)\]", l).group(1)) for l in open(sys.argv[1])]
 gaps = [(a, b) for a, b in zip(xs, xs[1:]) if b != a + 1]
 assert xs[0] == 1 and xs[-1] == 1500 and len(gaps) == 1, (xs[:3], xs[-3:], gaps)
 PY
+
+# Without --trace there is nothing to switch: said so, and the run goes on.
+rm -f "$tmp/ev"
+"$TRACEVM" run "$P" -S 2 --flags arity --out "$tmp/ev" -- 1500 >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 300); do [[ -e $tmp/ev ]] && break; sleep 0.1; done
+kill -USR2 $pid
+wait_for "$tmp/err" "tracevm run: SIGUSR2: no --trace patterns to switch"
+wait $pid || fail "exit $? without --trace: $(cat "$tmp/err")"
+pid=
+[[ $(cat "$tmp/out") == 1500 && ! -s $tmp/ev ]] || fail "without --trace: $(cat "$tmp/out" "$tmp/ev")"
 
 # Usage errors.
 "$TRACEVM" run "$P" --trace-off 5 >/dev/null 2>"$tmp/err"
