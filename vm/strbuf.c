@@ -33,22 +33,12 @@ static void reserve(StrBuf *sb, size_t more)
     sb->s = vm_realloc(sb->s, sb->cap);
 }
 
-void sb_put(StrBuf *sb, const char *s, size_t n)
+void sb_put_grow(StrBuf *sb, const char *s, size_t n)
 {
     reserve(sb, n);
     memcpy(sb->s + sb->len, s, n);
     sb->len += n;
     sb->s[sb->len] = '\0';
-}
-
-void sb_putc(StrBuf *sb, char c)
-{
-    sb_put(sb, &c, 1);
-}
-
-void sb_puts(StrBuf *sb, const char *s)
-{
-    sb_put(sb, s, strlen(s));
 }
 
 void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap)

@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <string.h>
 
 typedef struct StrBuf {
     char *s;      /* NUL-terminated */
@@ -14,9 +15,33 @@ typedef struct StrBuf {
 
 void sb_init(StrBuf *sb);
 void sb_free(StrBuf *sb);
-void sb_putc(StrBuf *sb, char c);
-void sb_put(StrBuf *sb, const char *s, size_t n);
-void sb_puts(StrBuf *sb, const char *s);
+/* Appends n bytes when they do not fit (grows the buffer). */
+void sb_put_grow(StrBuf *sb, const char *s, size_t n);
+
+/* The appends are inline: the trace sinks make a dozen per event, and
+ * inlined, sb_puts of a literal needs no strlen and a fitting append no
+ * call (chrome, text and JSON lines sinks: docs/benchmarks.md). */
+static inline void sb_put(StrBuf *sb, const char *s, size_t n)
+{
+    if (sb->len + n + 1 > sb->cap) {
+        sb_put_grow(sb, s, n);
+        return;
+    }
+    memcpy(sb->s + sb->len, s, n);
+    sb->len += n;
+    sb->s[sb->len] = '\0';
+}
+
+static inline void sb_putc(StrBuf *sb, char c)
+{
+    sb_put(sb, &c, 1);
+}
+
+static inline void sb_puts(StrBuf *sb, const char *s)
+{
+    sb_put(sb, s, strlen(s));
+}
+
 void sb_printf(StrBuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap);
 /* Copies into buf (NUL-terminated, truncated); returns sb->len. */
