@@ -177,22 +177,23 @@ static void put_ts(StrBuf *sb, uint64_t ts)
  * name too, so the text is kept in a small direct-mapped cache. */
 static void put_name(ChromeSink *c, Atom mod, Atom fun, unsigned arity)
 {
-    size_t h = (size_t)(((uint64_t)mod * 0x9E3779B97F4A7C15ull ^ (uint64_t)fun * 0xC2B2AE3D27D4EB4Full ^
-                         arity) >> 40) & (TR_CHROME_NAME_CACHE - 1);
+    uint64_t key = (uint64_t)mod * 0x9E3779B97F4A7C15ull ^
+                   (uint64_t)fun * 0xC2B2AE3D27D4EB4Full ^ arity;
+    size_t h = (size_t)(key >> 40) & (TR_CHROME_NAME_CACHE - 1);
     NameEntry *e = &c->names[h];
-    if (!e->used || e->mod != mod || e->fun != fun || e->arity != arity) {
-        c->name.len = 0;
-        vm_print_mfa(&c->name, mod, fun, arity);
-        size_t start = c->sb.len;
-        tr_json_escape(&c->sb, c->name.s, c->name.len);
-        free(e->text);
-        e->len = c->sb.len - start;
-        e->text = vm_malloc(e->len ? e->len : 1);
-        memcpy(e->text, c->sb.s + start, e->len);
-        *e = (NameEntry){ mod, fun, arity, true, e->text, e->len };
+    if (e->used && e->mod == mod && e->fun == fun && e->arity == arity) {
+        sb_put(&c->sb, e->text, e->len);
         return;
     }
-    sb_put(&c->sb, e->text, e->len);
+    c->name.len = 0;
+    vm_print_mfa(&c->name, mod, fun, arity);
+    size_t start = c->sb.len;
+    tr_json_escape(&c->sb, c->name.s, c->name.len);
+    size_t len = c->sb.len - start;
+    free(e->text);
+    *e = (NameEntry){ .mod = mod, .fun = fun, .arity = arity, .used = true,
+                      .text = vm_malloc(len + 1), .len = len };
+    memcpy(e->text, c->sb.s + start, len);
 }
 
 /* Common fields of an event on `lane`'s track. */
@@ -208,23 +209,17 @@ static void put_head(ChromeSink *c, const char *ph, uint64_t tid, uint64_t ts)
     put_ts(&c->sb, ts);
 }
 
-/* Opens the E event of l's innermost open slice, named as its B:
- * speedscope ignores an E whose name differs from the B it would close
+/* Closes l's innermost open slice with an E named as its B: speedscope
+ * ignores an E whose name differs from the B it would close
  * (chrome://tracing and Perfetto match by the stack alone). */
-static void begin_end(ChromeSink *c, const Lane *l, uint64_t ts)
+static void close_slice(ChromeSink *c, Lane *l, uint64_t ts)
 {
     const OpenCall *o = &l->stack[l->depth - 1];
     begin_event(c);
     put_head(c, "E", l->pid, ts);
     sb_puts(&c->sb, ",\"cat\":\"call\",\"name\":\"");
     put_name(c, o->mod, o->fun, o->arity);
-    sb_putc(&c->sb, '"');
-}
-
-static void close_slice(ChromeSink *c, Lane *l, uint64_t ts)
-{
-    begin_end(c, l, ts);
-    sb_putc(&c->sb, '}');
+    sb_puts(&c->sb, "\"}");
     end_event(c);
     l->depth--;
 }

@@ -118,16 +118,6 @@ void vm_proc_each(SchedSystem *sys, void (*fn)(Process *p, void *data), void *da
     pthread_mutex_unlock(&sys->lock);
 }
 
-/*
- * Walks the table a chunk at a time: under the lock, takes a reference to
- * each of up to VM_PROC_WALK_CHUNK processes, then runs fn on them without
- * the lock and drops the references, so spawns, sends and lookups wait at
- * most for one chunk's collection, not for the whole walk.  Every process
- * in the table from the start to the end of the walk is visited: one that
- * stays keeps its slot unless the table is rebuilt (table_grow), and then
- * the walk starts over (fn must not mind a second call).  Processes
- * inserted during the walk may or may not be visited.
- */
 /* Between two chunks of a walk (not after the last): the walk is
  * background work, so it lets whoever waits for its CPU run first.  A
  * process (erlang:trace/3 on all processes) yields its scheduler to the
@@ -144,6 +134,16 @@ static void give_way(void)
         sched_yield();
 }
 
+/*
+ * Walks the table a chunk at a time: under the lock, takes a reference to
+ * each of up to VM_PROC_WALK_CHUNK processes, then runs fn on them without
+ * the lock and drops the references, so spawns, sends and lookups wait at
+ * most for one chunk's collection, not for the whole walk.  Every process
+ * in the table from the start to the end of the walk is visited: one that
+ * stays keeps its slot unless the table is rebuilt (table_grow), and then
+ * the walk starts over (fn must not mind a second call).  Processes
+ * inserted during the walk may or may not be visited.
+ */
 void vm_proc_each_chunked(SchedSystem *sys, void (*fn)(Process *p, void *data), void *data)
 {
     /* On the heap: the caller may be a process on its fiber's stack. */

@@ -24,21 +24,13 @@ void sb_free(StrBuf *sb)
     sb->len = sb->cap = 0;
 }
 
-static void reserve(StrBuf *sb, size_t more)
+void sb_grow(StrBuf *sb, size_t more)
 {
     if (sb->len + more + 1 <= sb->cap)
         return;
     while (sb->len + more + 1 > sb->cap)
         sb->cap *= 2;
     sb->s = vm_realloc(sb->s, sb->cap);
-}
-
-void sb_put_grow(StrBuf *sb, const char *s, size_t n)
-{
-    reserve(sb, n);
-    memcpy(sb->s + sb->len, s, n);
-    sb->len += n;
-    sb->s[sb->len] = '\0';
 }
 
 void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap)
@@ -49,7 +41,7 @@ void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap)
     va_end(ap2);
     if (n < 0)
         vm_die("vsnprintf");
-    reserve(sb, (size_t)n);
+    sb_grow(sb, (size_t)n);
     vsnprintf(sb->s + sb->len, (size_t)n + 1, fmt, ap);
     sb->len += (size_t)n;
 }

@@ -15,18 +15,16 @@ typedef struct StrBuf {
 
 void sb_init(StrBuf *sb);
 void sb_free(StrBuf *sb);
-/* Appends n bytes when they do not fit (grows the buffer). */
-void sb_put_grow(StrBuf *sb, const char *s, size_t n);
+/* Makes room for `more` bytes and the NUL (the appends' slow path). */
+void sb_grow(StrBuf *sb, size_t more);
 
 /* The appends are inline: the trace sinks make a dozen per event, and
  * inlined, sb_puts of a literal needs no strlen and a fitting append no
  * call (chrome, text and JSON lines sinks: docs/benchmarks.md). */
 static inline void sb_put(StrBuf *sb, const char *s, size_t n)
 {
-    if (sb->len + n + 1 > sb->cap) {
-        sb_put_grow(sb, s, n);
-        return;
-    }
+    if (sb->len + n + 1 > sb->cap)
+        sb_grow(sb, n);
     memcpy(sb->s + sb->len, s, n);
     sb->len += n;
     sb->s[sb->len] = '\0';
