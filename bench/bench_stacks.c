@@ -11,7 +11,7 @@
  *                     scheduler thread), median of --samples
  *   running_p99_us    its 99th percentile
  *   switch_plain_ns   a fiber round trip (in and out) with vm_fiber_switch
- *   switch_overhead_ns  what st_switch_in + st_switch_out add to it: the
+ *   switch_overhead_ns  what vm_il_switch_in + vm_il_switch_out add to it: the
  *                     interlock's cost per process switch
  * Prints key=value lines: medians over --runs timed rounds.
  *
@@ -27,7 +27,7 @@
 #include "bench/bench_util.h"
 #include "include/tracevm.h"
 #include "stacks/st.h"
-#include "stacks/st_lock.h"
+#include "vm/interlock_switch.h"
 #include "vm/fiber.h"
 #include "vm/sched.h"
 
@@ -126,7 +126,7 @@ static void body(void *arg)
     (void)arg;
     for (;;) {
         if (hooks)
-            st_switch_out(fp_proc);
+            vm_il_switch_out(fp_proc);
         vm_fiber_switch(&fib->sp, main_sp);
     }
 }
@@ -137,7 +137,7 @@ static double round_trips(int with_hooks, long n)
     double t0 = now_ns();
     if (with_hooks) {
         for (long i = 0; i < n; i++)
-            vm_fiber_switch(&main_sp, st_switch_in(fp_proc));
+            vm_fiber_switch(&main_sp, vm_il_switch_in(fp_proc));
     } else {
         for (long i = 0; i < n; i++)
             vm_fiber_switch(&main_sp, fib->sp);

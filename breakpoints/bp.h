@@ -10,6 +10,8 @@
 #include <stddef.h>
 
 #include "vm/module.h"
+#include "vm/native.h"
+#include "vm/hook.h"
 #include "vm/process.h"
 
 /* mod:fun/arity with trailing wildcards (any_* set from the first one on),
@@ -76,23 +78,13 @@ struct BpTimeSample;
 bool bp_call_time(tvm_vm *vm, Atom mod, Atom fun, int arity, struct BpTimeSample **out,
                   size_t *n);
 
-/*
- * Loading a new version of module `old->name`: removes every breakpoint of
- * the old version (its functions and the trampolines of its exports) with
- * the full sequence, so neither old nor new code is traced afterwards.
- * Call with the code-modification permission held.
- */
-void bp_module_replaced(tvm_vm *vm, const Module *old);
+/* Loading a module: vm_hook_module_replaced and vm_hook_module_loading
+ * (vm/hook.h, defined in bp_pattern.c). */
 
-/*
- * Loading module m (not installed yet): applies the on_load flags to all
- * its functions, armed before the install publishes them (no wait).  Call
- * with the permission held, right before vm_module_install_locked().
- */
-void bp_module_loading(tvm_vm *vm, Module *m);
-
-/* The engine's lifetime (tvm_new / tvm_destroy), and its natives. */
+/* The engine's lifetime (tvm_new / tvm_destroy, api/root.c), and its
+ * natives: erlang:trace_pattern/3 and erlang:trace_info/2 (bp_api.c). */
 void bp_engine_init(tvm_vm *vm);
 void bp_engine_destroy(tvm_vm *vm);
+VmNativeTable bp_natives(void);
 
 #endif /* BREAKPOINTS_BP_H */

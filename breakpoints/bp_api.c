@@ -177,7 +177,6 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data)
     vm_code_perm_release(vm);
 }
 
-void bp_hooks_free(tvm_vm *vm);
 void bp_hooks_free(tvm_vm *vm)
 {
     VmCallHook *h = vm_atomic_load_ptr_relaxed(&vm->call_hook);
@@ -325,11 +324,12 @@ static tvm_status nif_trace_info(tvm_env *env, int argc, const tvm_term *argv,
     return TVM_OK;
 }
 
-void bp_natives_register(tvm_vm *vm)
+static const VmNativeDef natives[] = {
+    { "erlang", "trace_pattern", 3, nif_trace_pattern },
+    { "erlang", "trace_info", 2, nif_trace_info },
+};
+
+VmNativeTable bp_natives(void)
 {
-    if (tvm_register_native(vm, "erlang", "trace_pattern", 3, nif_trace_pattern, NULL, NULL) !=
-            TVM_OK ||
-        tvm_register_native(vm, "erlang", "trace_info", 2, nif_trace_info, NULL, NULL) != TVM_OK)
-        vm_die("cannot register the breakpoint natives");
-    tr_natives_register(vm);
+    return VM_NATIVE_TABLE(natives);
 }

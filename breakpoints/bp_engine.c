@@ -4,13 +4,13 @@
  *
  * Protocol: changing breakpoints while every scheduler runs.
  *
- * Terms.  A *record* (bp_record.h) hangs off a function (local) or off a
+ * Terms.  A *record* (vm/breakpoint.h) hangs off a function (local) or off a
  * trampoline (global) and holds two *generations* of flags and data.  The
  * *active index* vm->bp_ix says which generation readers use; the other
  * is the *staging* generation.  A record is *armed* when calls reach it:
  * a local one once BREAKPOINT is stored over its function's code[0], a
  * global one once the export entry points at its trampoline.  A *wait* is
- * a thread-progress wait (bp_progress.h): when it returns, every scheduler
+ * a thread-progress wait (progress.h): when it returns, every scheduler
  * and every foreign thread inside tvm_call has passed a quiescent state
  * (between two processes, or offline) after everything written before it.
  *
@@ -73,8 +73,8 @@
 
 #include "breakpoints/bp_engine_internal.h"
 #include "breakpoints/bp_frame.h"
-#include "breakpoints/bp_progress.h"
-#include "breakpoints/bp_record.h"
+#include "vm/progress.h"
+#include "vm/breakpoint.h"
 #include "breakpoints/bp_time.h"
 #include "trace/tr_ms.h"
 #include "vm/sched.h"
@@ -379,7 +379,7 @@ static void arm(tvm_vm *vm, BpRecord *r)
     r->armed = true;
 }
 
-/* Arms a record of a module that is not installed yet (bp_module_loading):
+/* Arms a record of a module that is not installed yet (vm_hook_module_loading):
  * a global one is armed by the install itself, which points the export
  * entry at e->bp_tramp. */
 void bp_arm_unpublished(BpRecord *r)
@@ -412,8 +412,8 @@ static void wait_progress(tvm_vm *vm)
 {
     if (vm->bp->stw)
         return;
-    BpProgress *bp = bp_progress_get(vm);
-    bp_progress_sync(bp, vm_running_process());
+    VmProgress *bp = vm_progress_get(vm);
+    vm_progress_sync(bp, vm_running_process());
     vm->bp->waits++;
 }
 
@@ -556,7 +556,7 @@ void bp_begin(tvm_vm *vm)
     vm_code_perm_acquire(vm);
     vm_sched_start(vm, vm->schedulers);
     if (vm->stw_tracing) {
-        vm_sched_stw_begin(vm);
+        vm_stw_begin(vm);
         vm->bp->stw = true;
     }
 }
@@ -565,14 +565,12 @@ void bp_end(tvm_vm *vm)
 {
     if (vm->bp->stw) {
         vm->bp->stw = false;
-        vm_sched_stw_end(vm);
+        vm_stw_end(vm);
     }
     vm_code_perm_release(vm);
 }
 
 /* ==== lifetime ==== */
-
-void bp_hooks_free(tvm_vm *vm);
 
 void bp_engine_init(tvm_vm *vm)
 {
@@ -580,7 +578,6 @@ void bp_engine_init(tvm_vm *vm)
     E->mark = 1;
     vm->bp = E;
     vm_atomic_store_relaxed(&vm->bp_ix, 0);
-    bp_natives_register(vm);
 }
 
 void bp_engine_destroy(tvm_vm *vm)

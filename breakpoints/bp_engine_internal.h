@@ -7,7 +7,7 @@
 #define BREAKPOINTS_BP_ENGINE_INTERNAL_H
 
 #include "breakpoints/bp.h"
-#include "breakpoints/bp_record.h"
+#include "vm/breakpoint.h"
 
 typedef struct BpEngine {
     BpRecord *records;          /* every linked record */
@@ -45,7 +45,7 @@ void bp_begin(tvm_vm *vm);
 void bp_commit(tvm_vm *vm);
 void bp_end(tvm_vm *vm);
 
-/* bp_natives.c: erlang:trace_pattern/3 and erlang:trace_info/2. */
-void bp_natives_register(tvm_vm *vm);
+/* Frees every call hook ever set (bp_engine_destroy; bp_api.c). */
+void bp_hooks_free(tvm_vm *vm);
 
 #endif /* BREAKPOINTS_BP_ENGINE_INTERNAL_H */

@@ -16,7 +16,7 @@
  *
  * T shares A's register window.  A's return writes its value into r0 of
  * that window and resumes T at the RETURN_TRACE instruction, which reports
- * (bp_frame_return) and then returns the value to C's register r exactly
+ * (vm_hook_trace_return) and then returns the value to C's register r exactly
  * as A would have.  A tail call inside A replaces A's function but leaves
  * T in place, so T reports the return of the function that was traced,
  * with the value the tail-called code finally returns (BEAM's semantics).
@@ -27,7 +27,7 @@
  * Exceptions.  The interpreter's unwinding discards the frames above the
  * handler's frame (or the whole activation); when the process has trace
  * frames (p->ntrace, a counter so that exceptions cost nothing otherwise)
- * it calls bp_frame_unwind first, which reports exception_from for each
+ * it calls vm_hook_trace_unwind first, which reports exception_from for each
  * exception_trace frame it crosses, innermost first, caught or not, and
  * return_to for the catching function if a return_to frame was crossed.
  * Stack traces and {caller} skip trace frames.
@@ -80,7 +80,7 @@ static bool reporting(uintptr_t pf)
     return (pf & VM_TRACE_CALL) && !(pf & VM_TRACE_SILENT);
 }
 
-/* Everything but a plain return_from (bp_frame_return below). */
+/* Everything but a plain return_from (vm_hook_trace_return below). */
 static __attribute__((noinline)) void frame_return_slow(Process *p)
 {
     uint32_t ti = p->nframes - 1;
@@ -104,7 +104,7 @@ static __attribute__((noinline)) void frame_return_slow(Process *p)
     }
 }
 
-Term *bp_frame_return(Process *p)
+Term *vm_hook_trace_return(Process *p)
 {
     const Frame *t = &p->frames[p->nframes - 1];
     Term *window = p->stack + t->base;
@@ -122,7 +122,7 @@ Term *bp_frame_return(Process *p)
     return window;
 }
 
-void bp_frame_unwind(Process *p, uint32_t lo, int catcher, bool bottom)
+void vm_hook_trace_unwind(Process *p, uint32_t lo, int catcher, bool bottom)
 {
     uint32_t rbase = p->nroots;
     /* What the process will exit with, if the exception is not caught:

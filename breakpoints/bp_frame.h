@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "vm/hook.h"
 #include "vm/process.h"
 
 /* What a trace frame reports (Frame.kind >> BP_TF_SHIFT). */
@@ -97,31 +98,7 @@ static inline bool bp_frame_push(Process *p, uint32_t tflags, void *tdata)
  */
 const FuncInfo *bp_frame_caller(const Process *p);
 
-/*
- * RETURN_TRACE: p's top frame is a trace frame and r0 of its window holds
- * the value the traced activation returned.  Reports the return; the
- * interpreter then pops the frame as an ordinary return.  May collect
- * garbage (registers are updated in place: read r0 after the call) and
- * may suspend the process, but moves neither the frames nor the register
- * stack (it pushes no frame and runs no process code).  Returns the
- * trace frame's register window, computed early so that the
- * interpreter's return need not wait for that load.  (The interpreter
- * takes its frame and register pointers back after the call rather than
- * keeping them across it: live across the call, they make the compiler
- * allocate the whole loop's registers differently, +1 or +2
- * instructions per untraced call by callgrind.)
- */
-Term *bp_frame_return(Process *p);
-
-/*
- * An exception (p->exc_*) is about to discard frames [lo, p->nframes).
- * Reports every trace frame among them, innermost first (exception_from
- * whether or not the exception is caught, call_time charges), and
- * return_to for `catcher` (the frame of the handler, or -1 when the
- * exception leaves this activation).  `bottom` says the activation is the
- * process's outermost, so an uncaught throw is reported as error
- * {nocatch, Value} (what the process exits with).  Only when p->ntrace.
- */
-void bp_frame_unwind(Process *p, uint32_t lo, int catcher, bool bottom);
+/* RETURN_TRACE and the exception unwinding call vm_hook_trace_return and
+ * vm_hook_trace_unwind (declared in vm/hook.h, defined in bp_frame.c). */
 
 #endif /* BREAKPOINTS_BP_FRAME_H */

@@ -180,7 +180,7 @@ static __attribute__((noinline)) bool process_call(Process *p, const FuncInfo *f
     return true;
 }
 
-/* Everything but the plain call trace (bp_hit below): kept out of line so
+/* Everything but the plain call trace (vm_hook_bp_hit below): kept out of line so
  * that the plain case does not pay this function's frame. */
 static __attribute__((noinline)) bool hit_slow(Process *p, const BpGen *g, uint32_t fl,
                                                bool global, const FuncInfo *fn, uintptr_t pf)
@@ -216,7 +216,7 @@ static __attribute__((noinline)) bool hit_slow(Process *p, const BpGen *g, uint3
     return true;
 }
 
-bool bp_hit(Process *p, const BpGen *g, uint32_t fl, const FuncInfo *fn, uintptr_t pf,
+bool vm_hook_bp_hit(Process *p, const BpGen *g, uint32_t fl, const FuncInfo *fn, uintptr_t pf,
             const Term *args)
 {
     /* The common case first: a plain call trace (no spec, or a constant

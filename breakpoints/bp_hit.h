@@ -7,7 +7,7 @@
 #ifndef BREAKPOINTS_BP_HIT_H
 #define BREAKPOINTS_BP_HIT_H
 
-#include "breakpoints/bp_record.h"
+#include "vm/breakpoint.h"
 #include "trace/tr_ms.h"
 #include "vm/process.h"
 

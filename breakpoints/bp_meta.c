@@ -8,7 +8,7 @@
 
 #include "breakpoints/bp_frame.h"
 #include "breakpoints/bp_hit.h"
-#include "breakpoints/bp_record.h"
+#include "vm/breakpoint.h"
 #include "trace/tr_clock.h"
 #include "vm/atom.h"
 #include "vm/heap.h"

@@ -20,7 +20,7 @@
  *   - on_load (the pattern "on_load", atom on_load from VM code): the
  *     flags are kept and applied to every module loaded later, to all its
  *     functions as m:_/_ would; false clears the flags named.  See
- *     bp_module_loading() for why that needs no wait at all.
+ *     vm_hook_module_loading() for why that needs no wait at all.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -340,7 +340,7 @@ int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, const BpRequest *req0)
     return matched;
 }
 
-void bp_module_replaced(tvm_vm *vm, const Module *old)
+void vm_hook_module_replaced(tvm_vm *vm, const Module *old)
 {
     BpEngine *E = vm->bp;
     const unsigned s = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u;
@@ -376,7 +376,7 @@ void bp_module_replaced(tvm_vm *vm, const Module *old)
  * takes e->bp_tramp when its target is the new function).  Permission
  * held; the module is not installed yet.
  */
-void bp_module_loading(tvm_vm *vm, Module *m)
+void vm_hook_module_loading(tvm_vm *vm, Module *m)
 {
     BpEngine *E = vm->bp;
     BpRequest req = { .how = TVM_TP_TRUE, .flags = E->on_load, .ms = E->on_load_ms };

@@ -325,12 +325,12 @@ void bp_time_return(Process *p, const FuncInfo *fn, void *saved)
     p->ct_mark = now;
 }
 
-void bp_time_sched_out_slow(Process *p)
+void vm_hook_time_out(Process *p)
 {
     charge(p, tr_clock_ticks());
 }
 
-void bp_time_sched_in_slow(Process *p)
+void vm_hook_time_in(Process *p)
 {
     p->ct_mark = tr_clock_ticks();
 }

@@ -13,8 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "breakpoints/bp_record.h"
+#include "vm/breakpoint.h"
 #include "vm/common.h"
+#include "vm/hook.h"
 #include "vm/process.h"
 
 /*
@@ -101,28 +102,9 @@ size_t bp_time_read(const BpTime *t, BpTimeSample **out);
 bool bp_time_call(Process *p, const FuncInfo *fn, const BpGen *g, void **saved);
 void bp_time_return(Process *p, const FuncInfo *fn, void *saved);
 
-/* The process's clock (vm/proc.c): stops when it is scheduled out
- * (charging the current function), restarts when it is scheduled in;
- * exit forgets the current function.  Each is one branch when p is in no
- * call_time-traced function. */
-void bp_time_sched_out_slow(Process *p);
-void bp_time_sched_in_slow(Process *p);
-
-static inline void bp_time_sched_out(Process *p)
-{
-    if (VM_UNLIKELY(p->ct_fn != NULL))
-        bp_time_sched_out_slow(p);
-}
-
-static inline void bp_time_sched_in(Process *p)
-{
-    if (VM_UNLIKELY(p->ct_fn != NULL))
-        bp_time_sched_in_slow(p);
-}
-
-static inline void bp_time_exit(Process *p)
-{
-    p->ct_fn = NULL;
-}
+/* The process's clock: vm_hook_time_out and vm_hook_time_in (vm/hook.h,
+ * defined in bp_time.c) stop it when it is scheduled out (charging the
+ * current function) and restart it when it is scheduled in; the VM calls
+ * them only while p->ct_fn is set, and exit clears ct_fn. */
 
 #endif /* BREAKPOINTS_BP_TIME_H */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "breakpoints/bp.h"
+#include "vm/hook.h"
 #include "loader/ld_internal.h"
 #include "vm/heap.h"
 #include "vm/print.h"
@@ -53,7 +53,7 @@ tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,
         Module *old = vm_module_find_locked(vm, m->name);
         pthread_mutex_unlock(&vm->code_lock);
         if (old)
-            bp_module_replaced(vm, old);
+            vm_hook_module_replaced(vm, old);
         pthread_mutex_lock(&vm->code_lock);
         if (vm_module_has_natives_locked(vm, m->name)) {
             StrBuf sb;
@@ -66,7 +66,7 @@ tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,
             st = TVM_ERR_LOAD;
         } else {
             /* on_load patterns: armed before the install publishes m. */
-            bp_module_loading(vm, m);
+            vm_hook_module_loading(vm, m);
             vm_module_install_locked(vm, m);
         }
         pthread_mutex_unlock(&vm->code_lock);

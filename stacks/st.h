@@ -2,7 +2,7 @@
  * stacks/st.h - capturing the whole stack of a process: its VM frames and
  * the native frames on its fiber, joined into one backtrace.  The
  * protocol (interlock, modes, joining) is described in docs/stacks.md;
- * the switch side of the interlock is stacks/st_lock.h.
+ * the switch side of the interlock is vm/interlock_switch.h.
  *
  * A capture stores raw data only: native (return address, frame address)
  * pairs and copies of the VM frames.  Names come later, outside any
@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vm/hook.h"
 #include "vm/process.h"
 
 enum { ST_MAX_NATIVE = 128, ST_MAX_VM = 128 };
@@ -94,13 +95,8 @@ StResult st_capture_pid(tvm_vm *vm, uint64_t pid, StStack *out, const StOptions 
  */
 void st_capture_self(Process *p, StStack *out);
 
-/*
- * Records where p's exception is being raised (vm_exception_set, with
- * tvm_config.crash_stacks): the caller's own stack into p->exc_stack
- * (allocated once), the top VM frame at top_pc.  The crash report prints
- * it (st_format_sb).
- */
-void st_note_raise(Process *p, const Instr *top_pc);
+/* The stack of a raise for crash reports: vm_hook_note_raise and
+ * vm_hook_format_raise (vm/hook.h, defined in st_walk.c). */
 
 /* Signal mode settings, process-wide: the real-time signal (0 keeps the
  * current one, default SIGRTMIN + 4) and the default timeout in ms (0

@@ -2,9 +2,9 @@
  * stacks/st_capture.c - the tracer side of the interlock and context
  * mode: capturing a process from another thread.
  *
- * Protocol (docs/stacks.md has the essay; stacks/st_lock.h the switch
+ * Protocol (docs/stacks.md has the essay; vm/interlock_switch.h the switch
  * side).  A capture of p:
- *   1. takes p->st.lock (one tracer of p at a time; tracers of different
+ *   1. takes p->il.lock (one tracer of p at a time; tracers of different
  *      processes run in parallel);
  *   2. stores traced = 1 with a full barrier and loads the state word
  *      (acquire): from here on, a switch of p that has not yet checked
@@ -31,36 +31,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "stacks/st_lock.h"
+#include "vm/interlock_switch.h"
 #include "vm/sched.h"
 
-enum { ST_RETRIES = 8, ST_SPINS = 128 };
-
-static inline void cpu_relax(void)
-{
-    __builtin_ia32_pause();
-}
-
-void st_wait_untraced(Process *p)
-{
-    for (unsigned i = 0; vm_atomic_load_acquire(&p->st.traced); i++) {
-        if (i < ST_SPINS)
-            cpu_relax();
-        else
-            sched_yield();
-    }
-}
-
-void st_exited(Process *p)
-{
-    uintptr_t w = vm_atomic_load_relaxed(&p->st.word);
-    /* Dekker with step 2 of a capture: a full store (as an RMW, which
-     * ThreadSanitizer understands; we are the word's only writer), then a
-     * sequentially consistent load. */
-    vm_atomic_fetch_add_full(&p->st.word, ST_NEXT(w, ST_EXITED) - w);
-    if (vm_atomic_load_rmw_full(&p->st.traced))
-        st_wait_untraced(p);
-}
+enum { ST_RETRIES = 8 };
 
 /* Context mode, steps 4's first half: reads the saved context (p is
  * SUSPENDED and its sp is saved).  Validated by the caller. */
@@ -110,16 +84,16 @@ ST_NO_SANITIZE static bool is_waiting(Process *p)
 static StResult attempt(Process *p, StStack *out, const StOptions *o, unsigned timeout_ms)
 {
     /* Step 2's load: sequentially consistent (the reaper's Dekker). */
-    uintptr_t w = vm_atomic_load_rmw_full(&p->st.word);
-    if (p->st.gen != out->pid)
+    uintptr_t w = vm_atomic_load_rmw_full(&p->il.word);
+    if (p->il.gen != out->pid)
         return ST_R_NOPROC;
-    switch (ST_STATE_OF(w)) {
-    case ST_EXITED:
+    switch (IL_STATE_OF(w)) {
+    case IL_EXITED:
         return ST_R_EXITED;
-    case ST_CREATED:
-    case ST_NOSTACK:
+    case IL_CREATED:
+    case IL_NOSTACK:
         return ST_R_NOSTACK;
-    case ST_RUNNING:
+    case IL_RUNNING:
         out->mode = ST_MODE_SIGNAL;
         return st_signal_capture(p, thread_of(p), out, timeout_ms);
     default:
@@ -136,7 +110,7 @@ static StResult attempt(Process *p, StStack *out, const StOptions *o, unsigned t
      * of the fiber switch), so a compiler barrier is all the re-load
      * needs to come after the reads it validates. */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    if (vm_atomic_load_relaxed(&p->st.word) != w || saved_sp(p) != saved)
+    if (vm_atomic_load_relaxed(&p->il.word) != w || saved_sp(p) != saved)
         return ST_R_SWITCHING;
     return ST_R_OK;
 }
@@ -154,8 +128,8 @@ StResult st_capture(Process *p, StStack *out, const StOptions *o)
 {
     clear(out, p->pid);
     unsigned timeout_ms = o && o->timeout_ms ? o->timeout_ms : 0;
-    pthread_mutex_lock(&p->st.lock);
-    vm_atomic_fetch_add_full(&p->st.traced, 1);   /* 0 -> 1: a full store */
+    pthread_mutex_lock(&p->il.lock);
+    vm_atomic_fetch_add_full(&p->il.traced, 1);   /* 0 -> 1: a full store */
     StResult r = ST_R_SWITCHING;
     for (int i = 0; i < ST_RETRIES && r == ST_R_SWITCHING; i++) {
         if (i > 0) {
@@ -167,8 +141,8 @@ StResult st_capture(Process *p, StStack *out, const StOptions *o)
         out->nnative = out->nvm = 0;
         r = attempt(p, out, o, timeout_ms);
     }
-    vm_atomic_store_release(&p->st.traced, 0);
-    pthread_mutex_unlock(&p->st.lock);
+    vm_atomic_store_release(&p->il.traced, 0);
+    pthread_mutex_unlock(&p->il.lock);
     if (r != ST_R_OK)
         out->nnative = out->nvm = 0;
     out->result = r;

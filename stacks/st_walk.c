@@ -32,6 +32,7 @@
 
 #include "vm/common.h"
 #include "vm/fiber.h"
+#include "vm/strbuf.h"
 
 /* A frame bigger than this is taken for a corrupt chain (absl: 100 kB). */
 #define ST_MAX_FRAME ((uintptr_t)128 * 1024)
@@ -184,10 +185,10 @@ void st_capture_self(Process *p, StStack *out)
         out->nvm = out->vm_dropped = 0;
 }
 
-/* The frames of st_note_raise and vm_exception_set are not the raise's. */
+/* The frames of vm_hook_note_raise and vm_exception_set are not the raise's. */
 enum { RAISE_SKIP = 2 };
 
-void st_note_raise(Process *p, const Instr *top_pc)
+void vm_hook_note_raise(Process *p, const Instr *top_pc)
 {
     if (!p->exc_stack)
         p->exc_stack = vm_malloc(sizeof(StStack));
@@ -201,4 +202,9 @@ void st_note_raise(Process *p, const Instr *top_pc)
      * keeps the pc of its NATIVE instruction). */
     if (top_pc && s->nvm > 0 && FRAME_KIND(s->vm[s->nvm - 1].kind) == FRAME_CALL)
         s->vm[s->nvm - 1].pc = top_pc;
+}
+
+void vm_hook_format_raise(const Process *p, StrBuf *sb)
+{
+    st_format_sb(p->exc_stack, sb);
 }

@@ -82,8 +82,11 @@ static tvm_status nif_trace(tvm_env *env, int argc, const tvm_term *argv, tvm_te
     return TVM_OK;
 }
 
-void tr_natives_register(tvm_vm *vm)
+static const VmNativeDef natives[] = {
+    { "erlang", "trace", 3, nif_trace },
+};
+
+VmNativeTable tr_natives(void)
 {
-    if (tvm_register_native(vm, "erlang", "trace", 3, nif_trace, NULL, NULL) != TVM_OK)
-        vm_die("cannot register erlang:trace/3");
+    return VM_NATIVE_TABLE(natives);
 }

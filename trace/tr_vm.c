@@ -15,7 +15,7 @@
  * found only while it is an online QSBR reader, passing no quiescent state
  * in between.  A scheduler thread is online while it runs a process and
  * reports quiescent states only between two processes; a foreign thread is
- * online inside its outermost tvm_call; tr_vm_spawn, which a foreign
+ * online inside its outermost tvm_call; vm_hook_spawn, which a foreign
  * thread may reach outside any tvm_call, brackets its use with
  * vm_qsbr_call_enter/leave (a no-op on a scheduler thread, nesting inside
  * tvm_call).  Under the lossless policy an emit may suspend the process
@@ -32,7 +32,7 @@
  * under the same rule: used only while online, cleared in step (1).
  *
  * Stop.  (1) trace_out := NULL, and every Scheduler.trace_ring.  (2) Wait
- * for thread progress (bp_progress_sync): every online reader passes a quiescent state or goes
+ * for thread progress (vm_progress_sync): every online reader passes a quiescent state or goes
  * offline after the store, so every emitter that loaded the old pointer is
  * done with it, and every later load returns NULL (the grace period's
  * barriers order the store before the readers' later loads).  (3)
@@ -58,7 +58,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "breakpoints/bp_progress.h"
+#include "vm/progress.h"
 #include "trace/tr.h"
 #include "trace/tr_internal.h"
 #include "trace/tr_vm_internal.h"
@@ -70,7 +70,7 @@
 /* tr_vm_current ([TP1'] acquire, trace/tr_vm_internal.h) pairs with [TP1]
  * in tvm_trace_start(). */
 
-void tr_vm_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
+void vm_hook_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
                  const Term *args)
 {
     uintptr_t tf = vm_atomic_load_relaxed(&parent->trace);
@@ -96,7 +96,7 @@ void tr_vm_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
     vm_qsbr_call_leave();
 }
 
-void tr_vm_exit(Process *p, Term reason)
+void vm_hook_exit(Process *p, Term reason)
 {
     uintptr_t tf = vm_atomic_load_relaxed(&p->trace);
     if (!(tf & VM_TRACE_PROCS))
@@ -270,7 +270,7 @@ static void tr_vm_retire(tvm_vm *vm, TrVm *t)
     SchedSystem *sys = vm_sched_of(vm);
     for (int i = 0; sys && i < sys->n; i++)
         vm_atomic_store_relaxed(&sys->scheds[i].trace_ring, 0);
-    bp_progress_sync(bp_progress_get(vm), NULL);              /* (2) */
+    vm_progress_sync(vm_progress_get(vm), NULL);              /* (2) */
     tr_pipeline_free(t->tp);                                   /* (3) */
     tr_vm_waits_destroy(t);       /* lossless: wake whoever still waits for room */
     if (t->file)

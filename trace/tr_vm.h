@@ -13,6 +13,8 @@
 #include <stdint.h>
 
 #include "vm/module.h"
+#include "vm/native.h"
+#include "vm/hook.h"
 #include "vm/process.h"
 
 /*
@@ -37,16 +39,8 @@ void tr_vm_exception_from(Process *p, const FuncInfo *fn, Term cls, Term reason,
 void tr_vm_return_to(Process *p, const FuncInfo *fn, uintptr_t tf);
 
 
-/*
- * `parent` spawned process `child` running entry(args) (vm_spawn, after
- * the child got its pid, before it can run).  On the parent's thread: a
- * scheduler's, or a foreign thread with a call context.
- */
-void tr_vm_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
-                 const Term *args);
-
-/* p is exiting with `reason` (vm/proc.c, on p's own fiber). */
-void tr_vm_exit(Process *p, Term reason);
+/* Spawn and exit events: vm_hook_spawn and vm_hook_exit (vm/hook.h,
+ * defined in tr_vm.c). */
 
 /* Process trace flags (trace/tr_flags.c): whether `flags` are all known
  * VM_TRACE_* bits; tvm_trace_flags_all without the checks, returning how
@@ -56,25 +50,10 @@ bool tr_flags_valid(unsigned flags);
 unsigned tr_flag_bit(const char *name, size_t n);
 int tr_flags_all(tvm_vm *vm, tvm_trace_scope scope, unsigned flags, bool on);
 
-/* Registers erlang:trace/3 (trace/tr_bif.c). */
-void tr_natives_register(tvm_vm *vm);
-/*
- * Running, send and receive events (trace/tr_vm_proc.c); each checks p's
- * flag.  On p's own fiber unless said otherwise; under the lossless
- * policy each may suspend p until its ring has room.
- *   sched_in/out     p is scheduled in / about to be scheduled out
- *   sched_start      p starts running (in, with its entry function)
- *   sched_exit       p is exiting (out, with 0)
- *   send             `from` sends msg to pid `to` (also a call context
- *                    through tvm_send, on an embedder's thread)
- *   receive          p took the messages m, m->next, ... into its queue
- */
-void tr_vm_sched_in(Process *p);
-void tr_vm_sched_out(Process *p);
-void tr_vm_sched_start(Process *p);
-void tr_vm_sched_exit(Process *p);
-void tr_vm_send(Process *from, uint64_t to, Term msg);
-void tr_vm_receive(Process *p, const Message *m);
+/* The trace layer's natives: erlang:trace/3 (trace/tr_bif.c). */
+VmNativeTable tr_natives(void);
+/* Running, send and receive events: vm_hook_sched_in/out/start/exit,
+ * vm_hook_send and vm_hook_receive (vm/hook.h, defined in tr_vm_proc.c). */
 
 /* tvm_destroy: stops a pipeline still running (before the schedulers stop). */
 void tr_vm_destroy(tvm_vm *vm);

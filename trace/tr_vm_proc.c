@@ -67,7 +67,6 @@
 #include "trace/tr_vm_internal.h"
 #include "vm/qsbr.h"
 
-void vm_proc_wake(SchedSystem *sys, uint64_t pid);
 
 /* ==== the lossless wait ==== */
 
@@ -197,30 +196,30 @@ static void sched_event_current(Process *p, TrKind kind)
         sched_event(p, kind, 0, 0, 0, false);
 }
 
-void tr_vm_sched_in(Process *p)
+void vm_hook_sched_in(Process *p)
 {
     sched_event_current(p, TR_K_IN);
 }
 
-void tr_vm_sched_out(Process *p)
+void vm_hook_sched_out(Process *p)
 {
     sched_event_current(p, TR_K_OUT);
 }
 
-void tr_vm_sched_start(Process *p)
+void vm_hook_sched_start(Process *p)
 {
     const Export *e = p->entry;
     sched_event(p, TR_K_IN, e->mod, e->name, e->arity, true);
 }
 
-void tr_vm_sched_exit(Process *p)
+void vm_hook_sched_exit(Process *p)
 {
     sched_event(p, TR_K_OUT, 0, 0, 0, false);
 }
 
 /* ==== messages ==== */
 
-void tr_vm_send(Process *from, uint64_t to, Term msg)
+void vm_hook_send(Process *from, uint64_t to, Term msg)
 {
     uintptr_t tf = vm_atomic_load_relaxed(&from->trace);
     if (!(tf & VM_TRACE_SEND))
@@ -242,7 +241,7 @@ void tr_vm_send(Process *from, uint64_t to, Term msg)
     vm_qsbr_call_leave();
 }
 
-void tr_vm_receive(Process *p, const Message *m)
+void vm_hook_receive(Process *p, const Message *m)
 {
     uintptr_t tf = vm_atomic_load_relaxed(&p->trace);
     if (!(tf & VM_TRACE_RECEIVE))

@@ -3,7 +3,7 @@
  * programs need.  They are ordinary natives (registered through the same
  * path as an embedder's), written against the process internals for speed.
  */
-#include "vm/bif.h"
+#include "vm/native.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +11,10 @@
 
 #include "vm/atom.h"
 #include "vm/heap.h"
+#include "vm/hook.h"
 #include "vm/print.h"
 #include "vm/process.h"
 #include "vm/sched.h"
-#include "trace/tr_vm.h"
 
 #define NATIVE_FN(name) \
     static tvm_status name(tvm_env *env, int argc, const tvm_term *argv, \
@@ -576,7 +576,7 @@ NATIVE_FN(bif_send)
     if (!term_is_pid(to))
         BADARG();
     /* Sending to a process that has exited is not an error (as in Erlang). */
-    tr_vm_send(p, pid_value(to), ARG(1));
+    vm_hook_send(p, pid_value(to), ARG(1));
     vm_send(p->vm, pid_value(to), ARG(1));
     RETURN(ARG(1));
 }
@@ -622,13 +622,7 @@ NATIVE_FN(bif_sleep)
 
 /* ==== registration ==== */
 
-typedef struct BifDef {
-    const char *mod, *name;
-    int arity;
-    tvm_native_fn fn;
-} BifDef;
-
-static const BifDef bifs[] = {
+static const VmNativeDef bifs[] = {
     { "erlang", "element", 2, bif_element },
     { "erlang", "setelement", 3, bif_setelement },
     { "erlang", "tuple_size", 1, bif_tuple_size },
@@ -676,11 +670,7 @@ static const BifDef bifs[] = {
     { "io", "format", 2, bif_format2 },
 };
 
-void vm_bifs_register(tvm_vm *vm)
+VmNativeTable vm_bif_natives(void)
 {
-    for (size_t i = 0; i < VM_ARRAY_LEN(bifs); i++) {
-        if (tvm_register_native(vm, bifs[i].mod, bifs[i].name, bifs[i].arity,
-                                bifs[i].fn, NULL, NULL) != TVM_OK)
-            vm_die("cannot register a built-in native");
-    }
+    return VM_NATIVE_TABLE(bifs);
 }

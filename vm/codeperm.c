@@ -15,7 +15,6 @@
 #include "vm/qsbr.h"
 #include "vm/sched.h"
 
-void vm_proc_wake(SchedSystem *sys, uint64_t pid);
 
 void vm_code_perm_init(VmCodePerm *cp)
 {

@@ -20,10 +20,10 @@
 
 #include <string.h>
 
-#include "breakpoints/bp_frame.h"
-#include "breakpoints/bp_record.h"
+#include "vm/breakpoint.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
+#include "vm/hook.h"
 #include "vm/process.h"
 #include "vm/sched.h"
 #include "vm/fiber.h"
@@ -426,9 +426,9 @@ arith:
     /* A traced activation returned into its trace frame (r0 of the
      * frame's window holds the value): report, then return it. */
     CASE(RETURN_TRACE) {
-        /* The trace frame's window comes back from bp_frame_return (read
+        /* The trace frame's window comes back from vm_hook_trace_return (read
          * there early): one dependent load less before the return. */
-        reg = bp_frame_return(p);
+        reg = vm_hook_trace_return(p);
         f = &p->frames[p->nframes - 1];
         val = reg[0];
         goto do_return;
@@ -501,7 +501,7 @@ arith:
     }
 
     /*
-     * A breakpoint hit (breakpoints/bp_record.h).  The record is reached
+     * A breakpoint hit (vm/breakpoint.h).  The record is reached
      * through the running frame's function: the armed function itself
      * (BREAKPOINT, local), or the trampoline the export entry pointed at
      * (BREAKPOINT_TRAMP, global).  Everything needed from the record is
@@ -536,7 +536,7 @@ arith:
         if ((VM_UNLIKELY(pf & VM_TRACE_CALL) && (fl & BP_CALL_TRACED)) ||      \
             VM_UNLIKELY(fl & BP_ANY_PROCESS)) {                                \
             f->pc = pc;                                                        \
-            bool ok = bp_hit(p, g, fl, f->fn, pf, reg);                        \
+            bool ok = vm_hook_bp_hit(p, g, fl, f->fn, pf, reg);                        \
             RELOAD();                                                          \
             if (VM_UNLIKELY(!ok))                                              \
                 RAISE_ERROR(make_atom(ATOM_SYSTEM_LIMIT));                     \
@@ -574,7 +574,7 @@ unwind:
         p->handlers[p->nhandlers - 1].frame > entry) {
         if (VM_UNLIKELY(p->ntrace)) {
             uint32_t hf = p->handlers[p->nhandlers - 1].frame;
-            bp_frame_unwind(p, hf + 1, (int)hf, entry == 0);
+            vm_hook_trace_unwind(p, hf + 1, (int)hf, entry == 0);
         }
         Handler h = p->handlers[--p->nhandlers];
         p->exc_pending = false;
@@ -588,7 +588,7 @@ unwind:
         DISPATCH();
     }
     if (VM_UNLIKELY(p->ntrace))
-        bp_frame_unwind(p, entry, -1, entry == 0);
+        vm_hook_trace_unwind(p, entry, -1, entry == 0);
     p->nhandlers = p->frames[entry].hbase;
     p->nframes = entry;
     return TVM_EXCEPTION;

@@ -210,7 +210,7 @@ void vm_module_install_locked(tvm_vm *vm, Module *m)
     for (uint32_t i = 0; i < m->nfuncs; i++) {
         Export *e = m->funcs[i]->export;
         /* An on_load global breakpoint already has its trampoline
-         * (bp_module_loading): the export enters through it. */
+         * (vm_hook_module_loading): the export enters through it. */
         FuncInfo *t = e ? e->bp_tramp : NULL;
         if (e)
             vm_atomic_store_release(&e->addr[staging],
@@ -231,8 +231,6 @@ void vm_module_install_locked(tvm_vm *vm, Module *m)
     }
 }
 
-/* Registers a native as the staged target of its export entry. */
-tvm_status vm_native_install_locked(tvm_vm *vm, Export *e, FuncInfo *fi);
 tvm_status vm_native_install_locked(tvm_vm *vm, Export *e, FuncInfo *fi)
 {
     unsigned ix = (unsigned)vm_atomic_load_relaxed(&vm->code_ix);

@@ -18,7 +18,7 @@
 #include <pthread.h>
 
 #include "include/tracevm.h"
-#include "stacks/st_proc.h"
+#include "vm/interlock.h"
 #include "vm/module.h"
 #include "vm/term.h"
 
@@ -178,8 +178,8 @@ struct Process {
      * (no barrier: no scheduler is stopped or waited for). */
     VmAtomic trace;
 
-    /* Stack capture: the interlock's state, flag and lock (stacks/st_proc.h). */
-    StProc st;
+    /* Stack capture: the interlock's state, flag and lock (vm/interlock.h). */
+    VmInterlock il;
 
     /* ---- scheduled processes only (see vm/sched.c, vm/proc.c) ---- */
 
@@ -213,7 +213,7 @@ struct Process {
     /* Written by the scheduler that runs it (before switching in). */
     struct Scheduler *sched;
     uint32_t bp_slot;              /* 1 + that scheduler's id: its call-counter shard
-                                    * (breakpoints/bp_record.h); 0 when not scheduled */
+                                    * (vm/breakpoint.h); 0 when not scheduled */
     /* call_time (breakpoints/bp_time.c): the call_time-traced function the
      * process is in (NULL: none) and the tick its current stretch of time
      * began.  Written and read only by the thread running the process. */
@@ -277,5 +277,10 @@ void vm_exception_set(Process *p, Term cls, Term reason, const Instr *top_pc);
 
 /* Builds the term form of p's exception stack trace on its heap. */
 Term vm_exception_trace_term(Process *p);
+
+/* Appends p's pending exception, class, reason and stack trace, as the
+ * crash report and tvm_format_exception print it. */
+struct StrBuf;
+void vm_format_exception(Process *p, struct StrBuf *sb);
 
 #endif /* VM_PROCESS_H */

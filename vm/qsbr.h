@@ -8,7 +8,7 @@
  * quiescent state (or went offline) happens before whatever the waiter
  * does after synchronize_rcu() returns.  We tell TSan exactly that: each
  * report is preceded by a release on one shared clock (vm_qsbr_clock), and
- * the waiter acquires it after synchronize_rcu() (bp_progress.c).  Outside
+ * the waiter acquires it after synchronize_rcu() (progress.c).  Outside
  * tsan builds these are the bare liburcu calls.
  */
 #ifndef VM_QSBR_H

@@ -49,9 +49,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vm/hook.h"
+#include "vm/interlock_switch.h"
 #include "vm/module.h"
 #include "vm/qsbr.h"
-#include "stacks/st_lock.h"
 
 /* The scheduler this thread is (NULL on any other thread).  Written once
  * by sched_main before its loop; read only by the same thread. */
@@ -63,12 +64,9 @@ Process *vm_running_process(void)
     return s ? s->current : NULL;
 }
 
-uint64_t vm_now_ns(void);
-uint64_t vm_now_ns(void)
+Scheduler *vm_current_scheduler(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return tls_sched;
 }
 
 /* ==== run queues ==== */
@@ -184,7 +182,6 @@ static void share_with_sleeper(Scheduler *s)
  * on the process's last scheduler, unless another one sleeps (then that
  * one, so idle cores pick work up at once).
  */
-void vm_sched_enqueue(SchedSystem *sys, Process *p);
 void vm_sched_enqueue(SchedSystem *sys, Process *p)
 {
     Scheduler *self = tls_sched;
@@ -226,7 +223,6 @@ static Process *steal(Scheduler *self)
 
 /* ==== the cache of ended processes (owner only) ==== */
 
-void vm_proc_discard(SchedSystem *sys, Process *p);
 
 /* This thread's scheduler, if it is one of sys's. */
 static Scheduler *self_in(SchedSystem *sys)
@@ -236,7 +232,6 @@ static Scheduler *self_in(SchedSystem *sys)
 }
 
 /* An ended process kept by this thread's scheduler, or NULL. */
-Process *vm_sched_cache_get(SchedSystem *sys);
 Process *vm_sched_cache_get(SchedSystem *sys)
 {
     Scheduler *s = self_in(sys);
@@ -250,7 +245,6 @@ Process *vm_sched_cache_get(SchedSystem *sys)
 
 /* Keeps an ended process nobody else can reach; false if this thread is
  * not one of sys's schedulers or its cache is full. */
-bool vm_sched_cache_put(SchedSystem *sys, Process *p);
 bool vm_sched_cache_put(SchedSystem *sys, Process *p)
 {
     Scheduler *s = self_in(sys);
@@ -273,9 +267,49 @@ static void cache_flush(Scheduler *s)
     s->ncache = 0;
 }
 
+/* ==== switching out, from the process's side ==== */
+
+void vm_proc_switch_out(Process *p)
+{
+    if (!p->want_wait && vm_sched_yield_to_next(p))
+        return;
+    vm_il_switch_out(p);
+    vm_fiber_tsan_switch(p->sched->tsan);
+    vm_fiber_switch(&p->fiber->sp, p->sched->sp);
+}
+
+/* A process inside a call_time-traced function (its clock stops while it
+ * is switched out: breakpoints/bp_time.h), or with the running flag (the
+ * out and in events are written on its own fiber, before and after the
+ * switch, whichever way it goes: trace/tr_vm_proc.c). */
+static void yield_traced(Process *p, bool running)
+{
+    if (running)
+        vm_hook_sched_out(p);
+    if (p->ct_fn)
+        vm_hook_time_out(p);
+    vm_proc_switch_out(p);
+    if (p->ct_fn)
+        vm_hook_time_in(p);
+    if (running)
+        vm_hook_sched_in(p);
+}
+
+void vm_proc_yield(Process *p)
+{
+    /* Two predictable branches when p is neither timed nor traced. */
+    bool running = vm_atomic_load_relaxed(&p->trace) & VM_TRACE_RUNNING;
+    if (VM_UNLIKELY(p->ct_fn != NULL || running)) {
+        yield_traced(p, running);
+        return;
+    }
+    vm_proc_switch_out(p);
+}
+
+/* Makes a process that waits for some condition look at it again. */
+
 /* ==== the scheduler loop ==== */
 
-void vm_proc_reap(SchedSystem *sys, Process *p);
 
 /* A process taken from a queue after a spawn or a wake-up (RUNNABLE):
  * RUNNING from now on, under its lock (tvm_processes reads the frames of
@@ -317,7 +351,7 @@ static void run(Scheduler *s, Process *p)
     p->reds = VM_REDUCTIONS;
     s->current = p;
     vm_fiber_tsan_switch(p->fiber->tsan);
-    vm_fiber_switch(&s->sp, st_switch_in(p));
+    vm_fiber_switch(&s->sp, vm_il_switch_in(p));
     /* The process that switched back to us: not necessarily p, which may
      * have handed the scheduler straight to another (vm_sched_yield_to_next). */
     p = s->current;
@@ -366,8 +400,8 @@ bool vm_sched_yield_to_next(Process *p)
     q->bp_slot = 1 + (uint32_t)s->id;
     q->reds = VM_REDUCTIONS;
     s->current = q;
-    st_switch_out(p);
-    void *sp = st_switch_in(q);
+    vm_il_switch_out(p);
+    void *sp = vm_il_switch_in(q);
     vm_fiber_tsan_switch(q->fiber->tsan);
     vm_fiber_switch_peer(&p->fiber->sp, sp);
     return true;
@@ -402,51 +436,6 @@ static bool idle_locked(Scheduler *s)
            !vm_atomic_load_acquire(&s->sys->stw);
 }
 
-/* ==== stop the world (the benchmark's baseline only) ==== */
-
-/* Parks this scheduler until the world restarts; offline meanwhile. */
-static void stw_park(SchedSystem *sys)
-{
-    vm_qsbr_offline();
-    pthread_mutex_lock(&sys->stw_lock);
-    sys->stw_parked++;
-    pthread_cond_broadcast(&sys->stw_cond);
-    while (vm_atomic_load_acquire(&sys->stw))
-        pthread_cond_wait(&sys->stw_cond, &sys->stw_lock);
-    sys->stw_parked--;
-    pthread_mutex_unlock(&sys->stw_lock);
-    vm_qsbr_online();
-}
-
-void vm_sched_stw_begin(tvm_vm *vm)
-{
-    SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
-    int others = sys->n - (tls_sched && tls_sched->sys == sys ? 1 : 0);
-    /* [SW1] release: pairs with [SW1'] in sched_main(). */
-    vm_atomic_store_release(&sys->stw, 1);
-    for (int i = 0; i < sys->n; i++) {
-        /* Under the queue lock, so a scheduler about to sleep either saw
-         * the flag or is asleep and gets the signal. */
-        Scheduler *o = &sys->scheds[i];
-        pthread_mutex_lock(&o->lock);
-        pthread_cond_signal(&o->cond);
-        pthread_mutex_unlock(&o->lock);
-    }
-    pthread_mutex_lock(&sys->stw_lock);
-    while (sys->stw_parked < others)
-        pthread_cond_wait(&sys->stw_cond, &sys->stw_lock);
-    pthread_mutex_unlock(&sys->stw_lock);
-}
-
-void vm_sched_stw_end(tvm_vm *vm)
-{
-    SchedSystem *sys = vm_sched_of(vm);
-    pthread_mutex_lock(&sys->stw_lock);
-    vm_atomic_store_release(&sys->stw, 0);
-    pthread_cond_broadcast(&sys->stw_cond);
-    pthread_mutex_unlock(&sys->stw_lock);
-}
-
 static void *sched_main(void *arg)
 {
     Scheduler *s = arg;
@@ -462,7 +451,7 @@ static void *sched_main(void *arg)
         /* [SW1'] acquire: a stop-the-world trace_pattern parks us here,
          * between two processes. */
         if (VM_UNLIKELY(vm_atomic_load_acquire(&sys->stw)))
-            stw_park(sys);
+            vm_stw_park(sys);
         Process *p = rq_pop(s);
         if (!p)
             p = steal(s);
@@ -507,80 +496,6 @@ static void *sched_main(void *arg)
     return NULL;
 }
 
-/* ==== timers ==== */
-
-static void theap_swap(Timer *a, Timer *b)
-{
-    Timer t = *a;
-    *a = *b;
-    *b = t;
-}
-
-void vm_timer_add(SchedSystem *sys, uint64_t deadline, uint64_t pid, uint64_t seq);
-void vm_timer_add(SchedSystem *sys, uint64_t deadline, uint64_t pid, uint64_t seq)
-{
-    pthread_mutex_lock(&sys->tlock);
-    if (sys->ntimers == sys->tcap) {
-        sys->tcap = sys->tcap ? sys->tcap * 2 : 64;
-        sys->timers = vm_realloc(sys->timers, sys->tcap * sizeof(Timer));
-    }
-    size_t i = sys->ntimers++;
-    sys->timers[i] = (Timer){ deadline, pid, seq };
-    while (i > 0 && sys->timers[(i - 1) / 2].deadline > sys->timers[i].deadline) {
-        theap_swap(&sys->timers[(i - 1) / 2], &sys->timers[i]);
-        i = (i - 1) / 2;
-    }
-    bool first = i == 0;
-    pthread_mutex_unlock(&sys->tlock);
-    if (first)
-        pthread_cond_signal(&sys->tcond);
-}
-
-static Timer theap_pop(SchedSystem *sys)
-{
-    Timer top = sys->timers[0];
-    sys->timers[0] = sys->timers[--sys->ntimers];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < sys->ntimers && sys->timers[l].deadline < sys->timers[m].deadline)
-            m = l;
-        if (r < sys->ntimers && sys->timers[r].deadline < sys->timers[m].deadline)
-            m = r;
-        if (m == i)
-            break;
-        theap_swap(&sys->timers[i], &sys->timers[m]);
-        i = m;
-    }
-    return top;
-}
-
-void vm_proc_timeout(SchedSystem *sys, uint64_t pid, uint64_t seq);
-
-static void *timer_main(void *arg)
-{
-    SchedSystem *sys = arg;
-    pthread_mutex_lock(&sys->tlock);
-    while (!sys->tstop) {
-        if (sys->ntimers == 0) {
-            pthread_cond_wait(&sys->tcond, &sys->tlock);
-            continue;
-        }
-        uint64_t now = vm_now_ns(), due = sys->timers[0].deadline;
-        if (due > now) {
-            struct timespec ts = { (time_t)(due / 1000000000u), (long)(due % 1000000000u) };
-            pthread_cond_timedwait(&sys->tcond, &sys->tlock, &ts);
-            continue;
-        }
-        Timer t = theap_pop(sys);
-        pthread_mutex_unlock(&sys->tlock);
-        vm_proc_timeout(sys, t.pid, t.seq);
-        pthread_mutex_lock(&sys->tlock);
-    }
-    pthread_mutex_unlock(&sys->tlock);
-    return NULL;
-}
-
 /* ==== start and stop ==== */
 
 static void cond_init_monotonic(pthread_cond_t *c)
@@ -616,8 +531,6 @@ SchedSystem *vm_sched_start(tvm_vm *vm, int n)
     vm_fiber_pool_init(&sys->pool, vm->fiber_stack, 4096);
     if (vm->fiber_slabs)
         vm_fiber_pool_use_slabs(&sys->pool);
-    pthread_mutex_init(&sys->tlock, NULL);
-    cond_init_monotonic(&sys->tcond);
     pthread_mutex_init(&sys->stw_lock, NULL);
     pthread_cond_init(&sys->stw_cond, NULL);
     sys->scheds = vm_calloc((size_t)n, sizeof(Scheduler));
@@ -631,16 +544,13 @@ SchedSystem *vm_sched_start(tvm_vm *vm, int n)
     for (int i = 0; i < n; i++)
         if (pthread_create(&sys->scheds[i].thread, NULL, sched_main, &sys->scheds[i]) != 0)
             vm_die("cannot start a scheduler thread");
-    if (pthread_create(&sys->timer_thread, NULL, timer_main, sys) != 0)
-        vm_die("cannot start the timer thread");
+    vm_timers_start(&sys->timers, sys);
     /* Publish last: everything above is initialised before anyone can see it. */
     /* [SC1] release: pairs with [SC1'] in vm_sched_of(). */
     vm_atomic_store_ptr_release(&vm->sched, sys);
     pthread_mutex_unlock(&vm->code_lock);
     return sys;
 }
-
-void vm_proc_free_all(SchedSystem *sys);
 
 void vm_sched_stop(tvm_vm *vm)
 {
@@ -658,11 +568,7 @@ void vm_sched_stop(tvm_vm *vm)
         pthread_join(sys->scheds[i].thread, NULL);
         cache_flush(&sys->scheds[i]);
     }
-    pthread_mutex_lock(&sys->tlock);
-    sys->tstop = true;
-    pthread_cond_signal(&sys->tcond);
-    pthread_mutex_unlock(&sys->tlock);
-    pthread_join(sys->timer_thread, NULL);
+    vm_timers_stop(&sys->timers);
     vm_proc_free_all(sys);
     vm_fiber_pool_destroy(&sys->pool);
     for (int i = 0; i < sys->n; i++) {
@@ -672,7 +578,6 @@ void vm_sched_stop(tvm_vm *vm)
     pthread_mutex_destroy(&sys->stw_lock);
     pthread_cond_destroy(&sys->stw_cond);
     free(sys->scheds);
-    free(sys->timers);
     free(sys->table);
     free(sys);
     vm_atomic_store_ptr_release(&vm->sched, NULL);

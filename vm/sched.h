@@ -1,5 +1,7 @@
 /*
- * vm/sched.h - scheduler threads, the process table, messages and timers.
+ * vm/sched.h - scheduler threads, and the processes they run: the process
+ * table and lifecycle (vm/lifecycle.c), messages and waits
+ * (vm/mailbox.c), stopping the world (vm/stw.c).
  *
  * Processes are fibers (vm/fiber.h) run by N scheduler threads, each with
  * its own run queues (a lock-free local one for its own thread, a locked
@@ -22,6 +24,7 @@
 #include "vm/atomics.h"
 #include "vm/fiber.h"
 #include "vm/process.h"
+#include "vm/timer.h"
 
 typedef struct Scheduler {
     struct SchedSystem *sys;
@@ -66,11 +69,6 @@ typedef struct Scheduler {
     VmAtomic trace_ring;
 } Scheduler;
 
-typedef struct Timer {
-    uint64_t deadline;        /* CLOCK_MONOTONIC ns */
-    uint64_t pid, seq;
-} Timer;
-
 typedef struct SchedSystem {
     tvm_vm *vm;
     int n;
@@ -98,13 +96,7 @@ typedef struct SchedSystem {
     VmAtomic nidle;
     VmAtomic next_ref;        /* monitor references (relaxed fetch-add) */
     Process *joinables;       /* spawned joinable, not yet joined (lock) */
-    /* Timers: tlock protects the heap and tstop. */
-    pthread_t timer_thread;
-    pthread_mutex_t tlock;
-    pthread_cond_t tcond;
-    Timer *timers;
-    size_t ntimers, tcap;
-    bool tstop;
+    VmTimers timers;          /* of waiting processes (vm/timer.h) */
     /* Stop the world (tvm_config.stop_the_world_tracing): stw is set by
      * the trace_pattern caller ([SW1] release) and read by schedulers
      * between processes ([SW1'] acquire); stw_lock protects stw_parked. */
@@ -175,13 +167,43 @@ uint64_t vm_proc_monitor(Process *p, uint64_t target);
  */
 Process *vm_running_process(void);
 
+/* The scheduler the calling thread is, or NULL. */
+Scheduler *vm_current_scheduler(void);
+
 /*
  * Parks every scheduler (but the caller's own, if it is one) between two
- * processes, and restarts them.  Only trace_pattern's stop-the-world
- * baseline uses it.
+ * processes, and restarts them (vm/stw.c).  Only trace_pattern's
+ * stop-the-world baseline uses it.  vm_stw_park is the scheduler's side,
+ * called at the top of its loop while sys->stw is set.
  */
-void vm_sched_stw_begin(tvm_vm *vm);
-void vm_sched_stw_end(tvm_vm *vm);
+void vm_stw_begin(tvm_vm *vm);
+void vm_stw_end(tvm_vm *vm);
+void vm_stw_park(SchedSystem *sys);
+
+/* ---- between the scheduler loop and process lifecycle ---- */
+
+/* Makes p runnable on a scheduler (its own thread's, or the least busy
+ * one's shared queue).  Any thread. */
+void vm_sched_enqueue(SchedSystem *sys, Process *p);
+/* The calling scheduler's cache of ended processes: a process to reuse
+ * for a spawn (NULL if none or not a scheduler thread), and putting one
+ * back (false: not a scheduler thread, or the cache is full). */
+Process *vm_sched_cache_get(SchedSystem *sys);
+bool vm_sched_cache_put(SchedSystem *sys, Process *p);
+/* Frees a process no one references any more (the cache's overflow). */
+void vm_proc_discard(SchedSystem *sys, Process *p);
+/* An exited process, switched out for the last time: drops it from the
+ * table and releases the table's reference (its scheduler's thread). */
+void vm_proc_reap(SchedSystem *sys, Process *p);
+/* Frees every process still in the table (vm_sched_stop, no thread runs). */
+void vm_proc_free_all(SchedSystem *sys);
+/* Wakes the waiting process pid (the permission's and thread progress's
+ * hand-offs, the lossless trace wait); nothing if it is gone. */
+void vm_proc_wake(SchedSystem *sys, uint64_t pid);
+/* The timer of wait `seq` of process pid fired (the timer thread). */
+void vm_proc_timeout(SchedSystem *sys, uint64_t pid, uint64_t seq);
+/* Frees a chain of messages. */
+void vm_messages_free(Message *m);
 
 /* Copies a term into a new message (any thread). */
 Message *vm_message_new(Term t);

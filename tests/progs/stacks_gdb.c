@@ -73,13 +73,13 @@ int main(void)
     fflush(stdout);
     /* The fiber stays suspended while gdb looks: nobody sends it anything,
      * and the interlock holds it anyway. */
-    vm_atomic_fetch_add_full(&p->st.traced, 1);
+    vm_atomic_fetch_add_full(&p->il.traced, 1);
     const uintptr_t *saved = p->fiber->sp;
     g_rip = saved[FIBER_SAVED_RIP];
     g_rbp = saved[FIBER_SAVED_RBP];
     g_rsp = (unsigned long)(saved + FIBER_SAVED_WORDS);
     stacks_gdb_stop();
-    vm_atomic_store_release(&p->st.traced, 0);
+    vm_atomic_store_release(&p->il.traced, 0);
     tvm_term m, r;
     tvm_make_atom(env, "go", &m);
     tvm_send(env, pid, m);

@@ -1,6 +1,6 @@
 /*
  * tests/stress/stress_progress.c - thread progress on QSBR
- * (breakpoints/bp_progress.c):
+ * (vm/progress.c):
  *   1. a foreign thread's tickets are reached while every scheduler is
  *      busy and while all are idle;
  *   2. publish-and-reclaim: processes on both schedulers read a shared
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "breakpoints/bp_progress.h"
+#include "vm/progress.h"
 #include "include/tracevm.h"
 #include "tests/stress/stress_util.h"
 
@@ -52,9 +52,9 @@ static tvm_status wait_progress(tvm_env *env, int argc, const tvm_term *argv, tv
     int64_t n;
     if (tvm_get_int(env, argv[0], &n) != TVM_OK)
         return tvm_raise_badarg(env);
-    BpProgress *bp = bp_progress_get(tvm_env_vm(env));
+    VmProgress *bp = vm_progress_get(tvm_env_vm(env));
     for (int64_t i = 0; i < n; i++)
-        bp_progress_wait(bp, env->p, bp_progress_ticket(bp));
+        vm_progress_wait(bp, env->p, vm_progress_ticket(bp));
     return tvm_make_atom(env, "waited", result);
 }
 
@@ -98,23 +98,23 @@ int main(void)
     /* 1 and 2: two schedulers. */
     tvm_vm *vm = start(2);
     tvm_env *env = tvm_env_new(vm);
-    BpProgress *bp = bp_progress_get(vm);
+    VmProgress *bp = vm_progress_get(vm);
     tvm_pid busy[4];
     for (int i = 0; i < 4; i++)
         busy[i] = spawn1(env, "reader", 200000);
-    uint64_t before = bp_progress_completed(bp);
+    uint64_t before = vm_progress_completed(bp);
     for (int i = 1; i <= 200; i++) {
         Shared *n = malloc(sizeof *n);
         n->magic = 42;
         n->value = i;
         Shared *old = vm_atomic_load_ptr_relaxed(&shared);
         vm_atomic_store_ptr_release(&shared, n);
-        bp_progress_wait(bp, NULL, bp_progress_ticket(bp));
+        vm_progress_wait(bp, NULL, vm_progress_ticket(bp));
         /* No reader can still hold `old`: poison it, then free it. */
         old->magic = 0;
         free(old);
     }
-    if (bp_progress_completed(bp) <= before)
+    if (vm_progress_completed(bp) <= before)
         return fail("no grace period completed");
     tvm_term r;
     for (int i = 0; i < 4; i++)
@@ -125,7 +125,7 @@ int main(void)
     tvm_wait_idle(vm);
     usleep(20 * 1000);
     for (int i = 0; i < 50; i++)
-        bp_progress_wait(bp, NULL, bp_progress_ticket(bp)); /* idle schedulers are offline */
+        vm_progress_wait(bp, NULL, vm_progress_ticket(bp)); /* idle schedulers are offline */
     tvm_env_free(env);
     tvm_destroy(vm);
 

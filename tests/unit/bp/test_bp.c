@@ -1238,7 +1238,7 @@ Test(bp_one, spawn_of_a_globally_traced_function_then_trace_off)
     }
 }
 
-/* A hook may suspend its process (bp_record.h).  While a hook for a
+/* A hook may suspend its process (vm/breakpoint.h).  While a hook for a
  * global hit runs, the frame of the call names the trampoline; turning
  * the global trace off then frees the trampoline and tvm_processes()
  * reads the freed one.  The BREAKPOINT instruction hands the frame to

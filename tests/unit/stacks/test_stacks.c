@@ -17,7 +17,7 @@
 
 #include "include/tracevm.h"
 #include "stacks/st.h"
-#include "stacks/st_lock.h"
+#include "vm/interlock_switch.h"
 #include "stacks/st_sym.h"
 #include "vm/sched.h"
 #include "tests/unit/helpers.h"
@@ -351,19 +351,19 @@ Test(stacks, interlock_holds_the_switch)
     wait_state(pid, "waiting");
     SchedSystem *sys = vm_sched_of(vm);
     Process *p = vm_proc_get(sys, pid);
-    uintptr_t w0 = vm_atomic_load_acquire(&p->st.word);
-    cr_assert_eq(ST_STATE_OF(w0), ST_SUSPENDED);
-    vm_atomic_fetch_add_full(&p->st.traced, 1);
+    uintptr_t w0 = vm_atomic_load_acquire(&p->il.word);
+    cr_assert_eq(IL_STATE_OF(w0), IL_SUSPENDED);
+    vm_atomic_fetch_add_full(&p->il.traced, 1);
     tvm_term msg;
     tvm_make_atom(env, "go", &msg);
     tvm_send(env, pid, msg);
     sleep_ms(50);
     /* Not switched in: the word (state and switch count) is unchanged. */
-    cr_assert_eq(vm_atomic_load_acquire(&p->st.word), w0);
-    vm_atomic_store_release(&p->st.traced, 0);
+    cr_assert_eq(vm_atomic_load_acquire(&p->il.word), w0);
+    vm_atomic_store_release(&p->il.traced, 0);
     tvm_term res;
     cr_assert_eq(tvm_join(env, pid, &res), TVM_OK);
-    cr_assert_eq(ST_STATE_OF(vm_atomic_load_acquire(&p->st.word)), ST_EXITED);
+    cr_assert_eq(IL_STATE_OF(vm_atomic_load_acquire(&p->il.word)), IL_EXITED);
     StStack *s = malloc(sizeof *s);
     cr_assert_eq(st_capture(p, s, NULL), ST_R_EXITED);
     cr_assert_eq(s->nnative, 0);
@@ -562,8 +562,8 @@ Test(stacks, unwind_fallback_agrees_with_fp_walk)
     wait_state(pid, "waiting");
     SchedSystem *sys = vm_sched_of(vm);
     Process *p = vm_proc_get(sys, pid);
-    vm_atomic_fetch_add_full(&p->st.traced, 1);   /* hold it still */
-    cr_assert_eq(ST_STATE_OF(vm_atomic_load_rmw_full(&p->st.word)), ST_SUSPENDED);
+    vm_atomic_fetch_add_full(&p->il.traced, 1);   /* hold it still */
+    cr_assert_eq(IL_STATE_OF(vm_atomic_load_rmw_full(&p->il.word)), IL_SUSPENDED);
     const uintptr_t *saved = p->fiber->sp;
     cr_assert_not_null(saved);
     uintptr_t lo = (uintptr_t)p->fiber->stack_lo, hi = (uintptr_t)p->fiber->stack_hi;
@@ -581,7 +581,7 @@ Test(stacks, unwind_fallback_agrees_with_fp_walk)
     StSym sym;
     cr_assert(st_sym_lookup(b[nb - 1].ip, &sym));
     cr_assert_str_eq(sym.name, "vm_fiber_entry");
-    vm_atomic_store_release(&p->st.traced, 0);
+    vm_atomic_store_release(&p->il.traced, 0);
     vm_proc_put(sys, p);
     finish(pid, "go");
 }

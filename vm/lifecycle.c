@@ -1,6 +1,7 @@
 /*
- * vm/proc.c - process lifecycle: the process table, spawn, messages,
- * receive waits, monitors, exit.  The scheduler side is vm/sched.c.
+ * vm/lifecycle.c - process lifecycle: the process table, spawn, exit,
+ * reaping and joining.  Messages and waits are vm/mailbox.c; the
+ * scheduler side is vm/sched.c.
  *
  * Lifetime: a process is referenced by the table (one reference, dropped
  * when it is reaped), by whoever looked it up (vm_proc_get / vm_proc_put)
@@ -19,43 +20,12 @@
 
 #include "vm/atom.h"
 #include "vm/heap.h"
+#include "vm/hook.h"
+#include "vm/interlock_switch.h"
 #include "vm/interp.h"
 #include "vm/print.h"
-#include "breakpoints/bp_time.h"
-#include "trace/tr_vm.h"
-#include "stacks/st.h"
-#include "stacks/st_lock.h"
-
-void vm_sched_enqueue(SchedSystem *sys, Process *p);
-Process *vm_sched_cache_get(SchedSystem *sys);
-bool vm_sched_cache_put(SchedSystem *sys, Process *p);
-void vm_timer_add(SchedSystem *sys, uint64_t deadline, uint64_t pid, uint64_t seq);
-uint64_t vm_now_ns(void);
-void vm_format_exception(Process *p, StrBuf *sb);
 
 #define TOMBSTONE ((Process *)1)
-
-/* ==== messages ==== */
-
-Message *vm_message_new(Term t)
-{
-    size_t words = term_size(t);
-    Message *m = vm_malloc(sizeof(Message) + words * sizeof(Term));
-    Term *hp = m->data;
-    m->next = NULL;
-    m->words = words;
-    m->term = vm_copy_to(&hp, t);
-    return m;
-}
-
-static void free_messages(Message *m)
-{
-    while (m) {
-        Message *next = m->next;
-        free(m);
-        m = next;
-    }
-}
 
 /* ==== the table (sys->lock held) ==== */
 
@@ -196,10 +166,10 @@ Process *vm_proc_get(SchedSystem *sys, uint64_t pid)
 /* Frees what an ended process still holds besides its buffers. */
 static void proc_release(Process *p)
 {
-    free_messages(p->inbox);
-    free_messages(p->mq);
-    free_messages(p->exit_value);
-    free_messages(p->entry_args);
+    vm_messages_free(p->inbox);
+    vm_messages_free(p->mq);
+    vm_messages_free(p->exit_value);
+    vm_messages_free(p->entry_args);
     p->inbox = p->mq = p->exit_value = p->entry_args = NULL;
     for (Monitor *m = p->monitors; m;) {
         Monitor *n = m->next;
@@ -216,7 +186,6 @@ static void proc_destroy(Process *p)
 }
 
 /* Frees a process kept in a scheduler's cache, and its fiber. */
-void vm_proc_discard(SchedSystem *sys, Process *p);
 void vm_proc_discard(SchedSystem *sys, Process *p)
 {
     vm_fiber_free(&sys->pool, p->fiber);
@@ -251,14 +220,14 @@ static void proc_main(void *arg)
     if (p->entry_args) {
         vm_heap_ensure(p, p->entry_args->words, NULL, 0);
         list = vm_copy_term(p, p->entry_args->term);
-        free_messages(p->entry_args);
+        vm_messages_free(p->entry_args);
         p->entry_args = NULL;
     }
     Term args[VM_MAX_ARITY];
     int argc = 0;
     for (; term_is_cons(list) && argc < VM_MAX_ARITY; list = cons_tail(list))
         args[argc++] = cons_head(list);
-    tr_vm_sched_start(p);
+    vm_hook_sched_start(p);
     Term res;
     tvm_status st = vm_execute(p, vm_export_target(p->vm, p->entry), argc, args, &res);
     if (st == TVM_OK) {
@@ -318,11 +287,11 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
     table_insert(sys, p);
     pthread_mutex_unlock(&sys->lock);
     vm_fiber_init(p->fiber, proc_main, p);
-    st_spawned(p);
+    vm_il_spawned(p);
     p->state = PS_RUNNABLE;
     uint64_t pid = p->pid;
     /* Before the child can run, so its own events come after this one. */
-    tr_vm_spawn(parent, pid, entry, argc, args);
+    vm_hook_spawn(parent, pid, entry, argc, args);
     vm_sched_enqueue(sys, p);
     return pid;
 }
@@ -337,7 +306,7 @@ static void crash_report(Process *p)
     vm_format_exception(p, &sb);
     if (p->exc_stack) {
         sb_puts(&sb, "  stack at the raise:\n");
-        st_format_sb(p->exc_stack, &sb);
+        vm_hook_format_raise(p, &sb);
     }
     FILE *o = stderr;
     fwrite(sb.s, 1, sb.len, o);
@@ -362,9 +331,9 @@ static void proc_exit(Process *p, Term cls, Term value)
         Term e[2] = { vm_root_get(p, hv), trace };
         hr = vm_root_push(p, vm_make_tuple(p, 2, e));
     }
-    tr_vm_exit(p, vm_root_get(p, hr));
-    bp_time_exit(p);
-    tr_vm_sched_exit(p);
+    vm_hook_exit(p, vm_root_get(p, hr));
+    p->ct_fn = NULL;     /* the call_time clock forgets its function */
+    vm_hook_sched_exit(p);
     pthread_mutex_lock(&p->lock);
     /* From here on the process counts as gone: a monitor set up now gets
      * an immediate noproc 'DOWN' (vm_proc_monitor), never nothing. */
@@ -393,7 +362,7 @@ static void proc_exit(Process *p, Term cls, Term value)
     p->state = PS_EXITED;
     pthread_mutex_unlock(&p->lock);
     /* Back to the scheduler for good; it reaps us on its own stack. */
-    st_switch_out(p);
+    vm_il_switch_out(p);
     vm_fiber_tsan_switch(p->sched->tsan);
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
 }
@@ -423,11 +392,10 @@ static bool table_drop(SchedSystem *sys, Process *p)
 /* Called by the scheduler after an exited process switched out.  The
  * fiber is detached first: once the table reference is dropped, another
  * holder may free p at any time. */
-void vm_proc_reap(SchedSystem *sys, Process *p);
 void vm_proc_reap(SchedSystem *sys, Process *p)
 {
-    /* No capture reads the stack from here on (stacks/st_lock.h). */
-    st_exited(p);
+    /* No capture reads the stack from here on (vm/interlock_switch.h). */
+    vm_il_exited(p);
     Fiber *fiber = p->fiber;
     p->fiber = NULL;
     bool last = table_drop(sys, p);
@@ -474,7 +442,6 @@ Process *vm_proc_join(SchedSystem *sys, uint64_t pid)
     return p;
 }
 
-void vm_proc_free_all(SchedSystem *sys);
 void vm_proc_free_all(SchedSystem *sys)
 {
     /* Joined-never processes that already exited hold only the joiner's
@@ -495,215 +462,4 @@ void vm_proc_free_all(SchedSystem *sys)
             proc_destroy(p);
         }
     }
-}
-
-/* ==== messages and waits ==== */
-
-/* Makes a waiting process runnable, or flags one that is still running. */
-static void wake_locked(Process *p, bool *enqueue)
-{
-    if (p->state == PS_WAITING) {
-        p->state = PS_RUNNABLE;
-        *enqueue = true;
-    } else {
-        p->signaled = true;
-    }
-}
-
-bool vm_send(tvm_vm *vm, uint64_t pid, Term msg)
-{
-    SchedSystem *sys = vm_sched_of(vm);
-    if (!sys)
-        return false;
-    Process *p = vm_proc_get(sys, pid);
-    if (!p)
-        return false;
-    Message *m = vm_message_new(msg);
-    bool enqueue = false, ok = true;
-    pthread_mutex_lock(&p->lock);
-    if (p->state == PS_EXITED || p->exiting) {
-        ok = false;
-    } else {
-        *p->inbox_tail = m;
-        p->inbox_tail = &m->next;
-        wake_locked(p, &enqueue);
-    }
-    pthread_mutex_unlock(&p->lock);
-    if (!ok)
-        free(m);
-    if (enqueue)
-        vm_sched_enqueue(sys, p);
-    vm_proc_put(sys, p);
-    return ok;
-}
-
-/* Moves messages sent so far into the process's own queue (lock held).
- * Returns where the moved messages begin (*result is the first), for the
- * receive events written after the lock is released. */
-static Message **fetch_locked(Process *p)
-{
-    Message **from = p->mq_tail;
-    if (p->inbox) {
-        *p->mq_tail = p->inbox;
-        p->mq_tail = p->inbox_tail;
-        p->inbox = NULL;
-        p->inbox_tail = &p->inbox;
-    }
-    return from;
-}
-
-void vm_proc_fetch(Process *p)
-{
-    pthread_mutex_lock(&p->lock);
-    Message **from = fetch_locked(p);
-    pthread_mutex_unlock(&p->lock);
-    /* Only this process changes its queue: *from stays the first new one. */
-    tr_vm_receive(p, *from);
-}
-
-void vm_proc_accept(Process *p)
-{
-    Message *m = *p->cursor;
-    *p->cursor = m->next;
-    if (p->mq_tail == &m->next)
-        p->mq_tail = p->cursor;
-    free(m);
-    p->cursor = &p->mq;
-}
-
-void vm_proc_switch_out(Process *p)
-{
-    if (!p->want_wait && vm_sched_yield_to_next(p))
-        return;
-    st_switch_out(p);
-    vm_fiber_tsan_switch(p->sched->tsan);
-    vm_fiber_switch(&p->fiber->sp, p->sched->sp);
-}
-
-/* A process inside a call_time-traced function (its clock stops while it
- * is switched out: breakpoints/bp_time.h), or with the running flag (the
- * out and in events are written on its own fiber, before and after the
- * switch, whichever way it goes: trace/tr_vm_proc.c). */
-static void yield_traced(Process *p, bool running)
-{
-    if (running)
-        tr_vm_sched_out(p);
-    if (p->ct_fn)
-        bp_time_sched_out_slow(p);
-    vm_proc_switch_out(p);
-    if (p->ct_fn)
-        bp_time_sched_in_slow(p);
-    if (running)
-        tr_vm_sched_in(p);
-}
-
-void vm_proc_yield(Process *p)
-{
-    /* Two predictable branches when p is neither timed nor traced. */
-    bool running = vm_atomic_load_relaxed(&p->trace) & VM_TRACE_RUNNING;
-    if (VM_UNLIKELY(p->ct_fn != NULL || running)) {
-        yield_traced(p, running);
-        return;
-    }
-    vm_proc_switch_out(p);
-}
-
-/* Makes a process that waits for some condition look at it again. */
-void vm_proc_wake(SchedSystem *sys, uint64_t pid);
-void vm_proc_wake(SchedSystem *sys, uint64_t pid)
-{
-    Process *p = vm_proc_get(sys, pid);
-    if (!p)
-        return;
-    bool enqueue = false;
-    pthread_mutex_lock(&p->lock);
-    if (p->state != PS_EXITED)
-        wake_locked(p, &enqueue);
-    pthread_mutex_unlock(&p->lock);
-    if (enqueue)
-        vm_sched_enqueue(sys, p);
-    vm_proc_put(sys, p);
-}
-
-void vm_proc_timeout(SchedSystem *sys, uint64_t pid, uint64_t seq);
-void vm_proc_timeout(SchedSystem *sys, uint64_t pid, uint64_t seq)
-{
-    Process *p = vm_proc_get(sys, pid);
-    if (!p)
-        return;
-    bool enqueue = false;
-    pthread_mutex_lock(&p->lock);
-    if (p->timer_seq == seq && p->state != PS_EXITED) {
-        p->timed_out = true;
-        wake_locked(p, &enqueue);
-    }
-    pthread_mutex_unlock(&p->lock);
-    if (enqueue)
-        vm_sched_enqueue(sys, p);
-    vm_proc_put(sys, p);
-}
-
-bool vm_proc_wait(Process *p, int64_t timeout_ms)
-{
-    /* Anything sent already counts: look before sleeping.  Whatever is
-     * sent after this look (the same lock) sets signaled again, so the
-     * scheduler will not make us WAITING. */
-    pthread_mutex_lock(&p->lock);
-    Message **from = fetch_locked(p);
-    bool found = *p->cursor != NULL;
-    uint64_t seq = 0;
-    if (!found && timeout_ms != 0) {
-        seq = ++p->timer_seq;
-        p->timed_out = false;
-        p->signaled = false;
-    }
-    pthread_mutex_unlock(&p->lock);
-    tr_vm_receive(p, *from);
-    if (found || timeout_ms == 0)
-        return found;
-    /* Beyond VM_TIMEOUT_MAX_MS (about 31 years) a timeout is infinity; it
-     * also keeps the deadline arithmetic from overflowing. */
-    if (timeout_ms > 0 && timeout_ms <= VM_TIMEOUT_MAX_MS)
-        vm_timer_add(vm_sched_of(p->vm), vm_now_ns() + (uint64_t)timeout_ms * 1000000u, p->pid, seq);
-    for (;;) {
-        p->want_wait = true;
-        vm_proc_yield(p);
-        pthread_mutex_lock(&p->lock);
-        from = fetch_locked(p);
-        bool to = p->timed_out;
-        pthread_mutex_unlock(&p->lock);
-        tr_vm_receive(p, *from);
-        if (*p->cursor)
-            return true;
-        if (to)
-            return false;
-    }
-}
-
-uint64_t vm_proc_monitor(Process *p, uint64_t target)
-{
-    SchedSystem *sys = vm_sched_of(p->vm);
-    uint64_t ref = vm_atomic_fetch_add_relaxed(&sys->next_ref, 1) + 1;
-    Process *t = vm_proc_get(sys, target);
-    bool alive = false;
-    if (t) {
-        pthread_mutex_lock(&t->lock);
-        if (t->state != PS_EXITED && !t->exiting) {
-            Monitor *m = vm_malloc(sizeof *m);
-            m->watcher = p->pid;
-            m->ref = ref;
-            m->next = t->monitors;
-            t->monitors = m;
-            alive = true;
-        }
-        pthread_mutex_unlock(&t->lock);
-        vm_proc_put(sys, t);
-    }
-    if (!alive) {
-        /* Monitoring a process that is gone: an immediate DOWN, noproc. */
-        Term e[5] = { make_atom(ATOM_DOWN), make_small((int64_t)ref), make_atom(ATOM_PROCESS),
-                      make_pid(target), make_atom(ATOM_NOPROC) };
-        vm_send(p->vm, p->pid, vm_make_tuple(p, 5, e));
-    }
-    return ref;
 }

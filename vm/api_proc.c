@@ -1,5 +1,5 @@
 /*
- * vm/env_proc.c - the public process API (tracevm.h, "Processes").
+ * vm/api_proc.c - the public process API (tracevm.h, "Processes").
  */
 #include "include/tracevm.h"
 
@@ -9,13 +9,12 @@
 
 #include "vm/atom.h"
 #include "vm/heap.h"
+#include "vm/hook.h"
 #include "vm/print.h"
 #include "vm/qsbr.h"
 #include "vm/sched.h"
-#include "trace/tr_vm.h"
+#include "vm/timer.h"
 
-void vm_timer_add(SchedSystem *sys, uint64_t deadline, uint64_t pid, uint64_t seq);
-uint64_t vm_now_ns(void);
 
 #define ENV_OK(env) ((env) && (env)->p)
 
@@ -66,7 +65,7 @@ tvm_status tvm_send(tvm_env *env, tvm_pid pid, tvm_term msg)
 {
     if (!ENV_OK(env) || msg.h >= env->p->nroots)
         return TVM_ERR_BADARG;
-    tr_vm_send(env->p, pid, vm_root_get(env->p, msg));
+    vm_hook_send(env->p, pid, vm_root_get(env->p, msg));
     return vm_send(env->p->vm, pid, vm_root_get(env->p, msg)) ? TVM_OK : TVM_ERR_NOTFOUND;
 }
 
@@ -108,7 +107,7 @@ tvm_status tvm_sleep(tvm_env *env, int64_t ms)
     uint64_t seq = ++p->timer_seq;
     p->timed_out = false;
     pthread_mutex_unlock(&p->lock);
-    vm_timer_add(vm_sched_of(p->vm), vm_now_ns() + (uint64_t)ms * 1000000u, p->pid, seq);
+    vm_timer_add(&vm_sched_of(p->vm)->timers, vm_now_ns() + (uint64_t)ms * 1000000u, p->pid, seq);
     for (;;) {
         p->want_wait = true;
         vm_proc_yield(p);

@@ -1,5 +1,5 @@
 /*
- * vm/env.c - the public term and call API over a process (tracevm.h).
+ * vm/api_term.c - the public term and call API over a process (tracevm.h).
  *
  * A tvm_env is a view of a Process; a tvm_term is an index into the
  * process's root array, which the collector updates.  Natives get the env
@@ -120,26 +120,6 @@ tvm_status tvm_get_stacktrace(tvm_env *env, tvm_term *trace)
     Term t = vm_exception_trace_term(env->p);
     *trace = vm_root_push(env->p, t);
     return TVM_OK;
-}
-
-void vm_format_exception(Process *p, StrBuf *sb);
-void vm_format_exception(Process *p, StrBuf *sb)
-{
-    sb_puts(sb, "exception ");
-    vm_print_term(sb, p->exc_class);
-    sb_puts(sb, ": ");
-    vm_print_term(sb, p->exc_reason);
-    sb_putc(sb, '\n');
-    for (uint32_t i = 0; i < p->exc_depth; i++) {
-        const RawFrame *rf = &p->exc_trace[i];
-        sb_puts(sb, "  in ");
-        vm_print_mfa(sb, rf->fn->mod, rf->fn->name, rf->fn->arity);
-        if (rf->fn->file && rf->line)
-            sb_printf(sb, " (%s:%u)", rf->fn->file, rf->line);
-        else if (rf->fn->native)
-            sb_puts(sb, " (native)");
-        sb_putc(sb, '\n');
-    }
 }
 
 size_t tvm_format_exception(tvm_env *env, char *buf, size_t size)

@@ -1,5 +1,5 @@
 /*
- * vm/process.c - process (call context) state: stacks, handlers, roots
+ * vm/context.c - process (call context) state: stacks, handlers, roots
  * and exceptions.
  */
 #include "vm/process.h"
@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "vm/heap.h"
-#include "stacks/st.h"
+#include "vm/hook.h"
+#include "vm/print.h"
+#include "vm/strbuf.h"
 
 /* Start values, on a zeroed Process whose buffers (heap, stack, frames,
  * at their start sizes) are already set. */
@@ -27,7 +29,7 @@ static void process_start(Process *p, tvm_vm *vm)
     p->exc_trace_term = THE_NONE;
     p->reds = VM_REDUCTIONS;
     pthread_mutex_init(&p->lock, NULL);
-    pthread_mutex_init(&p->st.lock, NULL);
+    pthread_mutex_init(&p->il.lock, NULL);
     p->inbox_tail = &p->inbox;
     p->mq_tail = &p->mq;
     p->cursor = &p->mq;
@@ -62,7 +64,7 @@ void vm_process_recycle(Process *p)
     Handler *handlers = p->handlers;
     uint32_t handlers_cap = p->handlers_cap, roots_cap = p->roots_cap;
     pthread_mutex_destroy(&p->lock);
-    pthread_mutex_destroy(&p->st.lock);
+    pthread_mutex_destroy(&p->il.lock);
     free(p->exc_stack);
     memset(p, 0, sizeof *p);
     p->heap_min = vm->heap_min;
@@ -155,7 +157,7 @@ void vm_exception_set(Process *p, Term cls, Term reason, const Instr *top_pc)
     p->exc_trace_term = THE_NONE;
     p->exc_depth = 0;
     if (VM_UNLIKELY(p->vm->crash_stacks))
-        st_note_raise(p, top_pc);
+        vm_hook_note_raise(p, top_pc);
     const Instr *pc = top_pc;
     for (uint32_t i = p->nframes; i-- > 0 && p->exc_depth < VM_STACKTRACE_DEPTH;) {
         const Frame *f = &p->frames[i];
@@ -227,4 +229,23 @@ Term vm_exception_trace_term(Process *p)
     }
     p->exc_trace_term = list;
     return list;
+}
+
+void vm_format_exception(Process *p, StrBuf *sb)
+{
+    sb_puts(sb, "exception ");
+    vm_print_term(sb, p->exc_class);
+    sb_puts(sb, ": ");
+    vm_print_term(sb, p->exc_reason);
+    sb_putc(sb, '\n');
+    for (uint32_t i = 0; i < p->exc_depth; i++) {
+        const RawFrame *rf = &p->exc_trace[i];
+        sb_puts(sb, "  in ");
+        vm_print_mfa(sb, rf->fn->mod, rf->fn->name, rf->fn->arity);
+        if (rf->fn->file && rf->line)
+            sb_printf(sb, " (%s:%u)", rf->fn->file, rf->line);
+        else if (rf->fn->native)
+            sb_puts(sb, " (native)");
+        sb_putc(sb, '\n');
+    }
 }

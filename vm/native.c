@@ -1,5 +1,6 @@
 /*
- * vm/api.c - VM lifetime and native registration (tracevm.h).
+ * vm/native.c - natives: registration by an embedder (tvm_register_native)
+ * and of the built-in tables at creation, and status names.
  */
 #include "include/tracevm.h"
 
@@ -7,14 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "breakpoints/bp.h"
-#include "trace/tr_vm.h"
 #include "vm/atom.h"
-#include "vm/bif.h"
 #include "vm/module.h"
-#include "vm/sched.h"
-
-tvm_status vm_native_install_locked(tvm_vm *vm, Export *e, FuncInfo *fi);
+#include "vm/native.h"
 
 const char *tvm_status_name(tvm_status s)
 {
@@ -31,50 +27,6 @@ const char *tvm_status_name(tvm_status s)
     case TVM_ERR_BUSY: return "TVM_ERR_BUSY";
     }
     return "TVM_?";
-}
-
-tvm_vm *tvm_new(const tvm_config *cfg)
-{
-    vm_atoms_init();
-    size_t stack = cfg && cfg->stack_limit_words ? cfg->stack_limit_words : VM_STACK_LIMIT_WORDS;
-    size_t heap = cfg && cfg->heap_min_words ? cfg->heap_min_words : VM_HEAP_MIN_WORDS;
-    if (stack < 256 || stack > (1u << 30) || heap < 16 || heap > (1u << 30))
-        return NULL;
-    if (cfg && (cfg->schedulers < 0 || cfg->schedulers > 1024 ||
-                (cfg->fiber_stack_bytes && cfg->fiber_stack_bytes < 16384)))
-        return NULL;
-    tvm_vm *vm = vm_calloc(1, sizeof(tvm_vm));
-    vm->stack_limit = stack;
-    vm->heap_min = heap;
-    vm->output = cfg ? cfg->output : NULL;
-    vm->schedulers = cfg && cfg->schedulers > 0 ? cfg->schedulers : 0;
-    vm->fiber_stack = cfg ? cfg->fiber_stack_bytes : 0;
-    vm->fiber_slabs = cfg && cfg->fiber_slabs;
-    vm->crash_reports = !(cfg && cfg->quiet_crashes);
-    vm->crash_stacks = cfg && cfg->crash_stacks;
-    vm->stw_tracing = cfg && cfg->stop_the_world_tracing;
-    vm_modules_init(vm);
-    pthread_mutex_init(&vm->trace_lock, NULL);
-    vm_bifs_register(vm);
-    bp_engine_init(vm);
-    return vm;
-}
-
-void tvm_destroy(tvm_vm *vm)
-{
-    if (!vm)
-        return;
-    /* A trace pipeline first: stopping it waits for thread progress.
-     * Then the progress thread: it wakes processes through the
-     * schedulers.  Then the breakpoint engine, once nothing executes. */
-    tr_vm_destroy(vm);
-    if (vm->progress_stop)
-        vm->progress_stop(vm);
-    vm_sched_stop(vm);
-    bp_engine_destroy(vm);
-    vm_modules_destroy(vm);
-    pthread_mutex_destroy(&vm->trace_lock);
-    free(vm);
 }
 
 static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, const char *a,
@@ -128,4 +80,14 @@ tvm_status tvm_register_native(tvm_vm *vm, const char *mod, const char *fun,
     pthread_mutex_unlock(&vm->code_lock);
     vm_code_perm_release(vm);
     return st;
+}
+
+void vm_natives_install(tvm_vm *vm, VmNativeTable t)
+{
+    for (size_t i = 0; i < t.n; i++) {
+        const VmNativeDef *d = &t.defs[i];
+        tvm_error err;
+        if (tvm_register_native(vm, d->mod, d->name, d->arity, d->fn, NULL, &err) != TVM_OK)
+            vm_die(err.message);
+    }
 }

@@ -1,7 +1,9 @@
 /*
- * breakpoints/bp_record.h - breakpoint records: the contract between the
- * engine (the only writer, breakpoints/bp_engine.c) and the interpreter's
- * BREAKPOINT instruction (the readers, vm/interp.c).
+ * vm/breakpoint.h - breakpoint records: the contract between the engine
+ * (the only writer, breakpoints/bp_engine.c) and the interpreter's
+ * BREAKPOINT instruction (the readers, vm/interp.c).  The layout is the
+ * VM's, because the VM reads it on every hit; everything a hit does beyond
+ * counting is the breakpoints layer's (vm_hook_bp_hit, vm/hook.h).
  *
  * A record hangs off a FuncInfo's `bp` slot.  Two kinds share the layout:
  *   - a *local* record sits on a function: arming stores the BREAKPOINT
@@ -21,8 +23,8 @@
  * its next quiescent state), and no reader keeps a record, a generation or
  * an index across a quiescent state.  See docs/breakpoints.md.
  */
-#ifndef BREAKPOINTS_BP_RECORD_H
-#define BREAKPOINTS_BP_RECORD_H
+#ifndef VM_BREAKPOINT_H
+#define VM_BREAKPOINT_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,7 +32,10 @@
 #include "vm/atomics.h"
 #include "vm/module.h"
 
+/* Opaque here: a compiled match spec (trace/tr_ms.h) and call time
+ * tables (breakpoints/bp_time.h), used only by the hooks. */
 struct TrMs;
+struct BpTime;
 
 /* Generation flags.  "X" means the data object exists, "X_ACTIVE" that it
  * is accumulating (pause clears only the latter). */
@@ -104,27 +109,9 @@ typedef struct BpRecord {
     bool armed;
 } BpRecord;
 
-struct Process;
-
-/*
- * The slow part of a hit (breakpoints/bp_hit.c), for a generation with
- * call trace that the process's flags ask for, meta trace or call time:
- * p's top activation has just entered its function.  Reads what it needs
- * of `g` before anything that may suspend the process, and never after.
- * May collect garbage, push a trace frame (so the frame stack may move)
- * and suspend the process.  False when a trace frame was needed but the
- * frame stack is at its limit: the caller raises system_limit.  `fn` is
- * the top activation's function, `pf` the process's trace flags as the
- * caller loaded them and `args` its register window (the arguments):
- * passed, not reloaded, for the hit's fast path.  The hit is global when
- * fl has BP_GLOBAL (a trampoline's record).
- */
-bool bp_hit(struct Process *p, const BpGen *g, uint32_t fl, const struct FuncInfo *fn,
-            uintptr_t pf, const Term *args);
-
 /* Generation flags that take the slow path for a process with the call
  * flag, and for any process. */
 #define BP_CALL_TRACED (BP_CALL_TRACE | BP_TIME_ACTIVE)
 #define BP_ANY_PROCESS BP_META
 
-#endif /* BREAKPOINTS_BP_RECORD_H */
+#endif /* VM_BREAKPOINT_H */

@@ -1,5 +1,5 @@
 /*
- * breakpoints/bp_progress.h - thread progress on liburcu QSBR.
+ * vm/progress.h - thread progress on liburcu QSBR.
  *
  * A caller makes its writes, takes a ticket, and waits until the ticket
  * is reached: by then every scheduler thread has passed a quiescent state
@@ -7,45 +7,45 @@
  * still uses anything the writes replaced.  A VM process that waits is
  * suspended and its scheduler runs others; a foreign thread blocks.
  */
-#ifndef BREAKPOINTS_BP_PROGRESS_H
-#define BREAKPOINTS_BP_PROGRESS_H
+#ifndef VM_PROGRESS_H
+#define VM_PROGRESS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "vm/process.h"
 
-typedef struct BpProgress BpProgress;
+typedef struct VmProgress VmProgress;
 
 /* The VM's progress service, started on first use.  Any thread. */
-BpProgress *bp_progress_get(tvm_vm *vm);
+VmProgress *vm_progress_get(tvm_vm *vm);
 /* Stops the progress thread (tvm_destroy). */
-void bp_progress_stop(tvm_vm *vm);
+void vm_progress_stop(tvm_vm *vm);
 
 /*
  * Takes a ticket for a grace period that starts after every write the
  * caller made before this call.  Any thread.
  */
-uint64_t bp_progress_ticket(BpProgress *bp);
+uint64_t vm_progress_ticket(VmProgress *bp);
 
 /* True once the ticket's grace period has completed (acquire). */
-bool bp_progress_reached(BpProgress *bp, uint64_t ticket);
+bool vm_progress_reached(VmProgress *bp, uint64_t ticket);
 
 /*
  * Waits until the ticket is reached.  `self` is the calling process when
  * the caller runs on one (it is suspended, its scheduler goes on), or
  * NULL for a foreign thread (it blocks).
  */
-void bp_progress_wait(BpProgress *bp, Process *self, uint64_t ticket);
+void vm_progress_wait(VmProgress *bp, Process *self, uint64_t ticket);
 
 /*
  * A wait for thread progress after every write the caller made before
  * the call: a process takes a ticket and waits as above; a foreign thread
  * runs a grace period itself (blocking), without the progress thread.
  */
-void bp_progress_sync(BpProgress *bp, Process *self);
+void vm_progress_sync(VmProgress *bp, Process *self);
 
 /* Grace periods completed so far (for tests and statistics). */
-uint64_t bp_progress_completed(BpProgress *bp);
+uint64_t vm_progress_completed(VmProgress *bp);
 
-#endif /* BREAKPOINTS_BP_PROGRESS_H */
+#endif /* VM_PROGRESS_H */

@@ -1,5 +1,5 @@
 /*
- * breakpoints/bp_progress.c - thread progress on liburcu QSBR.
+ * vm/progress.c - thread progress on liburcu QSBR.
  *
  * Protocol: waiting for thread progress.
  *
@@ -16,12 +16,12 @@
  * blocked threads and the suspended processes whose tickets are reached.
  * Readers (scheduler threads):  report a quiescent state between two
  * processes and go offline while idle (vm/sched.c, vm/qsbr.h).
- * A writer on a foreign thread (bp_progress_sync) skips the progress
+ * A writer on a foreign thread (vm_progress_sync) skips the progress
  * thread: it calls synchronize_rcu() itself, which begins after its own
  * earlier writes, so the guarantee below holds for it as well.
  *
- * Guarantee.  When bp_progress_wait(t) returns, every scheduler has been
- * quiescent at least once after the writes made before bp_progress_ticket()
+ * Guarantee.  When vm_progress_wait(t) returns, every scheduler has been
+ * quiescent at least once after the writes made before vm_progress_ticket()
  * returned t: QSBR's synchronize_rcu() returns only after every online
  * reader reported a quiescent state after it began, and it began after the
  * writes (lock order above).  A reader holds references to VM code and
@@ -37,7 +37,7 @@
  * waiters acquire `completed` ([PG1']), so the happens-before the GP gives
  * is visible to TSan.
  */
-#include "breakpoints/bp_progress.h"
+#include "vm/progress.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -52,7 +52,7 @@ typedef struct Waiter {
     uint64_t pid;
 } Waiter;
 
-struct BpProgress {
+struct VmProgress {
     tvm_vm *vm;
     pthread_t thread;
     /* lock protects started, requested, stop and waiters. */
@@ -65,9 +65,7 @@ struct BpProgress {
     VmAtomic completed;        /* [PG1] release by the progress thread; [PG1'] acquire by waiters */
 };
 
-void vm_proc_wake(SchedSystem *sys, uint64_t pid);
-
-static void wake_reached(BpProgress *bp, uint64_t completed)
+static void wake_reached(VmProgress *bp, uint64_t completed)
 {
     /* Called with bp->lock held; wakes outside it. */
     Waiter *ready = NULL, **link = &bp->waiters;
@@ -95,7 +93,7 @@ static void wake_reached(BpProgress *bp, uint64_t completed)
 
 static void *progress_main(void *arg)
 {
-    BpProgress *bp = arg;
+    VmProgress *bp = arg;
     pthread_mutex_lock(&bp->lock);
     for (;;) {
         while (!bp->stop && bp->requested <= vm_atomic_load_relaxed(&bp->completed))
@@ -110,7 +108,7 @@ static void *progress_main(void *arg)
         VM_QSBR_ACQUIRE();
         pthread_mutex_lock(&bp->lock);
         /* [PG1] release: everything the grace period ordered before the
-         * count that reports it; pairs with [PG1'] in bp_progress_reached(). */
+         * count that reports it; pairs with [PG1'] in vm_progress_reached(). */
         vm_atomic_store_release(&bp->completed, gp);
         pthread_cond_broadcast(&bp->done);
         wake_reached(bp, gp);
@@ -119,10 +117,10 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
-BpProgress *bp_progress_get(tvm_vm *vm)
+VmProgress *vm_progress_get(tvm_vm *vm)
 {
     /* [PR1'] acquire; pairs with [PR1] below. */
-    BpProgress *bp = vm_atomic_load_ptr_acquire(&vm->progress);
+    VmProgress *bp = vm_atomic_load_ptr_acquire(&vm->progress);
     if (bp)
         return bp;
     pthread_mutex_lock(&vm->code_lock);
@@ -135,7 +133,6 @@ BpProgress *bp_progress_get(tvm_vm *vm)
         pthread_cond_init(&bp->done, NULL);
         if (pthread_create(&bp->thread, NULL, progress_main, bp) != 0)
             vm_die("cannot start the thread-progress thread");
-        vm->progress_stop = bp_progress_stop;
         /* [PR1] release: the service's initialisation before its use. */
         vm_atomic_store_ptr_release(&vm->progress, bp);
     }
@@ -143,9 +140,9 @@ BpProgress *bp_progress_get(tvm_vm *vm)
     return bp;
 }
 
-void bp_progress_stop(tvm_vm *vm)
+void vm_progress_stop(tvm_vm *vm)
 {
-    BpProgress *bp = vm_atomic_load_ptr_acquire(&vm->progress);
+    VmProgress *bp = vm_atomic_load_ptr_acquire(&vm->progress);
     if (!bp)
         return;
     pthread_mutex_lock(&bp->lock);
@@ -165,7 +162,7 @@ void bp_progress_stop(tvm_vm *vm)
     vm_atomic_store_ptr_release(&vm->progress, NULL);
 }
 
-uint64_t bp_progress_ticket(BpProgress *bp)
+uint64_t vm_progress_ticket(VmProgress *bp)
 {
     pthread_mutex_lock(&bp->lock);
     uint64_t t = bp->started + 1;
@@ -177,10 +174,10 @@ uint64_t bp_progress_ticket(BpProgress *bp)
     return t;
 }
 
-void bp_progress_sync(BpProgress *bp, Process *self)
+void vm_progress_sync(VmProgress *bp, Process *self)
 {
     if (self && self->fiber) {
-        bp_progress_wait(bp, self, bp_progress_ticket(bp));
+        vm_progress_wait(bp, self, vm_progress_ticket(bp));
         return;
     }
     /* A foreign thread runs the grace period itself: asking the progress
@@ -195,20 +192,20 @@ void bp_progress_sync(BpProgress *bp, Process *self)
     vm_qsbr_block_end(was_online);
 }
 
-bool bp_progress_reached(BpProgress *bp, uint64_t ticket)
+bool vm_progress_reached(VmProgress *bp, uint64_t ticket)
 {
     /* [PG1'] acquire; pairs with [PG1] in progress_main(). */
     return vm_atomic_load_acquire(&bp->completed) >= ticket;
 }
 
-uint64_t bp_progress_completed(BpProgress *bp)
+uint64_t vm_progress_completed(VmProgress *bp)
 {
     return vm_atomic_load_acquire(&bp->completed);
 }
 
-void bp_progress_wait(BpProgress *bp, Process *self, uint64_t ticket)
+void vm_progress_wait(VmProgress *bp, Process *self, uint64_t ticket)
 {
-    if (bp_progress_reached(bp, ticket))
+    if (vm_progress_reached(bp, ticket))
         return;
     if (!self || !self->fiber) {
         /* A foreign thread (or a call context) blocks.  Inside tvm_call it
@@ -219,7 +216,7 @@ void bp_progress_wait(BpProgress *bp, Process *self, uint64_t ticket)
          * what it needs out of a record before any call). */
         bool was = vm_qsbr_block_begin();
         pthread_mutex_lock(&bp->lock);
-        while (!bp_progress_reached(bp, ticket))
+        while (!vm_progress_reached(bp, ticket))
             pthread_cond_wait(&bp->done, &bp->lock);
         pthread_mutex_unlock(&bp->lock);
         vm_qsbr_block_end(was);
@@ -232,7 +229,7 @@ void bp_progress_wait(BpProgress *bp, Process *self, uint64_t ticket)
     w->ticket = ticket;
     w->pid = self->pid;
     pthread_mutex_lock(&bp->lock);
-    if (bp_progress_reached(bp, ticket)) {
+    if (vm_progress_reached(bp, ticket)) {
         pthread_mutex_unlock(&bp->lock);
         free(w);
         return;
@@ -240,7 +237,7 @@ void bp_progress_wait(BpProgress *bp, Process *self, uint64_t ticket)
     w->next = bp->waiters;
     bp->waiters = w;
     pthread_mutex_unlock(&bp->lock);
-    while (!bp_progress_reached(bp, ticket)) {
+    while (!vm_progress_reached(bp, ticket)) {
         self->want_wait = true;
         vm_proc_yield(self);
     }

@@ -1,0 +1,73 @@
+/*
+ * api/root.c - the composition root: tvm_new and tvm_destroy wire every
+ * layer of tracevm from one table (after Lua's linit.c).
+ *
+ * Each layer above the VM core appears once, bottom up, with what it
+ * needs done at the VM's creation and end and the natives it offers to VM
+ * code.  No layer sets itself up or registers itself: this file is the
+ * only one that knows them all, and the only one above every folder but
+ * the embedders' (docs/architecture.md).
+ *
+ * Order of the end (tvm_destroy): every layer's `stop` runs top down while
+ * the schedulers still run (a trace pipeline's stop waits for thread
+ * progress, which needs them); then the thread-progress service (it wakes
+ * processes through the schedulers) and the schedulers themselves stop;
+ * then every layer's `free` runs top down, once no thread executes VM code
+ * (the breakpoint engine disarms and frees its records directly); the core
+ * goes last.
+ */
+#include "include/tracevm.h"
+
+#include <stddef.h>
+
+#include "breakpoints/bp.h"
+#include "trace/tr_vm.h"
+#include "vm/native.h"
+#include "vm/progress.h"
+#include "vm/sched.h"
+#include "vm/vm.h"
+
+typedef struct Layer {
+    const char *name;
+    void (*init)(tvm_vm *vm);       /* at creation, bottom up */
+    void (*stop)(tvm_vm *vm);       /* at the end, schedulers running, top down */
+    void (*free)(tvm_vm *vm);       /* at the end, schedulers stopped, top down */
+    VmNativeTable (*natives)(void); /* installed after every init */
+} Layer;
+
+static const Layer layers[] = {
+    { "vm", NULL, NULL, NULL, vm_bif_natives },
+    { "trace", NULL, tr_vm_destroy, NULL, tr_natives },
+    { "breakpoints", bp_engine_init, NULL, bp_engine_destroy, bp_natives },
+};
+
+enum { NLAYERS = sizeof layers / sizeof layers[0] };
+
+tvm_vm *tvm_new(const tvm_config *cfg)
+{
+    tvm_vm *vm = vm_create(cfg);
+    if (!vm)
+        return NULL;
+    for (size_t i = 0; i < NLAYERS; i++)
+        if (layers[i].init)
+            layers[i].init(vm);
+    for (size_t i = 0; i < NLAYERS; i++)
+        if (layers[i].natives)
+            vm_natives_install(vm, layers[i].natives());
+    return vm;
+}
+
+void tvm_destroy(tvm_vm *vm)
+{
+    if (!vm)
+        return;
+    for (size_t i = NLAYERS; i-- > 0;)
+        if (layers[i].stop)
+            layers[i].stop(vm);
+    vm_progress_stop(vm);
+    vm_sched_stop(vm);
+    for (size_t i = NLAYERS; i-- > 0;)
+        if (layers[i].free)
+            layers[i].free(vm);
+    vm_release(vm);
+}

@@ -1,0 +1,146 @@
+/*
+ * vm/hook.h - the VM's hook interface: every place where the interpreter,
+ * the schedulers, process code or the loader hand control to a layer
+ * above vm/ (docs/architecture.md).
+ *
+ * The VM owns the interface: it declares each hook here, says when it is
+ * called and on which thread, and the layer named in each section defines
+ * it.  The VM includes nothing of those layers; what it must read of
+ * their data on a hot path (the breakpoint record, the interlock word) is
+ * laid out by the VM too (vm/breakpoint.h, vm/interlock.h).
+ *
+ * Binding is at link time, as Linux binds its arch_* hooks: a hook is an
+ * ordinary function with one definition, so a call costs what a direct
+ * call costs and the armed paths carry no indirect call.  Each hook is
+ * defined exactly once, in the folder its section names
+ * (tests/check_layers.py checks it).  Hooks that report events check the
+ * process's flags themselves; callers may test a flag first to stay cheap
+ * where the call is frequent.
+ */
+#ifndef VM_HOOK_H
+#define VM_HOOK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vm/breakpoint.h"
+#include "vm/module.h"
+#include "vm/process.h"
+
+struct StrBuf;
+
+/* ==== breakpoints/: the breakpoint hit, trace frames, call time, loading ==== */
+
+/*
+ * The slow part of a hit (BREAKPOINT, vm/interp.c), for a generation with
+ * call trace that the process's flags ask for, meta trace or call time:
+ * p's top activation has just entered its function.  Reads what it needs
+ * of `g` before anything that may suspend the process, and never after.
+ * May collect garbage, push a trace frame (so the frame stack may move)
+ * and suspend the process.  False when a trace frame was needed but the
+ * frame stack is at its limit: the caller raises system_limit.  `fn` is
+ * the top activation's function, `pf` the process's trace flags as the
+ * caller loaded them and `args` its register window (the arguments):
+ * passed, not reloaded, for the hit's fast path.  The hit is global when
+ * fl has BP_GLOBAL (a trampoline's record).  On p's own thread, an online
+ * reader (between two quiescent states).
+ */
+bool vm_hook_bp_hit(Process *p, const BpGen *g, uint32_t fl, const FuncInfo *fn,
+                    uintptr_t pf, const Term *args);
+
+/*
+ * RETURN_TRACE: p's top frame is a trace frame (FRAME_TRACE) and r0 of
+ * its window holds the value the traced activation returned.  Reports the
+ * return; the interpreter then pops the frame as an ordinary return.  May
+ * collect garbage (registers are updated in place: read r0 after the
+ * call) and may suspend the process, but moves neither the frames nor
+ * the register stack (it pushes no frame and runs no process code).
+ * Returns the trace frame's register window, computed early so that the
+ * interpreter's return need not wait for that load.  (The interpreter
+ * takes its frame and register pointers back after the call rather than
+ * keeping them across it: live across the call, they make the compiler
+ * allocate the whole loop's registers differently, +1 or +2 instructions
+ * per untraced call by callgrind.)
+ */
+Term *vm_hook_trace_return(Process *p);
+
+/*
+ * An exception (p->exc_*) is about to discard frames [lo, p->nframes).
+ * Reports every trace frame among them, innermost first (exception_from
+ * whether or not the exception is caught, call_time charges), and
+ * return_to for `catcher` (the frame of the handler, or -1 when the
+ * exception leaves this activation).  `bottom` says the activation is the
+ * process's outermost, so an uncaught throw is reported as error
+ * {nocatch, Value} (what the process exits with).  Only when p->ntrace.
+ */
+void vm_hook_trace_unwind(Process *p, uint32_t lo, int catcher, bool bottom);
+
+/*
+ * The process's call_time clock: stops when it is scheduled out (charging
+ * the current function), restarts when it is scheduled in.  Called only
+ * when p->ct_fn is set (p is inside a call_time-traced function), on p's
+ * own fiber before and after its switch.
+ */
+void vm_hook_time_out(Process *p);
+void vm_hook_time_in(Process *p);
+
+/*
+ * Loading a new version of module `old->name` (loader/): removes every
+ * breakpoint of the old version (its functions and the trampolines of its
+ * exports) with the full sequence, so neither old nor new code is traced
+ * afterwards.  Called with the code-modification permission held.
+ */
+void vm_hook_module_replaced(tvm_vm *vm, const Module *old);
+
+/*
+ * Loading module m (not installed yet): applies the on_load patterns to
+ * all its functions, armed before the install publishes them (no wait).
+ * Called with the permission and code_lock held, right before
+ * vm_module_install_locked().
+ */
+void vm_hook_module_loading(tvm_vm *vm, Module *m);
+
+/* ==== trace/: process events (spawn, exit, scheduling, messages) ==== */
+
+/*
+ * `parent` spawned process `child` running entry(args) (vm_spawn, after
+ * the child got its pid, before it can run).  On the parent's thread: a
+ * scheduler's, or a foreign thread with a call context.
+ */
+void vm_hook_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
+                   const Term *args);
+
+/* p is exiting with `reason` (on p's own fiber). */
+void vm_hook_exit(Process *p, Term reason);
+
+/*
+ * Running, send and receive events.  On p's own fiber unless said
+ * otherwise; under the lossless policy each may suspend p until its ring
+ * has room.
+ *   sched_in/out     p is scheduled in / about to be scheduled out
+ *   sched_start      p starts running (in, with its entry function)
+ *   sched_exit       p is exiting (out, with 0)
+ *   send             `from` sends msg to pid `to` (also a call context
+ *                    through tvm_send, on an embedder's thread)
+ *   receive          p took the messages m, m->next, ... into its queue
+ */
+void vm_hook_sched_in(Process *p);
+void vm_hook_sched_out(Process *p);
+void vm_hook_sched_start(Process *p);
+void vm_hook_sched_exit(Process *p);
+void vm_hook_send(Process *from, uint64_t to, Term msg);
+void vm_hook_receive(Process *p, const Message *m);
+
+/* ==== stacks/: the stack of a raise, for crash reports ==== */
+
+/*
+ * Records where p's exception is being raised (vm_exception_set, with
+ * tvm_config.crash_stacks): the caller's own mixed stack into
+ * p->exc_stack (allocated once), the top VM frame at top_pc.
+ */
+void vm_hook_note_raise(Process *p, const Instr *top_pc);
+
+/* Appends p->exc_stack (non-NULL), formatted, to a crash report. */
+void vm_hook_format_raise(const Process *p, struct StrBuf *sb);
+
+#endif /* VM_HOOK_H */

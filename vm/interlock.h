@@ -1,0 +1,84 @@
+/*
+ * vm/interlock.h - the capture interlock ("stop the process", after
+ * brpc's STB): the per-process word and the switch side.  The tracer
+ * side (stacks/st_capture.c) is the only other party.  The essay is docs/stacks.md; in short:
+ *
+ *   A tracer takes p->il.lock, stores p->il.traced = 1 (full), loads
+ *   p->il.word, and reads what the state allows: the saved context of a
+ *   SUSPENDED process (context mode) or, for a RUNNING one, the frames a
+ *   signal handler on its thread writes (signal mode).  A context-mode
+ *   capture is then validated: the word is loaded again after the walk
+ *   and the capture is thrown away (and retried, a bounded number of
+ *   times) if it changed.  It clears traced (release) at the end.
+ *
+ *   The switch paths, below, check traced before they switch a process
+ *   in or out and wait while it is set: a captured process does not pass
+ *   its context switch.  Then they publish the new state with a plain
+ *   store (IL_NEXT: the switch count goes up).  No fence: the one window
+ *   this leaves (traced set after the check, the state read before the
+ *   store is visible) is caught by the validation, because on x86-64
+ *   (TSO) a tracer that read any word the process wrote after its switch
+ *   must also see the state store that preceded it.  Cost: a load, a
+ *   predicted branch and a store or two per process switched.
+ *
+ *   Exit is the one transition that frees something (the fiber), so it is
+ *   a real Dekker handshake: the reaper's full store of EXITED and load
+ *   of traced against the tracer's full store of traced and load of the
+ *   word; a tracer that saw the process alive is waited for.
+ */
+#ifndef VM_INTERLOCK_H
+#define VM_INTERLOCK_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "vm/atomics.h"
+#include "vm/common.h"
+
+/*
+ * Capture states of a process (the low IL_STATE_BITS of VmInterlock.word):
+ *   CREATED   not spawned yet (a fresh or recycled Process)
+ *   NOSTACK   spawned, never switched in: its fiber holds no frame yet
+ *   RUNNING   switched in (or about to be: its saved sp is gone)
+ *   SUSPENDED switched out; its saved context is valid once fiber->sp is
+ *             non-NULL again (the switch stores it)
+ *   EXITED    reaped, or about to be: its fiber is going away
+ * "Switching" is not a stored state: it is RUNNING or SUSPENDED seen with
+ * no saved sp, or a signal that lands inside vm_fiber_switch*.
+ * "Runnable" and "waiting" both show as SUSPENDED here; the capture tells
+ * them apart by the process's own state (PS_WAITING).
+ */
+enum { IL_CREATED = 0, IL_NOSTACK, IL_RUNNING, IL_SUSPENDED, IL_EXITED };
+#define IL_STATE_BITS 4
+#define IL_STATE_OF(w) ((unsigned)((w) & ((1u << IL_STATE_BITS) - 1)))
+/* The next word: a new state and the switch count one higher, so that two
+ * observations of the same word mean "no switch in between". */
+#define IL_STATE_MASK (((uintptr_t)1 << IL_STATE_BITS) - 1)
+#define IL_NEXT(w, s) (((w) & ~IL_STATE_MASK) + (IL_STATE_MASK + 1 + (uintptr_t)(s)))
+
+typedef struct VmInterlock {
+    /* state | switch count << IL_STATE_BITS.  Written (relaxed, no RMW)
+     * only by the thread that owns the process at that moment: the
+     * spawner, the thread switching it in, the process switching itself
+     * out, the reaper (full store).  Read by tracers (acquire, and again
+     * after the walk to validate it). */
+    VmAtomic word;
+    /* 1 while a capture holds the process ("stop the process").  Written
+     * by the tracer holding `lock` (a full store to set, a release store
+     * to clear); read relaxed by the switch paths before they switch, and
+     * by the reaper after its full store of EXITED (Dekker with the
+     * tracer's full store and load of `word`). */
+    VmAtomic traced;
+    /* The generation: the pid the state belongs to (pids are never
+     * reused, while a Process slot is, through the schedulers' caches).
+     * Written at spawn before the process is published; read by tracers. */
+    uint64_t gen;
+    /* Serialises the tracers of this process (held for a whole capture). */
+    pthread_mutex_t lock;
+} VmInterlock;
+
+
+/* The switch side needs Process (vm/process.h), which embeds VmInterlock:
+ * the functions are declared in vm/interlock_switch.h. */
+
+#endif /* VM_INTERLOCK_H */

@@ -1,0 +1,61 @@
+/*
+ * vm/interlock_switch.h - the switch side of the capture interlock
+ * (vm/interlock.h has the protocol): what the scheduler, a process
+ * switching itself out, the spawner and the reaper do.
+ */
+#ifndef VM_INTERLOCK_SWITCH_H
+#define VM_INTERLOCK_SWITCH_H
+
+#include "vm/common.h"
+#include "vm/fiber.h"
+#include "vm/interlock.h"
+#include "vm/process.h"
+
+/* Waits (spinning, then yielding the CPU) until no capture holds p. */
+void vm_il_wait_untraced(Process *p);
+
+/*
+ * Called by the thread about to switch into q, right before the switch:
+ * waits for a capture of q, marks it RUNNING and takes its saved stack
+ * pointer away (a tracer that sees no saved sp knows the context is not
+ * there to read).  Returns the sp to switch to.
+ */
+static inline void *vm_il_switch_in(Process *q)
+{
+    if (VM_UNLIKELY(vm_atomic_load_relaxed(&q->il.traced)))
+        vm_il_wait_untraced(q);
+    uintptr_t w = vm_atomic_load_relaxed(&q->il.word);
+    vm_atomic_store_relaxed(&q->il.word, IL_NEXT(w, IL_RUNNING));
+    void *sp = q->fiber->sp;
+    q->fiber->sp = NULL;
+    return sp;
+}
+
+/*
+ * Called by a running process right before it switches out: waits for a
+ * capture of it (a signal-mode capture must find it on its thread), then
+ * marks it SUSPENDED; the switch itself then stores the saved sp, which
+ * is what makes the context readable.
+ */
+static inline void vm_il_switch_out(Process *p)
+{
+    if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->il.traced)))
+        vm_il_wait_untraced(p);
+    uintptr_t w = vm_atomic_load_relaxed(&p->il.word);
+    vm_atomic_store_relaxed(&p->il.word, IL_NEXT(w, IL_SUSPENDED));
+}
+
+/* A process spawned (before it is published): generation and NOSTACK. */
+static inline void vm_il_spawned(Process *p)
+{
+    p->il.gen = p->pid;
+    uintptr_t w = vm_atomic_load_relaxed(&p->il.word);
+    vm_atomic_store_relaxed(&p->il.word, IL_NEXT(w, IL_NOSTACK));
+}
+
+/* An exited process is about to lose its fiber (the reaper, on the
+ * scheduler's thread): EXITED, then waits for a capture that saw it
+ * alive. */
+void vm_il_exited(Process *p);
+
+#endif /* VM_INTERLOCK_SWITCH_H */

@@ -1,0 +1,212 @@
+/*
+ * vm/mailbox.c - messages between processes: sending (a copy into the
+ * receiver's inbox under its lock), moving the inbox into the process's
+ * own queue, selective receive's waits with their timeouts and wake-ups,
+ * and monitors.
+ *
+ * A process's queue (mq, with the cursor of a selective receive) is
+ * touched only by the process itself; other threads append to its inbox
+ * under p->lock, and the process moves the inbox behind its queue under
+ * the same lock (fetch).  A sender that finds the receiver waiting makes
+ * it runnable; one that finds it running sets `signaled`, so a process
+ * about to wait looks again instead of sleeping through the message.
+ */
+#include "vm/sched.h"
+
+#include <stdlib.h>
+
+#include "vm/atom.h"
+#include "vm/heap.h"
+#include "vm/hook.h"
+#include "vm/timer.h"
+
+/* ==== messages ==== */
+
+Message *vm_message_new(Term t)
+{
+    size_t words = term_size(t);
+    Message *m = vm_malloc(sizeof(Message) + words * sizeof(Term));
+    Term *hp = m->data;
+    m->next = NULL;
+    m->words = words;
+    m->term = vm_copy_to(&hp, t);
+    return m;
+}
+
+void vm_messages_free(Message *m)
+{
+    while (m) {
+        Message *next = m->next;
+        free(m);
+        m = next;
+    }
+}
+
+/* Makes a waiting process runnable, or flags one that is still running. */
+static void wake_locked(Process *p, bool *enqueue)
+{
+    if (p->state == PS_WAITING) {
+        p->state = PS_RUNNABLE;
+        *enqueue = true;
+    } else {
+        p->signaled = true;
+    }
+}
+
+bool vm_send(tvm_vm *vm, uint64_t pid, Term msg)
+{
+    SchedSystem *sys = vm_sched_of(vm);
+    if (!sys)
+        return false;
+    Process *p = vm_proc_get(sys, pid);
+    if (!p)
+        return false;
+    Message *m = vm_message_new(msg);
+    bool enqueue = false, ok = true;
+    pthread_mutex_lock(&p->lock);
+    if (p->state == PS_EXITED || p->exiting) {
+        ok = false;
+    } else {
+        *p->inbox_tail = m;
+        p->inbox_tail = &m->next;
+        wake_locked(p, &enqueue);
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (!ok)
+        free(m);
+    if (enqueue)
+        vm_sched_enqueue(sys, p);
+    vm_proc_put(sys, p);
+    return ok;
+}
+
+/* Moves messages sent so far into the process's own queue (lock held).
+ * Returns where the moved messages begin (*result is the first), for the
+ * receive events written after the lock is released. */
+static Message **fetch_locked(Process *p)
+{
+    Message **from = p->mq_tail;
+    if (p->inbox) {
+        *p->mq_tail = p->inbox;
+        p->mq_tail = p->inbox_tail;
+        p->inbox = NULL;
+        p->inbox_tail = &p->inbox;
+    }
+    return from;
+}
+
+void vm_proc_fetch(Process *p)
+{
+    pthread_mutex_lock(&p->lock);
+    Message **from = fetch_locked(p);
+    pthread_mutex_unlock(&p->lock);
+    /* Only this process changes its queue: *from stays the first new one. */
+    vm_hook_receive(p, *from);
+}
+
+void vm_proc_accept(Process *p)
+{
+    Message *m = *p->cursor;
+    *p->cursor = m->next;
+    if (p->mq_tail == &m->next)
+        p->mq_tail = p->cursor;
+    free(m);
+    p->cursor = &p->mq;
+}
+
+void vm_proc_wake(SchedSystem *sys, uint64_t pid)
+{
+    Process *p = vm_proc_get(sys, pid);
+    if (!p)
+        return;
+    bool enqueue = false;
+    pthread_mutex_lock(&p->lock);
+    if (p->state != PS_EXITED)
+        wake_locked(p, &enqueue);
+    pthread_mutex_unlock(&p->lock);
+    if (enqueue)
+        vm_sched_enqueue(sys, p);
+    vm_proc_put(sys, p);
+}
+
+void vm_proc_timeout(SchedSystem *sys, uint64_t pid, uint64_t seq)
+{
+    Process *p = vm_proc_get(sys, pid);
+    if (!p)
+        return;
+    bool enqueue = false;
+    pthread_mutex_lock(&p->lock);
+    if (p->timer_seq == seq && p->state != PS_EXITED) {
+        p->timed_out = true;
+        wake_locked(p, &enqueue);
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (enqueue)
+        vm_sched_enqueue(sys, p);
+    vm_proc_put(sys, p);
+}
+
+bool vm_proc_wait(Process *p, int64_t timeout_ms)
+{
+    /* Anything sent already counts: look before sleeping.  Whatever is
+     * sent after this look (the same lock) sets signaled again, so the
+     * scheduler will not make us WAITING. */
+    pthread_mutex_lock(&p->lock);
+    Message **from = fetch_locked(p);
+    bool found = *p->cursor != NULL;
+    uint64_t seq = 0;
+    if (!found && timeout_ms != 0) {
+        seq = ++p->timer_seq;
+        p->timed_out = false;
+        p->signaled = false;
+    }
+    pthread_mutex_unlock(&p->lock);
+    vm_hook_receive(p, *from);
+    if (found || timeout_ms == 0)
+        return found;
+    /* Beyond VM_TIMEOUT_MAX_MS (about 31 years) a timeout is infinity; it
+     * also keeps the deadline arithmetic from overflowing. */
+    if (timeout_ms > 0 && timeout_ms <= VM_TIMEOUT_MAX_MS)
+        vm_timer_add(&vm_sched_of(p->vm)->timers, vm_now_ns() + (uint64_t)timeout_ms * 1000000u, p->pid, seq);
+    for (;;) {
+        p->want_wait = true;
+        vm_proc_yield(p);
+        pthread_mutex_lock(&p->lock);
+        from = fetch_locked(p);
+        bool to = p->timed_out;
+        pthread_mutex_unlock(&p->lock);
+        vm_hook_receive(p, *from);
+        if (*p->cursor)
+            return true;
+        if (to)
+            return false;
+    }
+}
+
+uint64_t vm_proc_monitor(Process *p, uint64_t target)
+{
+    SchedSystem *sys = vm_sched_of(p->vm);
+    uint64_t ref = vm_atomic_fetch_add_relaxed(&sys->next_ref, 1) + 1;
+    Process *t = vm_proc_get(sys, target);
+    bool alive = false;
+    if (t) {
+        pthread_mutex_lock(&t->lock);
+        if (t->state != PS_EXITED && !t->exiting) {
+            Monitor *m = vm_malloc(sizeof *m);
+            m->watcher = p->pid;
+            m->ref = ref;
+            m->next = t->monitors;
+            t->monitors = m;
+            alive = true;
+        }
+        pthread_mutex_unlock(&t->lock);
+        vm_proc_put(sys, t);
+    }
+    if (!alive) {
+        /* Monitoring a process that is gone: an immediate DOWN, noproc. */
+        Term e[5] = { make_atom(ATOM_DOWN), make_small((int64_t)ref), make_atom(ATOM_PROCESS),
+                      make_pid(target), make_atom(ATOM_NOPROC) };
+        vm_send(p->vm, p->pid, vm_make_tuple(p, 5, e));
+    }
+    return ref;
+}

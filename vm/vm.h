@@ -1,0 +1,120 @@
+/*
+ * vm/vm.h - struct tvm_vm: the state of one VM, shared by every layer.
+ *
+ * The VM core owns the struct; the layers above keep their own state
+ * behind the pointers named here (the breakpoint engine, the trace
+ * pipeline), each saying who writes it and what orders its readers.
+ * Created by vm_create() and torn down by vm_release(), which the
+ * composition root (api/root.c) calls around the layers' own set-up and
+ * tear-down.
+ */
+#ifndef VM_VM_H
+#define VM_VM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "include/tracevm.h"
+#include "vm/atomics.h"
+#include "vm/codeperm.h"
+
+struct Module;
+struct FuncInfo;
+struct Export;
+struct BpEngine;
+struct SchedSystem;
+
+struct tvm_vm {
+    /*
+     * The active code index.  Written by the loader with a release store
+     * ([CX1]) under code_lock; read with an acquire load by every remote
+     * call ([CX1']).
+     */
+    VmAtomic code_ix;
+    /*
+     * The code-modification permission (vm/codeperm.h): held by a load, a
+     * native registration or a trace_pattern for their whole sequence.
+     * code_lock is the short mutex inside it for the module array and the
+     * start of services.
+     */
+    VmCodePerm perm;
+    pthread_mutex_t code_lock;   /* the start of the schedulers and services; modules[] */
+    struct Module **modules;            /* written under perm and code_lock; read under either */
+    uint32_t nmodules, modules_cap;
+    /* Every registered native, owned here (natives are never removed):
+     * appended under perm and code_lock, read under either (trace_pattern's
+     * matching, the loader's check, tvm_destroy). */
+    struct FuncInfo **natives;
+    uint32_t nnatives, natives_cap;
+    pthread_mutex_t export_lock; /* protects the export hash (not addr[]) */
+    struct Export **export_buckets;
+    uint32_t export_cap, export_count;
+    size_t stack_limit;
+    size_t heap_min;
+    void *output;                /* FILE * for io: natives */
+    int schedulers;              /* scheduler threads to start (0: one per core) */
+    size_t fiber_stack;          /* bytes per process fiber stack (0: default) */
+    bool fiber_slabs;            /* stacks from slabs, no guard pages (tvm_config) */
+    bool crash_reports;          /* print a report when a process crashes */
+    bool crash_stacks;           /* ... with the stack at the raise (stacks/st.h) */
+    /* The schedulers (struct SchedSystem *), started on first use
+     * (vm/sched.c).  [SC1] release store under code_lock when started and
+     * when stopped by tvm_destroy; read with vm_sched_of() ([SC1'] acquire)
+     * from any thread. */
+    VmAtomic sched;
+    /* The thread-progress service (struct VmProgress *,
+     * vm/progress.c), started on first use; same rule as
+     * `sched` ([PR1] / [PR1']). */
+    VmAtomic progress;
+    /*
+     * The active breakpoint generation (0 or 1).  Written by the engine
+     * under the permission (relaxed: the thread-progress wait after the
+     * flip publishes it); read relaxed by every BREAKPOINT hit.
+     */
+    VmAtomic bp_ix;
+    struct BpEngine *bp;         /* the engine's state (breakpoints/), under perm */
+    /* The call hook (struct VmCallHook *, immutable once published):
+     * [HK1] release store by tvm_set_call_hook, [HK1'] acquire on a hit. */
+    VmAtomic call_hook;
+    bool stw_tracing;            /* config: stop-the-world trace_pattern */
+    /*
+     * The trace pipeline (struct TrVm *, trace/tr_vm.c) while one runs.
+     * [TP1] release store by tvm_trace_start (and a relaxed NULL store by
+     * tvm_trace_stop, which then waits for thread progress before freeing
+     * it); [TP1'] acquire load by emitters, which are always QSBR readers
+     * online while they use it (trace/tr_vm.c explains why that is enough).
+     */
+    VmAtomic trace_out;
+    /* trace_lock serializes tvm_trace_start and tvm_trace_stop. */
+    pthread_mutex_t trace_lock;
+    /* Trace flags (VM_TRACE_*) for new processes: full CAS by
+     * tvm_trace_flags_all; read relaxed by vm_spawn under the process
+     * table's lock (the order argument is in trace/tr_flags.c). */
+    VmAtomic trace_new;
+};
+
+typedef struct VmCallHook {
+    void (*fn)(tvm_env *env, const tvm_call_event *ev, void *data);
+    void *data;
+    struct VmCallHook *older;    /* replaced hooks, freed with the VM */
+} VmCallHook;
+
+/* [SC1'] acquire: the scheduler system's initialisation before its use. */
+static inline struct SchedSystem *vm_sched_of(const tvm_vm *vm)
+{
+    return (struct SchedSystem *)vm_atomic_load_ptr_acquire(&vm->sched);
+}
+
+/*
+ * Creates the VM core from `cfg` (NULL: defaults): atoms, the module and
+ * export tables, the settings; no thread yet.  NULL when cfg holds a value
+ * out of range.  tvm_new (api/root.c) then sets up every layer above.
+ */
+tvm_vm *vm_create(const tvm_config *cfg);
+
+/* Frees the core, once every layer above has let go of it and no thread
+ * runs VM code (tvm_destroy, after the schedulers stopped). */
+void vm_release(tvm_vm *vm);
+
+#endif /* VM_VM_H */
