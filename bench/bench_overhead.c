@@ -67,7 +67,7 @@
 #define BENCH_PROG "bench_overhead"
 #include "bench/bench_util.h"
 #include "include/tracevm.h"
-#include "trace/tr_vm_internal.h"
+#include "vm/atomics.h"
 
 #define MAX_SAMPLES 100000
 #define WARM_EVENTS 3

@@ -580,6 +580,11 @@ void bp_engine_init(tvm_vm *vm)
     vm_atomic_store_relaxed(&vm->bp_ix, 0);
 }
 
+uint64_t bp_waits(tvm_vm *vm)
+{
+    return vm->bp->waits;
+}
+
 void bp_engine_destroy(tvm_vm *vm)
 {
     BpEngine *E = vm->bp;

@@ -111,6 +111,51 @@ tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,
 /* Reads `path` and loads it as tvm_load_string() does. */
 tvm_status tvm_load_file(tvm_vm *vm, const char *path, tvm_error *err);
 
+/*
+ * Checks .tasm text as tvm_load_string() would, without loading anything:
+ * TVM_OK when the module would load, TVM_ERR_LOAD when it would not,
+ * TVM_ERR_BADARG for a NULL vm or name.  When `diagnostics` is non-NULL it
+ * receives every "name:line:col: error: message" line, however many (a
+ * string from malloc, "" when there is none; the caller frees it).  When
+ * `disassembly` is non-NULL it receives, for text that checks, the
+ * module's disassembly in the format `tracevm dis` prints (malloc'ed), and
+ * NULL otherwise.  The VM's loaded code is untouched (only export entries
+ * named by the code may be created, undefined).  Any thread.
+ */
+tvm_status tvm_check_string(tvm_vm *vm, const char *name, const char *text, size_t len,
+                            char **diagnostics, char **disassembly);
+
+/* Reads `path` and checks it as tvm_check_string() does; a file that
+ * cannot be read gives TVM_ERR_IO and the line "path: error: cannot open:
+ * REASON" (or "read failed") in *diagnostics. */
+tvm_status tvm_check_file(tvm_vm *vm, const char *path, char **diagnostics,
+                          char **disassembly);
+
+typedef struct tvm_module_info {
+    char name[256];          /* the module's name */
+    const char *file;        /* the file it was loaded from (valid while the VM lives) */
+    int functions;           /* functions it defines */
+} tvm_module_info;
+
+/* Fills up to max entries with the loaded modules, in the order they were
+ * first loaded (a reload keeps its place); returns how many are loaded.
+ * Any thread. */
+size_t tvm_modules(tvm_vm *vm, tvm_module_info *out, size_t max);
+
+typedef struct tvm_function_info {
+    char name[256];
+    int arity;
+    bool exported;           /* callable as mod:fun/arity from other modules */
+    int line;                /* the line of its first instruction (0: unknown) */
+} tvm_function_info;
+
+/* Fills up to max entries with the functions of loaded module `module`,
+ * in definition order, and sets *count to how many it has;
+ * TVM_ERR_NOTFOUND if no such module is loaded (natives are not
+ * modules), TVM_ERR_BADARG for a NULL argument.  Any thread. */
+tvm_status tvm_functions(tvm_vm *vm, const char *module, tvm_function_info *out, size_t max,
+                         size_t *count);
+
 /* ------------------------------------------------------------------ */
 /* Natives                                                             */
 

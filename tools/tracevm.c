@@ -15,9 +15,6 @@
 #include <string.h>
 
 #include "include/tracevm.h"
-#include "loader/loader.h"
-#include "vm/atom.h"
-#include "vm/module.h"
 
 static const char *const usage_main =
     "usage: tracevm COMMAND [options]\n"
@@ -111,27 +108,7 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Reads a whole file; NULL (with a message) on failure. */
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        fprintf(stderr, "%s: error: cannot open: ", path);
-        perror(NULL);
-        return NULL;
-    }
-    StrBuf sb;
-    sb_init(&sb);
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, fp)) > 0)
-        sb_put(&sb, buf, n);
-    fclose(fp);
-    *len = sb.len;
-    return sb.s;
-}
-
-/* check / dis: build each file without installing it. */
+/* check / dis: check each file without loading it (tvm_check_file). */
 static int cmd_check(int argc, char **argv, bool dis)
 {
     if (wants_help(argc, argv))
@@ -141,30 +118,17 @@ static int cmd_check(int argc, char **argv, bool dis)
     tvm_vm *vm = tvm_new(NULL);
     int status = 0;
     for (int i = 0; i < argc; i++) {
-        size_t len;
-        char *text = slurp(argv[i], &len);
-        if (!text) {
-            status = 1;
-            continue;
-        }
-        StrBuf diag;
-        sb_init(&diag);
-        Module *m = ld_build(vm, argv[i], text, len, &diag);
-        free(text);
-        if (!m) {
-            fputs(diag.s, stderr);
+        char *diag, *text;
+        if (tvm_check_file(vm, argv[i], &diag, dis ? &text : NULL) != TVM_OK) {
+            fputs(diag, stderr);
             status = 1;
         } else if (dis) {
-            StrBuf out;
-            sb_init(&out);
-            ld_disassemble(m, &out);
-            fputs(out.s, stdout);
-            sb_free(&out);
+            fputs(text, stdout);
+            free(text);
         } else {
             printf("%s: ok\n", argv[i]);
         }
-        ld_module_free(m);
-        sb_free(&diag);
+        free(diag);
     }
     tvm_destroy(vm);
     return status;
@@ -409,13 +373,10 @@ static int entry_of(tvm_vm *vm, const char *entry, char mod[256], char fun[256])
         strcpy(fun, colon + 1);
         return 0;
     }
-    /* The first file's module: take it from the loaded module table. */
-    Module *m = vm->nmodules ? vm->modules[0] : NULL;
-    if (m) {
-        size_t n;
-        const char *s = vm_atom_name(m->name, &n);
-        snprintf(mod, 256, "%.*s", (int)n, s);
-    }
+    /* The first file's module: the first one loaded. */
+    tvm_module_info first;
+    if (tvm_modules(vm, &first, 1) > 0)
+        snprintf(mod, 256, "%s", first.name);
     return 0;
 }
 

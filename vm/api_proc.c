@@ -18,9 +18,6 @@
 
 #define ENV_OK(env) ((env) && (env)->p)
 
-tvm_status vm_env_resolve(tvm_env *env, const char *mod, const char *fun, int argc,
-                          const tvm_term *argv, Term *args, const Export **fn);
-
 tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
                      const tvm_term *argv, tvm_pid *pid)
 {
