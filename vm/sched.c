@@ -498,15 +498,6 @@ static void *sched_main(void *arg)
 
 /* ==== start and stop ==== */
 
-static void cond_init_monotonic(pthread_cond_t *c)
-{
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(c, &a);
-    pthread_condattr_destroy(&a);
-}
-
 SchedSystem *vm_sched_start(tvm_vm *vm, int n)
 {
     pthread_mutex_lock(&vm->code_lock);
@@ -539,7 +530,7 @@ SchedSystem *vm_sched_start(tvm_vm *vm, int n)
         s->sys = sys;
         s->id = i;
         pthread_mutex_init(&s->lock, NULL);
-        cond_init_monotonic(&s->cond);
+        vm_cond_init_monotonic(&s->cond);
     }
     for (int i = 0; i < n; i++)
         if (pthread_create(&sys->scheds[i].thread, NULL, sched_main, &sys->scheds[i]) != 0)
