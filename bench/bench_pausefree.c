@@ -1,6 +1,10 @@
 /*
- * bench/bench_pausefree.c - pause-freedom of trace_pattern (the tracevm
- * side of reference/beam.md §3.2).
+ * bench/bench_pausefree.c - pause-freedom of trace_pattern: worker
+ * processes record the gaps between their iterations while another
+ * toggles call trace on 5,000 functions (BEAM's trace_pattern, measured
+ * the same way on OTP 25 here, leaves the workers' gaps at their
+ * baseline too: its sequence waits for thread progress instead of
+ * stopping the schedulers).
  *
  * A generated module, genmod, holds 5,000 functions fN(X) -> X + N and
  * work/1, which makes 20 nested local calls f250(f500(...f5000(X)))

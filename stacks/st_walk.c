@@ -7,8 +7,8 @@
  * fiber's, or, in a signal handler, the interrupted code's).  Every
  * address is checked against the stack's exact bounds before it is read,
  * so a corrupt chain ends the walk instead of faulting; the checks (the
- * union of gperftools', absl's and async-profiler's, see
- * ../shared/reference/stacks.md 1.6):
+ * union of the ones gperftools' stacktrace_x86-inl.h, absl's
+ * stacktrace_x86-inl.inc and async-profiler's stackWalker.cpp make):
  *   - fp 8-aligned, lo <= fp and fp + 16 <= hi;
  *   - the next fp strictly above this one (the stack grows down) and at
  *     most ST_MAX_FRAME bytes above it; 0 is the end (vm_fiber_entry

@@ -1,6 +1,6 @@
 /*
  * trace/tr_sink_text.c - the Erlang-like text sink: one trace message per
- * line, in the shapes BEAM's tracer receives (reference/beam.md Part 2):
+ * line, in the shapes BEAM's tracer receives (erlang:trace/3's messages):
  *
  *   {trace,<0.42.0>,call,{fib,fib,[10]}}
  *   {trace,<0.42.0>,call,{fib,fib,[10]},Msg}   (match spec {message, Msg})
