@@ -31,6 +31,7 @@ tvm_vm *vm_create(const tvm_config *cfg)
     vm->crash_reports = !(cfg && cfg->quiet_crashes);
     vm->crash_stacks = cfg && cfg->crash_stacks;
     vm->stw_tracing = cfg && cfg->stop_the_world_tracing;
+    vm->control_wanted = cfg && cfg->control;
     vm_modules_init(vm);
     pthread_mutex_init(&vm->trace_lock, NULL);
     return vm;
