@@ -44,8 +44,17 @@
  * Before the rounds, the same calls on the idle nb VM (no worker):
  * idle_latency_median_ms, the engine's own cost.
  *
+ * --hog-ms MS: one of the S processes is a hog instead of a worker: it
+ * loops calling the native pf_nat:spin/1, which keeps its scheduler
+ * thread busy in C for MS ms (a long native, or a dirty scheduler's
+ * work).  A stop-the-world call must wait for that scheduler to reach
+ * its next switch, with every other scheduler already parked: the
+ * workers stall for up to MS; thread progress only waits longer, while
+ * the workers go on.  The hog's own iterations are not measured.
+ *
  * usage: bench_pausefree [--schedulers S] [--runs R] [--toggles N]
  *                        [--sleep-ms MS] [--fns N] [--modes none,nb,stw]
+ *                        [--hog-ms MS]
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -146,6 +155,25 @@ static tvm_status nat_tick(tvm_env *env, int argc, const tvm_term *argv, tvm_ter
     return tvm_make_int(env, ph == 2, result);
 }
 
+/* pf_nat:spin(Ms): burns Ms ms of this thread in C; returns 1 once the
+ * run is over (the hog then stops), else 0. */
+static tvm_status nat_spin(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result,
+                           void *data)
+{
+    (void)argc, (void)data;
+    int64_t ms;
+    if (tvm_get_int(env, argv[0], &ms) != TVM_OK || ms < 0)
+        return tvm_raise_badarg(env);
+    uint64_t end = mono_ns() + (uint64_t)ms * 1000000u;
+    while (mono_ns() < end)
+        ;
+    /* A whole slice's work: the hog yields after each spin, so a worker
+     * queued behind it is handed to another scheduler (as a well-behaved
+     * native says; a dirty NIF's scheduler would not run workers at all). */
+    tvm_consume_timeslice(env, 100);
+    return tvm_make_int(env, vm_atomic_load_acquire(&phase) == 2, result);
+}
+
 /* ---- the modules ---- */
 
 typedef struct Buf {
@@ -196,7 +224,17 @@ static char *genmod_text(int nfns, size_t *len)
 
 static const char drv_text[] =
     "module pfdrv\n"
-    "export worker/1\n"
+    "export worker/1, hog/1\n"
+    "; hog(Ms): spin(Ms) until told to stop\n"
+    "function hog/1 regs 2\n"
+    "top:\n"
+    "    move r1, r0\n"
+    "    callx r1, r1, pf_nat:spin/1\n"
+    "    jnei r1, 0, done\n"
+    "    jump top\n"
+    "done:\n"
+    "    ret r1\n"
+    "end\n"
     "; worker(Idx): Acc := genmod:work(Acc) band 65535, then tick, until told to stop\n"
     "function worker/1 regs 4\n"
     "    loadi r1, 0\n"
@@ -222,6 +260,7 @@ static tvm_vm *make_vm(int schedulers, bool stw, const char *genmod, size_t genl
     if (!vm)
         die("tvm_new failed", NULL);
     if (tvm_register_native(vm, "pf_nat", "tick", 1, nat_tick, NULL, &err) != TVM_OK ||
+        tvm_register_native(vm, "pf_nat", "spin", 1, nat_spin, NULL, &err) != TVM_OK ||
         tvm_load_string(vm, "genmod.tasm", genmod, genlen, &err) != TVM_OK ||
         tvm_load_string(vm, "pfdrv.tasm", drv_text, sizeof drv_text - 1, &err) != TVM_OK)
         die("loading", err.message);
@@ -293,10 +332,10 @@ static void sleep_ms(double ms)
 static Span windows[MAX_TOGGLES];  /* the calls of the running mode */
 
 static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sleep,
-                     Result *res)
+                     int hog_ms, Result *res)
 {
     tvm_env *env = tvm_env_new(vm);
-    tvm_pid pids[MAX_WORKERS];
+    tvm_pid pids[MAX_WORKERS], hog = 0;
     memset(res, 0, sizeof *res);
     for (int i = 0; i < nworkers; i++) {
         uint32_t *h = workers[i].hist;
@@ -314,6 +353,14 @@ static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sle
             st = tvm_spawn(env, "pfdrv", "worker", 1, &a, &pids[i]);
         if (st != TVM_OK)
             die("spawning a worker", tvm_status_name(st));
+    }
+    if (hog_ms > 0) {
+        tvm_term a;
+        tvm_status st = tvm_make_int(env, hog_ms, &a);
+        if (st == TVM_OK)
+            st = tvm_spawn(env, "pfdrv", "hog", 1, &a, &hog);
+        if (st != TVM_OK)
+            die("spawning the hog", tvm_status_name(st));
     }
     /* Warm up until every worker has run a while. */
     for (int i = 0; i < nworkers; i++)
@@ -359,6 +406,11 @@ static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sle
         tvm_term r;
         if (tvm_join(env, pids[i], &r) != TVM_OK)
             die("a worker failed", NULL);
+    }
+    if (hog) {
+        tvm_term r;
+        if (tvm_join(env, hog, &r) != TVM_OK)
+            die("the hog failed", NULL);
     }
     tvm_env_free(env);
 
@@ -436,7 +488,7 @@ static Result results[NMODES][MAX_RUNS];
 
 int main(int argc, char **argv)
 {
-    int scheds = 2, runs = 7, toggles = 40, nfns = 5000;
+    int scheds = 2, runs = 7, toggles = 40, nfns = 5000, hog_ms = 0;
     double sleep = 25;
     bool want[NMODES] = { true, true, true };
     for (int i = 1; i < argc; i++) {
@@ -451,15 +503,21 @@ int main(int argc, char **argv)
             sleep = (double)arg_long(argv[i], val, 0, 10000), i++;
         else if (!strcmp(argv[i], "--fns"))
             nfns = (int)arg_long(argv[i], val, 20, 100000), i++;
+        else if (!strcmp(argv[i], "--hog-ms"))
+            hog_ms = (int)arg_long(argv[i], val, 1, 10000), i++;
         else if (!strcmp(argv[i], "--modes") && val) {
             for (int m = 0; m < NMODES; m++)
                 want[m] = strstr(val, mode_name[m]) != NULL;
             i++;
         } else {
             fprintf(stderr, "usage: bench_pausefree [--schedulers S] [--runs R] [--toggles N] "
-                    "[--sleep-ms MS] [--fns N] [--modes none,nb,stw]\n");
+                    "[--sleep-ms MS] [--fns N] [--modes none,nb,stw] [--hog-ms MS]\n");
             return 2;
         }
+    }
+    if (hog_ms && scheds < 2) {
+        fprintf(stderr, "bench_pausefree: --hog-ms needs at least 2 schedulers\n");
+        return 2;
     }
     for (int i = 0; i < scheds; i++) {
         workers[i].hist = calloc(NBUCKETS, sizeof(uint32_t));
@@ -490,13 +548,14 @@ int main(int argc, char **argv)
         for (int j = 0; j < NMODES; j++) {
             int m = (j + r) % NMODES;  /* rotate the order from round to round */
             if (want[m])
-                run_mode(m == M_STW ? vm_stw : vm, m, scheds, toggles, sleep, &results[m][r]);
+                run_mode(m == M_STW ? vm_stw : vm, m, hog_ms ? scheds - 1 : scheds, toggles,
+                         sleep, hog_ms, &results[m][r]);
         }
     tvm_destroy(vm);
     tvm_destroy(vm_stw);
 
-    printf("fns=%d\nschedulers=%d\nruns=%d\ntoggles=%d\nsleep_ms=%.0f\n",
-           nfns, scheds, runs, toggles, sleep);
+    printf("fns=%d\nschedulers=%d\nruns=%d\ntoggles=%d\nsleep_ms=%.0f\nhog_ms=%d\n",
+           nfns, scheds, runs, toggles, sleep, hog_ms);
     printf("idle_latency_median_ms=%.3f\n", pct(idle_lat, toggles, 0.5));
     double med[NMODES][3] = { { 0 } };
     static double v[MAX_RUNS * MAX_TOGGLES];

@@ -1,7 +1,10 @@
--- bench/interp.lua - the interpreter benchmark's workloads in Lua 5.4, for
--- comparison with bench/interp.tasm (run by bench/bench_interp.c).
+-- bench/interp.lua - the interpreter benchmark's workloads in Lua, for
+-- comparison with bench/interp.tasm (run by bench/bench_interp.c): run by
+-- Lua 5.4 and by LuaJIT with its JIT off (-joff: its interpreter), so the
+-- file keeps to what both accept.
 --
 --   lua5.4 bench/interp.lua [--runs R] [--fib N] [--calls M] [--list L]
+--   luajit -joff bench/interp.lua [...]
 --
 -- Times with os.clock() (process CPU time) in-process; every workload runs
 -- once to warm up, then R times, and the medians are printed as the same
@@ -59,8 +62,9 @@ end
 local function median(t)
   table.sort(t)
   local n = #t
-  if n % 2 == 1 then return t[(n + 1) // 2] end
-  return (t[n // 2] + t[n // 2 + 1]) / 2
+  -- math.floor, not //: the same file runs on LuaJIT (Lua 5.1 syntax).
+  if n % 2 == 1 then return t[math.floor((n + 1) / 2)] end
+  return (t[math.floor(n / 2)] + t[math.floor(n / 2) + 1]) / 2
 end
 
 local f0, f1 = 0, 1
@@ -115,7 +119,8 @@ local out = {
 }
 for _, kv in ipairs(out) do
   local k, v = kv[1], kv[2]
-  if math.type(v) == "integer" then
+  if v == math.floor(v) and (k == "runs" or k == "fib_n" or k == "fib_calls" or
+                             k == "calls" or k == "list_n") then
     print(string.format("%s=%d", k, v))
   else
     print(string.format("%s=%.2f", k, v))

@@ -332,6 +332,18 @@ tvm_status tvm_get_pid(tvm_env *env, tvm_term t, tvm_pid *pid);
  * thread and tvm_receive returns TVM_ERR_BADARG.
  */
 tvm_status tvm_sleep(tvm_env *env, int64_t ms);
+
+/*
+ * From a native: charges the calling process `percent` (1..100) of a time
+ * slice for work the native did, as BEAM's enif_consume_timeslice does.
+ * Reductions count calls and loops of VM code; a native that runs long
+ * in C should say so, or the process keeps its scheduler for a whole
+ * slice of reductions on top, and processes queued behind it wait (they
+ * are handed to an idle scheduler only when their own scheduler switches).
+ * Returns true when the slice is used up: the process yields at its next
+ * call or loop.  False for a percent out of range (nothing charged).
+ */
+bool tvm_consume_timeslice(tvm_env *env, int percent);
 tvm_status tvm_receive(tvm_env *env, int64_t timeout_ms, tvm_term *msg);
 
 /* Blocks until no process is alive.  Any foreign thread. */

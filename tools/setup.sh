@@ -3,6 +3,7 @@
 #
 #   tools/setup.sh           build and test dependencies
 #   tools/setup.sh --bench   also the peers the benchmarks compare against
+#                            (Lua 5.4, LuaJIT, Erlang/OTP) and valgrind
 #   tools/setup.sh --viewers also Chromium (and npm if absent), for
 #                            tools/check_speedscope.sh
 #
@@ -21,7 +22,7 @@ pkgs=(
 )
 for opt in "$@"; do
     case "$opt" in
-    --bench) pkgs+=(lua5.4 erlang-base valgrind hyperfine) ;;
+    --bench) pkgs+=(lua5.4 luajit erlang-base valgrind hyperfine) ;;
     --viewers) pkgs+=(chromium); command -v npm >/dev/null || pkgs+=(npm) ;;
     *) echo "usage: $0 [--bench] [--viewers]" >&2; exit 2 ;;
     esac

@@ -116,6 +116,15 @@ tvm_status tvm_sleep(tvm_env *env, int64_t ms)
     }
 }
 
+bool tvm_consume_timeslice(tvm_env *env, int percent)
+{
+    if (!ENV_OK(env) || percent < 1 || percent > 100)
+        return false;
+    Process *p = env->p;
+    p->reds -= (int32_t)((int64_t)VM_REDUCTIONS * percent / 100);
+    return p->reds <= 0;
+}
+
 tvm_status tvm_receive(tvm_env *env, int64_t timeout_ms, tvm_term *msg)
 {
     if (!ENV_OK(env) || !msg || !env->p->fiber)

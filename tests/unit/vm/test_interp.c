@@ -391,3 +391,15 @@ Test(interp, handles_can_be_released_in_scopes)
     cr_assert_eq(tvm_type_of(env, keep), TVM_T_INT);
     cr_assert_eq(tvm_type_of(env, tmp), TVM_T_INVALID);
 }
+
+/* tvm_consume_timeslice: a native's work charged to the slice. */
+Test(interp, consume_timeslice_charges_the_slice)
+{
+    tvm_env *e = tvm_env_new(vm);
+    cr_assert_not(tvm_consume_timeslice(e, 50));   /* 4000 -> 2000 reductions left */
+    cr_assert(tvm_consume_timeslice(e, 50));       /* -> 0: used up */
+    cr_assert_not(tvm_consume_timeslice(e, 0));    /* out of range: nothing */
+    cr_assert_not(tvm_consume_timeslice(e, 101));
+    cr_assert_not(tvm_consume_timeslice(NULL, 10));
+    tvm_env_free(e);
+}
