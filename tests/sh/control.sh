@@ -81,11 +81,17 @@ attach $vm load "$tmp/good.tasm" || fail "good load exited $?"
 grep -qx 'modules: 2' <(attach $vm info) || fail "the good load is not there"
 
 # Two clients at once, one of them streaming; then one killed mid-stream.
-"$TRACEVM" attach $vm top --interval 100 --count 5 --limit 2 >"$tmp/top" &
+# top is connected once its first table is out; it then stays for 20
+# tables (about 2 s), ample time for a second client on a loaded machine.
+"$TRACEVM" attach $vm top --interval 100 --count 20 --limit 2 >"$tmp/top" &
 topc=$!
+for _ in $(seq 200); do
+    grep -q '^PID ' "$tmp/top" && break
+    sleep 0.05
+done
 grep -qx 'clients: 2' <(attach $vm info) || fail "a second client while top streams"
 wait $topc || fail "top exited $?"
-[[ $(grep -c '^PID ' "$tmp/top") == 5 ]] || fail "top tables: $(cat "$tmp/top")"
+[[ $(grep -c '^PID ' "$tmp/top") == 20 ]] || fail "top tables: $(cat "$tmp/top")"
 "$TRACEVM" attach $vm top --interval 100 --count 1000 >/dev/null &
 topc=$!
 sleep 0.3
