@@ -15,6 +15,15 @@
  * every yield, from both switch paths).  Under TSan (`scons mode=tsan test`) this checks the
  * retirement protocol of trace/tr_vm.c (unpublish, thread progress,
  * free); under ASan that nothing is used after it is freed.
+ *
+ * What the files must hold, line by line: only the events this program
+ * makes (calls of sv's functions, spawns of sv:child, normal exits, in
+ * and out), and each process's calls in program order: f(X) is followed
+ * by g(X) (f calls g), a loop's g(X) by f(X + 1) (loop calls f with g's
+ * result), a child's child() by f(7), and nothing after its g(7).  A
+ * lossless file may not report a loss nor break that order anywhere; a
+ * drop file may break it only after a loss report.  The run must have
+ * checked some thousands of such steps in lossless files.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -78,21 +87,157 @@ static void *foreign_main(void *arg)
     return NULL;
 }
 
-/* Every line of the file is one whole event; returns how many. */
-static long check_file(const char *path)
+/* Per process: its last call seen in the current file (the calls of a
+ * lossless file must follow the program order exactly). */
+typedef struct Last {
+    int file;       /* the cycle this entry belongs to */
+    char fun;       /* 'f', 'g', 'c' (child), 'l' (loop), 0: none yet */
+    long arg;       /* its argument, -1 when the event showed the arity only */
+} Last;
+
+static Last *last;
+static size_t nlast;
+static tvm_pid loops[2];    /* the two sv:loop processes */
+static long steps_checked;
+
+static Last *last_of(uint64_t pid, int file)
+{
+    if (pid >= nlast) {
+        size_t n = nlast ? nlast : 1024;
+        while (n <= pid)
+            n *= 2;
+        last = realloc(last, n * sizeof *last);
+        memset(last + nlast, 0, (n - nlast) * sizeof *last);
+        nlast = n;
+    }
+    if (last[pid].file != file)
+        last[pid] = (Last){ .file = file };
+    return &last[pid];
+}
+
+/* Is `cur` (with argument arg) a possible next call of pid after l?
+ * *compared: whether there was anything to compare. */
+static bool in_order(uint64_t pid, const Last *l, char cur, long arg, bool *compared)
+{
+    *compared = l->fun && l->arg >= 0 && arg >= 0;
+    if (!*compared)
+        return true;    /* nothing to compare (first call, or arity only) */
+    bool loop = pid == loops[0] || pid == loops[1];
+    switch (l->fun) {
+    case 'f': return cur == 'g' && arg == l->arg;
+    case 'g': return cur == 'f' && (loop ? arg == l->arg + 1 : pid == 0 && arg == 1);
+    case 'c': return cur == 'f' && arg == 7;
+    default: return true;
+    }
+}
+
+/* The line's event without its `{trace(_ts),<0.P.0>,` and, for
+ * trace_ts, the `,TS` stamp: in *body (NUL-terminated, no closing }). */
+static bool split(char *line, uint64_t *pid, char **body)
+{
+    bool ts = strncmp(line, "{trace_ts,<0.", 13) == 0;
+    if (!ts && strncmp(line, "{trace,<0.", 10) != 0)
+        return false;
+    char *p = line + (ts ? 13 : 10), *end;
+    *pid = strtoull(p, &end, 10);
+    if (end == p || strncmp(end, ".0>,", 4) != 0)
+        return false;
+    size_t len = strlen(end + 4);
+    if (len < 2 || end[4 + len - 1] != '}')
+        return false;
+    end[4 + len - 1] = '\0';
+    if (ts) {
+        char *comma = strrchr(end + 4, ',');
+        if (!comma || !comma[1] || strspn(comma + 1, "0123456789") != strlen(comma + 1))
+            return false;
+        *comma = '\0';
+    }
+    *body = end + 4;
+    return true;
+}
+
+static bool known_mfa(const char *s)
+{
+    static const char *const mfas[] = { "0", "{sv,child,0}", "{sv,loop,1}", "{sv,f,1}",
+                                        "{sv,g,1}" };
+    for (size_t i = 0; i < sizeof mfas / sizeof mfas[0]; i++)
+        if (!strcmp(s, mfas[i]))
+            return true;
+    return false;
+}
+
+/* Checks one file (see the header); returns its number of events. */
+static long check_file(const char *path, int file, bool lossless)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         exit(fail("cannot read a trace file"));
-    char line[512];
+    char line[512], copy[512];
     long n = 0;
+    bool lost = false;
     while (fgets(line, sizeof line, f)) {
         size_t len = strlen(line);
-        bool whole = len > 2 && line[len - 1] == '\n' && line[len - 2] == '}';
-        if (!whole || (strncmp(line, "{trace,<0.", 10) && strncmp(line, "{trace_ts,<0.", 13) &&
-                       strncmp(line, "{trace_lost,", 12)))
-            exit(fail(line));
+        if (len < 2 || line[len - 1] != '\n')
+            exit(fail("a partial line"));
+        line[len - 1] = '\0';
+        snprintf(copy, sizeof copy, "%s", line);
         n++;
+        unsigned long sched, count;
+        char tail;
+        if ((sscanf(line, "{trace_lost,{sched,%lu},%lu%c", &sched, &count, &tail) == 3 ||
+             sscanf(line, "{trace_lost,shared,%lu%c", &count, &tail) == 2) &&
+            tail == '}') {
+            if (lossless) {
+                fprintf(stderr, "%s: a loss under the lossless policy: %s\n", stress_name, copy);
+                exit(1);
+            }
+            lost = true;
+            continue;
+        }
+        uint64_t pid;
+        char *body, fun[16];
+        if (!split(line, &pid, &body))
+            exit(fail(copy));
+        Last *l = last_of(pid, file);
+        long arg = -1;
+        int used = 0;
+        bool ok;
+        if (sscanf(body, "call,{sv,%15[a-z],%n", fun, &used) == 1 && used) {
+            char *a = body + used;
+            char c = !strcmp(fun, "child") ? 'c' : !strcmp(fun, "loop") ? 'l' : fun[0];
+            ok = strchr("fgcl", c) && (c != 'f' || !strcmp(fun, "f")) &&
+                 (c != 'g' || !strcmp(fun, "g"));
+            if (a[0] == '[') {
+                char *end;
+                arg = strtol(a + 1, &end, 10);
+                ok = ok && (c == 'c' ? !strcmp(a, "[]}") : end > a + 1 && !strcmp(end, "]}"));
+                if (c == 'c')
+                    arg = 0;
+            } else {
+                ok = ok && !strcmp(a, c == 'c' ? "0}" : "1}");
+            }
+            bool compared;
+            bool good = in_order(pid, l, c, arg, &compared);
+            steps_checked += lossless && compared;
+            if (ok && !good && (lossless || !lost)) {
+                fprintf(stderr, "%s: process %llu: %s after %c(%ld) (%s file)\n", stress_name,
+                        (unsigned long long)pid, copy, l->fun, l->arg,
+                        lossless ? "lossless" : "drop");
+                exit(1);
+            }
+            l->fun = c;
+            l->arg = arg;
+        } else if (!strncmp(body, "spawn,<0.", 9)) {
+            char *end;
+            strtoull(body + 9, &end, 10);
+            ok = !strcmp(end, ".0>,{sv,child,[]}");
+        } else if (!strncmp(body, "in,", 3) || !strncmp(body, "out,", 4)) {
+            ok = known_mfa(body + (body[0] == 'i' ? 3 : 4));
+        } else {
+            ok = !strcmp(body, "exit,normal");
+        }
+        if (!ok)
+            exit(fail(copy));
     }
     fclose(f);
     return n;
@@ -115,7 +260,7 @@ static long cycle(tvm_vm *vm, const char *path, int k)
     usleep((useconds_t)(rand() % 2000));
     if (tvm_trace_stop(vm) != TVM_OK)
         exit(fail("tvm_trace_stop"));
-    return check_file(path);
+    return check_file(path, k + 1, lossless);
 }
 
 int main(void)
@@ -131,7 +276,8 @@ int main(void)
     tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL | TVM_TRACE_PROCS | TVM_TRACE_RUNNING,
                         true);
     tvm_env *env = tvm_env_new(vm);
-    tvm_pid loops[2] = { spawn_int(env, "sv", "loop", 1), spawn_int(env, "sv", "loop", 2) };
+    loops[0] = spawn_int(env, "sv", "loop", 1);
+    loops[1] = spawn_int(env, "sv", "loop", 2);
     pthread_t foreign;
     pthread_create(&foreign, NULL, foreign_main, vm);
     char path[] = "/tmp/stress_trace_vm.XXXXXX";
@@ -140,9 +286,9 @@ int main(void)
         return fail("mkstemp");
     close(fd);
     srand(1);
-    long last = 0;
+    long events = 0;
     for (int k = 0; k < 200; k++)
-        last = cycle(vm, path, k);
+        events = cycle(vm, path, k);
     vm_atomic_store_relaxed(&stop, 1);
     pthread_join(foreign, NULL);
     tvm_term r;
@@ -152,8 +298,13 @@ int main(void)
     unlink(path);
     tvm_env_free(env);
     tvm_destroy(vm);
-    if (last == 0)
+    if (events == 0)
         return fail("the last cycle wrote no event");
-    printf("%s: ok (last cycle: %ld events)\n", stress_name, last);
+    /* Some thousands in practice; enough that order was really checked. */
+    if (steps_checked < 1000)
+        return fail("fewer than 1,000 call steps checked");
+    printf("%s: ok (last cycle: %ld events; %ld call steps in order in lossless files)\n",
+           stress_name, events, steps_checked);
+    free(last);
     return 0;
 }
