@@ -417,10 +417,15 @@ Test(stacks, capture_while_exiting)
 static _Atomic int th_state;   /* 1 registered, 2 unblock the signal, 3 stop */
 static _Atomic uint64_t th_id;
 
+/* Spins with its frame set up: a volatile local lives on the stack, so
+ * -O2 cannot shrink-wrap the prologue off the loop (a frameless loop
+ * would hide thread_main from a frame-pointer walk). */
 void thread_spin(void);
 __attribute__((noinline)) void thread_spin(void)
 {
+    volatile unsigned spins = 0;
     while (atomic_load(&th_state) != 3) {
+        spins = spins + 1;
         if (atomic_load(&th_state) == 2) {
             sigset_t set;
             sigemptyset(&set);
