@@ -162,7 +162,7 @@ static int natives_that_suspend(void)
                 found = true;
         if (found)
             break;
-        if (tries > 2000)
+        if (tries > 60000)      /* a hang guard (a minute), not a measurement */
             return fail("the awaiter never showed as waiting in t:await/0");
         usleep(1000);
     }
