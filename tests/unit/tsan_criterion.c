@@ -27,8 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int rand_r(unsigned *seed);
-
 /* r such that 0x200000000000 + r * 2^24 lies in [0x550000000000,
  * 0x567000000000): the window less room for the arena's first pages. */
 #define ARENA_R_FIRST 0x350000u
