@@ -373,7 +373,15 @@ Test(stacks, interlock_holds_the_switch)
 
 /* Processes that exit while they are being captured: every answer is a
  * stack or "gone" (never a crash or a stack of something else), and the
- * last one is "gone". */
+ * last one is "gone".  Under ThreadSanitizer the handler of a capture's
+ * signal runs at TSan's next interceptor, which for a process spinning
+ * in VM code is in the switch of its next yield, where the capture is
+ * refused as "switching": there that is an answer too. */
+#if defined(VM_TSAN)
+#define SWITCHING_UNDER_TSAN(r) ((r) == ST_R_SWITCHING)
+#else
+#define SWITCHING_UNDER_TSAN(r) false
+#endif
 Test(stacks, capture_while_exiting)
 {
     SchedSystem *sys = vm_sched_start(vm, 2);
@@ -394,7 +402,8 @@ Test(stacks, capture_while_exiting)
         StOptions o = { 5000, false };
         do {
             r = st_capture(p, s, &o);
-            cr_assert(r == ST_R_OK || r == ST_R_NOSTACK || r == ST_R_EXITED, "result %d", r);
+            cr_assert(r == ST_R_OK || r == ST_R_NOSTACK || r == ST_R_EXITED ||
+                          SWITCHING_UNDER_TSAN(r), "result %d", r);
             if (r == ST_R_OK) {
                 ok++;
                 st_format(s, text, sizeof text);
