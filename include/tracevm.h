@@ -567,9 +567,9 @@ enum {
 tvm_status tvm_trace_flags(tvm_env *env, tvm_pid pid, unsigned flags, bool on);
 
 /*
- * Flags by name: "call,arity,timestamp,procs,return_to,silent" (any
- * comma-separated subset) into TVM_TRACE_* bits; TVM_ERR_BADARG naming
- * the unknown flag otherwise.
+ * Flags by name: "call,arity,timestamp,procs,return_to,silent,running,
+ * send,receive" (any comma-separated subset) into TVM_TRACE_* bits;
+ * TVM_ERR_BADARG naming the unknown flag otherwise.
  */
 tvm_status tvm_trace_flags_parse(const char *list, unsigned *flags, tvm_error *err);
 

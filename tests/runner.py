@@ -1,8 +1,10 @@
 """tests/runner.py -- runs the whole test suite for `scons test`.
 
 Kinds of tests:
-  * unit tests: Criterion programs built from tests/unit/test_*.c; every
-    Criterion test case counts once.
+  * unit tests: Criterion programs built from tests/unit/*/test_*.c; every
+    Criterion test case counts once (read from the program's JSON report).
+    A case that cannot run in this build calls cr_skip_test and counts as
+    skipped, by name.
   * end-to-end programs: tests/e2e/*.tasm, run with `tracevm run`, with
     inline annotations (each on its own comment line):
         ; args: -e mod:fun 1 2     command-line arguments after the file
@@ -13,26 +15,44 @@ Kinds of tests:
   * bad inputs: tests/bad/NAME.tasm with NAME.expect holding the exact
     stderr of `tracevm check`; the exit status must be 1.
   * stress programs: tests/stress/stress_*.c, plain programs with threads
-    (exit 0 passes); they are what `mode=tsan` is for.
-  * shell tests: tests/sh/*.sh, run with TRACEVM and EMBED in the
-    environment; exit status 0 passes.
+    (exit 0 passes).
+  * shell tests: tests/sh/*.sh, run with TRACEVM, EMBED, TRACEVM_MODE and
+    TRACEVM_TEST_SKIP in the environment; exit 0 passes, exit 77 means
+    skipped (the last line of stdout says why), anything else fails.
 
-The last line printed is "N passed, N failed".
+Tools a test needs (babeltrace2, gdb, spin) must be installed: a missing
+one fails the test unless the run names it in `skip=` (scons variable, a
+comma-separated list), and then the test is skipped (tests/sh/lib.sh).
+
+Under ThreadSanitizer every program runs with halt_on_error=1, so a race
+report ends the program (and a Criterion case reports a crash) instead
+of being printed by a program that then passes.
+
+Time limits: a program is killed after TIMEOUT seconds, or after TIMEOUT
+plus the largest `.timeout = N` a Criterion program declares (Criterion
+enforces a case's own limit; the runner's must never be the shorter one).
+
+The last line printed is "N passed, N failed, N skipped"; a filter= that
+matches no test is an error.
 """
 import glob
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import tempfile
 
 TIMEOUT = 300
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SANITIZER_REPORT = re.compile(r'WARNING: ThreadSanitizer|ERROR: AddressSanitizer|'
+                              r'ERROR: LeakSanitizer|runtime error: ')
 
 
-def run(cmd, **kw):
+def run(cmd, timeout=TIMEOUT, **kw):
     try:
-        return subprocess.run(cmd, capture_output=True, timeout=TIMEOUT, cwd=ROOT, **kw)
+        return subprocess.run(cmd, capture_output=True, timeout=timeout, cwd=ROOT, **kw)
     except subprocess.TimeoutExpired:
         return None
 
@@ -41,10 +61,15 @@ class Tally:
     def __init__(self, flt):
         self.passed = 0
         self.failed = 0
+        self.skipped = []
+        self.matched = 0
         self.filter = flt
 
     def wanted(self, name):
-        return not self.filter or self.filter in name
+        if self.filter and self.filter not in name:
+            return False
+        self.matched += 1
+        return True
 
     def ok(self, name):
         self.passed += 1
@@ -53,6 +78,10 @@ class Tally:
     def fail(self, name, why):
         self.failed += 1
         print('[FAIL]   %s: %s' % (name, why))
+
+    def skip(self, name, why):
+        self.skipped.append(name)
+        print('[SKIP]   %s: %s' % (name, why))
 
 
 def diff_text(want, got):
@@ -65,37 +94,55 @@ def diff_text(want, got):
     return 'output differs'
 
 
-def unit_tests(t, progs, mode):
-    if mode == 'tsan':
-        # Criterion cannot set up its shared arena under ThreadSanitizer
-        # ("Could not initialize inheritable arena"); the threaded code is
-        # covered in tsan mode by the stress programs instead.
-        print('[SKIP]   unit tests (Criterion does not start under ThreadSanitizer)')
-        return
+def declared_timeout(prog):
+    """The largest `.timeout = N` in the program's Criterion source."""
+    name = os.path.basename(prog)
+    most = 0
+    for src in glob.glob(os.path.join(ROOT, 'tests/unit/*', name + '.c')):
+        with open(src, encoding='utf-8') as f:
+            for m in re.finditer(r'\.timeout\s*=\s*(\d+)', f.read()):
+                most = max(most, int(m.group(1)))
+    return most
+
+
+def unit_tests(t, progs, env):
     for prog in progs:
         name = os.path.basename(prog)
         if not t.wanted(name):
             continue
-        r = run([prog, '--jobs=1', '--short-filename'])
+        with tempfile.NamedTemporaryFile(suffix='.json') as rep:
+            r = run([prog, '--jobs=1', '--short-filename', '--json=' + rep.name], env=env,
+                    timeout=TIMEOUT + declared_timeout(prog))
+            text = open(rep.name, encoding='utf-8', errors='replace').read()
         if r is None:
             t.fail(name, 'timeout')
             continue
         out = r.stdout.decode(errors='replace') + r.stderr.decode(errors='replace')
-        m = re.search(r'Tested: (\d+) \| Passing: (\d+) \| Failing: (\d+) \| Crashing: (\d+)', out)
-        if not m:
-            t.fail(name, 'no Criterion summary (exit %d)\n%s' % (r.returncode, out[-2000:]))
+        try:
+            report = json.loads(text)
+        except ValueError:
+            t.fail(name, 'no Criterion report (exit %d)\n%s' % (r.returncode, out[-2000:]))
             continue
-        tested, passing = int(m.group(1)), int(m.group(2))
-        for line in out.splitlines():
-            if '[FAIL]' in line or 'CRASH' in line or '[----]' in line:
-                print('         ' + line)
+        passing = tested = 0
+        for suite in report['test_suites']:
+            for case in suite['tests']:
+                cname = '%s: %s::%s' % (name, suite['name'], case['name'])
+                msgs = '; '.join(case.get('messages', []))
+                if case['status'] == 'PASSED':
+                    passing += 1
+                elif case['status'] == 'SKIPPED':
+                    t.skip(cname, msgs)
+                    continue
+                else:
+                    t.fail(cname, '%s: %s' % (case['status'].lower(), msgs))
+                tested += 1
         t.passed += passing
-        t.failed += tested - passing
-        status = 'OK' if tested == passing and r.returncode == 0 else 'FAIL'
-        if status == 'FAIL' and tested == passing:
-            t.failed += 1
-        print('[%s]   %s (%d/%d cases)' % (' OK ' if status == 'OK' else 'FAIL', name,
-                                         passing, tested))
+        report = SANITIZER_REPORT.search(out)
+        if report or (passing == tested and r.returncode != 0):
+            # A sanitizer report, or a bad exit, that no case showed.
+            t.fail(name, 'exit %d\n%s' % (r.returncode, out[-3000:]))
+        good = passing == tested and r.returncode == 0 and not report
+        print('[%s]   %s (%d/%d cases)' % (' OK ' if good else 'FAIL', name, passing, tested))
 
 
 def parse_annotations(path):
@@ -114,14 +161,14 @@ def parse_annotations(path):
     return args, exitcode, out, err
 
 
-def e2e_tests(t, tracevm):
+def e2e_tests(t, tracevm, env):
     for path in sorted(glob.glob(os.path.join(ROOT, 'tests/e2e/*.tasm'))):
         name = 'e2e/' + os.path.basename(path)
         if not t.wanted(name):
             continue
         args, want_exit, want_out, want_err = parse_annotations(path)
         rel = os.path.relpath(path, ROOT)
-        r = run([tracevm, 'run', rel] + args)
+        r = run([tracevm, 'run', rel] + args, env=env)
         if r is None:
             t.fail(name, 'timeout')
             continue
@@ -138,7 +185,7 @@ def e2e_tests(t, tracevm):
             t.ok(name)
 
 
-def bad_tests(t, tracevm):
+def bad_tests(t, tracevm, env):
     for path in sorted(glob.glob(os.path.join(ROOT, 'tests/bad/*.tasm'))):
         name = 'bad/' + os.path.basename(path)
         if not t.wanted(name):
@@ -150,7 +197,7 @@ def bad_tests(t, tracevm):
             t.fail(name, 'cannot read the expected output: %s' % e)
             continue
         rel = os.path.relpath(path, ROOT)
-        r = run([tracevm, 'check', rel])
+        r = run([tracevm, 'check', rel], env=env)
         if r is None:
             t.fail(name, 'timeout')
             continue
@@ -163,12 +210,12 @@ def bad_tests(t, tracevm):
             t.ok(name)
 
 
-def stress_tests(t, progs):
+def stress_tests(t, progs, env):
     for prog in progs:
         name = 'stress/' + os.path.basename(prog)
         if not t.wanted(name):
             continue
-        r = run([prog])
+        r = run([prog], env=env)
         if r is None:
             t.fail(name, 'timeout')
         elif r.returncode != 0:
@@ -177,17 +224,20 @@ def stress_tests(t, progs):
             t.ok(name)
 
 
-def shell_tests(t, tracevm, embed):
-    env = dict(os.environ, TRACEVM=tracevm, EMBED=embed)
+def shell_tests(t, env):
     for path in sorted(glob.glob(os.path.join(ROOT, 'tests/sh/*.sh'))):
         name = 'sh/' + os.path.basename(path)
         if not t.wanted(name):
             continue
         r = run(['bash', path], env=env)
+        out = r.stdout.decode(errors='replace') if r else ''
         if r is None:
             t.fail(name, 'timeout')
+        elif r.returncode == 77:
+            lines = out.strip().splitlines()
+            t.skip(name, lines[-1] if lines else 'no reason given')
         elif r.returncode != 0:
-            t.fail(name, 'exit %d\n%s%s' % (r.returncode, r.stdout.decode(errors='replace')[-2000:],
+            t.fail(name, 'exit %d\n%s%s' % (r.returncode, out[-2000:],
                                             r.stderr.decode(errors='replace')[-2000:]))
         else:
             t.ok(name)
@@ -195,10 +245,19 @@ def shell_tests(t, tracevm, embed):
 
 def main(env, units, stress, tracevm, embed):
     t = Tally(env['filter'])
-    unit_tests(t, units, env['mode'])
-    stress_tests(t, stress)
-    e2e_tests(t, tracevm)
-    bad_tests(t, tracevm)
-    shell_tests(t, tracevm, embed)
-    print('%d passed, %d failed' % (t.passed, t.failed))
+    penv = dict(os.environ, TRACEVM=tracevm, EMBED=embed, TRACEVM_MODE=env['mode'],
+                TRACEVM_TEST_SKIP=env['skip'])
+    if env['mode'] == 'tsan':
+        penv['TSAN_OPTIONS'] = ('halt_on_error=1 ' + os.environ.get('TSAN_OPTIONS', '')).strip()
+    unit_tests(t, units, penv)
+    stress_tests(t, stress, penv)
+    e2e_tests(t, tracevm, penv)
+    bad_tests(t, tracevm, penv)
+    shell_tests(t, penv)
+    if t.filter and not t.matched:
+        print('filter=%s matches no test' % t.filter)
+        t.failed += 1
+    if t.skipped:
+        print('skipped: ' + ', '.join(t.skipped))
+    print('%d passed, %d failed, %d skipped' % (t.passed, t.failed, len(t.skipped)))
     return 1 if t.failed else 0

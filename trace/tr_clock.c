@@ -10,6 +10,7 @@
 #endif
 
 TrClock tr_clock;
+VmAtomic tr_clock_manual_ns;
 
 static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
 
@@ -74,4 +75,17 @@ void tr_clock_init(void)
     /* pthread_once orders the writes above before every later caller's
      * reads, and producers only stamp after tr_pipeline_new() returned. */
     pthread_once(&clock_once, calibrate);
+}
+
+void tr_clock_set_manual(uint64_t ns)
+{
+    tr_clock_init();    /* a later first call must not calibrate over it */
+    vm_atomic_store_relaxed(&tr_clock_manual_ns, ns);
+    tr_clock.tsc = false;
+    tr_clock.manual = true;
+}
+
+void tr_clock_advance(uint64_t ns)
+{
+    vm_atomic_fetch_add_relaxed(&tr_clock_manual_ns, ns);
 }

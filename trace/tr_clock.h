@@ -17,6 +17,14 @@
  * less): converted times may drift from CLOCK_MONOTONIC by that fraction
  * over a long trace, but they are monotonic and consistent between rings,
  * which is what ordering and durations need.
+ *
+ * The test clock.  A unit test may switch the clock to a manual one
+ * (tr_clock_set_manual) that stands still until the test moves it
+ * (tr_clock_advance): stamps and call_time durations are then exact
+ * values the test chose, not measurements.  It is a mode without TSC
+ * (ticks are its nanoseconds), so the hot path's TSC branch is the same
+ * load and test as before; the one extra test sits on the clock_gettime
+ * path, which costs some 40 ns anyway.  Nothing but tests switches it.
  */
 #ifndef TRACE_TR_CLOCK_H
 #define TRACE_TR_CLOCK_H
@@ -24,6 +32,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
+
+#include "vm/atomics.h"
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -34,6 +44,7 @@
 
 typedef struct TrClock {
     bool tsc;           /* ticks are TSC cycles (else they are ns) */
+    bool manual;        /* ticks are the test clock's (tr_clock_manual_ns) */
     uint64_t tsc0;      /* TSC at the calibration's start */
     uint64_t mono0;     /* CLOCK_MONOTONIC ns at tsc0 */
     uint64_t mult;      /* ns per tick, 32.32 fixed point */
@@ -45,6 +56,17 @@ extern TrClock tr_clock;
 /* Calibrates (once per OS process; thread-safe).  Call before any
  * tr_clock_ticks() whose value is converted. */
 void tr_clock_init(void);
+
+/* The test clock's time in ns (when tr_clock.manual). */
+extern VmAtomic tr_clock_manual_ns;
+
+/* Tests only: from now on the clock reads `ns` until tr_clock_advance
+ * moves it.  Before any other thread reads the clock (before tvm_new):
+ * the mode is a plain field that hot paths read without ordering. */
+void tr_clock_set_manual(uint64_t ns);
+
+/* Tests only: moves the test clock `ns` forward (any thread). */
+void tr_clock_advance(uint64_t ns);
 
 static inline uint64_t tr_mono_ns(void)
 {
@@ -60,6 +82,8 @@ static inline uint64_t tr_clock_ticks(void)
     if (__builtin_expect(tr_clock.tsc, 1))
         return __rdtsc();
 #endif
+    if (__builtin_expect(tr_clock.manual, 0))
+        return vm_atomic_load_relaxed(&tr_clock_manual_ns);
     return tr_mono_ns();
 }
 

@@ -284,11 +284,15 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
         sys->joinables = p;
     }
     sys->live++;
-    table_insert(sys, p);
-    pthread_mutex_unlock(&sys->lock);
+    /* Everything a reader of the table may look at is set before the
+     * table publishes p (tvm_processes reads the state, a capture the
+     * interlock's generation and word): this lock orders it for them, and
+     * a process not yet scheduled has taken no other lock since. */
     vm_fiber_init(p->fiber, proc_main, p);
     vm_il_spawned(p);
     p->state = PS_RUNNABLE;
+    table_insert(sys, p);
+    pthread_mutex_unlock(&sys->lock);
     uint64_t pid = p->pid;
     /* Before the child can run, so its own events come after this one. */
     vm_hook_spawn(parent, pid, entry, argc, args);

@@ -1,36 +1,72 @@
 #!/usr/bin/env bash
-# The tracevm command: help texts, usage errors (exit 2), check, dis.
+# The tracevm command: help texts, usage errors (exit 2, the exact message
+# on stderr, nothing on stdout), check, and dis's exact text.
 set -uo pipefail
-fail() { echo "FAIL: $*"; exit 1; }
-expect_status() { # want cmd...
-    local want=$1; shift
-    "$@" >/tmp/cli_out.$$ 2>/tmp/cli_err.$$
+. "$(dirname "$0")/lib.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# expect STATUS STDOUT STDERR cmd...: the exact status and both streams.
+expect() {
+    local status=$1 out=$2 err=$3
+    shift 3
+    "$@" >"$tmp/out" 2>"$tmp/err"
     local got=$?
-    [[ $got == "$want" ]] || fail "$* exited $got, expected $want: $(cat /tmp/cli_err.$$)"
+    [[ $got == "$status" ]] || fail "$* exited $got, expected $status: $(cat "$tmp/err")"
+    [[ $(cat "$tmp/out") == "$out" ]] || fail "$*: stdout
+$(diff <(echo "$out") "$tmp/out")"
+    [[ $(cat "$tmp/err") == "$err" ]] || fail "$*: stderr
+$(diff <(echo "$err") "$tmp/err")"
 }
-expect_status 0 "$TRACEVM" --help
-grep -q '^usage: tracevm COMMAND' /tmp/cli_out.$$ || fail "--help text"
+
+# Help: on stdout, exit 0; the same text is the usage error's stderr.
+help=$("$TRACEVM" --help) || fail "--help exited $?"
+[[ $(head -1 <<<"$help") == "usage: tracevm COMMAND [options]" ]] || fail "--help: $help"
+expect 2 "" "$help" "$TRACEVM"
+expect 2 "" "tracevm: unknown command 'frobnicate'
+
+$help" "$TRACEVM" frobnicate
 for c in run check dis; do
-    expect_status 0 "$TRACEVM" $c --help
-    grep -q "^usage: tracevm $c" /tmp/cli_out.$$ || fail "$c --help text"
+    text=$("$TRACEVM" $c --help) || fail "$c --help exited $?"
+    first=$(head -1 <<<"$text")
+    case $c in
+    run) want='usage: tracevm run FILE... [-S N] [-q] [--crash-stacks] [-e MOD:FUN] [TRACING] [--] [ARG...]' ;;
+    *) want="usage: tracevm $c FILE..." ;;
+    esac
+    [[ $first == "$want" ]] || fail "$c --help begins: $first"
+    expect 2 "" "$text" "$TRACEVM" $c
 done
-expect_status 2 "$TRACEVM"
-expect_status 2 "$TRACEVM" frobnicate
-grep -q "unknown command 'frobnicate'" /tmp/cli_err.$$ || fail "unknown command message"
-expect_status 2 "$TRACEVM" run
-expect_status 2 "$TRACEVM" run examples/fib.tasm --bogus
-grep -q "unknown option --bogus" /tmp/cli_err.$$ || fail "unknown option message"
-expect_status 2 "$TRACEVM" run examples/fib.tasm -e nocolon
-grep -q "expects MOD:FUN, got 'nocolon'" /tmp/cli_err.$$ || fail "-e message"
-expect_status 2 "$TRACEVM" run examples/fib.tasm -e fib:fib '{1,'
-grep -q "argument 1 ('{1,')" /tmp/cli_err.$$ || fail "bad argument message"
-expect_status 1 "$TRACEVM" run /nonexistent.tasm
-grep -q "^/nonexistent.tasm: error: cannot open: No such file or directory" /tmp/cli_err.$$ || fail "missing file message"
-expect_status 0 "$TRACEVM" check examples/fib.tasm examples/native_callback.tasm
-[[ "$(cat /tmp/cli_out.$$)" == "examples/fib.tasm: ok
-examples/native_callback.tasm: ok" ]] || fail "check output"
-expect_status 0 "$TRACEVM" dis examples/fib.tasm
-grep -q '^     3  call       r1, r1, fib/1             ; line 10$' /tmp/cli_out.$$ || fail "dis output: $(cat /tmp/cli_out.$$)"
-# dis output of a module must be reproducible: same text twice
-"$TRACEVM" dis examples/fib.tasm | cmp -s - /tmp/cli_out.$$ || fail "dis not deterministic"
-rm -f /tmp/cli_out.$$ /tmp/cli_err.$$
+
+# Usage errors name what is wrong.
+expect 2 "" "tracevm run: unknown option --bogus" "$TRACEVM" run examples/fib.tasm --bogus
+expect 2 "" "tracevm run: -e expects MOD:FUN, got 'nocolon'" \
+    "$TRACEVM" run examples/fib.tasm -e nocolon
+expect 2 "" "tracevm run: argument 1 ('{1,'): term:1:4: error: bad literal: expected a literal, got end of file" \
+    "$TRACEVM" run examples/fib.tasm -e fib:fib '{1,'
+expect 1 "" "/nonexistent.tasm: error: cannot open: No such file or directory" \
+    "$TRACEVM" run /nonexistent.tasm
+
+expect 0 "examples/fib.tasm: ok
+examples/native_callback.tasm: ok" "" "$TRACEVM" check examples/fib.tasm examples/native_callback.tasm
+
+# dis: word offsets, branch targets, source lines, exactly.
+expect 0 "module fib
+
+function fib/1 regs 3  ; exported
+     0  enter      3                         ; line 7
+     1  jlti       r0, 2, @9                 ; line 8
+     2  addi       r1, r0, -1                ; line 9
+     3  call       r1, r1, fib/1             ; line 10
+     5  addi       r2, r0, -2                ; line 11
+     6  call       r2, r2, fib/1             ; line 12
+     8  add        r0, r1, r2                ; line 13
+     9  ret        r0                        ; line 15
+end
+
+function main/0 regs 2  ; exported
+     0  enter      2                         ; line 18
+     1  loadi      r0, 20                    ; line 19
+     2  call       r0, r0, fib/1             ; line 20
+     4  ret        r0                        ; line 21
+end" "" "$TRACEVM" dis examples/fib.tasm
+exit 0

@@ -4,13 +4,13 @@
 # model built with -DSEEDED_BUG (one thread-progress wait removed) must
 # fail.  Works in a temporary directory; TRACEVM and EMBED are not used.
 set -uo pipefail
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 model="$here/../model/bp_protocol.pml"
 [[ -f $model ]] || fail "missing $model"
-command -v spin >/dev/null || fail "spin is not installed"
-command -v gcc >/dev/null || fail "gcc is not installed"
+need spin
+need gcc
 
 tmp=$(mktemp -d) || fail "mktemp"
 trap 'rm -rf "$tmp"' EXIT

@@ -7,11 +7,10 @@
 # the same, but for frames gdb shows inlined (optimised builds), which a
 # frame-pointer walk cannot see.
 set -uo pipefail
-fail() { echo "FAIL: $*"; exit 1; }
-command -v gdb >/dev/null || { echo "skip: no gdb"; exit 0; }
+. "$(dirname "$0")/lib.sh"
+need gdb
 prog=$(dirname "$TRACEVM")/../tests/stacks_gdb
 [[ -x $prog ]] || fail "no $prog"
-case $prog in *tsan*) echo "skip: gdb does not run ThreadSanitizer programs"; exit 0;; esac
 out=/tmp/stacks_gdb.$$
 trap 'rm -f $out' EXIT
 gdb -nx -batch -ex 'set pagination off' -ex 'set confirm off' \

@@ -3,10 +3,10 @@
 # tests/sh/data/trace_calls.tasm in text for global and local patterns and
 # the arity, timestamp and procs flags; the same run on every scheduler
 # (same events, order free); JSON lines and Chrome JSON parsed by python3;
-# CTF read by babeltrace2 (that part skips, with a message, when it is not
-# installed); usage errors (exit 2, naming the option).
+# CTF read by babeltrace2 (tests/sh/lib.sh: need); usage errors (exit 2,
+# naming the option).
 set -uo pipefail
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 P=tests/sh/data/trace_calls.tasm
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -142,10 +142,7 @@ usage_error "--trace _:f/1: bad pattern" --trace _:f/1
 usage_error "--out $tmp/no/such/dir/t.txt: cannot open" --trace tc:main/0 --out "$tmp/no/such/dir/t.txt"
 
 # CTF: babeltrace2 prints the events (timestamps left out).
-if ! command -v babeltrace2 >/dev/null; then
-    echo "SKIP: the CTF part: babeltrace2 is not installed (tools/setup.sh installs it)"
-    exit 0
-fi
+need babeltrace2 "the CTF part"
 run --trace 'tc:_/_' --flags call,procs --format ctf --out "$tmp/ctf"
 babeltrace2 "$tmp/ctf" 2>"$tmp/bterr" | sed -E 's/^\[[^]]*\] \([^)]*\) //' | diff -u - <(cat <<'WANT'
 call: { sched_id = 0 }, { pid = 1, module = "tc", function = "main", arity = 0, args = "[]", message = "", backtrace = "" }

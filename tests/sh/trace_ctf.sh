@@ -3,13 +3,10 @@
 # exactly, with the loss reported in its stream; losses at the edges of
 # streams are reported too; a real pipeline that
 # drops events prints every event it kept and reports every event it
-# dropped.  Skips (passing) only when babeltrace2 is not installed.
+# dropped.  Needs babeltrace2 (tests/sh/lib.sh: need).
 set -uo pipefail
-fail() { echo "FAIL: $*"; exit 1; }
-if ! command -v babeltrace2 >/dev/null; then
-    echo "SKIP: babeltrace2 is not installed (tools/setup.sh installs it)"
-    exit 0
-fi
+. "$(dirname "$0")/lib.sh"
+need babeltrace2
 GEN="$(dirname "$TRACEVM")/../tests/trace_gen"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

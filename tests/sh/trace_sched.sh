@@ -3,10 +3,9 @@
 # 'receive' events of tests/sh/data/trace_calls.tasm (a 'DOWN' message)
 # and of tests/sh/data/trace_msgs.tasm (messages both ways), on one scheduler, in
 # text, under both policies (same events); JSON lines and Chrome JSON
-# parsed by python3; CTF read by babeltrace2 (skipped, with a message,
-# when it is not installed).
+# parsed by python3; CTF read by babeltrace2 (tests/sh/lib.sh: need).
 set -uo pipefail
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 P=tests/sh/data/trace_calls.tasm
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -91,10 +90,7 @@ for a, b in zip(runs, runs[1:]):
     assert a["ts"] + a["dur"] <= b["ts"], (a, b)
 PY
 
-if ! command -v babeltrace2 >/dev/null; then
-    echo "SKIP: the CTF part: babeltrace2 is not installed (tools/setup.sh installs it)"
-    exit 0
-fi
+need babeltrace2 "the CTF part"
 "$TRACEVM" run -S 1 "$M" --flags running,send,receive --format ctf \
     --out "$tmp/ctf" >"$tmp/out" 2>"$tmp/err" || fail "ctf run: $(cat "$tmp/err")"
 babeltrace2 "$tmp/ctf" 2>"$tmp/bterr" | sed -E 's/^\[[^]]*\] \([^)]*\) //' >"$tmp/bt"

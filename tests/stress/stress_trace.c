@@ -11,11 +11,20 @@
  * emission order with intact payloads.
  * Phase 2 (lossless): the same with producers that wait for room: nothing
  * lost, everything delivered in order.
+ * Each policy's full-ring path is taken for certain: the sink holds the
+ * collector at its first event until every producer has met a full ring
+ * (a drop, or a wait for room), and a producer runs on past the phase's
+ * time until it has.  So every ring of the drop phase lost events and
+ * every producer of the lossless phase waited, and the pipeline's own
+ * counters (TrStats: emitted, lost, full) agree exactly with the
+ * producers' counts.
  * Run under ThreadSanitizer in `scons mode=tsan test`.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
@@ -53,9 +62,15 @@ typedef struct Count {
     bool order_ok, payload_ok;
 } Count;
 
+/* Producers that have met a full ring in this phase; the sink holds the
+ * collector until all have. */
+static _Atomic int producers_hit, nproducers;
+
 static void count(const TrEvent *ev, void *data)
 {
     Count *c = data;
+    while (atomic_load(&producers_hit) < atomic_load(&nproducers))
+        sched_yield();
     int ring = ev->sched < 0 ? NSCHED : ev->sched;
     if (ev->kind == TR_K_LOST) {
         c->lost[ring] += ev->lost;
@@ -88,7 +103,7 @@ static void *produce(void *arg)
     Term cells[16];
     Atom mod = vm_atom_cstr("stress"), fun = vm_atom_cstr("loop");
     for (uint64_t seq = 0;; seq++) {
-        if ((seq & 255) == 0 && now_ns() > p->deadline)
+        if ((p->dropped || p->full) && (seq & 255) == 0 && now_ns() > p->deadline)
             break;
         /* A list of seq % 8 small integers, built in place. */
         Term list = TERM_NIL;
@@ -108,6 +123,9 @@ static void *produce(void *arg)
                 p->ok++;
                 break;
             }
+            /* The first full ring this producer meets counts it in. */
+            if (!p->dropped && !p->full)
+                atomic_fetch_add(&producers_hit, 1);
             if (st == TR_DROPPED) {
                 p->dropped++;
                 break;
@@ -137,6 +155,8 @@ static void phase(TrPolicy policy)
     pthread_t th[NRINGS + NFOREIGN];
     uint64_t deadline = now_ns() + PHASE_NS;
     int nprod = NSCHED + NFOREIGN;
+    atomic_store(&producers_hit, 0);
+    atomic_store(&nproducers, nprod);
     for (int i = 0; i < nprod; i++) {
         prod[i] = (Producer){ .tp = tp, .sched = i < NSCHED ? i : -1, .index = (unsigned)i,
                               .deadline = deadline };
@@ -148,14 +168,21 @@ static void phase(TrPolicy policy)
     tr_pipeline_free(tp);
 
     uint64_t gen[NRINGS] = { 0 }, ok[NRINGS] = { 0 }, dropped[NRINGS] = { 0 };
+    uint64_t full[NRINGS] = { 0 };
     uint64_t total_gen = 0, total_full = 0;
     for (int i = 0; i < nprod; i++) {
         int ring = prod[i].sched < 0 ? NSCHED : prod[i].sched;
         gen[ring] += prod[i].generated;
         ok[ring] += prod[i].ok;
         dropped[ring] += prod[i].dropped;
+        full[ring] += prod[i].full;
         total_gen += prod[i].generated;
         total_full += prod[i].full;
+        char what[120];
+        snprintf(what, sizeof what, "producer %d never met a full ring (%s)", i,
+                 policy == TR_POLICY_DROP ? "dropped nothing" : "never waited");
+        check(policy == TR_POLICY_DROP ? prod[i].dropped > 0 && prod[i].full == 0
+                                       : prod[i].full > 0 && prod[i].dropped == 0, what);
     }
     uint64_t total_lost = 0;
     for (int r = 0; r < NRINGS; r++) {
@@ -168,6 +195,9 @@ static void phase(TrPolicy policy)
         check(st->ring[r].emitted + st->ring[r].lost == gen[r], what);
         check(st->ring[r].emitted == ok[r] && st->ring[r].lost == dropped[r], what);
         check(c.events[r] == st->ring[r].emitted && c.lost[r] == st->ring[r].lost, what);
+        snprintf(what, sizeof what, "ring %d: the producers waited %llu times, the ring counted %llu",
+                 r, (unsigned long long)full[r], (unsigned long long)st->ring[r].full);
+        check(st->ring[r].full == full[r], what);
         if (policy == TR_POLICY_LOSSLESS)
             check(st->ring[r].lost == 0, what);
         total_lost += st->ring[r].lost;

@@ -7,14 +7,25 @@
  * context and spawns from it (the shared ring, and spawns outside any
  * tvm_call).  Each of the 200 cycles starts a pipeline into a file, lets
  * it run a little, changes flags of every existing process and stops it;
- * every file must hold whole, well-formed event lines and the last one
- * some events.  Every other cycle uses the lossless policy with a ring
+ * every file must hold whole, well-formed event lines, and a last start
+ * after them all must deliver events.  Every other cycle uses the lossless policy with a ring
  * small enough to fill, so processes are suspended for room and stops
  * come while some are (they must be woken, and must not touch the old
  * pipeline).  Processes also have the running flag (in/out events at
  * every yield, from both switch paths).  Under TSan (`scons mode=tsan test`) this checks the
  * retirement protocol of trace/tr_vm.c (unpublish, thread progress,
  * free); under ASan that nothing is used after it is freed.
+ *
+ * What the files must hold, line by line: only the events this program
+ * makes (calls of sv's functions, spawns of sv:child, normal exits, in
+ * and out), and each process's calls in program order: f(X) is followed
+ * by g(X) (f calls g), a loop's g(X) by f(X + 1) (loop calls f with g's
+ * result), a child's child() by f(7), and nothing after its g(7).  A
+ * lossless file may not report a loss nor break that order anywhere; a
+ * drop file may break it only if it reports a loss (anywhere: a ring's
+ * report comes where its next event fits, while a process that moved to
+ * another scheduler may have gone on).  The run must have
+ * checked some thousands of such steps in lossless files.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -78,23 +89,169 @@ static void *foreign_main(void *arg)
     return NULL;
 }
 
-/* Every line of the file is one whole event; returns how many. */
-static long check_file(const char *path)
+/* Per process: its last call seen in the current file (the calls of a
+ * lossless file must follow the program order exactly). */
+typedef struct Last {
+    int file;       /* the cycle this entry belongs to */
+    char fun;       /* 'f', 'g', 'c' (child), 'l' (loop), 0: none yet */
+    long arg;       /* its argument, -1 when the event showed the arity only */
+} Last;
+
+static Last *last;
+static size_t nlast;
+static tvm_pid loops[2];    /* the two sv:loop processes */
+static long steps_checked;
+
+static Last *last_of(uint64_t pid, int file)
+{
+    if (pid >= nlast) {
+        size_t n = nlast ? nlast : 1024;
+        while (n <= pid)
+            n *= 2;
+        last = realloc(last, n * sizeof *last);
+        memset(last + nlast, 0, (n - nlast) * sizeof *last);
+        nlast = n;
+    }
+    if (last[pid].file != file)
+        last[pid] = (Last){ .file = file };
+    return &last[pid];
+}
+
+/* Is `cur` (with argument arg) a possible next call of pid after l?
+ * *compared: whether there was anything to compare. */
+static bool in_order(uint64_t pid, const Last *l, char cur, long arg, bool *compared)
+{
+    *compared = l->fun && l->arg >= 0 && arg >= 0;
+    if (!*compared)
+        return true;    /* nothing to compare (first call, or arity only) */
+    bool loop = pid == loops[0] || pid == loops[1];
+    switch (l->fun) {
+    case 'f': return cur == 'g' && arg == l->arg;
+    case 'g': return cur == 'f' && (loop ? arg == l->arg + 1 : pid == 0 && arg == 1);
+    case 'c': return cur == 'f' && arg == 7;
+    default: return true;
+    }
+}
+
+/* The line's event without its `{trace(_ts),<0.P.0>,` and, for
+ * trace_ts, the `,TS` stamp: in *body (NUL-terminated, no closing }). */
+static bool split(char *line, uint64_t *pid, char **body)
+{
+    bool ts = strncmp(line, "{trace_ts,<0.", 13) == 0;
+    if (!ts && strncmp(line, "{trace,<0.", 10) != 0)
+        return false;
+    char *p = line + (ts ? 13 : 10), *end;
+    *pid = strtoull(p, &end, 10);
+    if (end == p || strncmp(end, ".0>,", 4) != 0)
+        return false;
+    size_t len = strlen(end + 4);
+    if (len < 2 || end[4 + len - 1] != '}')
+        return false;
+    end[4 + len - 1] = '\0';
+    if (ts) {
+        char *comma = strrchr(end + 4, ',');
+        if (!comma || !comma[1] || strspn(comma + 1, "0123456789") != strlen(comma + 1))
+            return false;
+        *comma = '\0';
+    }
+    *body = end + 4;
+    return true;
+}
+
+static bool known_mfa(const char *s)
+{
+    static const char *const mfas[] = { "0", "{sv,child,0}", "{sv,loop,1}", "{sv,f,1}",
+                                        "{sv,g,1}" };
+    for (size_t i = 0; i < sizeof mfas / sizeof mfas[0]; i++)
+        if (!strcmp(s, mfas[i]))
+            return true;
+    return false;
+}
+
+/* Checks one file (see the header); returns its number of events. */
+static long check_file(const char *path, int file, bool lossless)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         exit(fail("cannot read a trace file"));
-    char line[512];
+    char line[512], copy[512];
     long n = 0;
+    bool lost = false;
+    char first_break[640] = "";
     while (fgets(line, sizeof line, f)) {
         size_t len = strlen(line);
-        bool whole = len > 2 && line[len - 1] == '\n' && line[len - 2] == '}';
-        if (!whole || (strncmp(line, "{trace,<0.", 10) && strncmp(line, "{trace_ts,<0.", 13) &&
-                       strncmp(line, "{trace_lost,", 12)))
-            exit(fail(line));
+        if (len < 2 || line[len - 1] != '\n')
+            exit(fail("a partial line"));
+        line[len - 1] = '\0';
+        snprintf(copy, sizeof copy, "%s", line);
         n++;
+        unsigned long sched, count;
+        char tail;
+        if ((sscanf(line, "{trace_lost,{sched,%lu},%lu%c", &sched, &count, &tail) == 3 ||
+             sscanf(line, "{trace_lost,shared,%lu%c", &count, &tail) == 2) &&
+            tail == '}') {
+            if (lossless) {
+                fprintf(stderr, "%s: a loss under the lossless policy: %s\n", stress_name, copy);
+                exit(1);
+            }
+            lost = true;
+            continue;
+        }
+        uint64_t pid;
+        char *body, fun[16];
+        if (!split(line, &pid, &body))
+            exit(fail(copy));
+        Last *l = last_of(pid, file);
+        long arg = -1;
+        int used = 0;
+        bool ok;
+        if (sscanf(body, "call,{sv,%15[a-z],%n", fun, &used) == 1 && used) {
+            char *a = body + used;
+            char c = !strcmp(fun, "child") ? 'c' : !strcmp(fun, "loop") ? 'l' : fun[0];
+            ok = strchr("fgcl", c) && (c != 'f' || !strcmp(fun, "f")) &&
+                 (c != 'g' || !strcmp(fun, "g"));
+            if (a[0] == '[') {
+                char *end;
+                arg = strtol(a + 1, &end, 10);
+                ok = ok && (c == 'c' ? !strcmp(a, "[]}") : end > a + 1 && !strcmp(end, "]}"));
+                if (c == 'c')
+                    arg = 0;
+            } else {
+                ok = ok && !strcmp(a, c == 'c' ? "0}" : "1}");
+            }
+            bool compared;
+            bool good = in_order(pid, l, c, arg, &compared);
+            steps_checked += lossless && compared;
+            if (ok && !good && lossless) {
+                fprintf(stderr, "%s: process %llu: %s after %c(%ld) (lossless file)\n",
+                        stress_name, (unsigned long long)pid, copy, l->fun, l->arg);
+                exit(1);
+            }
+            if (ok && !good && !first_break[0])
+                snprintf(first_break, sizeof first_break, "process %llu: %s after %c(%ld)",
+                         (unsigned long long)pid, copy, l->fun, l->arg);
+            l->fun = c;
+            l->arg = arg;
+        } else if (!strncmp(body, "spawn,<0.", 9)) {
+            char *end;
+            strtoull(body + 9, &end, 10);
+            ok = !strcmp(end, ".0>,{sv,child,[]}");
+        } else if (!strncmp(body, "in,", 3) || !strncmp(body, "out,", 4)) {
+            ok = known_mfa(body + (body[0] == 'i' ? 3 : 4));
+        } else {
+            ok = !strcmp(body, "exit,normal");
+        }
+        if (!ok)
+            exit(fail(copy));
     }
     fclose(f);
+    /* A loss is reported in its ring's stream where the next event fits
+     * (or at the stop), which may come after a process that moved to
+     * another scheduler went on: anywhere in the file, then. */
+    if (first_break[0] && !lost) {
+        fprintf(stderr, "%s: %s (drop file without a loss report)\n", stress_name, first_break);
+        exit(1);
+    }
     return n;
 }
 
@@ -115,7 +272,34 @@ static long cycle(tvm_vm *vm, const char *path, int k)
     usleep((useconds_t)(rand() % 2000));
     if (tvm_trace_stop(vm) != TVM_OK)
         exit(fail("tvm_trace_stop"));
-    return check_file(path);
+    return check_file(path, k + 1, lossless);
+}
+
+/* After all the cycles, the pipeline still works: a last start into a
+ * callback that counts, stopped once 100 events arrived (a minute without
+ * them fails: a hang guard, not a measurement). */
+static VmAtomic counted;
+
+static void count_event(const tvm_trace_event *ev, void *data)
+{
+    (void)ev, (void)data;
+    vm_atomic_fetch_add_relaxed(&counted, 1);
+}
+
+static int last_start(tvm_vm *vm)
+{
+    tvm_error err;
+    tvm_trace_options o = { .format = TVM_TRACE_CALLBACK, .callback = count_event };
+    if (tvm_trace_start(vm, &o, &err) != TVM_OK)
+        return fail(err.message);
+    for (int i = 0; vm_atomic_load_relaxed(&counted) < 100; i++) {
+        if (i > 60000)
+            return fail("no events after the last start");
+        usleep(1000);
+    }
+    if (tvm_trace_stop(vm) != TVM_OK)
+        return fail("tvm_trace_stop");
+    return 0;
 }
 
 int main(void)
@@ -131,7 +315,8 @@ int main(void)
     tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL | TVM_TRACE_PROCS | TVM_TRACE_RUNNING,
                         true);
     tvm_env *env = tvm_env_new(vm);
-    tvm_pid loops[2] = { spawn_int(env, "sv", "loop", 1), spawn_int(env, "sv", "loop", 2) };
+    loops[0] = spawn_int(env, "sv", "loop", 1);
+    loops[1] = spawn_int(env, "sv", "loop", 2);
     pthread_t foreign;
     pthread_create(&foreign, NULL, foreign_main, vm);
     char path[] = "/tmp/stress_trace_vm.XXXXXX";
@@ -140,9 +325,14 @@ int main(void)
         return fail("mkstemp");
     close(fd);
     srand(1);
-    long last = 0;
-    for (int k = 0; k < 200; k++)
-        last = cycle(vm, path, k);
+    /* 200 cycles, and on until the lossless files let 1,000 steps of
+     * program order be checked (some thousands in practice). */
+    long events = 0;
+    int k = 0;
+    for (; k < 200 || (steps_checked < 1000 && k < 2000); k++)
+        events += cycle(vm, path, k);
+    if (last_start(vm) != 0)
+        return 1;
     vm_atomic_store_relaxed(&stop, 1);
     pthread_join(foreign, NULL);
     tvm_term r;
@@ -152,8 +342,10 @@ int main(void)
     unlink(path);
     tvm_env_free(env);
     tvm_destroy(vm);
-    if (last == 0)
-        return fail("the last cycle wrote no event");
-    printf("%s: ok (last cycle: %ld events)\n", stress_name, last);
+    if (steps_checked < 1000)
+        return fail("fewer than 1,000 call steps checked in 2,000 cycles");
+    printf("%s: ok (%d cycles, %ld events; %ld call steps in order in lossless files)\n",
+           stress_name, k, events, steps_checked);
+    free(last);
     return 0;
 }

@@ -6,9 +6,19 @@
 
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "include/tracevm.h"
+
+/* A case that cannot run under ThreadSanitizer skips itself there, saying
+ * why: the runner lists it by name and counts it as skipped. */
+#if defined(VM_TSAN)
+#define SKIP_UNDER_TSAN(why) cr_skip_test("not under ThreadSanitizer: %s", why)
+#else
+#define SKIP_UNDER_TSAN(why) ((void)0)
+#endif
 
 /* The usual fixture: a fresh VM (made with config *cfgp, or defaults for
  * NULL) and one env for every test of the suite. */
@@ -33,6 +43,35 @@ static inline void load_ok(tvm_vm *vm, const char *name, const char *src)
     tvm_error err;
     tvm_status st = tvm_load_string(vm, name, src, strlen(src), &err);
     cr_assert_eq(st, TVM_OK, "load failed: %s", err.message);
+}
+
+/* pid's state in tvm_processes ("running", "waiting", ...; "" when it
+ * is not there) into buf. */
+static inline const char *proc_state(tvm_vm *vm, tvm_pid pid, char *buf, size_t size)
+{
+    size_t n = tvm_processes(vm, NULL, 0) + 16;
+    tvm_process_info *info = calloc(n, sizeof *info);
+    size_t got = tvm_processes(vm, info, n);
+    buf[0] = '\0';
+    for (size_t i = 0; i < got && i < n; i++)
+        if (info[i].pid == pid)
+            snprintf(buf, size, "%s", info[i].state);
+    free(info);
+    return buf;
+}
+
+/* Waits until pid shows `state` in tvm_processes; a minute without it
+ * fails the test (a hang guard, not a measurement). */
+static inline void wait_proc_state(tvm_vm *vm, tvm_pid pid, const char *state)
+{
+    char buf[32];
+    for (int i = 0; i < 60000; i++) {
+        if (strcmp(proc_state(vm, pid, buf, sizeof buf), state) == 0)
+            return;
+        usleep(1000);
+    }
+    cr_assert_fail("process %llu never became %s (it is \"%s\")", (unsigned long long)pid,
+                   state, buf);
 }
 
 /* Calls mod:fun with integer args; returns the status and formats the

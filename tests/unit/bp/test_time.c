@@ -5,25 +5,26 @@
  * accounting through the hit-side interface (bp_time_call /
  * bp_time_return / sched_out / sched_in) on a real VM's call_time
  * records: exclusive time, time scheduled out, pause, restart, false,
- * trace_info and tvm_call_time.
+ * trace_info and tvm_call_time.  The trace clock is the test clock
+ * (trace/tr_clock.h), which moves only when a test advances it: every
+ * duration is an exact number of nanoseconds.
  */
 #include <criterion/criterion.h>
-#include <unistd.h>
 
 #include "breakpoints/bp_time.h"
 #include "tests/unit/helpers.h"
 #include "trace/tr_clock.h"
 #include "vm/atom.h"
 
-/* The ns a reader reports for `ticks` (bp_time.c converts the sum). */
-static uint64_t ns_of(uint64_t ticks)
+/* Ticks are the test clock's nanoseconds. */
+static void manual_clock(void)
 {
-    if (!tr_clock.tsc)
-        return ticks;
-    return (uint64_t)(((unsigned __int128)ticks * tr_clock.mult) >> 32);
+    tr_clock_set_manual(0);
 }
 
 /* ---- the tables ---- */
+
+TestSuite(time_tab, .init = manual_clock);
 
 Test(time_tab, sums_each_process_over_the_shards)
 {
@@ -39,13 +40,13 @@ Test(time_tab, sums_each_process_over_the_shards)
     cr_assert_eq(n, 3);
     cr_assert_eq(v[0].pid, 0);
     cr_assert_eq(v[0].count, 3);
-    cr_assert_eq(v[0].ns, ns_of(30));
+    cr_assert_eq(v[0].ns, 30);
     cr_assert_eq(v[1].pid, 7);
     cr_assert_eq(v[1].count, 1);
-    cr_assert_eq(v[1].ns, ns_of(1000));
+    cr_assert_eq(v[1].ns, 1000);
     cr_assert_eq(v[2].pid, 42);
     cr_assert_eq(v[2].count, 4);
-    cr_assert_eq(v[2].ns, ns_of(175));
+    cr_assert_eq(v[2].ns, 175);
     free(v);
     bp_time_free(t);
 }
@@ -79,7 +80,7 @@ Test(time_tab, grows_and_keeps_every_entry)
     for (size_t i = 0; i < n; i++) {
         cr_assert_eq(v[i].pid, i + 1);
         cr_assert_eq(v[i].count, i + 1 == 5000 ? 3 : 1);
-        cr_assert_eq(v[i].ns, ns_of(i + 1));
+        cr_assert_eq(v[i].ns, i + 1);
     }
     free(v);
     bp_time_free(t);
@@ -101,6 +102,7 @@ static tvm_env *env;
 
 static void setup(void)
 {
+    tr_clock_set_manual(0);
     vm = tvm_new(&(tvm_config){ .schedulers = 2, .quiet_crashes = true });
     env = tvm_env_new(vm);
     load_ok(vm, "ct.tasm", ct_src);
@@ -174,19 +176,25 @@ static bool line(const char *mfa, tvm_call_time_entry *e)
 
 #define MS 1000000u
 
-/* f sleeps 20 ms, calls g which sleeps 100 ms, sleeps 10 ms more: f's
+/* The process's time moves by `ms` (it is in f, g, or scheduled out). */
+static void pass_ms(uint64_t ms)
+{
+    tr_clock_advance(ms * MS);
+}
+
+/* f spends 20 ms, calls g which spends 100 ms, spends 10 ms more: f's
  * time excludes g's */
 Test(time_acct, exclusive_time)
 {
     tp("ct:_/_", TVM_TP_TRUE);
     void *sf = enter("f");
     cr_assert_null(sf, "nothing was current");
-    usleep(20000);
+    pass_ms(20);
     void *sg = enter("g");
     cr_assert_eq(sg, fn_of("f"), "the frame saves f");
-    usleep(100000);
+    pass_ms(100);
     leave("g", sg);
-    usleep(10000);
+    pass_ms(10);
     leave("f", sf);
     cr_assert_null(env->p->ct_fn);
     tvm_call_time_entry f, g, h;
@@ -196,8 +204,8 @@ Test(time_acct, exclusive_time)
     cr_assert_eq(f.pid, 0);
     cr_assert_eq(f.count, 1);
     cr_assert_eq(g.count, 1);
-    cr_assert(f.ns >= 30 * MS && f.ns < 100 * MS, "f: %lu ns", (unsigned long)f.ns);
-    cr_assert(g.ns >= 100 * MS && g.ns < 1000 * MS, "g: %lu ns", (unsigned long)g.ns);
+    cr_assert_eq(f.ns, 30 * MS, "f: %lu ns", (unsigned long)f.ns);
+    cr_assert_eq(g.ns, 100 * MS, "g: %lu ns", (unsigned long)g.ns);
 }
 
 /* recursion and exact counts: f -> f -> f, then g three times */
@@ -226,13 +234,13 @@ Test(time_acct, tail_call_charges_the_current_function)
     tp("ct:_/_", TVM_TP_TRUE);
     void *sf = enter("f");
     (void)enter("g");   /* tail call: its frame is not pushed */
-    usleep(50000);
+    pass_ms(50);
     leave("f", sf);
     tvm_call_time_entry f, g;
     cr_assert(line("ct:f/0", &f));
     cr_assert(line("ct:g/0", &g));
-    cr_assert(f.ns < 40 * MS, "f: %lu ns", (unsigned long)f.ns);
-    cr_assert(g.ns >= 50 * MS, "g: %lu ns", (unsigned long)g.ns);
+    cr_assert_eq(f.ns, 0, "f: %lu ns", (unsigned long)f.ns);
+    cr_assert_eq(g.ns, 50 * MS, "g: %lu ns", (unsigned long)g.ns);
     cr_assert_null(env->p->ct_fn);
 }
 
@@ -255,15 +263,15 @@ Test(time_acct, scheduled_out_time_is_not_charged)
 {
     tp("ct:_/_", TVM_TP_TRUE);
     void *sf = enter("f");
-    usleep(10000);
+    pass_ms(10);
     sched_out(env->p);
-    usleep(100000);
+    pass_ms(100);
     sched_in(env->p);
-    usleep(10000);
+    pass_ms(10);
     leave("f", sf);
     tvm_call_time_entry f;
     cr_assert(line("ct:f/0", &f));
-    cr_assert(f.ns >= 20 * MS && f.ns < 90 * MS, "f: %lu ns", (unsigned long)f.ns);
+    cr_assert_eq(f.ns, 20 * MS, "f: %lu ns", (unsigned long)f.ns);
     /* the hooks cost nothing (and change nothing) outside traced code */
     sched_out(env->p);
     sched_in(env->p);
@@ -275,31 +283,35 @@ Test(time_acct, scheduled_out_time_is_not_charged)
 Test(time_acct, pause_restart_false)
 {
     tp("ct:_/_", TVM_TP_TRUE);
-    leave("f", enter("f"));
-    leave("f", enter("f"));
+    for (int i = 0; i < 2; i++) {
+        void *s = enter("f");
+        pass_ms(1);
+        leave("f", s);
+    }
     void *sf = enter("f");
     tp("ct:f/0", TVM_TP_PAUSE);
-    usleep(50000);
+    pass_ms(50);
     leave("f", sf);  /* f is no longer accumulating: this time is dropped */
     leave("f", enter("f"));
     tvm_call_time_entry f;
     cr_assert(line("ct:f/0", &f));
     cr_assert_eq(f.count, 3);
-    cr_assert(f.ns < 40 * MS, "f: %lu ns", (unsigned long)f.ns);
+    cr_assert_eq(f.ns, 2 * MS, "f: %lu ns", (unsigned long)f.ns);
     tvm_term t;
     char out[256];
     cr_assert_eq(tvm_trace_info(env, "ct:f/0", "call_time", &t, NULL), TVM_OK);
     tvm_format_term(env, t, out, sizeof out);
-    char want[128];
-    snprintf(want, sizeof want, "{call_time,[{<0.0.0>,3,0,%lu}]}", (unsigned long)(f.ns / 1000));
-    cr_assert_str_eq(out, want);
+    cr_assert_str_eq(out, "{call_time,[{<0.0.0>,3,0,2000}]}");
     tp("ct:f/0", TVM_TP_RESTART);
     size_t n = 9;
     cr_assert_eq(tvm_call_time(vm, "ct:f/0", NULL, 0, &n), TVM_OK);
     cr_assert_eq(n, 0, "fresh data after restart");
-    leave("f", enter("f"));
+    sf = enter("f");
+    pass_ms(7);
+    leave("f", sf);
     cr_assert(line("ct:f/0", &f));
     cr_assert_eq(f.count, 1);
+    cr_assert_eq(f.ns, 7 * MS, "f: %lu ns", (unsigned long)f.ns);
     tp("ct:f/0", TVM_TP_FALSE);
     cr_assert_eq(tvm_call_time(vm, "ct:f/0", NULL, 0, &n), TVM_ERR_NOTFOUND);
     cr_assert_eq(n, 0);

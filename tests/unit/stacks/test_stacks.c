@@ -151,15 +151,7 @@ static tvm_pid start(int mode)
 /* Waits until pid shows `state` in tvm_processes. */
 static void wait_state(tvm_pid pid, const char *state)
 {
-    for (int i = 0; i < 5000; i++) {
-        tvm_process_info info[16];
-        size_t n = tvm_processes(vm, info, 16);
-        for (size_t k = 0; k < n && k < 16; k++)
-            if (info[k].pid == pid && strcmp(info[k].state, state) == 0)
-                return;
-        sleep_ms(1);
-    }
-    cr_assert_fail("process %llu never became %s", (unsigned long long)pid, state);
+    wait_proc_state(vm, pid, state);
 }
 
 static void finish(tvm_pid pid, const char *expect)
@@ -236,6 +228,12 @@ static void capture_text(tvm_pid pid, StMode mode, char *text, size_t size)
     vm_proc_put(sys, p);
 }
 
+/* ThreadSanitizer defers an asynchronous signal to its next interceptor
+ * call and then runs the handler with the registers saved at arrival, on a
+ * stack that has moved on (or never, in a loop that calls none): a signal
+ * capture can neither find nor walk the interrupted frames there. */
+#define NO_SIGNALS_UNDER_TSAN() SKIP_UNDER_TSAN("it delays signals (signal-mode capture)")
+
 Test(stacks, mixed_context_mode)
 {
     tvm_pid pid = start(IN_RECEIVE);
@@ -251,6 +249,7 @@ Test(stacks, mixed_context_mode)
 
 Test(stacks, mixed_signal_mode)
 {
+    NO_SIGNALS_UNDER_TSAN();
     tvm_pid pid = start(IN_SPIN);
     char text[8192], red[2048], bottom[128];
     capture_text(pid, ST_MODE_SIGNAL, text, sizeof text);
@@ -274,6 +273,7 @@ Test(stacks, mixed_self_mode)
 
 Test(stacks, running_vm_code_signal_mode)
 {
+    NO_SIGNALS_UNDER_TSAN();
     tvm_pid pid;
     cr_assert_eq(tvm_spawn(env, "mix", "spin", 0, NULL, &pid), TVM_OK);
     char text[8192], red[2048], bottom[128];
@@ -373,7 +373,15 @@ Test(stacks, interlock_holds_the_switch)
 
 /* Processes that exit while they are being captured: every answer is a
  * stack or "gone" (never a crash or a stack of something else), and the
- * last one is "gone". */
+ * last one is "gone".  Under ThreadSanitizer the handler of a capture's
+ * signal runs at TSan's next interceptor, which for a process spinning
+ * in VM code is in the switch of its next yield, where the capture is
+ * refused as "switching": there that is an answer too. */
+#if defined(VM_TSAN)
+#define SWITCHING_UNDER_TSAN(r) ((r) == ST_R_SWITCHING)
+#else
+#define SWITCHING_UNDER_TSAN(r) false
+#endif
 Test(stacks, capture_while_exiting)
 {
     SchedSystem *sys = vm_sched_start(vm, 2);
@@ -394,7 +402,8 @@ Test(stacks, capture_while_exiting)
         StOptions o = { 5000, false };
         do {
             r = st_capture(p, s, &o);
-            cr_assert(r == ST_R_OK || r == ST_R_NOSTACK || r == ST_R_EXITED, "result %d", r);
+            cr_assert(r == ST_R_OK || r == ST_R_NOSTACK || r == ST_R_EXITED ||
+                          SWITCHING_UNDER_TSAN(r), "result %d", r);
             if (r == ST_R_OK) {
                 ok++;
                 st_format(s, text, sizeof text);
@@ -422,10 +431,15 @@ Test(stacks, capture_while_exiting)
 static _Atomic int th_state;   /* 1 registered, 2 unblock the signal, 3 stop */
 static _Atomic uint64_t th_id;
 
+/* Spins with its frame set up: a volatile local lives on the stack, so
+ * -O2 cannot shrink-wrap the prologue off the loop (a frameless loop
+ * would hide thread_main from a frame-pointer walk). */
 void thread_spin(void);
 __attribute__((noinline)) void thread_spin(void)
 {
+    volatile unsigned spins = 0;
     while (atomic_load(&th_state) != 3) {
+        spins = spins + 1;
         if (atomic_load(&th_state) == 2) {
             sigset_t set;
             sigemptyset(&set);
@@ -454,15 +468,16 @@ static void *thread_main(void *arg)
     return NULL;
 }
 
-static double now_ms(void)
+static uint64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 Test(stacks, signal_timeout_then_late_signal_is_harmless)
 {
+    NO_SIGNALS_UNDER_TSAN();
     atomic_store(&th_state, 0);
     pthread_t t;
     pthread_create(&t, NULL, thread_main, (void *)1);
@@ -470,10 +485,13 @@ Test(stacks, signal_timeout_then_late_signal_is_harmless)
         sleep_ms(1);
     uint64_t id = atomic_load(&th_id);
     StStack *s = malloc(sizeof *s);
-    double t0 = now_ms();
+    uint64_t t0 = now_ns();
     cr_assert_eq(st_capture_thread(id, s, 30), ST_R_TIMEOUT);
-    double dt = now_ms() - t0;
-    cr_assert(dt >= 29.0 && dt < 1000.0, "waited %.1f ms", dt);
+    /* Not before its deadline, which the wait reads off CLOCK_MONOTONIC
+     * too: this holds on any machine, however loaded (how long after the
+     * deadline the wait ends is the scheduler's business, not checked). */
+    uint64_t waited = now_ns() - t0;
+    cr_assert_geq(waited, 30 * 1000000u, "gave up after %lu ns", (unsigned long)waited);
     cr_assert_eq(s->nnative, 0);
     char text[256];
     tvm_error err;
@@ -503,6 +521,7 @@ Test(stacks, signal_timeout_then_late_signal_is_harmless)
 
 Test(stacks, registered_thread_signal_mode)
 {
+    NO_SIGNALS_UNDER_TSAN();
     atomic_store(&th_state, 0);
     pthread_t t;
     pthread_create(&t, NULL, thread_main, NULL);

@@ -7,6 +7,7 @@
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sched.h>
 #include <time.h>
 
 #include "tests/unit/trace/tr_fixture.h"
@@ -31,7 +32,7 @@ typedef struct Seen {
     uint64_t next_pid[8];      /* per ring: the pid expected next (pids count up) */
     bool order_ok, payload_ok, ts_sorted;
     uint64_t last_ts;
-    int sleep_us;              /* a slow sink */
+    VmAtomic *gate;            /* if set, the sink waits at its first event until it is 1 */
     char first_lost_after[64]; /* ring/pid of the event before the first LOST */
     uint64_t prev_pid;
 } Seen;
@@ -71,10 +72,8 @@ static void record(const TrEvent *ev, void *data)
     for (uint64_t i = 0; i < n && s->payload_ok; i++)
         if (p[3 + i] != (uint8_t)ev->pid)
             s->payload_ok = false;
-    if (s->sleep_us) {
-        struct timespec ts = { 0, s->sleep_us * 1000L };
-        nanosleep(&ts, NULL);
-    }
+    while (s->gate && !vm_atomic_load_acquire(s->gate))
+        sched_yield();
 }
 
 static TrPipeline *make(const TrOptions *o, Seen *seen)
@@ -171,6 +170,7 @@ Test(ring, a_full_ring_drops_counts_exactly_and_reports_in_place)
 typedef struct LosslessRun {
     TrPipeline *tp;
     uint64_t n, full, ok;
+    VmAtomic gate;             /* opened at the first full ring */
 } LosslessRun;
 
 static void *lossless_producer(void *arg)
@@ -184,6 +184,7 @@ static void *lossless_producer(void *arg)
         } else {
             cr_assert_eq(st, TR_FULL);
             run->full++;
+            vm_atomic_store_release(&run->gate, 1);
             cr_assert(tr_wait_space(run->tp, 0, 10u * 1000000000u), "no wake-up in 10 s");
         }
     }
@@ -201,14 +202,17 @@ static void on_space(void *data, int sched)
 
 Test(ring, lossless_never_loses_and_the_producer_waits)
 {
+    /* The sink holds the collector at its first event until the producer
+     * found the ring full: the wait is taken for certain. */
+    LosslessRun run = { .n = 3000 };
     Seen seen;
     seen_init(&seen);
-    seen.sleep_us = 20;   /* a slow sink: the producer outruns it */
+    seen.gate = &run.gate;
     TrOptions o = { .nscheds = 1, .ring_bytes = 4096, .payload_cap = 128,
                     .policy = TR_POLICY_LOSSLESS, .on_space = on_space };
     TrPipeline *tp = make(&o, &seen);
+    run.tp = tp;
     tr_pipeline_start(tp);
-    LosslessRun run = { .tp = tp, .n = 3000 };
     pthread_t t;
     pthread_create(&t, NULL, lossless_producer, &run);
     pthread_join(t, NULL);
@@ -218,7 +222,7 @@ Test(ring, lossless_never_loses_and_the_producer_waits)
     cr_expect(seen.order_ok);
     cr_expect(seen.payload_ok);
     cr_expect_gt(run.full, 0, "the producer never had to wait");
-    cr_expect_gt(vm_atomic_load_relaxed(&wakeups), 0);
+    cr_expect_gt(vm_atomic_load_relaxed(&wakeups), 0, "on_space never called");
     TrStats *st = tr_pipeline_stats(tp);
     cr_expect_eq(st->ring[0].lost, 0);
     cr_expect_eq(st->ring[0].full, run.full);

@@ -1,0 +1,19 @@
+# tests/sh/lib.sh - sourced by the shell tests (. "$(dirname "$0")/lib.sh").
+#
+# The runner (tests/runner.py) counts exit status 0 as passed, 77 as
+# skipped (the last line of stdout says why) and anything else as failed.
+
+fail() { echo "FAIL: $*"; exit 1; }
+
+# need TOOL [WHAT]: the test (or its part WHAT) needs TOOL.  Without it the
+# test fails, unless the run was told to skip what needs TOOL (`scons test
+# skip=TOOL,...`, which the runner passes on in TRACEVM_TEST_SKIP): then
+# it is skipped.  A missing tool never passes silently.
+need() {
+    command -v "$1" >/dev/null && return 0
+    local what=${2:-this test}
+    case ",${TRACEVM_TEST_SKIP:-}," in
+    *",$1,"*) echo "skipped: $what needs $1, which is not installed (skip=$1)"; exit 77 ;;
+    esac
+    fail "$what needs $1, which is not installed (tools/setup.sh installs it; skip=$1 skips it)"
+}
