@@ -1,0 +1,191 @@
+/*
+ * tests/unit/control/test_control.c - the control endpoint through the
+ * public API alone, in one OS process: tvm_control_start/stop/path, the
+ * peer list, a client's calls (an "ok" reply's exact lines, an "error"
+ * reply's exact message), a load with errors and a good one, and the
+ * status codes of bad targets.  tests/sh/control.sh drives the same
+ * endpoint from another OS process with tracevm attach.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/unit/helpers.h"
+
+static tvm_vm *vm;
+static char dir[64];
+
+/* Each test serves from a directory of its own, so that peers of other
+ * test programs running at the same time are not listed. */
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/tvm-ctl-test.%ld", (long)getpid());
+    cr_assert_eq(mkdir(dir, 0700), 0, "mkdir %s", dir);
+    setenv("TRACEVM_CONTROL_DIR", dir, 1);
+    vm = tvm_new(&(tvm_config){ .schedulers = 1 });
+}
+
+static void teardown(void)
+{
+    tvm_destroy(vm);
+    rmdir(dir);
+}
+
+TestSuite(control, .init = setup, .fini = teardown);
+
+/* Collects a reply's lines, one per row, joined by LF. */
+typedef struct Lines {
+    char text[4096];
+    size_t len;
+    int count;
+} Lines;
+
+static void on_line(const char *line, size_t len, void *data)
+{
+    Lines *l = data;
+    int n = snprintf(l->text + l->len, sizeof l->text - l->len, "%.*s\n", (int)len, line);
+    if (n > 0 && (size_t)n < sizeof l->text - l->len)
+        l->len += (size_t)n;
+    l->count++;
+}
+
+/* The value of "key: value" in lines, or "" */
+static const char *field(const Lines *l, const char *key, char *buf, size_t size)
+{
+    size_t k = strlen(key);
+    buf[0] = '\0';
+    for (const char *p = l->text; *p;) {
+        const char *nl = strchr(p, '\n');
+        if (!strncmp(p, key, k) && p[k] == ':' && p[k + 1] == ' ')
+            snprintf(buf, size, "%.*s", (int)(nl - p - k - 2), p + k + 2);
+        p = nl + 1;
+    }
+    return buf;
+}
+
+static tvm_control_client *connect_ok(void)
+{
+    tvm_control_client *c = NULL;
+    tvm_error err;
+    cr_assert_eq(tvm_control_connect(tvm_control_path(vm), &c, &err), TVM_OK, "connect: %s",
+                 err.message);
+    return c;
+}
+
+Test(control, start_serves_a_socket_and_stop_removes_it)
+{
+    tvm_error err;
+    cr_assert_null(tvm_control_path(vm));
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    const char *path = tvm_control_path(vm);
+    cr_assert_not_null(path);
+    char want[128];
+    snprintf(want, sizeof want, "%s/%ld.", dir, (long)getpid());
+    cr_assert_eq(strncmp(path, want, strlen(want)), 0, "path %s", path);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0600, "mode %o", st.st_mode & 0777);
+
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_ERR_EXISTS);
+
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", path);
+    tvm_control_stop(vm);
+    cr_assert_null(tvm_control_path(vm));
+    cr_assert_neq(stat(copy, &st), 0, "the socket is still there");
+    tvm_control_stop(vm); /* nothing when not serving */
+}
+
+Test(control, the_peer_list_names_this_process)
+{
+    tvm_error err;
+    tvm_control_peer peers[4];
+    cr_assert_eq(tvm_control_list(peers, 4), 0);
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_control_list(peers, 4), 1);
+    cr_assert_eq(peers[0].pid, (long)getpid());
+    cr_assert_str_eq(peers[0].path, tvm_control_path(vm));
+    cr_assert_eq(tvm_control_list(NULL, 0), 1);
+}
+
+Test(control, info_replies_with_exact_fields)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    load_ok(vm, "m.tasm", "module m\nexport f/0\nfunction f/0 regs 1\n    loadi r0, 1\n"
+                          "    ret r0\nend\n");
+    tvm_control_client *c = connect_ok();
+    Lines l = { 0 };
+    const char *argv[] = { "info" };
+    cr_assert_eq(tvm_control_call(c, 1, argv, on_line, &l, &err), TVM_OK, "%s", err.message);
+    char buf[64], pid[32];
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    cr_assert_str_eq(field(&l, "pid", buf, sizeof buf), pid);
+    /* Scheduler threads start with the first process; none has run. */
+    cr_assert_str_eq(field(&l, "schedulers", buf, sizeof buf), "0");
+    cr_assert_str_eq(field(&l, "modules", buf, sizeof buf), "1");
+    cr_assert_str_eq(field(&l, "clients", buf, sizeof buf), "1");
+    cr_assert_str_eq(field(&l, "processes", buf, sizeof buf), "0");
+    cr_assert_str_eq(field(&l, "protocol", buf, sizeof buf), "1");
+    cr_assert_eq(l.count, 8, "lines:\n%s", l.text);
+    tvm_control_close(c);
+}
+
+Test(control, an_error_reply_carries_the_servers_message)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    tvm_control_client *c = connect_ok();
+    const char *bad[] = { "frobnicate", "x" };
+    cr_assert_eq(tvm_control_call(c, 2, bad, NULL, NULL, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "unknown command 'frobnicate'");
+    const char *extra[] = { "info", "now" };
+    cr_assert_eq(tvm_control_call(c, 2, extra, NULL, NULL, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "info: unexpected argument 'now'");
+    /* The connection serves on after errors. */
+    Lines l = { 0 };
+    const char *info[] = { "info" };
+    cr_assert_eq(tvm_control_call(c, 1, info, on_line, &l, &err), TVM_OK, "%s", err.message);
+    tvm_control_close(c);
+}
+
+Test(control, a_bad_load_changes_nothing_and_a_good_one_loads)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    tvm_control_client *c = connect_ok();
+    const char *bad = "module extra\nexport f/0\nfunction f/0 regs 1\n    bogus r0\n"
+                      "    ret r9\nend\n";
+    Lines l = { 0 };
+    cr_assert_eq(tvm_control_load(c, "bad.tasm", bad, strlen(bad), on_line, &l, &err),
+                 TVM_ERR_LOAD);
+    cr_assert_str_eq(l.text, "bad.tasm:4:5: error: unknown instruction 'bogus'\n"
+                             "bad.tasm:5:9: error: register r9 out of range: f/0 has 1 "
+                             "registers\n");
+    cr_assert_eq(tvm_modules(vm, NULL, 0), 0);
+
+    const char *good = "module extra\nexport f/0\nfunction f/0 regs 1\n    loadi r0, 7\n"
+                       "    ret r0\nend\n";
+    Lines g = { 0 };
+    cr_assert_eq(tvm_control_load(c, "good.tasm", good, strlen(good), on_line, &g, &err),
+                 TVM_OK, "%s", err.message);
+    cr_assert_eq(g.count, 0, "%s", g.text);
+    cr_assert_eq(tvm_modules(vm, NULL, 0), 1);
+    tvm_control_close(c);
+}
+
+Test(control, bad_targets_have_their_status)
+{
+    tvm_control_client *c = NULL;
+    tvm_error err;
+    cr_assert_eq(tvm_control_connect("", &c, &err), TVM_ERR_BADARG);
+    cr_assert_null(c);
+    /* No VM of this user serves in the test's empty directory. */
+    cr_assert_eq(tvm_control_connect("1", &c, &err), TVM_ERR_NOTFOUND);
+    char path[128];
+    snprintf(path, sizeof path, "%s/none.sock", dir);
+    cr_assert_eq(tvm_control_connect(path, &c, &err), TVM_ERR_NOTFOUND);
+}
