@@ -84,6 +84,13 @@ typedef struct tvm_config {
     /* trace_pattern parks every scheduler while it patches, as BEAM did
      * before R16.  For the pause-freedom benchmark only. */
     bool stop_the_world_tracing;
+    /* Limits (docs/safety.md); each ends only the process that exceeds it. */
+    size_t max_processes;      /* processes alive at once; 0 = default
+                                * (1,048,576); spawns beyond it fail with
+                                * system_limit / TVM_ERR_LIMIT */
+    size_t max_message_words;  /* the largest term one copy between processes
+                                * (a message, spawn arguments, an exit value)
+                                * may hold, counted flat; 0 = default (2^27) */
 } tvm_config;
 
 /*

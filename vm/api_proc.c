@@ -65,8 +65,11 @@ tvm_status tvm_send(tvm_env *env, tvm_pid pid, tvm_term msg)
 {
     if (!ENV_OK(env) || msg.h >= env->p->nroots)
         return TVM_ERR_BADARG;
-    vm_hook_send(env->p, pid, vm_root_get(env->p, msg));
-    return vm_send(env->p->vm, pid, vm_root_get(env->p, msg)) ? TVM_OK : TVM_ERR_NOTFOUND;
+    switch (vm_send(env->p->vm, env->p, pid, vm_root_get(env->p, msg))) {
+    case VM_SEND_OK: return TVM_OK;
+    case VM_SEND_TOO_BIG: return TVM_ERR_LIMIT;
+    default: return TVM_ERR_NOTFOUND;
+    }
 }
 
 tvm_status tvm_make_pid(tvm_env *env, tvm_pid pid, tvm_term *out)

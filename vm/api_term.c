@@ -408,7 +408,10 @@ bool tvm_equal(tvm_env *env, tvm_term a, tvm_term b)
 {
     if (!ENV_OK(env) || !handle_ok(env->p, a) || !handle_ok(env->p, b))
         return false;
-    return term_equal(vm_root_get(env->p, a), vm_root_get(env->p, b));
+    /* Terms that could not be compared within the VM's steps (much
+     * sharing) are not known to be equal. */
+    return term_compare_steps(vm_root_get(env->p, a), vm_root_get(env->p, b),
+                              env->p->vm->cmp_steps) == 0;
 }
 
 size_t tvm_format_term(tvm_env *env, tvm_term t, char *buf, size_t size)

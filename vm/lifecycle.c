@@ -245,25 +245,24 @@ static void proc_main(void *arg)
     VM_UNREACHABLE();
 }
 
+/* Takes back a place vm_spawn reserved in the count of live processes
+ * for a process that will not be made after all. */
+static void unreserve(SchedSystem *sys)
+{
+    pthread_mutex_lock(&sys->lock);
+    sys->live--;
+    if (sys->exit_waiters && sys->live == 0)
+        pthread_cond_broadcast(&sys->exited);
+    pthread_mutex_unlock(&sys->lock);
+}
+
 uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *args,
                   bool joinable)
 {
     tvm_vm *vm = parent->vm;
     SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
-    Process *p = vm_sched_cache_get(sys);
-    if (p) {
-        Fiber *fiber = p->fiber;
-        vm_process_recycle(p);
-        p->fiber = fiber;
-    } else {
-        Fiber *fiber = vm_fiber_alloc(&sys->pool);
-        if (!fiber)
-            return 0;
-        p = vm_process_new(vm);
-        p->fiber = fiber;
-    }
-    p->entry = entry;
-    /* Arguments travel as one message: a list copied off the caller's heap. */
+    /* Arguments travel as one message: a list copied off the caller's
+     * heap, within the copy limit. */
     Term tmp[VM_MAX_ARITY * 2 + 2];
     Term list = TERM_NIL;
     for (int i = argc; i-- > 0;) {
@@ -271,7 +270,37 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
         tmp[2 * i + 1] = list;
         list = make_cons_ptr(&tmp[2 * i]);
     }
-    p->entry_args = argc > 0 ? vm_message_new(list) : NULL;
+    Message *margs = NULL;
+    if (argc > 0 && !(margs = vm_message_new(list, vm->max_msg)))
+        return 0;
+    /* A place among the live processes first (the max_processes limit),
+     * counted from here on so that concurrent spawns cannot overshoot. */
+    pthread_mutex_lock(&sys->lock);
+    bool room = sys->live < vm->max_procs;
+    if (room)
+        sys->live++;
+    pthread_mutex_unlock(&sys->lock);
+    if (!room) {
+        vm_messages_free(margs);
+        return 0;
+    }
+    Process *p = vm_sched_cache_get(sys);
+    if (p) {
+        Fiber *fiber = p->fiber;
+        vm_process_recycle(p);
+        p->fiber = fiber;
+    } else {
+        Fiber *fiber = vm_fiber_alloc(&sys->pool);
+        if (!fiber) {
+            vm_messages_free(margs);
+            unreserve(sys);
+            return 0;
+        }
+        p = vm_process_new(vm);
+        p->fiber = fiber;
+    }
+    p->entry = entry;
+    p->entry_args = margs;
     pthread_mutex_lock(&sys->lock);
     p->pid = sys->next_pid++;
     /* The default trace flags, read under the table lock: the order
@@ -283,7 +312,6 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
         p->join_next = sys->joinables;
         sys->joinables = p;
     }
-    sys->live++;
     table_insert(sys, p);
     pthread_mutex_unlock(&sys->lock);
     vm_fiber_init(p->fiber, proc_main, p);
@@ -331,6 +359,18 @@ static void proc_exit(Process *p, Term cls, Term value)
         Term e[2] = { vm_root_get(p, hv), trace };
         hr = vm_root_push(p, vm_make_tuple(p, 2, e));
     }
+    /* What leaves the process is copied: a value or reason too big for a
+     * copy (over max_message_words, with room for the 'DOWN' tuple
+     * around it) becomes system_limit, so that every watcher still gets
+     * its 'DOWN' and a joiner an answer. */
+    size_t max = p->vm->max_msg > 6 ? p->vm->max_msg - 6 : 0;
+    if (term_size_capped(vm_root_get(p, hr), max) == SIZE_MAX)
+        p->roots[hr.h] = make_atom(ATOM_SYSTEM_LIMIT);
+    if (p->joinable && term_size_capped(vm_root_get(p, hv), max) == SIZE_MAX) {
+        p->roots[hv.h] = make_atom(ATOM_SYSTEM_LIMIT);
+        if (normal)
+            cls = make_atom(ATOM_ERROR);
+    }
     vm_hook_exit(p, vm_root_get(p, hr));
     p->ct_fn = NULL;     /* the call_time clock forgets its function */
     vm_hook_sched_exit(p);
@@ -348,14 +388,14 @@ static void proc_exit(Process *p, Term cls, Term value)
     for (Monitor *m = mons; m;) {
         Term e[5] = { make_atom(ATOM_DOWN), make_small((int64_t)m->ref), make_atom(ATOM_PROCESS),
                       make_pid(p->pid), vm_root_get(p, hr) };
-        vm_send(p->vm, m->watcher, vm_make_tuple(p, 5, e));
+        vm_send(p->vm, NULL, m->watcher, vm_make_tuple(p, 5, e));
         Monitor *n = m->next;
         free(m);
         m = n;
     }
     /* The exit value is the result, or the raw reason (the joiner gets the
      * class and the stack trace separately); only a joiner reads it. */
-    Message *val = joinable ? vm_message_new(vm_root_get(p, hv)) : NULL;
+    Message *val = joinable ? vm_message_new(vm_root_get(p, hv), p->vm->max_msg) : NULL;
     pthread_mutex_lock(&p->lock);
     p->exit_class = cls;
     p->exit_value = val;

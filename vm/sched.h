@@ -113,14 +113,28 @@ void vm_sched_stop(tvm_vm *vm);
 
 /* Creates a process of parent's VM running entry(args), spawned by
  * `parent` (a process or a call context, on the calling thread); returns
- * its pid, or 0 when no fiber stack can be mapped (system_limit).  An
- * undefined entry is not checked here: the process raises undef.
+ * its pid, or 0 for a system_limit: max_processes are alive, the
+ * arguments are over max_message_words, or no fiber stack can be mapped.
+ * An undefined entry is not checked here: the process raises undef.
  * `joinable` keeps its exit value until vm_proc_join(). */
 uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *args,
                   bool joinable);
 
-/* Sends a copy of `msg` to pid; false if there is no such live process. */
-bool vm_send(tvm_vm *vm, uint64_t pid, Term msg);
+/* What a send did. */
+typedef enum VmSend {
+    VM_SEND_OK,
+    VM_SEND_NOPROC,     /* no such live process: nothing sent (not an error in Erlang) */
+    VM_SEND_TOO_BIG,    /* msg is over the VM's max_message_words: nothing sent,
+                         * whether or not the process lives (system_limit) */
+} VmSend;
+
+/*
+ * Sends a copy of `msg` to pid.  `from` is the sending process or call
+ * context, whose send event (vm_hook_send) is written after the size
+ * check and before the delivery; NULL for the VM's own messages ('DOWN',
+ * meta trace), which have none.
+ */
+VmSend vm_send(tvm_vm *vm, Process *from, uint64_t pid, Term msg);
 
 /* Calls fn(p, data) for every process in the table, with the table lock
  * held (fn must not take it, nor a run-queue lock). */
@@ -205,7 +219,8 @@ void vm_proc_timeout(SchedSystem *sys, uint64_t pid, uint64_t seq);
 /* Frees a chain of messages. */
 void vm_messages_free(Message *m);
 
-/* Copies a term into a new message (any thread). */
-Message *vm_message_new(Term t);
+/* Copies a term into a new message (any thread); NULL when the term is
+ * more than max_words words (term_size_capped: the count stops there). */
+Message *vm_message_new(Term t, size_t max_words);
 
 #endif /* VM_SCHED_H */
