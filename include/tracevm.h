@@ -110,7 +110,9 @@ void tvm_destroy(tvm_vm *vm);
  * file name).  On any error nothing is loaded and the VM keeps what it had;
  * err->message holds one "name:line:col: error: message" line per error.
  * Loading a module that is already loaded replaces it (new calls through
- * the export table go to the new code).  Any thread; loads are serialized.
+ * the export table go to the new code).  TVM_ERR_LIMIT (with the place in
+ * err) when the text names a new atom and the atom table is full.  Any
+ * thread; loads are serialized.
  */
 tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,
                            size_t len, tvm_error *err);
@@ -135,7 +137,8 @@ typedef tvm_status (*tvm_native_fn)(tvm_env *env, int argc,
 /*
  * Registers `fn` as mod:fun/arity.  Fails with TVM_ERR_EXISTS if that
  * function is already defined (by a native or by a loaded module named
- * `mod`).  Any thread.
+ * `mod`), TVM_ERR_LIMIT if a name is new and the atom table is full.  Any
+ * thread.
  */
 tvm_status tvm_register_native(tvm_vm *vm, const char *mod, const char *fun,
                                int arity, tvm_native_fn fn, void *data,
@@ -158,7 +161,9 @@ tvm_vm *tvm_env_vm(tvm_env *env);
  * the returned term; on TVM_EXCEPTION the exception is kept in the env
  * (tvm_get_exception, tvm_format_exception).  An uncaught throw(V) comes
  * back as class error, reason {nocatch, V}.  TVM_ERR_BADARG if `mod` or
- * `fun` is not a valid atom name or argc is out of range.  Callable from a
+ * `fun` is not a valid atom name or argc is out of range; TVM_ERR_LIMIT if
+ * a name is not an atom yet and the atom table (2^20 atoms, shared by
+ * every VM of the OS process, never shrinking) is full.  Callable from a
  * native on the env it was given (a nested activation).
  */
 tvm_status tvm_call(tvm_env *env, const char *mod, const char *fun, int argc,
@@ -195,7 +200,8 @@ tvm_status tvm_raise_badarg(tvm_env *env);
 /* Building terms (every builder returns TVM_OK or an error)           */
 
 tvm_status tvm_make_int(tvm_env *env, int64_t v, tvm_term *out);      /* TVM_ERR_LIMIT beyond 62 bits */
-tvm_status tvm_make_atom(tvm_env *env, const char *name, tvm_term *out); /* TVM_ERR_LIMIT beyond 255 bytes */
+tvm_status tvm_make_atom(tvm_env *env, const char *name, tvm_term *out); /* TVM_ERR_LIMIT beyond 255 bytes
+                                                                          * or with the atom table full */
 tvm_status tvm_make_binary(tvm_env *env, const void *bytes, size_t len, tvm_term *out);
 tvm_status tvm_make_string(tvm_env *env, const char *s, tvm_term *out); /* a binary */
 tvm_status tvm_make_tuple(tvm_env *env, int n, const tvm_term *elems, tvm_term *out);
@@ -214,7 +220,8 @@ void tvm_handles_release(tvm_env *env, size_t mark);
 /*
  * Parses a term from text in the assembly's literal syntax: 42, -7, ok,
  * 'Quoted', "string", [1, 2], {a, b}, [] (TVM_ERR_BADARG with a message
- * in err on a syntax error).
+ * in err on a syntax error; TVM_ERR_LIMIT when an atom of it is new and
+ * the atom table is full).
  */
 tvm_status tvm_parse_term(tvm_env *env, const char *text, tvm_term *out,
                           tvm_error *err);
@@ -259,8 +266,10 @@ typedef uint64_t tvm_pid;
 /*
  * Spawns a process running mod:fun(argv...) (arguments are copied).  It
  * is joinable: its exit is kept until tvm_join() (and no crash report is
- * printed for it).  TVM_ERR_LIMIT when no more processes fit (no native
- * stack can be mapped).  Any thread.
+ * printed for it).  TVM_ERR_LIMIT when no more processes fit (max_processes
+ * are alive, or no native stack can be mapped), the arguments are over
+ * max_message_words, or a name is new and the atom table is full.  Any
+ * thread.
  */
 tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
                      const tvm_term *argv, tvm_pid *pid);
@@ -274,7 +283,8 @@ tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
  */
 tvm_status tvm_join(tvm_env *env, tvm_pid pid, tvm_term *result);
 
-/* Sends a copy of msg to pid; TVM_ERR_NOTFOUND if it is not alive. */
+/* Sends a copy of msg to pid; TVM_ERR_NOTFOUND if it is not alive,
+ * TVM_ERR_LIMIT if msg is over max_message_words (nothing is sent). */
 tvm_status tvm_send(tvm_env *env, tvm_pid pid, tvm_term msg);
 
 tvm_status tvm_make_pid(tvm_env *env, tvm_pid pid, tvm_term *out);
@@ -392,7 +402,9 @@ typedef enum tvm_tp_action {
  * Applies a pattern; *matched (may be NULL) gets the number of functions
  * it matched (for TVM_TP_GLOBAL: exported ones).  Returns when every later
  * call in the VM sees the new setting.  TVM_ERR_BADARG with a message in
- * err for a bad pattern, action or flags; nothing changes then.  Any
+ * err for a bad pattern, action or flags; nothing changes then.  Patterns
+ * make no atom: a module or function name that is no atom yet names
+ * nothing loaded, so the pattern matches nothing (*matched 0).  Any
  * thread: a process calling it (from a native) is suspended while it
  * waits, a foreign thread blocks.
  */
@@ -406,6 +418,8 @@ tvm_status tvm_trace_pattern(tvm_vm *vm, const char *pattern, tvm_tp_action how,
  * matched functions, or with TVM_TP_META for their meta trace, whose
  * messages go to `meta_tracer`.  A bad spec: TVM_ERR_BADARG with
  * "tvm_trace_pattern: match spec clause N: ..." in err; nothing changes.
+ * TVM_ERR_LIMIT when the spec text names a new atom and the atom table is
+ * full (its other atoms, and the pattern's, are only looked up).
  */
 tvm_status tvm_trace_pattern_ms(tvm_vm *vm, const char *pattern, const char *match_spec,
                                 tvm_tp_action how, unsigned flags, tvm_pid meta_tracer,

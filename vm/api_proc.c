@@ -26,8 +26,11 @@ tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
 {
     Term args[VM_MAX_ARITY];
     const Export *fn;
-    if (!pid || vm_env_resolve(env, mod, fun, argc, argv, args, &fn) != TVM_OK)
+    if (!pid)
         return TVM_ERR_BADARG;
+    tvm_status rs = vm_env_resolve(env, mod, fun, argc, argv, args, &fn);
+    if (rs != TVM_OK)
+        return rs;
     *pid = vm_spawn(env->p, fn, argc, args, true);
     return *pid ? TVM_OK : TVM_ERR_LIMIT;
 }

@@ -46,7 +46,8 @@ tvm_vm *tvm_env_vm(tvm_env *env)
 
 /*
  * Resolves mod:fun/argc through the export table and reads the argument
- * handles into args[]; TVM_ERR_BADARG on any bad argument.  Shared by
+ * handles into args[]; TVM_ERR_BADARG on any bad argument, TVM_ERR_LIMIT
+ * when a name is no atom yet and the atom table is full.  Shared by
  * tvm_call() and tvm_spawn().  The result is the export entry, not its
  * target: a target may be a breakpoint trampoline, which lives only while
  * thread progress protects it, so it is read by whoever runs the call, as
@@ -61,8 +62,11 @@ tvm_status vm_env_resolve(tvm_env *env, const char *mod, const char *fun, int ar
         return TVM_ERR_BADARG;
     Process *p = env->p;
     Atom m, f;
-    if (!vm_atom_intern(mod, strlen(mod), &m) || !vm_atom_intern(fun, strlen(fun), &f))
+    size_t lm = strlen(mod), lf = strlen(fun);
+    if (lm > VM_ATOM_MAX_LEN || lf > VM_ATOM_MAX_LEN)
         return TVM_ERR_BADARG;
+    if (!vm_atom_intern(mod, lm, &m) || !vm_atom_intern(fun, lf, &f))
+        return TVM_ERR_LIMIT;   /* the atom table is full */
     for (int i = 0; i < argc; i++) {
         if (!handle_ok(p, argv[i]))
             return TVM_ERR_BADARG;
@@ -77,8 +81,11 @@ tvm_status tvm_call(tvm_env *env, const char *mod, const char *fun, int argc,
 {
     Term args[VM_MAX_ARITY];
     const Export *e;
-    if (!result || vm_env_resolve(env, mod, fun, argc, argv, args, &e) != TVM_OK)
+    if (!result)
         return TVM_ERR_BADARG;
+    tvm_status rs = vm_env_resolve(env, mod, fun, argc, argv, args, &e);
+    if (rs != TVM_OK)
+        return rs;
     Process *p = env->p;
     p->exc_pending = false;
     Term res;
@@ -154,9 +161,12 @@ tvm_status tvm_raise(tvm_env *env, const char *cls, tvm_term reason)
     Process *p = env->p;
     Term c = make_atom(ATOM_ERROR), r = make_atom(ATOM_BADARG);
     if (cls && handle_ok(p, reason)) {
-        if (strcmp(cls, "error") == 0 || strcmp(cls, "throw") == 0 ||
-            strcmp(cls, "exit") == 0) {
-            c = make_atom(vm_atom_cstr(cls));
+        Atom a = strcmp(cls, "error") == 0   ? ATOM_ERROR
+                 : strcmp(cls, "throw") == 0 ? ATOM_THROW
+                 : strcmp(cls, "exit") == 0  ? ATOM_EXIT
+                                             : ATOM__PREDEFINED;
+        if (a != ATOM__PREDEFINED) {
+            c = make_atom(a);
             r = vm_root_get(p, reason);
         }
     }

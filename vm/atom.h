@@ -39,7 +39,10 @@ bool vm_atom_lookup(const char *name, size_t len, Atom *out);
 /* The name of an atom (NUL-terminated; its length in *len if len is set). */
 const char *vm_atom_name(Atom a, size_t *len);
 
-/* Interns a NUL-terminated name, aborting on failure (for C-side names). */
+/* Interns a NUL-terminated name, aborting on failure: for tests and
+ * benchmarks only.  The library never calls it: the atoms its C code
+ * needs are predefined (vm/atoms.def), and everything else interns with
+ * vm_atom_intern and reports a full table (docs/safety.md). */
 Atom vm_atom_cstr(const char *name);
 
 /* Number of atoms interned so far. */

@@ -242,13 +242,17 @@ NATIVE_FN(bif_atom_to_binary)
     RETURN(vm_make_binary(p, s, n));
 }
 
+/* As BEAM: a name longer than 255 bytes, or the atom table full (it is
+ * shared by every VM of the OS process and never shrinks), is a
+ * system_limit of the calling process, never of the VM. */
 NATIVE_FN(bif_binary_to_atom)
 {
     SETUP();
     Atom a;
-    if (!term_is_binary(ARG(0)) ||
-        !vm_atom_intern((const char *)binary_bytes(ARG(0)), binary_size(ARG(0)), &a))
+    if (!term_is_binary(ARG(0)))
         BADARG();
+    if (!vm_atom_intern((const char *)binary_bytes(ARG(0)), binary_size(ARG(0)), &a))
+        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     RETURN(make_atom(a));
 }
 
