@@ -85,6 +85,10 @@ typedef struct tvm_config {
      * before R16.  For the pause-freedom benchmark only. */
     bool stop_the_world_tracing;
     /* Limits (docs/safety.md); each ends only the process that exceeds it. */
+    size_t max_heap_words;     /* default max_heap_size of processes: a process
+                                * whose heap (with the messages it has taken
+                                * into its queue) outgrows it is killed, reason
+                                * killed; 0 = none (tvm_spawn_opt overrides) */
     size_t max_processes;      /* processes alive at once; 0 = default
                                 * (1,048,576); spawns beyond it fail with
                                 * system_limit / TVM_ERR_LIMIT */
@@ -273,6 +277,21 @@ typedef uint64_t tvm_pid;
  */
 tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
                      const tvm_term *argv, tvm_pid *pid);
+
+/* Options of tvm_spawn_opt (a zeroed struct: the VM's defaults). */
+#define TVM_NO_LIMIT ((size_t)-1)
+typedef struct tvm_spawn_opts {
+    /* The process's max_heap_size in words: 0 = the VM's default
+     * (tvm_config.max_heap_words), TVM_NO_LIMIT = none.  A process whose
+     * heap, with the messages it has taken into its queue, outgrows it is
+     * killed with reason killed (docs/safety.md), as erlang:spawn_opt/4
+     * with {max_heap_size, Words} does. */
+    size_t max_heap_words;
+} tvm_spawn_opts;
+
+/* tvm_spawn with options (opts may be NULL). */
+tvm_status tvm_spawn_opt(tvm_env *env, const char *mod, const char *fun, int argc,
+                         const tvm_term *argv, const tvm_spawn_opts *opts, tvm_pid *pid);
 
 /*
  * Waits for a process made by tvm_spawn() to exit.  TVM_OK with its

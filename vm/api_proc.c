@@ -24,6 +24,12 @@ tvm_status vm_env_resolve(tvm_env *env, const char *mod, const char *fun, int ar
 tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
                      const tvm_term *argv, tvm_pid *pid)
 {
+    return tvm_spawn_opt(env, mod, fun, argc, argv, NULL, pid);
+}
+
+tvm_status tvm_spawn_opt(tvm_env *env, const char *mod, const char *fun, int argc,
+                         const tvm_term *argv, const tvm_spawn_opts *opts, tvm_pid *pid)
+{
     Term args[VM_MAX_ARITY];
     const Export *fn;
     if (!pid)
@@ -31,7 +37,10 @@ tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
     tvm_status rs = vm_env_resolve(env, mod, fun, argc, argv, args, &fn);
     if (rs != TVM_OK)
         return rs;
-    *pid = vm_spawn(env->p, fn, argc, args, true);
+    size_t max_heap = env->p->vm->max_heap;
+    if (opts && opts->max_heap_words)
+        max_heap = opts->max_heap_words == TVM_NO_LIMIT ? 0 : opts->max_heap_words;
+    *pid = vm_spawn(env->p, fn, argc, args, true, max_heap);
     return *pid ? TVM_OK : TVM_ERR_LIMIT;
 }
 

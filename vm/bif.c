@@ -622,20 +622,46 @@ NATIVE_FN(bif_self)
     RETURN(p->pid ? make_pid(p->pid) : make_atom(ATOM_UNDEFINED));
 }
 
-NATIVE_FN(bif_spawn3)
+/* spawn(M, F, Args) with a max_heap_size of max_heap words (0: none). */
+static tvm_status spawn(Process *p, Term m, Term f, Term args, size_t max_heap, tvm_term *result)
 {
-    SETUP();
-    Term m = ARG(0), f = ARG(1), args = ARG(2);
     long n = list_length(args);
     if (!term_is_atom(m) || !term_is_atom(f) || n < 0 || n > VM_MAX_ARITY)
-        BADARG();
+        return raise_error(p, make_atom(ATOM_BADARG));
     Export *e = vm_export_get(p->vm, atom_value(m), atom_value(f), (uint32_t)n);
     Term *v = list_to_array(args, n);
-    uint64_t pid = vm_spawn(p, e, (int)n, v, false);
+    uint64_t pid = vm_spawn(p, e, (int)n, v, false, max_heap);
     free(v);
     if (!pid)
         return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
-    RETURN(make_pid(pid));
+    *result = vm_root_push(p, make_pid(pid));
+    return TVM_OK;
+}
+
+NATIVE_FN(bif_spawn3)
+{
+    SETUP();
+    return spawn(p, ARG(0), ARG(1), ARG(2), p->vm->max_heap, result);
+}
+
+/* spawn_opt(M, F, Args, Opts): Opts a list of {max_heap_size, Words}
+ * (0: no limit; as BEAM's integer form).  The VM's default otherwise. */
+NATIVE_FN(bif_spawn_opt4)
+{
+    SETUP();
+    size_t max_heap = p->vm->max_heap;
+    Term o = ARG(3);
+    for (; term_is_cons(o); o = cons_tail(o)) {
+        Term h = cons_head(o);
+        if (!term_is_tuple(h) || tuple_arity(h) != 2 ||
+            tuple_elems(h)[0] != make_atom(ATOM_MAX_HEAP_SIZE) ||
+            !term_is_small(tuple_elems(h)[1]) || small_value(tuple_elems(h)[1]) < 0)
+            BADARG();
+        max_heap = (size_t)small_value(tuple_elems(h)[1]);
+    }
+    if (!term_is_nil(o))
+        BADARG();
+    return spawn(p, ARG(0), ARG(1), ARG(2), max_heap, result);
 }
 
 NATIVE_FN(bif_send)
@@ -731,6 +757,7 @@ static const VmNativeDef bifs[] = {
     { "lists", "seq", 2, bif_seq },
     { "erlang", "self", 0, bif_self },
     { "erlang", "spawn", 3, bif_spawn3 },
+    { "erlang", "spawn_opt", 4, bif_spawn_opt4 },
     { "erlang", "send", 2, bif_send },
     { "erlang", "!", 2, bif_send },
     { "erlang", "monitor", 2, bif_monitor },

@@ -131,6 +131,24 @@ void vm_gc(Process *p, size_t need, Term *extra, size_t nextra)
         target = p->heap_min;
     if (target > size || (target * 4 <= size && size > p->heap_min))
         collect_into(p, target, extra, nextra);
+    if (p->max_heap)
+        vm_heap_check_max(p);
+}
+
+void vm_heap_check_max(Process *p)
+{
+    /* The block, not the live data, as BEAM counts a heap's size.  The
+     * heap still grows as asked: the caller allocates next, and a process
+     * cannot be stopped in the middle of a native or an instruction; it
+     * dies at its next reduction check (a call or a backward jump: a
+     * bounded number of instructions away, as the verifier allows no
+     * other loop). */
+    size_t used = vm_heap_size(p) + p->mq_words;
+    if (used > p->max_heap && !p->kill) {
+        p->kill = make_atom(ATOM_KILLED);
+        p->kill_heap = used;
+        p->reds = 0;
+    }
 }
 
 void vm_heap_ensure(Process *p, size_t words, Term *extra, size_t nextra)

@@ -201,7 +201,8 @@ dispatch_insn: __attribute__((unused));
         /* A = registers of the function.  A reduction per call. */
         if (VM_UNLIKELY(--p->reds <= 0)) {
             f->pc = pc;   /* the line of a suspended frame (stacks/st_join.c) */
-            vm_yield_point(p);
+            if (VM_UNLIKELY(vm_yield_point(p)))
+                goto killed;
         }
         if (VM_UNLIKELY(f->base + A > p->stack_size)) {
             if (!vm_stack_ensure(p, (size_t)f->base + A))
@@ -301,7 +302,8 @@ arith:
         /* A backward jump is a loop iteration: it costs a reduction. */
         if (off <= 0 && VM_UNLIKELY(--p->reds <= 0)) {
             f->pc = pc;
-            vm_yield_point(p);
+            if (VM_UNLIKELY(vm_yield_point(p)))
+                goto killed;
         }
         NEXT(off);
     }
@@ -580,14 +582,20 @@ arith:
     }
 #endif
 
+killed:
+    /* The process is being killed (Process.kill): exit with its reason. */
+    vm_exception_set(p, make_atom(ATOM_EXIT), p->kill, pc);
+    /* fall through */
 unwind:
     /*
      * An exception is pending in p->exc_*.  The innermost handler of this
      * activation (one whose frame is above the entry frame) catches it;
-     * otherwise the activation ends with TVM_EXCEPTION.
+     * otherwise the activation ends with TVM_EXCEPTION.  A process being
+     * killed is caught by nothing: every activation ends, as BEAM's kill
+     * signal is untrappable.
      */
     if (p->nhandlers > p->frames[entry].hbase &&
-        p->handlers[p->nhandlers - 1].frame > entry) {
+        p->handlers[p->nhandlers - 1].frame > entry && VM_LIKELY(!p->kill)) {
         if (VM_UNLIKELY(p->ntrace)) {
             uint32_t hf = p->handlers[p->nhandlers - 1].frame;
             vm_hook_trace_unwind(p, hf + 1, (int)hf, entry == 0);
@@ -620,8 +628,10 @@ unwind:
 #undef NEXT
 }
 
-void vm_yield_point(Process *p)
+bool vm_yield_point(Process *p)
 {
+    if (VM_UNLIKELY(p->kill))
+        return true;
     /*
      * A call context runs on its caller's thread and has nobody to yield
      * to, so its time slice simply starts again.  A process on a
@@ -630,6 +640,7 @@ void vm_yield_point(Process *p)
     p->reds = VM_REDUCTIONS;
     if (p->fiber)
         vm_proc_yield(p);
+    return false;
 }
 
 void vm_proc_fetch_any(Process *p)

@@ -230,6 +230,12 @@ static void proc_main(void *arg)
     vm_hook_sched_start(p);
     Term res;
     tvm_status st = vm_execute(p, vm_export_target(p->vm, p->entry), argc, args, &res);
+    if (VM_UNLIKELY(p->kill) && !(st != TVM_OK && p->exc_reason == p->kill)) {
+        /* Marked to be killed after its last reduction check (its heap
+         * outgrew max_heap_size on the way out): it dies all the same. */
+        vm_exception_set(p, make_atom(ATOM_EXIT), p->kill, NULL);
+        st = TVM_EXCEPTION;
+    }
     if (st == TVM_OK) {
         proc_exit(p, make_atom(ATOM_NORMAL), res);
     } else {
@@ -257,7 +263,7 @@ static void unreserve(SchedSystem *sys)
 }
 
 uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *args,
-                  bool joinable)
+                  bool joinable, size_t max_heap)
 {
     tvm_vm *vm = parent->vm;
     SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
@@ -301,6 +307,7 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
     }
     p->entry = entry;
     p->entry_args = margs;
+    p->max_heap = max_heap;
     pthread_mutex_lock(&sys->lock);
     p->pid = sys->next_pid++;
     /* The default trace flags, read under the table lock: the order
@@ -332,6 +339,9 @@ static void crash_report(Process *p)
     sb_init(&sb);
     sb_printf(&sb, "=CRASH REPORT==== process <0.%llu.0> crashed: ", (unsigned long long)p->pid);
     vm_format_exception(p, &sb);
+    if (p->kill_heap)
+        sb_printf(&sb, "  max_heap_size %zu words, reached %zu (heap and message queue)\n",
+                  p->max_heap, p->kill_heap);
     if (p->exc_stack) {
         sb_puts(&sb, "  stack at the raise:\n");
         vm_hook_format_raise(p, &sb);

@@ -81,6 +81,7 @@ VmSend vm_send(tvm_vm *vm, Process *from, uint64_t pid, Term msg)
     } else {
         *p->inbox_tail = m;
         p->inbox_tail = &m->next;
+        p->inbox_words += m->words;
         wake_locked(p, &enqueue);
     }
     pthread_mutex_unlock(&p->lock);
@@ -103,8 +104,19 @@ static Message **fetch_locked(Process *p)
         p->mq_tail = p->inbox_tail;
         p->inbox = NULL;
         p->inbox_tail = &p->inbox;
+        p->mq_words += p->inbox_words;
+        p->inbox_words = 0;
     }
     return from;
+}
+
+/* After a fetch: the queue counts toward max_heap_size, as messages do in
+ * BEAM's on-heap queues (a process flooded with messages it never takes
+ * is killed once it looks at its mailbox). */
+static void check_queue(Process *p)
+{
+    if (p->max_heap)
+        vm_heap_check_max(p);
 }
 
 void vm_proc_fetch(Process *p)
@@ -112,6 +124,7 @@ void vm_proc_fetch(Process *p)
     pthread_mutex_lock(&p->lock);
     Message **from = fetch_locked(p);
     pthread_mutex_unlock(&p->lock);
+    check_queue(p);
     /* Only this process changes its queue: *from stays the first new one. */
     vm_hook_receive(p, *from);
 }
@@ -122,6 +135,7 @@ void vm_proc_accept(Process *p)
     *p->cursor = m->next;
     if (p->mq_tail == &m->next)
         p->mq_tail = p->cursor;
+    p->mq_words -= m->words;
     free(m);
     p->cursor = &p->mq;
 }
@@ -173,6 +187,7 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
         p->signaled = false;
     }
     pthread_mutex_unlock(&p->lock);
+    check_queue(p);
     vm_hook_receive(p, *from);
     if (found || timeout_ms == 0)
         return found;
@@ -187,6 +202,7 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
         from = fetch_locked(p);
         bool to = p->timed_out;
         pthread_mutex_unlock(&p->lock);
+        check_queue(p);
         vm_hook_receive(p, *from);
         if (*p->cursor)
             return true;

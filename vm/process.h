@@ -133,6 +133,18 @@ struct Process {
     Term *heap, *htop, *hend;
     size_t heap_min;
     size_t gc_count;
+    /*
+     * max_heap_size (words; 0: none), set at spawn.  When a collection
+     * leaves the heap, with the messages in the process's own queue
+     * (mq_words), bigger than this, the process is killed: `kill` gets the
+     * reason and reds 0, so the interpreter's next reduction check (a call
+     * or a backward jump) raises exit:kill, which no handler catches
+     * (vm/interp.c).  The process's own thread only.
+     */
+    size_t max_heap;
+    size_t mq_words;       /* words of the messages in mq */
+    Term kill;             /* the reason it is being killed, or 0 */
+    size_t kill_heap;      /* heap + queue words when it was (crash report) */
 
     /* Register stack. */
     Term *stack;
@@ -191,6 +203,7 @@ struct Process {
     pthread_mutex_t lock;
     int state;                     /* PS_* (written under lock; see the states above) */
     Message *inbox, **inbox_tail;  /* sent, not yet seen by the receiver (under lock) */
+    size_t inbox_words;            /* words of the messages in inbox (under lock) */
     bool signaled;                 /* something arrived while RUNNING (under lock) */
     bool timed_out;                /* the wait's timer fired (under lock) */
     bool exiting;                  /* past the point of taking new monitors (under lock) */

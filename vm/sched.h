@@ -112,13 +112,14 @@ SchedSystem *vm_sched_start(tvm_vm *vm, int n);
 void vm_sched_stop(tvm_vm *vm);
 
 /* Creates a process of parent's VM running entry(args), spawned by
- * `parent` (a process or a call context, on the calling thread); returns
- * its pid, or 0 for a system_limit: max_processes are alive, the
- * arguments are over max_message_words, or no fiber stack can be mapped.
- * An undefined entry is not checked here: the process raises undef.
- * `joinable` keeps its exit value until vm_proc_join(). */
+ * `parent` (a process or a call context, on the calling thread), with a
+ * max_heap_size of max_heap words (0: none); returns its pid, or 0 for a
+ * system_limit: max_processes are alive, the arguments are over
+ * max_message_words, or no fiber stack can be mapped.  An undefined entry
+ * is not checked here: the process raises undef.  `joinable` keeps its
+ * exit value until vm_proc_join(). */
 uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *args,
-                  bool joinable);
+                  bool joinable, size_t max_heap);
 
 /* What a send did. */
 typedef enum VmSend {

@@ -52,6 +52,7 @@ struct tvm_vm {
     uint32_t export_cap, export_count;
     size_t stack_limit;
     size_t heap_min;
+    size_t max_heap;             /* default max_heap_size of processes (0: none) */
     size_t max_procs;            /* processes alive at once */
     size_t max_msg;              /* words one copy between processes may hold */
     size_t cmp_steps;            /* pairs one comparison may visit: 2 * max_msg */

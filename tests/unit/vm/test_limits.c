@@ -21,7 +21,14 @@ static const char *const lim_src =
     "module lim\n"
     "export dag/1, list/1, send_list/1, send_dag/1, spawn_ret/1, ret/1, ret_list/1\n"
     "export exit_with/1, eq_dags/1, lt_dags/1, sort_dags/1, eq_same/1, waiter/0\n"
-    "export spawn_waiter/0, down_of/1\n"
+    "export spawn_waiter/0, down_of/1, grow/1\n"
+    /* grow(Acc): conses forever */
+    "function grow/1 regs 2\n"
+    "loop:\n"
+    "    loadi r1, 7\n"
+    "    cons r0, r1, r0\n"
+    "    jump loop\n"
+    "end\n"
     /* dag(N): T = {T, T} N levels deep: 3N words on the heap, 3(2^N - 1) flat */
     "function dag/1 regs 4\n"
     "    loadk r1, []\n"
@@ -315,6 +322,36 @@ Test(limits, comparing_and_printing_terms_with_much_sharing_are_bounded, .timeou
     memset(want, '{', 40);
     strcpy(want + 40, "[],[]},{[],[]}},{{[],[]},{[],[]}}},{{{[],[]},{[],[]}},{{[],");
     cr_assert_str_eq(out, want);
+    tvm_env_free(env);
+    tvm_destroy(vm);
+}
+
+Test(limits, max_heap_size_kills_the_process_that_outgrows_it)
+{
+    tvm_config cfg = { .schedulers = 1, .max_heap_words = 1000 };
+    tvm_vm *vm = tvm_new(&cfg);
+    tvm_env *env = tvm_env_new(vm);
+    load_ok(vm, "lim", lim_src);
+    char out[100];
+    /* The VM's default applies to tvm_spawn... */
+    tvm_term nil = tvm_nil(env);
+    cr_assert_eq(run_fmt(env, "grow", 1, &nil, out, sizeof out), TVM_EXCEPTION);
+    cr_assert_str_eq(out, "exit:killed");
+    /* ...and tvm_spawn_opt overrides it either way. */
+    tvm_term n;
+    cr_assert_eq(tvm_make_int(env, 5000, &n), TVM_OK);
+    tvm_spawn_opts none = { .max_heap_words = TVM_NO_LIMIT }, small = { .max_heap_words = 300 };
+    tvm_pid pid;
+    tvm_term r;
+    cr_assert_eq(tvm_spawn_opt(env, "lim", "ret_list", 1, &n, &none, &pid), TVM_OK);
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
+    cr_assert_eq(tvm_spawn_opt(env, "lim", "ret_list", 1, &n, &small, &pid), TVM_OK);
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_EXCEPTION);
+    tvm_term c, reason;
+    cr_assert_eq(tvm_get_exception(env, &c, &reason), TVM_OK);
+    cr_assert(tvm_is_atom(env, c, "exit") && tvm_is_atom(env, reason, "killed"));
+    /* A call context has no limit (the embedder's own thread). */
+    cr_assert_eq(tvm_call(env, "lim", "ret_list", 1, &n, &r), TVM_OK);
     tvm_env_free(env);
     tvm_destroy(vm);
 }
