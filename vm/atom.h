@@ -48,4 +48,11 @@ Atom vm_atom_cstr(const char *name);
 /* Number of atoms interned so far. */
 size_t vm_atom_count(void);
 
+#if VM_FUZZ
+/* Forgets every atom but the predefined ones.  Only while no VM exists
+ * and no atom term survives anywhere (the fuzz harnesses, between two
+ * inputs); not thread-safe against readers of names. */
+void vm_atoms_trim(void);
+#endif
+
 #endif /* VM_ATOM_H */

@@ -199,6 +199,16 @@
 #define VM_CODE_IX_COUNT 3
 #endif
 
+/*
+ * VM_FUZZ: the libFuzzer build (scons fuzz, fuzz/): adds vm_atoms_trim(),
+ * which the harnesses call between inputs once no VM exists, because the
+ * atom table is global and never shrinks and a fuzzer makes new names on
+ * every input.  Never set in a build that embeds the VM.
+ */
+#ifndef VM_FUZZ
+#define VM_FUZZ 0
+#endif
+
 /* VM_STRESS_GC: collect at every allocation check (debug knob, off). */
 #ifndef VM_STRESS_GC
 #define VM_STRESS_GC 0

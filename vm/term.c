@@ -245,6 +245,11 @@ static bool atom_needs_quotes(const char *s, size_t n)
 {
     if (n == 0 || !(s[0] >= 'a' && s[0] <= 'z'))
         return true;
+    /* `fun` starts a fun literal in the literal syntax (loader/ld_parse.c):
+     * the atom prints as 'fun', so that printed terms parse back (a
+     * finding of fuzz/fuzz_term.c). */
+    if (n == 3 && memcmp(s, "fun", 3) == 0)
+        return true;
     for (size_t i = 1; i < n; i++) {
         char c = s[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
