@@ -2,8 +2,9 @@
  * bench/bench_events.c - setting trace flags for every process while the
  * schedulers run, and the trace pipeline's own costs, as key=value lines.
  *
- * Flags for all (the tracevm side of reference/beam.md's 160 ms stop of
- * every scheduler at 300,000 processes): a VM with --schedulers
+ * Flags for all (on OTP 25, erlang:trace(all, true, [call]) stops every
+ * scheduler for the whole walk: 160 ms at 300,000 processes on this
+ * kind of machine): a VM with --schedulers
  * schedulers and slab stacks (tvm_config.fiber_slabs) holds --procs
  * processes waiting in receive, plus one worker per scheduler that loops
  * (a little VM code, then the native ev_nat:tick/1) and records the

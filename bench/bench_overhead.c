@@ -1,6 +1,8 @@
 /*
- * bench/bench_overhead.c - what breakpoints cost the code they sit on (the
- * tracevm side of reference/beam.md §3.1 (a), (b), (e1)).
+ * bench/bench_overhead.c - what breakpoints cost the code they sit on
+ * (the same scenarios on OTP 25 here: fib(27) 2.1 ns per call untraced,
+ * +2.9 ns with a disabled local breakpoint, +6.3 ns counting, +421 ns per
+ * call event to a discarding tracer process).
  *
  * fib(27) (interp:fib/1 of bench/interp.tasm: 635,621 calls) runs in a VM
  * process on a one-scheduler VM: the process ovh:run(K) calls the native
@@ -67,7 +69,7 @@
 #define BENCH_PROG "bench_overhead"
 #include "bench/bench_util.h"
 #include "include/tracevm.h"
-#include "trace/tr_vm_internal.h"
+#include "vm/atomics.h"
 
 #define MAX_SAMPLES 100000
 #define WARM_EVENTS 3

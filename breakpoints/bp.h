@@ -89,4 +89,8 @@ void bp_engine_init(tvm_vm *vm);
 void bp_engine_destroy(tvm_vm *vm);
 VmNativeTable bp_natives(void);
 
+/* Thread-progress waits the engine has made so far (a statistic for the
+ * pausefree benchmark).  Any thread; racy by nature. */
+uint64_t bp_waits(tvm_vm *vm);
+
 #endif /* BREAKPOINTS_BP_H */

@@ -175,7 +175,7 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data)
     vm_code_perm_acquire(vm);
     h->older = vm_atomic_load_ptr_relaxed(&vm->call_hook);
     /* [HK1] release: the hook's fields before its pointer; pairs with
-     * [HK1'] in bp_call_event(). */
+     * [HK1'] in breakpoints/bp_hit.c (run_call_hook and its caller). */
     vm_atomic_store_ptr_release(&vm->call_hook, h);
     vm_code_perm_release(vm);
 }

@@ -212,8 +212,9 @@ BpRecord *bp_local_record(BpEngine *E, FuncInfo *fi, bool create)
     r->orig = fi->code[0];
     r->fi = fi;
     link_record(E, r);
-    /* Relaxed: no reader can reach r before it is armed, and arming comes
-     * after a wait. */
+    /* A release store, though relaxed would do: no reader can reach r
+     * before it is armed, and arming comes after a wait, which orders the
+     * record's initialisation before any reader's load of fi->bp. */
     vm_atomic_store_ptr_release(&fi->bp, r);
     return r;
 }
@@ -578,6 +579,11 @@ void bp_engine_init(tvm_vm *vm)
     E->mark = 1;
     vm->bp = E;
     vm_atomic_store_relaxed(&vm->bp_ix, 0);
+}
+
+uint64_t bp_waits(tvm_vm *vm)
+{
+    return vm->bp->waits;
 }
 
 void bp_engine_destroy(tvm_vm *vm)

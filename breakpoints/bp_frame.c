@@ -3,7 +3,7 @@
  *
  * A call is reported at its breakpoint, before the function runs; its
  * return cannot be, because the function has not returned yet.  As in
- * BEAM (reference/beam.md 1.8), the hit pushes a *trace frame* that the
+ * BEAM (beam_bp.c and beam_emu's return_trace instructions), the hit pushes a *trace frame* that the
  * traced activation returns into, and that frame reports the return.
  *
  * Layout.  When the hit runs, the top frame is the traced activation A

@@ -4,7 +4,8 @@
  * trace_info.  The sequence that makes staged data take effect is in
  * bp_engine.c.
  *
- * Rules (after BEAM, reference/beam.md Part 2 items 1-10, 32-33):
+ * Rules (after BEAM's erl_bif_trace.c, as OTP's call_trace_SUITE,
+ * trace_local_SUITE and trace_call_count_SUITE check them):
  *   - global traces remote calls of exported functions; local traces every
  *     call.  Setting one on a function clears the other; `false` clears
  *     only the kind named.  global on a function that is not exported

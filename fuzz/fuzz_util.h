@@ -21,10 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz/fuzz.h"
 #include "include/tracevm.h"
 #include "vm/atom.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Somewhere to write what programs print. */
 static inline FILE *fuzz_devnull(void)

@@ -84,6 +84,9 @@ typedef struct tvm_config {
     /* trace_pattern parks every scheduler while it patches, as BEAM did
      * before R16.  For the pause-freedom benchmark only. */
     bool stop_the_world_tracing;
+    /* Serve the control endpoint from creation on (tvm_control_start;
+     * TRACEVM_CONTROL=1 in the environment does the same). */
+    bool control;
     /* Limits (docs/safety.md); each ends only the process that exceeds it. */
     size_t max_heap_words;     /* default max_heap_size of processes: a process
                                 * whose heap (with the messages it has taken
@@ -123,6 +126,51 @@ tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,
 
 /* Reads `path` and loads it as tvm_load_string() does. */
 tvm_status tvm_load_file(tvm_vm *vm, const char *path, tvm_error *err);
+
+/*
+ * Checks .tasm text as tvm_load_string() would, without loading anything:
+ * TVM_OK when the module would load, TVM_ERR_LOAD when it would not,
+ * TVM_ERR_BADARG for a NULL vm or name.  When `diagnostics` is non-NULL it
+ * receives every "name:line:col: error: message" line, however many (a
+ * string from malloc, "" when there is none; the caller frees it).  When
+ * `disassembly` is non-NULL it receives, for text that checks, the
+ * module's disassembly in the format `tracevm dis` prints (malloc'ed), and
+ * NULL otherwise.  The VM's loaded code is untouched (only export entries
+ * named by the code may be created, undefined).  Any thread.
+ */
+tvm_status tvm_check_string(tvm_vm *vm, const char *name, const char *text, size_t len,
+                            char **diagnostics, char **disassembly);
+
+/* Reads `path` and checks it as tvm_check_string() does; a file that
+ * cannot be read gives TVM_ERR_IO and the line "path: error: cannot open:
+ * REASON" (or "read failed") in *diagnostics. */
+tvm_status tvm_check_file(tvm_vm *vm, const char *path, char **diagnostics,
+                          char **disassembly);
+
+typedef struct tvm_module_info {
+    char name[256];          /* the module's name */
+    const char *file;        /* the file it was loaded from (valid while the VM lives) */
+    int functions;           /* functions it defines */
+} tvm_module_info;
+
+/* Fills up to max entries with the loaded modules, in the order they were
+ * first loaded (a reload keeps its place); returns how many are loaded.
+ * Any thread. */
+size_t tvm_modules(tvm_vm *vm, tvm_module_info *out, size_t max);
+
+typedef struct tvm_function_info {
+    char name[256];
+    int arity;
+    bool exported;           /* callable as mod:fun/arity from other modules */
+    int line;                /* the line of its first instruction (0: unknown) */
+} tvm_function_info;
+
+/* Fills up to max entries with the functions of loaded module `module`,
+ * in definition order, and sets *count to how many it has;
+ * TVM_ERR_NOTFOUND if no such module is loaded (natives are not
+ * modules), TVM_ERR_BADARG for a NULL argument.  Any thread. */
+tvm_status tvm_functions(tvm_vm *vm, const char *module, tvm_function_info *out, size_t max,
+                         size_t *count);
 
 /* ------------------------------------------------------------------ */
 /* Natives                                                             */
@@ -329,6 +377,9 @@ typedef struct tvm_process_info {
     tvm_pid pid;
     const char *state;       /* "runnable", "running", "waiting", "exited" */
     char function[300];      /* mod:fun/arity it is in ("" while running) */
+    uint64_t reductions;     /* reductions of its finished time slices */
+    size_t message_queue;    /* messages sent to it and not yet received */
+    size_t heap_words;       /* the size of its heap, in words */
 } tvm_process_info;
 
 /* Fills up to max entries; returns how many processes are alive. */
@@ -644,5 +695,72 @@ tvm_status tvm_trace_stop(tvm_vm *vm);
 #ifdef __cplusplus
 }
 #endif
+
+/* ------------------------------------------------------------------ */
+/* Live control: attaching to a running VM (docs/control.md)          */
+
+/*
+ * Starts serving the control endpoint: a Unix-domain socket in this
+ * user's directory ($TRACEVM_CONTROL_DIR, else $XDG_RUNTIME_DIR/tracevm,
+ * else /tmp/tracevm-UID; 0700, and refused when it exists with other
+ * owners or permissions), named PID.N.sock (0600), served by threads of
+ * its own, never by a scheduler; only peers of the same user (or root)
+ * are served.  TVM_ERR_EXISTS when it already serves, TVM_ERR_IO when the
+ * directory or the socket cannot be set up.  Any thread.
+ */
+tvm_status tvm_control_start(tvm_vm *vm, tvm_error *err);
+
+/* Stops serving: clients are disconnected (a command already running
+ * finishes first) and the socket is removed.  Nothing when not serving.
+ * tvm_destroy does it.  Any thread. */
+void tvm_control_stop(tvm_vm *vm);
+
+/* The socket's path while serving, else NULL. */
+const char *tvm_control_path(tvm_vm *vm);
+
+/* A running VM of this user that serves an endpoint. */
+typedef struct tvm_control_peer {
+    long pid;                /* the OS process */
+    char path[256];          /* its socket */
+    char command[128];       /* the OS process's command line, as ps shows it */
+} tvm_control_peer;
+
+/* Fills up to max entries with this user's VMs that answer on their
+ * socket (stale sockets of processes that are gone are removed); returns
+ * how many there are. */
+size_t tvm_control_list(tvm_control_peer *out, size_t max);
+
+typedef struct tvm_control_client tvm_control_client;
+
+/*
+ * Connects to a VM's endpoint: `target` is a pid (its first VM) or a
+ * socket path.  TVM_ERR_NOTFOUND when nothing serves there, TVM_ERR_IO
+ * for a refused connection (the reason in err), TVM_ERR_BADARG for a
+ * malformed target.
+ */
+tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm_error *err);
+
+/* Receives each line of a reply's payload (without its LF). */
+typedef void (*tvm_control_line_fn)(const char *line, size_t len, void *data);
+
+/*
+ * Sends one request, the command and its arguments as words (quoted as
+ * the protocol needs), and passes each payload line to on_line (may be
+ * NULL) as it arrives: a streaming command (top) calls it until the
+ * command ends.  TVM_OK for an "ok" reply; for an "error" reply the
+ * status is TVM_ERR_BADARG and err holds the server's message.  TVM_ERR_IO
+ * when the connection breaks.
+ */
+tvm_status tvm_control_call(tvm_control_client *c, int argc, const char *const *argv,
+                            tvm_control_line_fn on_line, void *data, tvm_error *err);
+
+/* Loads module text into the attached VM (as tvm_load_string there);
+ * the loader's diagnostics come to on_line, one per line, with
+ * TVM_ERR_LOAD. */
+tvm_status tvm_control_load(tvm_control_client *c, const char *name, const char *text,
+                            size_t len, tvm_control_line_fn on_line, void *data,
+                            tvm_error *err);
+
+void tvm_control_close(tvm_control_client *c);
 
 #endif /* TRACEVM_H */

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vm/hook.h"
 #include "loader/ld_internal.h"
 #include "vm/heap.h"
+#include "vm/hook.h"
 #include "vm/print.h"
 #include "vm/process.h"
 
@@ -75,35 +75,104 @@ tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,
     return st;
 }
 
+/* Reads a whole file into text; TVM_ERR_IO with the line saying why in
+ * `why` when it cannot. */
+static tvm_status read_file(const char *path, StrBuf *text, StrBuf *why)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        sb_printf(why, "%s: error: cannot open: %s\n", path, strerror(errno));
+        return TVM_ERR_IO;
+    }
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, fp)) > 0)
+        sb_put(text, buf, n);
+    bool bad = ferror(fp);
+    fclose(fp);
+    if (bad) {
+        sb_printf(why, "%s: error: read failed\n", path);
+        return TVM_ERR_IO;
+    }
+    return TVM_OK;
+}
+
 tvm_status tvm_load_file(tvm_vm *vm, const char *path, tvm_error *err)
 {
     if (!vm || !path) {
         set_error(err, TVM_ERR_BADARG, "tvm_load_file: NULL argument");
         return TVM_ERR_BADARG;
     }
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s: error: cannot open: %s\n", path, strerror(errno));
-        set_error(err, TVM_ERR_IO, msg);
-        return TVM_ERR_IO;
-    }
-    StrBuf text;
+    StrBuf text, why;
     sb_init(&text);
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, fp)) > 0)
-        sb_put(&text, buf, n);
-    bool bad = ferror(fp);
-    fclose(fp);
-    tvm_status st;
-    if (bad) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s: error: read failed\n", path);
-        set_error(err, TVM_ERR_IO, msg);
-        st = TVM_ERR_IO;
-    } else {
+    sb_init(&why);
+    tvm_status st = read_file(path, &text, &why);
+    if (st == TVM_OK)
         st = tvm_load_string(vm, path, text.s, text.len, err);
+    else
+        set_error(err, st, why.s);
+    sb_free(&text);
+    sb_free(&why);
+    return st;
+}
+
+/* Hands a StrBuf's text to the caller (a malloc'ed string) or frees it. */
+static void give(StrBuf *sb, char **out)
+{
+    if (out)
+        *out = sb->s;
+    else
+        sb_free(sb);
+}
+
+tvm_status tvm_check_string(tvm_vm *vm, const char *name, const char *text, size_t len,
+                            char **diagnostics, char **disassembly)
+{
+    StrBuf diag;
+    sb_init(&diag);
+    if (disassembly)
+        *disassembly = NULL;
+    tvm_status st = TVM_OK;
+    if (!vm || !name || (!text && len)) {
+        sb_puts(&diag, "tvm_check_string: NULL argument\n");
+        st = TVM_ERR_BADARG;
+    } else {
+        Module *m = ld_build(vm, name, text ? text : "", len, &diag);
+        if (!m) {
+            st = TVM_ERR_LOAD;
+        } else {
+            if (disassembly) {
+                StrBuf out;
+                sb_init(&out);
+                ld_disassemble(m, &out);
+                *disassembly = out.s;
+            }
+            ld_module_free(m);
+        }
+    }
+    give(&diag, diagnostics);
+    return st;
+}
+
+tvm_status tvm_check_file(tvm_vm *vm, const char *path, char **diagnostics, char **disassembly)
+{
+    StrBuf text, why;
+    sb_init(&text);
+    sb_init(&why);
+    tvm_status st;
+    if (!vm || !path) {
+        sb_puts(&why, "tvm_check_file: NULL argument\n");
+        st = TVM_ERR_BADARG;
+    } else {
+        st = read_file(path, &text, &why);
+    }
+    if (st == TVM_OK) {
+        st = tvm_check_string(vm, path, text.s, text.len, diagnostics, disassembly);
+        sb_free(&why);
+    } else {
+        if (disassembly)
+            *disassembly = NULL;
+        give(&why, diagnostics);
     }
     sb_free(&text);
     return st;

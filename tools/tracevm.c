@@ -4,6 +4,7 @@
  *   tracevm run FILE... [-e MOD:FUN] [--trace PATTERN ...] [--] [ARG...]
  *   tracevm check FILE...
  *   tracevm dis FILE...
+ *   tracevm attach TARGET COMMAND ...   (tools/attach.c)
  *
  * Exit status: 0 on success, 1 when a program raised or a file was
  * rejected, 2 on a usage error.
@@ -15,9 +16,7 @@
 #include <string.h>
 
 #include "include/tracevm.h"
-#include "loader/loader.h"
-#include "vm/atom.h"
-#include "vm/module.h"
+#include "tools/cli.h"
 
 static const char *const usage_main =
     "usage: tracevm COMMAND [options]\n"
@@ -29,6 +28,8 @@ static const char *const usage_main =
     "                                           optionally tracing calls and processes\n"
     "  check FILE...                            verify assembly files\n"
     "  dis FILE...                              disassemble assembly files\n"
+    "  attach TARGET COMMAND [options]          look into and change a running VM\n"
+    "  attach --list                            this user's running VMs\n"
     "\n"
     "`tracevm COMMAND --help` describes one command.\n";
 
@@ -45,6 +46,8 @@ static const char *const usage_run =
     "  -S N         scheduler threads (default: one per core)\n"
     "  -q           no crash reports for other processes\n"
     "  --crash-stacks  crash reports add the VM + native stack of the raise\n"
+    "  --no-control    do not serve the control socket that `tracevm attach`\n"
+    "                  connects to (docs/control.md)\n"
     "SIGUSR1 to the running tracevm prints the stack (VM and native frames) of\n"
     "every live process to stderr (docs/stacks.md).\n"
     "\n"
@@ -111,27 +114,7 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Reads a whole file; NULL (with a message) on failure. */
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        fprintf(stderr, "%s: error: cannot open: ", path);
-        perror(NULL);
-        return NULL;
-    }
-    StrBuf sb;
-    sb_init(&sb);
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, fp)) > 0)
-        sb_put(&sb, buf, n);
-    fclose(fp);
-    *len = sb.len;
-    return sb.s;
-}
-
-/* check / dis: build each file without installing it. */
+/* check / dis: check each file without loading it (tvm_check_file). */
 static int cmd_check(int argc, char **argv, bool dis)
 {
     if (wants_help(argc, argv))
@@ -141,30 +124,17 @@ static int cmd_check(int argc, char **argv, bool dis)
     tvm_vm *vm = tvm_new(NULL);
     int status = 0;
     for (int i = 0; i < argc; i++) {
-        size_t len;
-        char *text = slurp(argv[i], &len);
-        if (!text) {
-            status = 1;
-            continue;
-        }
-        StrBuf diag;
-        sb_init(&diag);
-        Module *m = ld_build(vm, argv[i], text, len, &diag);
-        free(text);
-        if (!m) {
-            fputs(diag.s, stderr);
+        char *diag, *text;
+        if (tvm_check_file(vm, argv[i], &diag, dis ? &text : NULL) != TVM_OK) {
+            fputs(diag, stderr);
             status = 1;
         } else if (dis) {
-            StrBuf out;
-            sb_init(&out);
-            ld_disassemble(m, &out);
-            fputs(out.s, stdout);
-            sb_free(&out);
+            fputs(text, stdout);
+            free(text);
         } else {
             printf("%s: ok\n", argv[i]);
         }
-        ld_module_free(m);
-        sb_free(&diag);
+        free(diag);
     }
     tvm_destroy(vm);
     return status;
@@ -267,6 +237,10 @@ static bool parse_run_option(int argc, char **argv, int *i, RunOpts *o)
         return o->local = true;
     if (!strcmp(a, "--trace-off"))
         return o->trace_off = true;
+    if (!strcmp(a, "--no-control")) {
+        o->cfg.control = false;
+        return true;
+    }
     if (!strcmp(a, "--trace")) {
         if (!(v = option_value(argc, argv, i, "a pattern MOD:FUN/ARITY")))
             return false;
@@ -409,13 +383,10 @@ static int entry_of(tvm_vm *vm, const char *entry, char mod[256], char fun[256])
         strcpy(fun, colon + 1);
         return 0;
     }
-    /* The first file's module: take it from the loaded module table. */
-    Module *m = vm->nmodules ? vm->modules[0] : NULL;
-    if (m) {
-        size_t n;
-        const char *s = vm_atom_name(m->name, &n);
-        snprintf(mod, 256, "%.*s", (int)n, s);
-    }
+    /* The first file's module: the first one loaded. */
+    tvm_module_info first;
+    if (tvm_modules(vm, &first, 1) > 0)
+        snprintf(mod, 256, "%s", first.name);
     return 0;
 }
 
@@ -556,6 +527,7 @@ static int cmd_run(int argc, char **argv)
     if (wants_help(argc, argv))
         return usage(usage_run, 0);
     RunOpts o = { 0 };
+    o.cfg.control = true;   /* tracevm attach can reach it (docs/control.md) */
     int status = parse_run(argc, argv, &o);
     if (status) {
         run_opts_free(&o);
@@ -613,6 +585,8 @@ int main(int argc, char **argv)
         return cmd_check(argc - 2, argv + 2, false);
     if (strcmp(cmd, "dis") == 0)
         return cmd_check(argc - 2, argv + 2, true);
+    if (strcmp(cmd, "attach") == 0)
+        return cmd_attach(argc - 2, argv + 2);
     fprintf(stderr, "tracevm: unknown command '%s'\n\n", cmd);
     return usage(usage_main, 2);
 }

@@ -48,24 +48,6 @@
 /* Records a long pass consumes before it hands their space back. */
 #define TR_RELEASE_EVERY 256
 
-const char *tr_kind_name(TrKind k)
-{
-    static const char *const names[TR_K__COUNT] = {
-        [TR_K_CALL] = "call",
-        [TR_K_RETURN_FROM] = "return_from",
-        [TR_K_EXCEPTION_FROM] = "exception_from",
-        [TR_K_RETURN_TO] = "return_to",
-        [TR_K_SPAWN] = "spawn",
-        [TR_K_EXIT] = "exit",
-        [TR_K_IN] = "in",
-        [TR_K_OUT] = "out",
-        [TR_K_SEND] = "send",
-        [TR_K_RECEIVE] = "receive",
-        [TR_K_LOST] = "lost",
-    };
-    return (unsigned)k < TR_K__COUNT ? names[k] : "?";
-}
-
 /* ==== delivery ==== */
 
 static void deliver(TrPipeline *tp, const TrEvent *ev)

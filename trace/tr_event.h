@@ -28,45 +28,24 @@
 #ifndef TRACE_TR_EVENT_H
 #define TRACE_TR_EVENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "vm/term.h"
 
-/*
- * Event kinds.  Payload terms per kind (in order), and the text form
- * (BEAM's trace messages, reference/beam.md Part 2):
- *   CALL            args...        {trace,Pid,call,{M,F,[Args]}}
- *                  (TR_F_ARITY: none; {trace,Pid,call,{M,F,Arity}})
- *                  [message]       TR_F_MESSAGE: {trace,Pid,call,{M,F,[Args]},Msg}
- *                  [backtrace]     TR_F_BACKTRACE: ...,{backtrace,Stack}}
- *   RETURN_FROM     value          {trace,Pid,return_from,{M,F,A},Value}
- *   EXCEPTION_FROM  class, reason  {trace,Pid,exception_from,{M,F,A},{C,R}}
- *   RETURN_TO       -              {trace,Pid,return_to,{M,F,A}}
- *   SPAWN           child, args... {trace,Pid,spawn,Child,{M,F,[Args]}}
- *   EXIT            reason         {trace,Pid,exit,Reason}
- *   IN, OUT         -              {trace,Pid,in,{M,F,A}} ({...,0} if no MFA)
- *   SEND            msg, to        {trace,Pid,send,Msg,To}
- *   RECEIVE         msg            {trace,Pid,'receive',Msg}
- * LOST is a pseudo-record: `pid` holds the number of events the ring's
- * producer dropped just before this point (drop policy).  PAD fills the
- * end of a ring and is never shown to sinks.
- */
+/* Event kinds, from trace/tr_events.def (what each carries and how the
+ * sinks show it).  PAD fills the end of a ring and is never shown to
+ * sinks. */
 typedef enum TrKind {
-    TR_K_CALL = 0,
-    TR_K_RETURN_FROM,
-    TR_K_EXCEPTION_FROM,
-    TR_K_RETURN_TO,
-    TR_K_SPAWN,
-    TR_K_EXIT,
-    TR_K_IN,
-    TR_K_OUT,
-    TR_K_SEND,
-    TR_K_RECEIVE,
-    TR_K_LOST,
+#define TR_EVENT(K, name, tag, text, nfixed, rest, f1, f2, f3) TR_K_##K,
+#include "trace/tr_events.def"
+#undef TR_EVENT
     TR_K__COUNT,
     TR_K_PAD = 0xff,
 } TrKind;
+
+_Static_assert(TR_K_LOST == TR_K__COUNT - 1, "LOST is the last kind (tr_events.def)");
 
 /* Record flags. */
 enum {
@@ -135,7 +114,22 @@ typedef struct TrEvent {
     uint64_t lost;         /* LOST only: events dropped at this point */
 } TrEvent;
 
+/* What trace/tr_events.def says of a kind (one entry per TrKind). */
+typedef struct TrKindInfo {
+    const char *name;      /* as sinks print it: "call", "return_from", ... */
+    const char *tag;       /* the text sink's atom after the pid */
+    const char *text;      /* the text sink's message shape (tr_events.def) */
+    unsigned nfixed;       /* payload terms that are one field each */
+    bool rest;             /* the remaining terms make one more field */
+    const char *fields[3]; /* the field names */
+} TrKindInfo;
+
+extern const TrKindInfo tr_kinds[TR_K__COUNT];
+
 /* Kind names as sinks print them ("call", "return_from", ..., "lost"). */
-const char *tr_kind_name(TrKind k);
+static inline const char *tr_kind_name(TrKind k)
+{
+    return (unsigned)k < TR_K__COUNT ? tr_kinds[k].name : "?";
+}
 
 #endif /* TRACE_TR_EVENT_H */

@@ -9,24 +9,12 @@
 #include "trace/tr_encode.h"
 #include "vm/common.h"
 
-/*
- * Payload shapes: `fixed` named terms, then (if `rest`) every remaining
- * term as one list.  Matches the per-kind table in tr_event.h.
- */
-typedef struct Shape {
-    const char *names[TR_MAX_FIELDS];
-    unsigned nfixed;
-    bool rest;              /* the last name takes the remaining terms as a list */
-} Shape;
-
-static const Shape shapes[TR_K__COUNT] = {
-    [TR_K_CALL] = { { "args", "message", "backtrace" }, 0, true },
-    [TR_K_RETURN_FROM] = { { "value" }, 1, false },
-    [TR_K_EXCEPTION_FROM] = { { "class", "reason" }, 2, false },
-    [TR_K_SPAWN] = { { "child", "args" }, 1, true },
-    [TR_K_EXIT] = { { "reason" }, 1, false },
-    [TR_K_SEND] = { { "msg", "to" }, 2, false },
-    [TR_K_RECEIVE] = { { "msg" }, 1, false },
+/* The kinds' table, from trace/tr_events.def. */
+const TrKindInfo tr_kinds[TR_K__COUNT] = {
+#define TR_EVENT(K, name, tag, text, nfixed, rest, f1, f2, f3) \
+    [TR_K_##K] = { name, tag, text, nfixed, rest, { f1, f2, f3 } },
+#include "trace/tr_events.def"
+#undef TR_EVENT
 };
 
 const char *const *tr_kind_fields(TrKind k, unsigned *n)
@@ -35,10 +23,11 @@ const char *const *tr_kind_fields(TrKind k, unsigned *n)
         *n = 0;
         return NULL;
     }
-    *n = shapes[k].nfixed + (shapes[k].rest ? 1 : 0);
+    const TrKindInfo *ki = &tr_kinds[k];
+    *n = ki->nfixed + (ki->rest ? 1 : 0);
     if (k == TR_K_CALL)
         *n = 3;     /* args, then the match spec's message and backtrace */
-    return shapes[k].names;
+    return ki->fields;
 }
 
 /* One field holding the next payload term. */
@@ -80,19 +69,19 @@ unsigned tr_event_fields(const TrEvent *ev, StrBuf *sb, TrField f[TR_MAX_FIELDS]
 {
     if ((unsigned)ev->kind >= TR_K__COUNT)
         return 0;
-    const Shape *s = &shapes[ev->kind];
+    const TrKindInfo *s = &tr_kinds[ev->kind];
     const uint8_t *p = ev->payload, *end = ev->payload + ev->paylen;
     unsigned left = ev->nterms, n = 0;
     if (ev->kind == TR_K_CALL)
         return call_fields(ev, sb, f);
     for (; n < s->nfixed; n++) {
-        f[n].name = s->names[n];
+        f[n].name = s->fields[n];
         f[n].off = sb->len;
         tr_print_next(sb, &p, end, &left);
         f[n].len = sb->len - f[n].off;
     }
     if (s->rest) {
-        f[n].name = s->names[n];
+        f[n].name = s->fields[n];
         f[n].off = sb->len;
         sb_putc(sb, '[');
         tr_print_seq(sb, &p, end, left, true);

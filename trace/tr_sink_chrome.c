@@ -2,7 +2,7 @@
  * trace/tr_sink_chrome.c - Chrome trace event JSON (Perfetto UI,
  * chrome://tracing, speedscope).
  *
- * Layout (reference/deps.md §3.3): one object {"traceEvents":[...],
+ * Layout (the Trace Event Format document's JSON object form): one object {"traceEvents":[...],
  * "displayTimeUnit":"ns","otherData":{...}}.  Every event has pid = the
  * OS process given at creation and tid = the VM process id, so each VM
  * process gets its own lane (a process migrating between schedulers keeps

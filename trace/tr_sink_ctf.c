@@ -1,7 +1,7 @@
 /*
  * trace/tr_sink_ctf.c - Common Trace Format 1.8 for babeltrace2 and Trace
- * Compass (the layout of reference/deps.md §3.2, which babeltrace2 2.0.4
- * was shown to read, extended with one event class per kind).
+ * Compass (CTF 1.8's TSDL metadata and packet layout, in the subset
+ * babeltrace2 2.0 reads, with one event class per kind).
  *
  * The directory holds `metadata` (TSDL text) and one binary stream file
  * per ring that carried anything: sched_0 ... sched_N-1 and `shared`

@@ -1,6 +1,6 @@
 /*
  * trace/tr_sink_text.c - the Erlang-like text sink: one trace message per
- * line, in the shapes BEAM's tracer receives (reference/beam.md Part 2):
+ * line, in the shapes BEAM's tracer receives (erlang:trace/3's messages):
  *
  *   {trace,<0.42.0>,call,{fib,fib,[10]}}
  *   {trace,<0.42.0>,call,{fib,fib,[10]},Msg}   (match spec {message, Msg})
@@ -15,6 +15,8 @@
  *   {trace,<0.43.0>,'receive',hello}
  *   {trace_lost,{sched,0},17}              (shared for the shared ring)
  *
+ * The shape of each kind's message is its text form in
+ * trace/tr_events.def.
  * With TR_TEXT_TIMESTAMPS (every event) or TR_F_TIMESTAMP on a record
  * (the process's timestamp flag) the tag is trace_ts and the
  * CLOCK_MONOTONIC ns timestamp is the last element, as BEAM's trace_ts
@@ -58,6 +60,28 @@ static void put_mfargs(StrBuf *sb, const TrEvent *ev, const uint8_t **p,
     sb_puts(sb, "]}");
 }
 
+/* C: a call's message (tr_events.def). */
+static void put_call(StrBuf *sb, const TrEvent *ev, const uint8_t **p, const uint8_t *end,
+                     unsigned *left)
+{
+    unsigned extra = !!(ev->flags & TR_F_MESSAGE) + !!(ev->flags & TR_F_BACKTRACE);
+    unsigned nargs = *left >= extra ? *left - extra : 0;
+    if (ev->flags & TR_F_ARITY)
+        put_mfa(sb, ev, "undefined");
+    else
+        put_mfargs(sb, ev, p, end, nargs);
+    *left = extra;
+    if (ev->flags & TR_F_MESSAGE) {
+        sb_putc(sb, ',');
+        tr_print_next(sb, p, end, left);
+    }
+    if (ev->flags & TR_F_BACKTRACE) {
+        sb_puts(sb, ",{backtrace,");
+        tr_print_next(sb, p, end, left);
+        sb_putc(sb, '}');
+    }
+}
+
 void tr_event_format(const TrEvent *ev, bool ts, StrBuf *sb)
 {
     if (ev->kind == TR_K_LOST) {
@@ -72,68 +96,26 @@ void tr_event_format(const TrEvent *ev, bool ts, StrBuf *sb)
         sb_putc(sb, '}');
         return;
     }
+    if ((unsigned)ev->kind >= TR_K__COUNT)
+        return;
+    const TrKindInfo *k = &tr_kinds[ev->kind];
     const uint8_t *p = ev->payload, *end = ev->payload + ev->paylen;
     unsigned left = ev->nterms;
     sb_puts(sb, ts ? "{trace_ts,<0." : "{trace,<0.");
     tr_put_u64(sb, ev->pid);
     sb_puts(sb, ".0>,");
-    sb_puts(sb, ev->kind == TR_K_RECEIVE ? "'receive'" : tr_kind_name(ev->kind));
+    sb_puts(sb, k->tag);
     sb_putc(sb, ',');
-    switch (ev->kind) {
-    case TR_K_CALL: {
-        unsigned extra = !!(ev->flags & TR_F_MESSAGE) + !!(ev->flags & TR_F_BACKTRACE);
-        unsigned nargs = left >= extra ? left - extra : 0;
-        if (ev->flags & TR_F_ARITY)
-            put_mfa(sb, ev, "undefined");
-        else
-            put_mfargs(sb, ev, &p, end, nargs);
-        left = extra;
-        if (ev->flags & TR_F_MESSAGE) {
-            sb_putc(sb, ',');
-            tr_print_next(sb, &p, end, &left);
+    /* The message's shape, letter by letter (tr_events.def). */
+    for (const char *f = k->text; *f; f++) {
+        switch (*f) {
+        case 'M': put_mfa(sb, ev, "undefined"); break;
+        case 'Z': put_mfa(sb, ev, "0"); break;
+        case 'T': tr_print_next(sb, &p, end, &left); break;
+        case 'R': put_mfargs(sb, ev, &p, end, left); left = 0; break;
+        case 'C': put_call(sb, ev, &p, end, &left); break;
+        default: sb_putc(sb, *f); break;
         }
-        if (ev->flags & TR_F_BACKTRACE) {
-            sb_puts(sb, ",{backtrace,");
-            tr_print_next(sb, &p, end, &left);
-            sb_putc(sb, '}');
-        }
-        break;
-    }
-    case TR_K_RETURN_FROM:
-        put_mfa(sb, ev, "undefined");
-        sb_putc(sb, ',');
-        tr_print_next(sb, &p, end, &left);
-        break;
-    case TR_K_EXCEPTION_FROM:
-        put_mfa(sb, ev, "undefined");
-        sb_puts(sb, ",{");
-        tr_print_next(sb, &p, end, &left);
-        sb_putc(sb, ',');
-        tr_print_next(sb, &p, end, &left);
-        sb_putc(sb, '}');
-        break;
-    case TR_K_RETURN_TO:
-        put_mfa(sb, ev, "undefined");
-        break;
-    case TR_K_SPAWN:
-        tr_print_next(sb, &p, end, &left);
-        sb_putc(sb, ',');
-        put_mfargs(sb, ev, &p, end, left);
-        break;
-    case TR_K_IN:
-    case TR_K_OUT:
-        put_mfa(sb, ev, "0");
-        break;
-    case TR_K_SEND:
-        tr_print_next(sb, &p, end, &left);
-        sb_putc(sb, ',');
-        tr_print_next(sb, &p, end, &left);
-        break;
-    case TR_K_EXIT:
-    case TR_K_RECEIVE:
-    default:
-        tr_print_next(sb, &p, end, &left);
-        break;
     }
     if (ts) {
         sb_putc(sb, ',');

@@ -44,17 +44,6 @@ tvm_vm *tvm_env_vm(tvm_env *env)
 
 /* ==== calls ==== */
 
-/*
- * Resolves mod:fun/argc through the export table and reads the argument
- * handles into args[]; TVM_ERR_BADARG on any bad argument, TVM_ERR_LIMIT
- * when a name is no atom yet and the atom table is full.  Shared by
- * tvm_call() and tvm_spawn().  The result is the export entry, not its
- * target: a target may be a breakpoint trampoline, which lives only while
- * thread progress protects it, so it is read by whoever runs the call, as
- * a reader (see vm/qsbr.h).
- */
-tvm_status vm_env_resolve(tvm_env *env, const char *mod, const char *fun, int argc,
-                          const tvm_term *argv, Term *args, const Export **fn);
 tvm_status vm_env_resolve(tvm_env *env, const char *mod, const char *fun, int argc,
                           const tvm_term *argv, Term *args, const Export **fn)
 {

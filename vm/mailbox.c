@@ -81,6 +81,7 @@ VmSend vm_send(tvm_vm *vm, Process *from, uint64_t pid, Term msg)
     } else {
         *p->inbox_tail = m;
         p->inbox_tail = &m->next;
+        p->inbox_len++;
         p->inbox_words += m->words;
         wake_locked(p, &enqueue);
     }
@@ -104,6 +105,9 @@ static Message **fetch_locked(Process *p)
         p->mq_tail = p->inbox_tail;
         p->inbox = NULL;
         p->inbox_tail = &p->inbox;
+        /* The process is the only writer of mq_len. */
+        vm_atomic_store_relaxed(&p->mq_len, vm_atomic_load_relaxed(&p->mq_len) + p->inbox_len);
+        p->inbox_len = 0;
         p->mq_words += p->inbox_words;
         p->inbox_words = 0;
     }
@@ -135,6 +139,7 @@ void vm_proc_accept(Process *p)
     *p->cursor = m->next;
     if (p->mq_tail == &m->next)
         p->mq_tail = p->cursor;
+    vm_atomic_store_relaxed(&p->mq_len, vm_atomic_load_relaxed(&p->mq_len) - 1);
     p->mq_words -= m->words;
     free(m);
     p->cursor = &p->mq;

@@ -29,7 +29,7 @@
  * state, so it cannot still hold anything the writes replaced.
  *
  * Why not call_rcu: its worker batches callbacks with a 10 ms sleep
- * (reference/deps.md §1.6); a dedicated thread running synchronize_rcu()
+ * (liburcu 0.13's urcu-call-rcu-impl.h); a dedicated thread running synchronize_rcu()
  * on demand costs one GP, microseconds when schedulers are not starved.
  *
  * ThreadSanitizer: readers release vm_qsbr_clock before each quiescent

@@ -356,6 +356,7 @@ static void run(Scheduler *s, Process *p)
      * have handed the scheduler straight to another (vm_sched_yield_to_next). */
     p = s->current;
     s->current = NULL;
+    vm_reds_account(p);
     /* The process switched out: its context is saved in p->fiber->sp.  A
      * plain yield (no wait asked, not exited: both written by the process
      * on this thread) needs no lock: it stays RUNNING and queues again. */
@@ -394,6 +395,7 @@ bool vm_sched_yield_to_next(Process *p)
         return false;
     list_pop(&s->local_head, &s->local_tail);
     s->local_len--;
+    vm_reds_account(p);
     local_push(s, p);
     vm_qsbr_quiescent();
     q->sched = s;
@@ -498,15 +500,6 @@ static void *sched_main(void *arg)
 
 /* ==== start and stop ==== */
 
-static void cond_init_monotonic(pthread_cond_t *c)
-{
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(c, &a);
-    pthread_condattr_destroy(&a);
-}
-
 SchedSystem *vm_sched_start(tvm_vm *vm, int n)
 {
     pthread_mutex_lock(&vm->code_lock);
@@ -539,7 +532,7 @@ SchedSystem *vm_sched_start(tvm_vm *vm, int n)
         s->sys = sys;
         s->id = i;
         pthread_mutex_init(&s->lock, NULL);
-        cond_init_monotonic(&s->cond);
+        vm_cond_init_monotonic(&s->cond);
     }
     for (int i = 0; i < n; i++)
         if (pthread_create(&sys->scheds[i].thread, NULL, sched_main, &sys->scheds[i]) != 0)

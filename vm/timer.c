@@ -89,7 +89,7 @@ static void *timer_main(void *arg)
     return NULL;
 }
 
-static void cond_init_monotonic(pthread_cond_t *c)
+void vm_cond_init_monotonic(pthread_cond_t *c)
 {
     pthread_condattr_t a;
     pthread_condattr_init(&a);
@@ -102,7 +102,7 @@ void vm_timers_start(VmTimers *t, struct SchedSystem *sys)
 {
     t->sys = sys;
     pthread_mutex_init(&t->lock, NULL);
-    cond_init_monotonic(&t->cond);
+    vm_cond_init_monotonic(&t->cond);
     if (pthread_create(&t->thread, NULL, timer_main, t) != 0)
         vm_die("cannot start the timer thread");
 }

@@ -31,6 +31,10 @@ typedef struct VmTimers {
 /* CLOCK_MONOTONIC in nanoseconds.  Any thread. */
 uint64_t vm_now_ns(void);
 
+/* Initialises a condition variable whose timed waits count on
+ * CLOCK_MONOTONIC (vm_now_ns), so a clock change does not move them. */
+void vm_cond_init_monotonic(pthread_cond_t *c);
+
 /* Starts the timer thread of `sys` (vm_sched_start) and stops it, freeing
  * the timers still pending (vm_sched_stop, after the schedulers). */
 void vm_timers_start(VmTimers *t, struct SchedSystem *sys);

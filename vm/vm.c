@@ -35,6 +35,7 @@ tvm_vm *vm_create(const tvm_config *cfg)
     vm->max_procs = cfg && cfg->max_processes ? cfg->max_processes : VM_MAX_PROCESSES;
     vm->max_msg = cfg && cfg->max_message_words ? cfg->max_message_words : VM_MAX_MESSAGE_WORDS;
     vm->cmp_steps = vm->max_msg > SIZE_MAX / 2 ? SIZE_MAX : 2 * vm->max_msg;
+    vm->control_wanted = cfg && cfg->control;
     vm_modules_init(vm);
     pthread_mutex_init(&vm->trace_lock, NULL);
     return vm;

@@ -1,6 +1,6 @@
 /*
  * tests/model/bp_protocol.pml - the breakpoint protocol (design.md §4,
- * reference/beam.md §1.2-1.6) as a Promela model, checked by spin in
+ * beam_bp.c and erl_bif_trace.c) as a Promela model, checked by spin in
  * tests/sh/spin_model.sh.
  *
  * One function, NREADERS scheduler threads calling it, one writer running

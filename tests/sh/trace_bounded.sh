@@ -6,7 +6,7 @@
 #    and every event is accounted for: 10,000,001 calls (N = 10,000,000 .. 0) + 1 return_from =
 #    events written + events the drop policy counted as lost;
 # 2. 32,769 levels of body recursion with {return_trace} and return_to
-#    (beam.md Part 2 item 21) under the lossless policy: exactly one call,
+#    (BEAM behaviour 21) under the lossless policy: exactly one call,
 #    one return_from and one return_to per level, nothing lost.
 # The events go through a FIFO into a counter, so nothing large is stored.
 set -uo pipefail

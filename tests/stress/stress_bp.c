@@ -1,6 +1,6 @@
 /*
  * tests/stress/stress_bp.c - the breakpoint torture test, after OTP's
- * trace_local_SUITE:concurrency (reference/beam.md Part 2 item 38).
+ * trace_local_SUITE:concurrency (BEAM behaviour 38).
  *
  * 2 x schedulers worker processes loop over calls of candidate functions
  * (remote and local calls, body and tail recursion, a remote tail call,

@@ -1,7 +1,7 @@
 /*
  * tests/unit/bp/test_bp.c - the breakpoint engine through the embedding
  * API: tvm_trace_pattern, tvm_trace_info, tvm_call_count, tvm_trace_calls
- * and the call hook, checked against reference/beam.md Part 2 items 1-10,
+ * and the call hook, checked against BEAM behaviours 1-10,
  * 32, 33 and 37 (item 38, the concurrency torture, is
  * tests/stress/stress_bp.c).
  *

@@ -1,7 +1,7 @@
 /*
  * tests/unit/bp/test_onload.c - on_load trace patterns: flags kept by the
- * engine and applied to every module loaded later (reference/beam.md
- * item 5 of the tracing issue), armed before the module is published.
+ * engine and applied to every module loaded later (BEAM behaviour 39,
+ * docs/beam.md), armed before the module is published.
  *
  * The call hook records each traced call as "mod:fun/arity(args)
  * local|global"; tests compare the whole sequence of events, joined with
@@ -137,7 +137,7 @@ Test(onload, local_traces_a_module_loaded_later)
     cr_assert_str_eq(info("ol:l/1", "traced"), "{traced,local}");
 }
 
-/* on_load with a match spec (beam.md Part 2 item 39): trace_info gives
+/* on_load with a match spec (BEAM behaviour 39): trace_info gives
  * it back, a module loaded later is traced through it, false drops it */
 Test(onload, with_a_match_spec)
 {

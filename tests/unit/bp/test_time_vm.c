@@ -67,7 +67,7 @@ TVM_FIXTURE(time_vm, (&(tvm_config){ .schedulers = 2, .quiet_crashes = true }));
 static void tp(const char *pattern, tvm_tp_action how)
 {
     tvm_error err;
-    /* call_time measures call-traced processes (beam.md Part 2 item 34). */
+    /* call_time measures call-traced processes (BEAM behaviour 34). */
     cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_ALL, TVM_TRACE_CALL, true), TVM_OK);
     cr_assert_eq(tvm_trace_pattern(vm, pattern, how, TVM_TP_CALL_TIME, NULL, &err), TVM_OK, "%s",
                  err.message);
@@ -268,7 +268,7 @@ Test(time_vm, with_call_count)
     cr_assert_eq(line_of("ctv:g/1", pid).count, 7);
 }
 
-/* call_time measures call-traced processes only (beam.md Part 2 item 34):
+/* call_time measures call-traced processes only (BEAM behaviour 34):
  * a process without the call flag leaves no line, one with it does, and
  * enabled-but-not-hit is []. */
 Test(time_vm, only_call_traced_processes)

@@ -84,3 +84,104 @@ Test(load, module_can_call_another_module_loaded_later)
     load_ok(vm, "b.tasm", "module b\nexport g/0\nfunction g/0 regs 1\n    loadk r0, {from, b}\n    ret r0\nend\n");
     cr_assert_str_eq(call0("a", "f"), "{from,b}");
 }
+
+/* tvm_check_string: every diagnostic, however long, and nothing loaded.
+ * The loader stops after 20 errors; with a 200-byte file name they make
+ * more text than a tvm_error holds (4096 bytes). */
+Test(load, checking_reports_every_error_and_loads_nothing)
+{
+    char name[201];
+    memset(name, 'x', 200);
+    name[200] = '\0';
+    char text[30 * 16 + 128];
+    size_t n = (size_t)sprintf(text, "module c\nfunction f/0 regs 1\n");
+    for (int i = 0; i < 30; i++)
+        n += (size_t)sprintf(text + n, "    bogus r0\n");
+    n += (size_t)sprintf(text + n, "    ret r0\nend\n");
+    char *diag = NULL, *dis = (char *)1;
+    cr_assert_eq(tvm_check_string(vm, name, text, n, &diag, &dis), TVM_ERR_LOAD);
+    cr_assert_null(dis);
+    char want[600];
+    snprintf(want, sizeof want, "%s:3:5: error: unknown instruction 'bogus'\n", name);
+    cr_assert(strncmp(diag, want, strlen(want)) == 0, "%s", diag);
+    int lines = 0;
+    for (const char *p = diag; *p; p++)
+        lines += *p == '\n';
+    cr_assert_eq(lines, 21);
+    cr_assert_gt(strlen(diag), 4096);
+    snprintf(want, sizeof want, "%s:22:5: error: unknown instruction 'bogus'\n"
+             "%s:22:5: error: too many errors, stopping\n", name, name);
+    cr_assert_str_eq(diag + strlen(diag) - strlen(want), want);
+    free(diag);
+    cr_assert_eq(tvm_modules(vm, NULL, 0), 0);
+}
+
+Test(load, checking_good_text_gives_its_disassembly_and_loads_nothing)
+{
+    char *diag, *dis;
+    cr_assert_eq(tvm_check_string(vm, "m.tasm", v2, strlen(v2), &diag, &dis), TVM_OK);
+    cr_assert_str_eq(diag, "");
+    cr_assert_str_eq(dis, "module m\n\n"
+                          "function f/0 regs 1  ; exported\n"
+                          "     0  enter      1                         ; line 3\n"
+                          "     1  loadi      r0, 2                     ; line 4\n"
+                          "     2  ret        r0                        ; line 5\n"
+                          "end\n");
+    free(diag);
+    free(dis);
+    cr_assert_eq(tvm_modules(vm, NULL, 0), 0);
+    cr_assert_str_eq(call0("m", "f"), "error:undef");
+    /* Without the optional outputs. */
+    cr_assert_eq(tvm_check_string(vm, "m.tasm", v2, strlen(v2), NULL, NULL), TVM_OK);
+    cr_assert_eq(tvm_check_string(NULL, "m.tasm", v2, strlen(v2), &diag, NULL), TVM_ERR_BADARG);
+    cr_assert_str_eq(diag, "tvm_check_string: NULL argument\n");
+    free(diag);
+}
+
+Test(load, checking_a_file_that_cannot_be_read)
+{
+    char *diag, *dis;
+    cr_assert_eq(tvm_check_file(vm, "/nonexistent/x.tasm", &diag, &dis), TVM_ERR_IO);
+    cr_assert_null(dis);
+    cr_assert_str_eq(diag, "/nonexistent/x.tasm: error: cannot open: No such file or directory\n");
+    free(diag);
+    cr_assert_eq(tvm_check_file(vm, "examples/fib.tasm", &diag, NULL), TVM_OK);
+    cr_assert_str_eq(diag, "");
+    free(diag);
+}
+
+/* tvm_modules and tvm_functions: load order, a reload keeps its place. */
+Test(load, listing_modules_and_functions)
+{
+    load_ok(vm, "m.tasm", v1);
+    load_ok(vm, "n.tasm", "module n\nfunction h/2 regs 2\n    ret r1\nend\n");
+    load_ok(vm, "m2.tasm", v2);
+    tvm_module_info mods[4];
+    cr_assert_eq(tvm_modules(vm, mods, 4), 2);
+    cr_assert_str_eq(mods[0].name, "m");
+    cr_assert_str_eq(mods[0].file, "m2.tasm");
+    cr_assert_eq(mods[0].functions, 1);
+    cr_assert_str_eq(mods[1].name, "n");
+    cr_assert_str_eq(mods[1].file, "n.tasm");
+    cr_assert_eq(mods[1].functions, 1);
+    cr_assert_eq(tvm_modules(vm, mods, 1), 2);   /* fills one, counts both */
+
+    load_ok(vm, "m.tasm", v1);
+    tvm_function_info fns[1];
+    size_t count = 0;
+    cr_assert_eq(tvm_functions(vm, "m", fns, 1, &count), TVM_OK);
+    cr_assert_eq(count, 2);
+    cr_assert_str_eq(fns[0].name, "f");
+    cr_assert_eq(fns[0].arity, 0);
+    cr_assert(fns[0].exported);
+    cr_assert_eq(fns[0].line, 3);
+    tvm_function_info nf;
+    cr_assert_eq(tvm_functions(vm, "n", &nf, 1, &count), TVM_OK);
+    cr_assert_eq(count, 1);
+    cr_assert_str_eq(nf.name, "h");
+    cr_assert_eq(nf.arity, 2);
+    cr_assert(!nf.exported);
+    cr_assert_eq(tvm_functions(vm, "erlang", &nf, 1, &count), TVM_ERR_NOTFOUND);
+    cr_assert_eq(tvm_functions(vm, "no_such_module_anywhere", &nf, 1, &count), TVM_ERR_NOTFOUND);
+    cr_assert_eq(tvm_functions(vm, NULL, &nf, 1, &count), TVM_ERR_BADARG);
+}

@@ -1,7 +1,7 @@
 /*
  * tests/unit/trace/test_ms.c - match specifications (trace/tr_ms_compile.c, tr_ms_run.c):
- * every construct of the language, BEAM's examples (reference/beam.md
- * Part 2 items 12-14), variables, guards that raise, body errors giving
+ * every construct of the language, BEAM's examples (BEAM behaviours
+ * 12-14), variables, guards that raise, body errors giving
  * 'EXIT', deep and long terms against the bounds, the exact message of
  * each kind of bad spec (nothing compiled), the source term back, the
  * heap variant across a collection, and one spec run by several threads.
