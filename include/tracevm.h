@@ -71,12 +71,11 @@ typedef struct tvm_config {
     int schedulers;            /* scheduler threads; 0 = one per core */
     size_t fiber_stack_bytes;  /* native stack per process; 0 = default (256 KiB) */
     bool quiet_crashes;        /* do not print crash reports of processes */
-    /* Fiber stacks carved from large slabs without guard pages, so that
-     * hundreds of thousands of processes fit in Linux's default
-     * vm.max_map_count (guarded stacks cost two mappings each: about
-     * 32,700 processes).  A native that overflows its stack then writes
-     * into a neighbour's instead of faulting; nested activations still
-     * stop at VM_NATIVE_STACK_RESERVE from the bottom (docs/embedding.md). */
+    /* Fiber stacks carved from large slabs, so that hundreds of thousands
+     * of processes fit in Linux's default vm.max_map_count.  Every stack,
+     * slab or not, has a guard region below it: a native stack overflow
+     * ends only the process that overflowed, with
+     * error:{system_limit, native_stack} (docs/safety.md). */
     bool fiber_slabs;
     /* crash reports add the mixed VM + native stack where the exception
      * was raised (docs/stacks.md; each raise then walks its stack) */

@@ -63,6 +63,20 @@
 #endif
 
 /*
+ * VM_FIBER_GUARD_BYTES: the guard region below every fiber stack, slab
+ * stacks included (vm/fiber.c).  A native stack overflow faults there and
+ * kills only the process that overflowed (vm/overflow.c).  A frame bigger
+ * than the guard could step over it into whatever lies below (a slab
+ * neighbour's stack): 64 KiB covers a native's large local buffers, and
+ * the VM itself is built with -fstack-clash-protection, which probes every
+ * page of a big frame.  It costs address space only (no memory, and with
+ * Linux 6.13's guard regions no kernel mapping either).
+ */
+#ifndef VM_FIBER_GUARD_BYTES
+#define VM_FIBER_GUARD_BYTES (64 * 1024)
+#endif
+
+/*
  * VM_FIBER_SLAB_STACKS: stacks per slab when tvm_config.fiber_slabs is
  * set (vm/fiber.c): one mapping per this many spawns.
  */

@@ -417,6 +417,53 @@ static void proc_exit(Process *p, Term cls, Term value)
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
 }
 
+/* ==== a native stack overflow (vm/overflow.c) ==== */
+
+/* The body of a fiber restarted after its process overflowed its native
+ * stack: the process exits with what vm_proc_overflowed recorded. */
+static void overflow_main(void *arg)
+{
+    Process *p = arg;
+    proc_exit(p, p->exc_class, p->exc_reason);
+}
+
+void vm_proc_overflowed(Process *p, uintptr_t pc, uintptr_t fp)
+{
+    /* {system_limit, native_stack} outside every heap (the collector
+     * leaves such terms alone, as module literals): nothing is allocated
+     * for it while the process's own state cannot be trusted. */
+    static const Term reason[3] = { MAKE_HEADER(IMM_HDR_TUPLE, 2),
+                                    MAKE_IMM(IMM_ATOM, ATOM_SYSTEM_LIMIT),
+                                    MAKE_IMM(IMM_ATOM, ATOM_NATIVE_STACK) };
+    /* The stack trace from the VM frames, which live off the fiber; then
+     * the fault's mixed stack (over what crash_stacks may have taken of
+     * this alternate stack). */
+    vm_exception_set(p, make_atom(ATOM_ERROR), make_boxed(reason), NULL);
+    if (p->vm->crash_reports)
+        vm_hook_note_fault(p, pc, fp);
+    /* The fault may have stopped anything halfway (a collection, a
+     * native's handles, a frame being pushed): nothing of the frames,
+     * handlers, roots, registers or heap is used again.  A fresh heap
+     * holds what the exit builds. */
+    p->nframes = p->ntrace = p->nhandlers = p->nroots = p->nesting = 0;
+    p->ct_fn = NULL;
+    p->kill = 0;
+    p->exc_trace_term = THE_NONE;
+    for (uint32_t i = 0; i < p->stack_size; i++)
+        p->stack[i] = TERM_NIL;
+    free(p->heap);
+    p->heap = p->htop = vm_malloc(p->heap_min * sizeof(Term));
+    p->hend = p->heap + p->heap_min;
+    /* The fiber from its top, on its own stack again (the exit may suspend,
+     * under the lossless trace policy, and resume on another thread). */
+    vm_fiber_init(p->fiber, overflow_main, p);
+    p->fiber->tsan = vm_fiber_tsan_new();
+    void *abandoned;
+    vm_fiber_tsan_switch(p->fiber->tsan);
+    vm_fiber_switch(&abandoned, p->fiber->sp);
+    VM_UNREACHABLE();
+}
+
 /* Takes an exited process out of the table; true if that dropped the
  * last reference. */
 static bool table_drop(SchedSystem *sys, Process *p)

@@ -60,6 +60,7 @@ typedef struct Scheduler {
     size_t ncache;
     void *sp;                 /* its own context while a process runs */
     void *tsan;               /* its ThreadSanitizer fiber (tsan builds) */
+    void *alt_stack;          /* its alternate signal stack (vm/overflow.c), or NULL */
     Process *current;
     /* The running trace pipeline's ring for this scheduler (a struct
      * TrRing *), or 0.  Stored by tvm_trace_start before it publishes
@@ -217,6 +218,16 @@ void vm_proc_free_all(SchedSystem *sys);
 void vm_proc_wake(SchedSystem *sys, uint64_t pid);
 /* The timer of wait `seq` of process pid fired (the timer thread). */
 void vm_proc_timeout(SchedSystem *sys, uint64_t pid, uint64_t seq);
+/*
+ * p overflowed its native stack (vm/overflow.c): pc and fp are where it
+ * faulted.  Called on p's scheduler thread, off p's fiber (on the
+ * alternate signal stack); records the fault's stack for the crash report,
+ * drops p's frames, handlers and heap (the fault may have left them half
+ * written), restarts its fiber from the top and exits it there with
+ * error:{system_limit, native_stack}.  Never returns.
+ */
+VM_NORETURN void vm_proc_overflowed(Process *p, uintptr_t pc, uintptr_t fp);
+
 /* Frees a chain of messages. */
 void vm_messages_free(Message *m);
 
