@@ -21,9 +21,11 @@ typedef struct BpPattern {
     int arity;
     bool any_mod, any_fun, any_arity;
     bool on_load;
+    bool unknown;        /* a module or function name that is no atom: matches nothing */
 } BpPattern;
 
-/* Parses "m:f/a", "m:f/_", "m:_/_", "_:_/_" or "on_load"; false with a reason. */
+/* Parses "m:f/a", "m:f/_", "m:_/_", "_:_/_" or "on_load"; false with a
+ * reason.  Makes no atom (a name that is none matches nothing). */
 bool bp_pattern_parse(const char *text, BpPattern *out, char *why, size_t whylen);
 
 /* Checks that an action and flags go together; false with a reason. */

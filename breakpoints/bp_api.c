@@ -41,29 +41,30 @@ static void ok(tvm_error *err)
  * `arity` (-1: any).  On error the message names the spec's clause and
  * place (tr_ms_compile) or the syntax error.
  */
-static bool spec_from_text(tvm_vm *vm, const char *text, int arity, TrMs **out, char *why,
-                           size_t n)
+static tvm_status spec_from_text(tvm_vm *vm, const char *text, int arity, TrMs **out, char *why,
+                                 size_t n)
 {
     *out = NULL;
     if (!text)
-        return true;
+        return TVM_OK;
     tvm_env *env = tvm_env_new(vm);
     tvm_term t;
     tvm_error perr;
-    bool ok = false;
-    if (tvm_parse_term(env, text, &t, &perr) != TVM_OK) {
+    tvm_status st = tvm_parse_term(env, text, &t, &perr);
+    if (st != TVM_OK) {
+        /* TVM_ERR_LIMIT: an atom of the spec is new and the table is full. */
         size_t len = strcspn(perr.message, "\n");
         snprintf(why, n, "bad match spec: %.*s", (int)len, perr.message);
     } else {
         char e[200];
         *out = tr_ms_compile(vm_root_get(env->p, t), arity, e, sizeof e);
-        if (*out)
-            ok = true;
-        else
+        if (!*out) {
             snprintf(why, n, "%s", e);
+            st = TVM_ERR_BADARG;
+        }
     }
     tvm_env_free(env);
-    return ok;
+    return st;
 }
 
 tvm_status tvm_trace_pattern_ms(tvm_vm *vm, const char *pattern, const char *match_spec,
@@ -75,10 +76,12 @@ tvm_status tvm_trace_pattern_ms(tvm_vm *vm, const char *pattern, const char *mat
     if (!vm)
         return fail(err, TVM_ERR_BADARG, "tvm_trace_pattern", "NULL vm");
     BpRequest req = { how, flags, NULL, meta_tracer };
-    if (!bp_pattern_parse(pattern, &pat, why, sizeof why) ||
-        !spec_from_text(vm, match_spec, pat.any_arity || pat.on_load ? -1 : pat.arity, &req.ms, why,
-                        sizeof why))
+    if (!bp_pattern_parse(pattern, &pat, why, sizeof why))
         return fail(err, TVM_ERR_BADARG, "tvm_trace_pattern", why);
+    tvm_status st = spec_from_text(vm, match_spec, pat.any_arity || pat.on_load ? -1 : pat.arity,
+                                   &req.ms, why, sizeof why);
+    if (st != TVM_OK)
+        return fail(err, st, "tvm_trace_pattern", why);
     if (!bp_request_check(&req, why, sizeof why) ||
         !bp_on_load_check(&pat, &req, why, sizeof why)) {
         tr_ms_free(req.ms);

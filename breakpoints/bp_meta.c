@@ -27,7 +27,9 @@ static void send_event(Process *p, uint64_t tracer, Atom kind, Term *parts, unsi
     for (unsigned i = 0; i < nparts; i++)
         e[n++] = parts[i];
     e[n++] = make_small((int64_t)tr_mono_ns());
-    vm_send(p->vm, tracer, vm_make_tuple(p, n, e));
+    /* A message over max_message_words (an argument with much sharing)
+     * is not sent: the VM's own messages raise nothing in the sender. */
+    vm_send(p->vm, NULL, tracer, vm_make_tuple(p, n, e));
 }
 
 static Term mfa_tuple(Process *p, const FuncInfo *fn)

@@ -36,9 +36,19 @@
 
 /* ==== patterns ==== */
 
-static bool atom_of(const char *s, size_t n, Atom *out)
+/*
+ * The atom named s[0..n-1], looked up, never made: a name no atom has
+ * cannot be the module or function of anything loaded, so the pattern
+ * matches nothing (*unknown), and a pattern costs no atom (the table is
+ * shared by every VM and never shrinks).  False for a bad length.
+ */
+static bool atom_of(const char *s, size_t n, Atom *out, bool *unknown)
 {
-    return n > 0 && vm_atom_intern(s, n, out);
+    if (n == 0 || n > VM_ATOM_MAX_LEN)
+        return false;
+    if (!vm_atom_lookup(s, n, out))
+        *unknown = true;
+    return true;
 }
 
 static bool is_wild(const char *s, size_t n)
@@ -68,8 +78,8 @@ bool bp_pattern_parse(const char *text, BpPattern *out, char *why, size_t whylen
         snprintf(why, whylen, "bad pattern \"%s\": only trailing wildcards are allowed", text);
         return false;
     }
-    if ((!out->any_mod && !atom_of(text, nm, &out->mod)) ||
-        (!out->any_fun && !atom_of(fs, nf, &out->fun))) {
+    if ((!out->any_mod && !atom_of(text, nm, &out->mod, &out->unknown)) ||
+        (!out->any_fun && !atom_of(fs, nf, &out->fun, &out->unknown))) {
         snprintf(why, whylen, "bad pattern \"%s\": module and function must be 1..255 bytes", text);
         return false;
     }
@@ -138,7 +148,7 @@ bool bp_on_load_check(const BpPattern *pat, const BpRequest *req, char *why, siz
 
 static bool pattern_matches(const BpPattern *pat, const FuncInfo *fi)
 {
-    return (pat->any_mod || fi->mod == pat->mod) && (pat->any_fun || fi->name == pat->fun) &&
+    return !pat->unknown && (pat->any_mod || fi->mod == pat->mod) && (pat->any_fun || fi->name == pat->fun) &&
            (pat->any_arity || fi->arity == pat->arity);
 }
 
@@ -406,7 +416,7 @@ void vm_hook_module_loading(tvm_vm *vm, Module *m)
 /* The function mod:fun/arity as a call would find it; NULL if none. */
 static FuncInfo *find_function(tvm_vm *vm, Atom mod, Atom fun, int arity)
 {
-    BpPattern pat = { mod, fun, arity, false, false, false, false };
+    BpPattern pat = { .mod = mod, .fun = fun, .arity = arity };
     FnList l = { 0 };
     match_functions(vm, &pat, &l);
     FuncInfo *fi = l.n ? l.v[0] : NULL;
@@ -479,35 +489,27 @@ static Term cons(Process *p, Term h, Term tl)
     return make_cons_ptr(c);
 }
 
-static Term atom_term(const char *name)
-{
-    Atom a;
-    if (!vm_atom_intern(name, strlen(name), &a))
-        vm_die("trace_info: atom");
-    return make_atom(a);
-}
-
 static Term traced_value(uint32_t fl)
 {
     if (fl & BP_GLOBAL)
-        return atom_term("global");
-    return atom_term((fl & BP_LOCAL) ? "local" : "false");
+        return make_atom(ATOM_GLOBAL);
+    return make_atom((fl & BP_LOCAL) ? ATOM_LOCAL : ATOM_FALSE);
 }
 
 static Term count_value(const Info *in)
 {
     if (!(in->fl & BP_COUNT))
-        return atom_term("false");
-    return in->on_load ? atom_term("true") : make_small(in->count);
+        return TERM_FALSE;
+    return in->on_load ? TERM_TRUE : make_small(in->count);
 }
 
 /* [{Pid, Count, S, Us}] as BEAM's trace_info(MFA, call_time), or false. */
 static Term time_value(Process *p, const Info *in)
 {
     if (!(in->fl & BP_TIME))
-        return atom_term("false");
+        return TERM_FALSE;
     if (in->on_load)
-        return atom_term("true");
+        return TERM_TRUE;
     Term list = TERM_NIL;
     for (size_t i = in->ntime; i-- > 0;) {
         const BpTimeSample *e = &in->time[i];
@@ -524,36 +526,41 @@ static Term time_value(Process *p, const Info *in)
 
 static Term ms_value(const Info *in)
 {
-    return (in->fl & BP_CALL_TRACE) ? in->ms : atom_term("false");
+    return (in->fl & BP_CALL_TRACE) ? in->ms : TERM_FALSE;
 }
 
 static Term meta_value(const Info *in)
 {
-    return (in->fl & BP_META) ? make_pid(in->meta_tracer) : atom_term("false");
+    return (in->fl & BP_META) ? make_pid(in->meta_tracer) : TERM_FALSE;
 }
 
 static Term meta_ms_value(const Info *in)
 {
-    return (in->fl & BP_META) ? in->meta_ms : atom_term("false");
+    return (in->fl & BP_META) ? in->meta_ms : TERM_FALSE;
 }
 
 static Term all_value(Process *p, const Info *in)
 {
     if (!in->fl)
-        return atom_term("false");
+        return TERM_FALSE;
     Term items[6] = {
-        pair(p, atom_term("traced"), traced_value(in->fl)),
-        pair(p, atom_term("match_spec"), ms_value(in)),
-        pair(p, atom_term("meta"), meta_value(in)),
-        pair(p, atom_term("meta_match_spec"), meta_ms_value(in)),
-        pair(p, atom_term("call_count"), count_value(in)),
-        pair(p, atom_term("call_time"), time_value(p, in)),
+        pair(p, make_atom(ATOM_TRACED), traced_value(in->fl)),
+        pair(p, make_atom(ATOM_MATCH_SPEC), ms_value(in)),
+        pair(p, make_atom(ATOM_META), meta_value(in)),
+        pair(p, make_atom(ATOM_META_MATCH_SPEC), meta_ms_value(in)),
+        pair(p, make_atom(ATOM_CALL_COUNT), count_value(in)),
+        pair(p, make_atom(ATOM_CALL_TIME), time_value(p, in)),
     };
     Term list = TERM_NIL;
     for (int i = 5; i >= 0; i--)
         list = cons(p, items[i], list);
     return list;
 }
+
+/* The items' atoms, in BpInfoItem order (predefined: interning one could
+ * find the table full). */
+static const Atom item_atoms[] = { ATOM_TRACED, ATOM_CALL_COUNT, ATOM_ALL, ATOM_MATCH_SPEC,
+                                   ATOM_META, ATOM_META_MATCH_SPEC, ATOM_CALL_TIME };
 
 static const char *const item_names[] = { "traced", "call_count", "all", "match_spec",
                                           "meta", "meta_match_spec", "call_time" };
@@ -604,9 +611,9 @@ Term bp_trace_info(Process *p, Atom mod, Atom fun, int arity, BpInfoItem item)
     in.ms = vm_root_get(p, hm);
     in.meta_ms = vm_root_get(p, hmm);
     p->nroots = rbase;
-    Term v = fi ? info_value(p, &in, item) : atom_term("undefined");
+    Term v = fi ? info_value(p, &in, item) : make_atom(ATOM_UNDEFINED);
     free(in.time);
-    return pair(p, atom_term(item_names[item]), v);
+    return pair(p, make_atom(item_atoms[item]), v);
 }
 
 /*
@@ -628,7 +635,7 @@ Term bp_trace_info_on_load(Process *p, BpInfoItem item)
     vm_heap_ensure(p, INFO_WORDS, NULL, 0);
     in.ms = vm_root_get(p, h);
     p->nroots = h.h;
-    return pair(p, atom_term(item_names[item]), info_value(p, &in, item));
+    return pair(p, make_atom(item_atoms[item]), info_value(p, &in, item));
 }
 
 bool bp_call_count(tvm_vm *vm, Atom mod, Atom fun, int arity, int64_t *count)

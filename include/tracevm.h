@@ -71,12 +71,11 @@ typedef struct tvm_config {
     int schedulers;            /* scheduler threads; 0 = one per core */
     size_t fiber_stack_bytes;  /* native stack per process; 0 = default (256 KiB) */
     bool quiet_crashes;        /* do not print crash reports of processes */
-    /* Fiber stacks carved from large slabs without guard pages, so that
-     * hundreds of thousands of processes fit in Linux's default
-     * vm.max_map_count (guarded stacks cost two mappings each: about
-     * 32,700 processes).  A native that overflows its stack then writes
-     * into a neighbour's instead of faulting; nested activations still
-     * stop at VM_NATIVE_STACK_RESERVE from the bottom (docs/embedding.md). */
+    /* Fiber stacks carved from large slabs, so that hundreds of thousands
+     * of processes fit in Linux's default vm.max_map_count.  Every stack,
+     * slab or not, has a guard region below it: a native stack overflow
+     * ends only the process that overflowed, with
+     * error:{system_limit, native_stack} (docs/safety.md). */
     bool fiber_slabs;
     /* crash reports add the mixed VM + native stack where the exception
      * was raised (docs/stacks.md; each raise then walks its stack) */
@@ -87,6 +86,17 @@ typedef struct tvm_config {
     /* Serve the control endpoint from creation on (tvm_control_start;
      * TRACEVM_CONTROL=1 in the environment does the same). */
     bool control;
+    /* Limits (docs/safety.md); each ends only the process that exceeds it. */
+    size_t max_heap_words;     /* default max_heap_size of processes: a process
+                                * whose heap (with the messages it has taken
+                                * into its queue) outgrows it is killed, reason
+                                * killed; 0 = none (tvm_spawn_opt overrides) */
+    size_t max_processes;      /* processes alive at once; 0 = default
+                                * (1,048,576); spawns beyond it fail with
+                                * system_limit / TVM_ERR_LIMIT */
+    size_t max_message_words;  /* the largest term one copy between processes
+                                * (a message, spawn arguments, an exit value)
+                                * may hold, counted flat; 0 = default (2^27) */
 } tvm_config;
 
 /*
@@ -106,7 +116,9 @@ void tvm_destroy(tvm_vm *vm);
  * file name).  On any error nothing is loaded and the VM keeps what it had;
  * err->message holds one "name:line:col: error: message" line per error.
  * Loading a module that is already loaded replaces it (new calls through
- * the export table go to the new code).  Any thread; loads are serialized.
+ * the export table go to the new code).  TVM_ERR_LIMIT (with the place in
+ * err) when the text names a new atom and the atom table is full.  Any
+ * thread; loads are serialized.
  */
 tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,
                            size_t len, tvm_error *err);
@@ -176,7 +188,8 @@ typedef tvm_status (*tvm_native_fn)(tvm_env *env, int argc,
 /*
  * Registers `fn` as mod:fun/arity.  Fails with TVM_ERR_EXISTS if that
  * function is already defined (by a native or by a loaded module named
- * `mod`).  Any thread.
+ * `mod`), TVM_ERR_LIMIT if a name is new and the atom table is full.  Any
+ * thread.
  */
 tvm_status tvm_register_native(tvm_vm *vm, const char *mod, const char *fun,
                                int arity, tvm_native_fn fn, void *data,
@@ -199,7 +212,9 @@ tvm_vm *tvm_env_vm(tvm_env *env);
  * the returned term; on TVM_EXCEPTION the exception is kept in the env
  * (tvm_get_exception, tvm_format_exception).  An uncaught throw(V) comes
  * back as class error, reason {nocatch, V}.  TVM_ERR_BADARG if `mod` or
- * `fun` is not a valid atom name or argc is out of range.  Callable from a
+ * `fun` is not a valid atom name or argc is out of range; TVM_ERR_LIMIT if
+ * a name is not an atom yet and the atom table (2^20 atoms, shared by
+ * every VM of the OS process, never shrinking) is full.  Callable from a
  * native on the env it was given (a nested activation).
  */
 tvm_status tvm_call(tvm_env *env, const char *mod, const char *fun, int argc,
@@ -236,7 +251,8 @@ tvm_status tvm_raise_badarg(tvm_env *env);
 /* Building terms (every builder returns TVM_OK or an error)           */
 
 tvm_status tvm_make_int(tvm_env *env, int64_t v, tvm_term *out);      /* TVM_ERR_LIMIT beyond 62 bits */
-tvm_status tvm_make_atom(tvm_env *env, const char *name, tvm_term *out); /* TVM_ERR_LIMIT beyond 255 bytes */
+tvm_status tvm_make_atom(tvm_env *env, const char *name, tvm_term *out); /* TVM_ERR_LIMIT beyond 255 bytes
+                                                                          * or with the atom table full */
 tvm_status tvm_make_binary(tvm_env *env, const void *bytes, size_t len, tvm_term *out);
 tvm_status tvm_make_string(tvm_env *env, const char *s, tvm_term *out); /* a binary */
 tvm_status tvm_make_tuple(tvm_env *env, int n, const tvm_term *elems, tvm_term *out);
@@ -255,7 +271,8 @@ void tvm_handles_release(tvm_env *env, size_t mark);
 /*
  * Parses a term from text in the assembly's literal syntax: 42, -7, ok,
  * 'Quoted', "string", [1, 2], {a, b}, [] (TVM_ERR_BADARG with a message
- * in err on a syntax error).
+ * in err on a syntax error; TVM_ERR_LIMIT when an atom of it is new and
+ * the atom table is full).
  */
 tvm_status tvm_parse_term(tvm_env *env, const char *text, tvm_term *out,
                           tvm_error *err);
@@ -300,11 +317,28 @@ typedef uint64_t tvm_pid;
 /*
  * Spawns a process running mod:fun(argv...) (arguments are copied).  It
  * is joinable: its exit is kept until tvm_join() (and no crash report is
- * printed for it).  TVM_ERR_LIMIT when no more processes fit (no native
- * stack can be mapped).  Any thread.
+ * printed for it).  TVM_ERR_LIMIT when no more processes fit (max_processes
+ * are alive, or no native stack can be mapped), the arguments are over
+ * max_message_words, or a name is new and the atom table is full.  Any
+ * thread.
  */
 tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
                      const tvm_term *argv, tvm_pid *pid);
+
+/* Options of tvm_spawn_opt (a zeroed struct: the VM's defaults). */
+#define TVM_NO_LIMIT ((size_t)-1)
+typedef struct tvm_spawn_opts {
+    /* The process's max_heap_size in words: 0 = the VM's default
+     * (tvm_config.max_heap_words), TVM_NO_LIMIT = none.  A process whose
+     * heap, with the messages it has taken into its queue, outgrows it is
+     * killed with reason killed (docs/safety.md), as erlang:spawn_opt/4
+     * with {max_heap_size, Words} does. */
+    size_t max_heap_words;
+} tvm_spawn_opts;
+
+/* tvm_spawn with options (opts may be NULL). */
+tvm_status tvm_spawn_opt(tvm_env *env, const char *mod, const char *fun, int argc,
+                         const tvm_term *argv, const tvm_spawn_opts *opts, tvm_pid *pid);
 
 /*
  * Waits for a process made by tvm_spawn() to exit.  TVM_OK with its
@@ -315,7 +349,8 @@ tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
  */
 tvm_status tvm_join(tvm_env *env, tvm_pid pid, tvm_term *result);
 
-/* Sends a copy of msg to pid; TVM_ERR_NOTFOUND if it is not alive. */
+/* Sends a copy of msg to pid; TVM_ERR_NOTFOUND if it is not alive,
+ * TVM_ERR_LIMIT if msg is over max_message_words (nothing is sent). */
 tvm_status tvm_send(tvm_env *env, tvm_pid pid, tvm_term msg);
 
 tvm_status tvm_make_pid(tvm_env *env, tvm_pid pid, tvm_term *out);
@@ -448,7 +483,9 @@ typedef enum tvm_tp_action {
  * Applies a pattern; *matched (may be NULL) gets the number of functions
  * it matched (for TVM_TP_GLOBAL: exported ones).  Returns when every later
  * call in the VM sees the new setting.  TVM_ERR_BADARG with a message in
- * err for a bad pattern, action or flags; nothing changes then.  Any
+ * err for a bad pattern, action or flags; nothing changes then.  Patterns
+ * make no atom: a module or function name that is no atom yet names
+ * nothing loaded, so the pattern matches nothing (*matched 0).  Any
  * thread: a process calling it (from a native) is suspended while it
  * waits, a foreign thread blocks.
  */
@@ -462,6 +499,8 @@ tvm_status tvm_trace_pattern(tvm_vm *vm, const char *pattern, tvm_tp_action how,
  * matched functions, or with TVM_TP_META for their meta trace, whose
  * messages go to `meta_tracer`.  A bad spec: TVM_ERR_BADARG with
  * "tvm_trace_pattern: match spec clause N: ..." in err; nothing changes.
+ * TVM_ERR_LIMIT when the spec text names a new atom and the atom table is
+ * full (its other atoms, and the pattern's, are only looked up).
  */
 tvm_status tvm_trace_pattern_ms(tvm_vm *vm, const char *pattern, const char *match_spec,
                                 tvm_tp_action how, unsigned flags, tvm_pid meta_tracer,
@@ -650,7 +689,8 @@ typedef struct tvm_trace_options {
  * are started first) and one shared by other threads, a collector thread
  * and the sink for `format`.  opts NULL: text to stderr.  TVM_ERR_EXISTS
  * if one is already running, TVM_ERR_BADARG (with a message) for bad
- * options, TVM_ERR_IO when the output cannot be opened.  From a thread
+ * options, TVM_ERR_IO when the output cannot be opened, TVM_ERR_LIMIT when
+ * the OS refuses the collector thread.  From a thread
  * that is not running a process (from a native: TVM_ERR_BADARG).
  */
 tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error *err);

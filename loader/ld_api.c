@@ -41,11 +41,9 @@ tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,
     }
     StrBuf diag;
     sb_init(&diag);
-    Module *m = ld_build(vm, name, text ? text : "", len, &diag);
-    tvm_status st = TVM_OK;
-    if (!m) {
-        st = TVM_ERR_LOAD;
-    } else {
+    tvm_status st;
+    Module *m = ld_build_status(vm, name, text ? text : "", len, &diag, &st);
+    if (m) {
         /* The permission first: a load excludes trace_pattern, and a new
          * version starts untraced (the old one's breakpoints go first). */
         vm_code_perm_acquire(vm);
@@ -190,7 +188,7 @@ tvm_status tvm_parse_term(tvm_env *env, const char *text, tvm_term *out, tvm_err
     Process *p = env->p;
     StrBuf diag;
     sb_init(&diag);
-    Diag d = { "term", &diag, 0 };
+    Diag d = { "term", &diag, 0, false };
     Lexer lx;
     ld_lex_init(&lx, text, strlen(text), &d);
     Token t;
@@ -210,7 +208,7 @@ tvm_status tvm_parse_term(tvm_env *env, const char *text, tvm_term *out, tvm_err
         vm_heap_ensure(p, term_size(v), NULL, 0);
         *out = vm_root_push(p, vm_copy_term(p, v));
     } else {
-        st = TVM_ERR_BADARG;
+        st = d.atom_limit ? TVM_ERR_LIMIT : TVM_ERR_BADARG;
         set_error(err, st, diag.s);
     }
     while (lits) {

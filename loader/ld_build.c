@@ -326,10 +326,10 @@ static Module *emit_module(tvm_vm *vm, const char *file, PModule *pm)
     return m;
 }
 
-Module *ld_build(tvm_vm *vm, const char *file, const char *text, size_t len,
-                 StrBuf *diag)
+Module *ld_build_status(tvm_vm *vm, const char *file, const char *text, size_t len,
+                        StrBuf *diag, tvm_status *st)
 {
-    Diag d = { file, diag, 0 };
+    Diag d = { file, diag, 0, false };
     Lexer lx;
     ld_lex_init(&lx, text, len, &d);
     PModule pm;
@@ -347,7 +347,15 @@ Module *ld_build(tvm_vm *vm, const char *file, const char *text, size_t len,
         pm.lits = next;
     }
     ld_pmodule_free(&pm);
+    if (st)
+        *st = m ? TVM_OK : d.atom_limit ? TVM_ERR_LIMIT : TVM_ERR_LOAD;
     return m;
+}
+
+Module *ld_build(tvm_vm *vm, const char *file, const char *text, size_t len,
+                 StrBuf *diag)
+{
+    return ld_build_status(vm, file, text, len, diag, NULL);
 }
 
 void ld_module_free(Module *m)

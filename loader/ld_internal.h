@@ -17,7 +17,12 @@ typedef struct Diag {
     const char *file;
     StrBuf *out;
     int errors;
+    bool atom_limit;   /* an error was the atom table being full (TVM_ERR_LIMIT) */
 } Diag;
+
+/* Interns the atom a name or literal at line:col names; false after
+ * reporting "atom longer than 255 bytes" or "atom table full". */
+bool ld_atom(Diag *d, int line, int col, const char *s, size_t n, Atom *out);
 
 void ld_error(Diag *d, int line, int col, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

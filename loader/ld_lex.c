@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vm/atom.h"
+
 void ld_error(Diag *d, int line, int col, const char *fmt, ...)
 {
     d->errors++;
@@ -31,6 +33,21 @@ void ld_error(Diag *d, int line, int col, const char *fmt, ...)
     sb_putc(d->out, '\n');
     if (d->errors == LD_MAX_ERRORS)
         sb_printf(d->out, "%s:%d:%d: error: too many errors, stopping\n", d->file, line, col);
+}
+
+bool ld_atom(Diag *d, int line, int col, const char *s, size_t n, Atom *out)
+{
+    if (vm_atom_intern(s, n, out))
+        return true;
+    if (n > VM_ATOM_MAX_LEN) {
+        ld_error(d, line, col, "atom longer than %d bytes", VM_ATOM_MAX_LEN);
+    } else {
+        /* The table is shared by every VM and never shrinks: the load
+         * fails as a whole, with TVM_ERR_LIMIT, and nothing is lost. */
+        ld_error(d, line, col, "atom table full (%u atoms)", VM_ATOM_MAX_COUNT);
+        d->atom_limit = true;
+    }
+    return false;
 }
 
 void ld_lex_init(Lexer *lx, const char *text, size_t len, Diag *diag)

@@ -106,10 +106,8 @@ static bool parse_name(Parser *ps, Atom *out, const char *what)
         error_got(ps, what);
         return false;
     }
-    if (!vm_atom_intern(s, n, out)) {
-        ld_error(diag(ps), ps->t.line, ps->t.col, "atom longer than %d bytes", VM_ATOM_MAX_LEN);
+    if (!ld_atom(diag(ps), ps->t.line, ps->t.col, s, n, out))
         return false;
-    }
     next(ps);
     return true;
 }
@@ -163,11 +161,8 @@ static bool lp_error(LitParser *lp, const char *expected)
 static bool lp_atom(LitParser *lp, const char *s, size_t n, Term *out)
 {
     Atom a;
-    if (!vm_atom_intern(s, n, &a)) {
-        ld_error(lp->lx->diag, lp->t->line, lp->t->col, "atom longer than %d bytes",
-                 VM_ATOM_MAX_LEN);
+    if (!ld_atom(lp->lx->diag, lp->t->line, lp->t->col, s, n, &a))
         return false;
-    }
     *out = make_atom(a);
     return true;
 }

@@ -23,6 +23,10 @@
  */
 Module *ld_build(tvm_vm *vm, const char *file, const char *text, size_t len,
                  StrBuf *diag);
+/* ld_build, and why it failed: TVM_ERR_LIMIT when the atom table was full
+ * (the file may be fine), TVM_ERR_LOAD for errors in the file. */
+Module *ld_build_status(tvm_vm *vm, const char *file, const char *text, size_t len,
+                        StrBuf *diag, tvm_status *st);
 
 /* Frees a module that was built but not installed. */
 void ld_module_free(Module *m);

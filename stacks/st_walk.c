@@ -263,6 +263,21 @@ void vm_hook_note_raise(Process *p, const Instr *top_pc)
         s->vm[s->nvm - 1].pc = top_pc;
 }
 
+void vm_hook_note_fault(Process *p, uintptr_t pc, uintptr_t fp)
+{
+    if (!p->exc_stack)
+        p->exc_stack = vm_malloc(sizeof(StStack));
+    StStack *s = p->exc_stack;
+    s->pid = p->pid;
+    s->result = ST_R_OK;
+    s->mode = ST_MODE_SIGNAL;
+    s->waiting = false;
+    s->unwound = false;
+    s->nnative = st_walk_fp(pc, fp, (uintptr_t)p->fiber->stack_lo, (uintptr_t)p->fiber->stack_hi,
+                            s->native, ST_MAX_NATIVE, &s->walk_broken);
+    st_copy_vm(p, s);
+}
+
 void vm_hook_format_raise(const Process *p, StrBuf *sb)
 {
     st_format_sb(p->exc_stack, sb);

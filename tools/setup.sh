@@ -13,6 +13,7 @@ set -euo pipefail
 
 pkgs=(
     gcc clang python3 pkg-config scons  # toolchains (CI builds with both) and build
+    libclang-rt-dev                   # libFuzzer (-fsanitize=fuzzer) for scons fuzz
     libatomic-ops-dev liburcu-dev     # atomics wrapper, QSBR thread progress
     libunwind-dev libelf-dev libdw-dev  # stack capture and symbolization
     libcriterion-dev                  # unit tests

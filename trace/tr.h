@@ -107,8 +107,10 @@ TrPipeline *tr_pipeline_new(const TrOptions *opts, char *err, size_t errlen);
 /* Adds a sink (owned by the pipeline from now on).  Before start only. */
 void tr_pipeline_add_sink(TrPipeline *tp, TrSink *sink);
 
-/* Opens the sinks and starts the collector thread.  Once. */
-void tr_pipeline_start(TrPipeline *tp);
+/* Opens the sinks and starts the collector thread.  Once.  False when the
+ * thread cannot be started (the OS refuses one: tr_pipeline_free then
+ * closes the sinks); the result may be ignored where that is fatal. */
+bool tr_pipeline_start(TrPipeline *tp);
 
 /*
  * Records one event.  sched: the calling scheduler's id (the caller must

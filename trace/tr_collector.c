@@ -284,7 +284,7 @@ void tr_pipeline_add_sink(TrPipeline *tp, TrSink *sink)
     tp->sinks[tp->nsinks++] = sink;
 }
 
-void tr_pipeline_start(TrPipeline *tp)
+bool tr_pipeline_start(TrPipeline *tp)
 {
     VM_ASSERT(!tp->started, "started once");
     TrSinkInfo info = { .nscheds = tp->opts.nscheds };
@@ -298,12 +298,10 @@ void tr_pipeline_start(TrPipeline *tp)
         tp->sinks[kept++] = s;
     }
     tp->nsinks = kept;
+    if (pthread_create(&tp->thread, NULL, collector_main, tp) != 0)
+        return false;
     tp->started = true;
-    int rc = pthread_create(&tp->thread, NULL, collector_main, tp);
-    if (rc != 0) {
-        errno = rc;
-        vm_die("pthread_create (trace collector)");
-    }
+    return true;
 }
 
 void tr_flush(TrPipeline *tp)

@@ -91,7 +91,11 @@ static inline size_t tr_varint(uint8_t *out, uint64_t v)
  */
 static inline uint8_t *tr_encode_imm(uint8_t *q, const Term *terms, unsigned n)
 {
-    for (const Term *t = terms, *end = terms + n; t != end; t++) {
+    /* Indexed, not `terms + n`: an event without terms may pass NULL and
+     * 0, and NULL + 0 is undefined (a finding of fuzz/fuzz_run.c under
+     * clang's UBSan). */
+    for (unsigned i = 0; i < n; i++) {
+        const Term *t = &terms[i];
         uint64_t v;
         if (term_is_small(*t)) {
             int64_t x = small_value(*t);

@@ -181,7 +181,9 @@ bool tr_ms_run(const TrMs *ms, const Term *args, unsigned arity, const TrMsCtx *
  * outlive the scratch.  `args` must be p's roots or be updated by a
  * collection of p (e.g. registers of p's stack): the copy may collect,
  * and then the spec is run again on the moved arguments (a run is
- * deterministic).  On p's own thread.
+ * deterministic).  A result term over the VM's max_message_words (an
+ * argument with much sharing, counted flat) is replaced by the atom '...'.
+ * On p's own thread.
  */
 bool tr_ms_run_heap(const TrMs *ms, Process *p, const Term *args, unsigned arity,
                     const TrMsCtx *ctx, TrMsScratch *scratch, TrMsResult *res);

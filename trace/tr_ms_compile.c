@@ -520,7 +520,7 @@ static bool c_tuple_expr(Comp *c, Term e, bool body)
         c->sp -= m;
         return push(c);
     }
-    if (n == 2 && first == make_atom(vm_atom_cstr("const"))) {
+    if (n == 2 && first == make_atom(ATOM_CONST)) {
         emit(c, INSN(MS_LIT, add_lit(c, tuple_elems(e)[1])));
         return push(c);
     }
@@ -694,7 +694,7 @@ TrMs *tr_ms_compile(Term spec, int arity, char *err, size_t errsize)
     vm_atomic_store_relaxed(&ms->refs, 1);
     ms->needs = c.needs;
     ms->source = source;
-    ms->exit_atom = make_atom(vm_atom_cstr("EXIT"));
+    ms->exit_atom = make_atom(ATOM_UEXIT);
     ms->src = src;
     ms->constant = constant_result(source, &ms->const_flags, &ms->const_message);
     ms->ncode = (uint32_t)c.ncode;

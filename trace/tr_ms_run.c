@@ -20,6 +20,7 @@
 #include "vm/atomics.h"
 #include "vm/heap.h"
 #include "vm/module.h"
+#include "vm/vm.h"
 
 /* ================================================================== */
 /* The runner                                                         */
@@ -591,11 +592,24 @@ bool tr_ms_run(const TrMs *ms, const Term *args, unsigned arity, const TrMsCtx *
     return run(&r);
 }
 
-static size_t result_words(const TrMsResult *res)
+/* The heap words a copy of *t takes; a term over `max` words (an argument
+ * with much sharing: copies count it flat) is replaced by '...', the
+ * marker of what a trace leaves out, and takes none. */
+static size_t fit(Term *t, size_t max)
 {
-    size_t n = res->message == TR_MS_MSG_TERM ? term_size(res->msg) : 0;
+    size_t w = term_size_capped(*t, max);
+    if (w != SIZE_MAX)
+        return w;
+    *t = make_atom(ATOM_DOTS);
+    return 0;
+}
+
+/* The words the result's terms take, after fit() replaced the oversized. */
+static size_t result_words(TrMsResult *res, size_t max)
+{
+    size_t n = res->message == TR_MS_MSG_TERM ? fit(&res->msg, max) : 0;
     for (unsigned i = 0; i < res->ndisplay; i++)
-        n += term_size(res->display[i]);
+        n += fit(&res->display[i], max);
     return n;
 }
 
@@ -604,13 +618,16 @@ bool tr_ms_run_heap(const TrMs *ms, Process *p, const Term *args, unsigned arity
 {
     if (!tr_ms_run(ms, args, arity, ctx, scratch, res))
         return false;
-    size_t words = result_words(res);
+    size_t max = p->vm->max_msg;
+    size_t words = result_words(res, max);
     if ((size_t)(p->hend - p->htop) < words) {
         /* The collection moves the arguments (p's roots) and so stales
          * the result's pointers into them: run again on the moved ones. */
         vm_heap_ensure(p, words, NULL, 0);
         tr_ms_run(ms, args, arity, ctx, scratch, res);
-        VM_ASSERT(result_words(res) == words, "a run is deterministic");
+        size_t again = result_words(res, max);
+        VM_ASSERT(again == words, "a run is deterministic");
+        (void)again;
     }
     if (res->message == TR_MS_MSG_TERM)
         res->msg = vm_copy_term(p, res->msg);
@@ -618,4 +635,3 @@ bool tr_ms_run_heap(const TrMs *ms, Process *p, const Term *args, unsigned arity
         res->display[i] = vm_copy_term(p, res->display[i]);
     return true;
 }
-

@@ -206,7 +206,15 @@ static tvm_status tr_vm_new(tvm_vm *vm, const tvm_trace_options *o, int nscheds,
         return st;
     }
     tr_pipeline_add_sink(tp, sink);
-    tr_pipeline_start(tp);
+    if (!tr_pipeline_start(tp)) {
+        tr_pipeline_free(tp);
+        if (opened)
+            fclose(opened);
+        tr_vm_waits_destroy(t);
+        free(t);
+        snprintf(why, n, "cannot start the collector thread");
+        return TVM_ERR_LIMIT;
+    }
     t->tp = tp;
     t->file = opened;
     *out = t;

@@ -21,11 +21,23 @@
 tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
                      const tvm_term *argv, tvm_pid *pid)
 {
+    return tvm_spawn_opt(env, mod, fun, argc, argv, NULL, pid);
+}
+
+tvm_status tvm_spawn_opt(tvm_env *env, const char *mod, const char *fun, int argc,
+                         const tvm_term *argv, const tvm_spawn_opts *opts, tvm_pid *pid)
+{
     Term args[VM_MAX_ARITY];
     const Export *fn;
-    if (!pid || vm_env_resolve(env, mod, fun, argc, argv, args, &fn) != TVM_OK)
+    if (!pid)
         return TVM_ERR_BADARG;
-    *pid = vm_spawn(env->p, fn, argc, args, true);
+    tvm_status rs = vm_env_resolve(env, mod, fun, argc, argv, args, &fn);
+    if (rs != TVM_OK)
+        return rs;
+    size_t max_heap = env->p->vm->max_heap;
+    if (opts && opts->max_heap_words)
+        max_heap = opts->max_heap_words == TVM_NO_LIMIT ? 0 : opts->max_heap_words;
+    *pid = vm_spawn(env->p, fn, argc, args, true, max_heap);
     return *pid ? TVM_OK : TVM_ERR_LIMIT;
 }
 
@@ -62,8 +74,11 @@ tvm_status tvm_send(tvm_env *env, tvm_pid pid, tvm_term msg)
 {
     if (!ENV_OK(env) || msg.h >= env->p->nroots)
         return TVM_ERR_BADARG;
-    vm_hook_send(env->p, pid, vm_root_get(env->p, msg));
-    return vm_send(env->p->vm, pid, vm_root_get(env->p, msg)) ? TVM_OK : TVM_ERR_NOTFOUND;
+    switch (vm_send(env->p->vm, env->p, pid, vm_root_get(env->p, msg))) {
+    case VM_SEND_OK: return TVM_OK;
+    case VM_SEND_TOO_BIG: return TVM_ERR_LIMIT;
+    default: return TVM_ERR_NOTFOUND;
+    }
 }
 
 tvm_status tvm_make_pid(tvm_env *env, tvm_pid pid, tvm_term *out)

@@ -51,8 +51,11 @@ tvm_status vm_env_resolve(tvm_env *env, const char *mod, const char *fun, int ar
         return TVM_ERR_BADARG;
     Process *p = env->p;
     Atom m, f;
-    if (!vm_atom_intern(mod, strlen(mod), &m) || !vm_atom_intern(fun, strlen(fun), &f))
+    size_t lm = strlen(mod), lf = strlen(fun);
+    if (lm > VM_ATOM_MAX_LEN || lf > VM_ATOM_MAX_LEN)
         return TVM_ERR_BADARG;
+    if (!vm_atom_intern(mod, lm, &m) || !vm_atom_intern(fun, lf, &f))
+        return TVM_ERR_LIMIT;   /* the atom table is full */
     for (int i = 0; i < argc; i++) {
         if (!handle_ok(p, argv[i]))
             return TVM_ERR_BADARG;
@@ -67,8 +70,11 @@ tvm_status tvm_call(tvm_env *env, const char *mod, const char *fun, int argc,
 {
     Term args[VM_MAX_ARITY];
     const Export *e;
-    if (!result || vm_env_resolve(env, mod, fun, argc, argv, args, &e) != TVM_OK)
+    if (!result)
         return TVM_ERR_BADARG;
+    tvm_status rs = vm_env_resolve(env, mod, fun, argc, argv, args, &e);
+    if (rs != TVM_OK)
+        return rs;
     Process *p = env->p;
     p->exc_pending = false;
     Term res;
@@ -144,9 +150,12 @@ tvm_status tvm_raise(tvm_env *env, const char *cls, tvm_term reason)
     Process *p = env->p;
     Term c = make_atom(ATOM_ERROR), r = make_atom(ATOM_BADARG);
     if (cls && handle_ok(p, reason)) {
-        if (strcmp(cls, "error") == 0 || strcmp(cls, "throw") == 0 ||
-            strcmp(cls, "exit") == 0) {
-            c = make_atom(vm_atom_cstr(cls));
+        Atom a = strcmp(cls, "error") == 0   ? ATOM_ERROR
+                 : strcmp(cls, "throw") == 0 ? ATOM_THROW
+                 : strcmp(cls, "exit") == 0  ? ATOM_EXIT
+                                             : ATOM__PREDEFINED;
+        if (a != ATOM__PREDEFINED) {
+            c = make_atom(a);
             r = vm_root_get(p, reason);
         }
     }
@@ -398,7 +407,10 @@ bool tvm_equal(tvm_env *env, tvm_term a, tvm_term b)
 {
     if (!ENV_OK(env) || !handle_ok(env->p, a) || !handle_ok(env->p, b))
         return false;
-    return term_equal(vm_root_get(env->p, a), vm_root_get(env->p, b));
+    /* Terms that could not be compared within the VM's steps (much
+     * sharing) are not known to be equal. */
+    return term_compare_steps(vm_root_get(env->p, a), vm_root_get(env->p, b),
+                              env->p->vm->cmp_steps) == 0;
 }
 
 size_t tvm_format_term(tvm_env *env, tvm_term t, char *buf, size_t size)

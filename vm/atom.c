@@ -166,3 +166,19 @@ size_t vm_atom_count(void)
 {
     return (size_t)vm_atomic_load_acquire(&count);
 }
+
+#if VM_FUZZ
+void vm_atoms_trim(void)
+{
+    vm_atoms_init();
+    pthread_mutex_lock(&atom_lock);
+    size_t n = (size_t)vm_atomic_load_relaxed(&count);
+    for (size_t a = ATOM__PREDEFINED; a < n; a++)
+        free((char *)entry((Atom)a)->name);
+    vm_atomic_store_release(&count, ATOM__PREDEFINED);
+    memset(index_slots, 0, index_cap * sizeof(uint32_t));
+    for (size_t a = 0; a < ATOM__PREDEFINED; a++)
+        index_insert(entry((Atom)a)->hash, (Atom)a);
+    pthread_mutex_unlock(&atom_lock);
+}
+#endif

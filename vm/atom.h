@@ -39,10 +39,20 @@ bool vm_atom_lookup(const char *name, size_t len, Atom *out);
 /* The name of an atom (NUL-terminated; its length in *len if len is set). */
 const char *vm_atom_name(Atom a, size_t *len);
 
-/* Interns a NUL-terminated name, aborting on failure (for C-side names). */
+/* Interns a NUL-terminated name, aborting on failure: for tests and
+ * benchmarks only.  The library never calls it: the atoms its C code
+ * needs are predefined (vm/atoms.def), and everything else interns with
+ * vm_atom_intern and reports a full table (docs/safety.md). */
 Atom vm_atom_cstr(const char *name);
 
 /* Number of atoms interned so far. */
 size_t vm_atom_count(void);
+
+#if VM_FUZZ
+/* Forgets every atom but the predefined ones.  Only while no VM exists
+ * and no atom term survives anywhere (the fuzz harnesses, between two
+ * inputs); not thread-safe against readers of names. */
+void vm_atoms_trim(void);
+#endif
 
 #endif /* VM_ATOM_H */

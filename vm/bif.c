@@ -144,23 +144,45 @@ NATIVE_FN(bif_abs)
     RETURN(make_small(v < 0 ? -v : v));
 }
 
+/* term_compare for natives: false (system_limit raised) when it ran out
+ * of steps. */
+static bool compare(Process *p, Term a, Term b, int *c, tvm_status *st)
+{
+    *c = term_compare_steps(a, b, p->vm->cmp_steps);
+    if (*c != TERM_CMP_LIMIT)
+        return true;
+    *st = raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
+    return false;
+}
+
 NATIVE_FN(bif_min)
 {
     SETUP();
-    RETURN(term_compare(ARG(0), ARG(1)) <= 0 ? ARG(0) : ARG(1));
+    int c;
+    tvm_status st;
+    if (!compare(p, ARG(0), ARG(1), &c, &st))
+        return st;
+    RETURN(c <= 0 ? ARG(0) : ARG(1));
 }
 
 NATIVE_FN(bif_max)
 {
     SETUP();
-    RETURN(term_compare(ARG(0), ARG(1)) >= 0 ? ARG(0) : ARG(1));
+    int c;
+    tvm_status st;
+    if (!compare(p, ARG(0), ARG(1), &c, &st))
+        return st;
+    RETURN(c >= 0 ? ARG(0) : ARG(1));
 }
 
 #define CMP_FN(name, expr)                                      \
     NATIVE_FN(name)                                             \
     {                                                           \
         SETUP();                                                \
-        int c = term_compare(ARG(0), ARG(1));                   \
+        int c;                                                  \
+        tvm_status st;                                          \
+        if (!compare(p, ARG(0), ARG(1), &c, &st))               \
+            return st;                                          \
         RETURN(make_bool(expr));                                \
     }
 CMP_FN(bif_lt, c < 0)
@@ -220,13 +242,17 @@ NATIVE_FN(bif_atom_to_binary)
     RETURN(vm_make_binary(p, s, n));
 }
 
+/* As BEAM: a name longer than 255 bytes, or the atom table full (it is
+ * shared by every VM of the OS process and never shrinks), is a
+ * system_limit of the calling process, never of the VM. */
 NATIVE_FN(bif_binary_to_atom)
 {
     SETUP();
     Atom a;
-    if (!term_is_binary(ARG(0)) ||
-        !vm_atom_intern((const char *)binary_bytes(ARG(0)), binary_size(ARG(0)), &a))
+    if (!term_is_binary(ARG(0)))
         BADARG();
+    if (!vm_atom_intern((const char *)binary_bytes(ARG(0)), binary_size(ARG(0)), &a))
+        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     RETURN(make_atom(a));
 }
 
@@ -267,27 +293,47 @@ NATIVE_FN(bif_byte_size)
     RETURN(make_small((int64_t)binary_size(ARG(0))));
 }
 
-/* Appends an iolist (binaries, bytes 0..255, nested lists) to sb. */
-static bool iolist_append(StrBuf *sb, Term t, int depth)
+/* What iolist_append found wrong. */
+enum { IO_OK, IO_BADARG, IO_LIMIT };
+
+/*
+ * Appends an iolist (binaries, bytes 0..255, nested lists; at most 100
+ * levels of nested lists, so the recursion is bounded) to sb.  IO_LIMIT
+ * when sb would pass `max` bytes: an iolist that shares its parts (L =
+ * [L, L] sixty times) is a few words long and 2^60 bytes flat.
+ */
+static int iolist_append(StrBuf *sb, Term t, int depth, size_t max)
 {
     if (depth > 100)
-        return false;
+        return IO_BADARG;
     while (term_is_cons(t)) {
         Term h = cons_head(t);
         if (term_is_small(h)) {
             if (small_value(h) < 0 || small_value(h) > 255)
-                return false;
+                return IO_BADARG;
+            if (sb->len >= max)
+                return IO_LIMIT;
             sb_putc(sb, (char)small_value(h));
-        } else if (!iolist_append(sb, h, depth + 1)) {
-            return false;
+        } else {
+            int r = iolist_append(sb, h, depth + 1, max);
+            if (r != IO_OK)
+                return r;
         }
         t = cons_tail(t);
     }
     if (term_is_binary(t)) {
+        if (sb->len > max || binary_size(t) > max - sb->len)
+            return IO_LIMIT;
         sb_put(sb, (const char *)binary_bytes(t), binary_size(t));
-        return true;
+        return IO_OK;
     }
-    return term_is_nil(t);
+    return term_is_nil(t) ? IO_OK : IO_BADARG;
+}
+
+/* The most bytes an iolist may flatten to: a binary of max_message_words. */
+static size_t iolist_max(const Process *p)
+{
+    return p->vm->max_msg > SIZE_MAX / 8 ? SIZE_MAX : p->vm->max_msg * 8;
 }
 
 NATIVE_FN(bif_iolist_to_binary)
@@ -295,13 +341,14 @@ NATIVE_FN(bif_iolist_to_binary)
     SETUP();
     StrBuf sb;
     sb_init(&sb);
-    if (!iolist_append(&sb, ARG(0), 0)) {
+    int r = iolist_append(&sb, ARG(0), 0, iolist_max(p));
+    if (r != IO_OK) {
         sb_free(&sb);
-        BADARG();
+        return raise_error(p, make_atom(r == IO_LIMIT ? ATOM_SYSTEM_LIMIT : ATOM_BADARG));
     }
-    Term r = vm_make_binary(p, sb.s, sb.len);
+    Term bin = vm_make_binary(p, sb.s, sb.len);
     sb_free(&sb);
-    RETURN(r);
+    RETURN(bin);
 }
 
 NATIVE_FN(bif_binary_to_list)
@@ -411,17 +458,22 @@ NATIVE_FN(bif_reverse2)
     RETURN(r);
 }
 
-/* Stable merge sort by term order. */
-static void merge_sort(Term *v, Term *tmp, size_t n)
+/* Stable merge sort by term order (recursion depth log2 n).  *limit is
+ * set when a comparison ran out of steps; the order is then unspecified. */
+static void merge_sort(Term *v, Term *tmp, size_t n, size_t steps, bool *limit)
 {
-    if (n < 2)
+    if (n < 2 || *limit)
         return;
     size_t h = n / 2;
-    merge_sort(v, tmp, h);
-    merge_sort(v + h, tmp, n - h);
+    merge_sort(v, tmp, h, steps, limit);
+    merge_sort(v + h, tmp, n - h, steps, limit);
     size_t i = 0, j = h, k = 0;
-    while (i < h && j < n)
-        tmp[k++] = term_compare(v[j], v[i]) < 0 ? v[j++] : v[i++];
+    while (i < h && j < n) {
+        int c = term_compare_steps(v[j], v[i], steps);
+        if (c == TERM_CMP_LIMIT)
+            *limit = true;
+        tmp[k++] = c < 0 ? v[j++] : v[i++];
+    }
     while (i < h)
         tmp[k++] = v[i++];
     while (j < n)
@@ -437,8 +489,13 @@ NATIVE_FN(bif_sort)
         BADARG();
     Term *v = list_to_array(ARG(0), n);
     Term *tmp = vm_malloc((size_t)(n > 0 ? n : 1) * sizeof(Term));
-    merge_sort(v, tmp, (size_t)n);
+    bool limit = false;
+    merge_sort(v, tmp, (size_t)n, p->vm->cmp_steps, &limit);
     free(tmp);
+    if (limit) {
+        free(v);
+        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
+    }
     Term r = build_list(p, v, (size_t)n, TERM_NIL);
     free(v);
     RETURN(r);
@@ -471,20 +528,29 @@ static FILE *out(Process *p)
     return p->vm->output ? (FILE *)p->vm->output : stdout;
 }
 
-/* Formats io:format directives; false on a bad format or argument. */
-static bool format(StrBuf *sb, Term fmt, Term args)
+/*
+ * Formats io:format directives; IO_BADARG on a bad format or argument,
+ * IO_LIMIT for a ~s iolist over iolist_max.  The output is cut with "..."
+ * once it passes VM_PRINT_MAX_BYTES, as one printed term is (~p of terms
+ * with much sharing, many times over, could otherwise take any memory).
+ */
+static int format(StrBuf *sb, Term fmt, Term args, size_t max)
 {
     if (!term_is_binary(fmt))
-        return false;
+        return IO_BADARG;
     const char *s = (const char *)binary_bytes(fmt);
     size_t n = binary_size(fmt);
     for (size_t i = 0; i < n; i++) {
+        if (VM_UNLIKELY(sb->len > VM_PRINT_MAX_BYTES)) {
+            sb_puts(sb, "...");
+            return IO_OK;
+        }
         if (s[i] != '~') {
             sb_putc(sb, s[i]);
             continue;
         }
         if (++i == n)
-            return false;
+            return IO_BADARG;
         switch (s[i]) {
         case 'n': sb_putc(sb, '\n'); continue;
         case '~': sb_putc(sb, '~'); continue;
@@ -493,10 +559,10 @@ static bool format(StrBuf *sb, Term fmt, Term args)
         case 's':
             break;
         default:
-            return false;
+            return IO_BADARG;
         }
         if (!term_is_cons(args))
-            return false;
+            return IO_BADARG;
         Term a = cons_head(args);
         args = cons_tail(args);
         if (s[i] != 's') {
@@ -505,20 +571,23 @@ static bool format(StrBuf *sb, Term fmt, Term args)
             size_t len;
             const char *name = vm_atom_name(atom_value(a), &len);
             sb_put(sb, name, len);
-        } else if (!iolist_append(sb, a, 0)) {
-            return false;
+        } else {
+            int r = iolist_append(sb, a, 0, max);
+            if (r != IO_OK)
+                return r;
         }
     }
-    return term_is_nil(args);
+    return term_is_nil(args) ? IO_OK : IO_BADARG;
 }
 
 static tvm_status do_format(Process *p, Term fmt, Term args, tvm_term *result)
 {
     StrBuf sb;
     sb_init(&sb);
-    if (!format(&sb, fmt, args)) {
+    int r = format(&sb, fmt, args, iolist_max(p));
+    if (r != IO_OK) {
         sb_free(&sb);
-        return raise_error(p, make_atom(ATOM_BADARG));
+        return raise_error(p, make_atom(r == IO_LIMIT ? ATOM_SYSTEM_LIMIT : ATOM_BADARG));
     }
     FILE *o = out(p);
     fwrite(sb.s, 1, sb.len, o);
@@ -553,20 +622,46 @@ NATIVE_FN(bif_self)
     RETURN(p->pid ? make_pid(p->pid) : make_atom(ATOM_UNDEFINED));
 }
 
-NATIVE_FN(bif_spawn3)
+/* spawn(M, F, Args) with a max_heap_size of max_heap words (0: none). */
+static tvm_status spawn(Process *p, Term m, Term f, Term args, size_t max_heap, tvm_term *result)
 {
-    SETUP();
-    Term m = ARG(0), f = ARG(1), args = ARG(2);
     long n = list_length(args);
     if (!term_is_atom(m) || !term_is_atom(f) || n < 0 || n > VM_MAX_ARITY)
-        BADARG();
+        return raise_error(p, make_atom(ATOM_BADARG));
     Export *e = vm_export_get(p->vm, atom_value(m), atom_value(f), (uint32_t)n);
     Term *v = list_to_array(args, n);
-    uint64_t pid = vm_spawn(p, e, (int)n, v, false);
+    uint64_t pid = vm_spawn(p, e, (int)n, v, false, max_heap);
     free(v);
     if (!pid)
         return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
-    RETURN(make_pid(pid));
+    *result = vm_root_push(p, make_pid(pid));
+    return TVM_OK;
+}
+
+NATIVE_FN(bif_spawn3)
+{
+    SETUP();
+    return spawn(p, ARG(0), ARG(1), ARG(2), p->vm->max_heap, result);
+}
+
+/* spawn_opt(M, F, Args, Opts): Opts a list of {max_heap_size, Words}
+ * (0: no limit; as BEAM's integer form).  The VM's default otherwise. */
+NATIVE_FN(bif_spawn_opt4)
+{
+    SETUP();
+    size_t max_heap = p->vm->max_heap;
+    Term o = ARG(3);
+    for (; term_is_cons(o); o = cons_tail(o)) {
+        Term h = cons_head(o);
+        if (!term_is_tuple(h) || tuple_arity(h) != 2 ||
+            tuple_elems(h)[0] != make_atom(ATOM_MAX_HEAP_SIZE) ||
+            !term_is_small(tuple_elems(h)[1]) || small_value(tuple_elems(h)[1]) < 0)
+            BADARG();
+        max_heap = (size_t)small_value(tuple_elems(h)[1]);
+    }
+    if (!term_is_nil(o))
+        BADARG();
+    return spawn(p, ARG(0), ARG(1), ARG(2), max_heap, result);
 }
 
 NATIVE_FN(bif_send)
@@ -575,9 +670,10 @@ NATIVE_FN(bif_send)
     Term to = ARG(0);
     if (!term_is_pid(to))
         BADARG();
-    /* Sending to a process that has exited is not an error (as in Erlang). */
-    vm_hook_send(p, pid_value(to), ARG(1));
-    vm_send(p->vm, pid_value(to), ARG(1));
+    /* Sending to a process that has exited is not an error (as in Erlang);
+     * a message over max_message_words is a system_limit. */
+    if (vm_send(p->vm, p, pid_value(to), ARG(1)) == VM_SEND_TOO_BIG)
+        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     RETURN(ARG(1));
 }
 
@@ -661,6 +757,7 @@ static const VmNativeDef bifs[] = {
     { "lists", "seq", 2, bif_seq },
     { "erlang", "self", 0, bif_self },
     { "erlang", "spawn", 3, bif_spawn3 },
+    { "erlang", "spawn_opt", 4, bif_spawn_opt4 },
     { "erlang", "send", 2, bif_send },
     { "erlang", "!", 2, bif_send },
     { "erlang", "monitor", 2, bif_monitor },

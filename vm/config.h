@@ -63,6 +63,20 @@
 #endif
 
 /*
+ * VM_FIBER_GUARD_BYTES: the guard region below every fiber stack, slab
+ * stacks included (vm/fiber.c).  A native stack overflow faults there and
+ * kills only the process that overflowed (vm/overflow.c).  A frame bigger
+ * than the guard could step over it into whatever lies below (a slab
+ * neighbour's stack): 64 KiB covers a native's large local buffers, and
+ * the VM itself is built with -fstack-clash-protection, which probes every
+ * page of a big frame.  It costs address space only (no memory, and with
+ * Linux 6.13's guard regions no kernel mapping either).
+ */
+#ifndef VM_FIBER_GUARD_BYTES
+#define VM_FIBER_GUARD_BYTES (64 * 1024)
+#endif
+
+/*
  * VM_FIBER_SLAB_STACKS: stacks per slab when tvm_config.fiber_slabs is
  * set (vm/fiber.c): one mapping per this many spawns.
  */
@@ -104,6 +118,44 @@
  */
 #ifndef VM_NATIVE_STACK_RESERVE
 #define VM_NATIVE_STACK_RESERVE (48 * 1024)
+#endif
+
+/*
+ * VM_MAX_PROCESSES: processes alive at once (tvm_config.max_processes'
+ * default).  BEAM's default is 262,144; ours is larger because slab
+ * stacks make 300,000 idle processes cheap.  A spawn beyond it raises
+ * system_limit in the spawner, as BEAM's does.
+ */
+#ifndef VM_MAX_PROCESSES
+#define VM_MAX_PROCESSES ((size_t)1 << 20)
+#endif
+
+/*
+ * VM_MAX_MESSAGE_WORDS: the largest term, counted flat, that one copy
+ * between processes may hold (tvm_config.max_message_words' default):
+ * messages, spawn arguments, exit values.  A heap holds a term with
+ * shared subterms once, but a copy flattens it ({T, T} sixty levels deep
+ * is a few words on the heap and 2^60 flat); the size is counted first and
+ * the count stops at this cap, so an oversized send costs at most this
+ * many steps and raises system_limit instead of exhausting memory.
+ * 2^27 words is 1 GiB.  It bounds comparisons too: two terms that share
+ * subterms compare as if flat, so a comparison (=:=, <, sorting, min/max)
+ * may visit at most twice this many pairs of subterms, then raises
+ * system_limit instead of holding its scheduler for 2^60 steps.
+ */
+#ifndef VM_MAX_MESSAGE_WORDS
+#define VM_MAX_MESSAGE_WORDS ((size_t)1 << 27)
+#endif
+
+/*
+ * VM_PRINT_MAX_BYTES: the most one printed term (erlang:display/1,
+ * io:format's ~p and ~w, crash reports, tvm_format_term) takes; past it
+ * the printer writes "..." and stops.  A term with shared subterms prints
+ * flat, so a few words on the heap can stand for more text than memory
+ * holds.  64 MiB: [[...]] nested 10,000,000 deep prints in 20 MB.
+ */
+#ifndef VM_PRINT_MAX_BYTES
+#define VM_PRINT_MAX_BYTES ((size_t)1 << 26)
 #endif
 
 /* VM_TIMEOUT_MAX_MS: longer receive timeouts mean infinity (~31 years). */
@@ -159,6 +211,16 @@
  */
 #ifndef VM_CODE_IX_COUNT
 #define VM_CODE_IX_COUNT 3
+#endif
+
+/*
+ * VM_FUZZ: the libFuzzer build (scons fuzz, fuzz/): adds vm_atoms_trim(),
+ * which the harnesses call between inputs once no VM exists, because the
+ * atom table is global and never shrinks and a fuzzer makes new names on
+ * every input.  Never set in a build that embeds the VM.
+ */
+#ifndef VM_FUZZ
+#define VM_FUZZ 0
 #endif
 
 /* VM_STRESS_GC: collect at every allocation check (debug knob, off). */

@@ -1,28 +1,33 @@
 /*
- * vm/fiber.c - fiber stacks (mmap + guard page, pooled; or carved from
- * slabs) and the initial frame of a new fiber.
+ * vm/fiber.c - fiber stacks (mmap + guard region, pooled; or carved from
+ * slabs, each with a guard region too) and the initial frame of a new
+ * fiber.
  *
- * Guarded stacks (the default): each stack is its own mapping with a
- * PROT_NONE page below it, so a native that overflows its stack faults at
- * once.  The price is two kernel mappings (VMAs) per live process, and
- * Linux allows vm.max_map_count (65530 by default) per OS process: about
- * 32,700 live processes.
+ * Every stack has VM_FIBER_GUARD_BYTES of guard below it, so a native that
+ * overflows its stack faults at once, and vm/overflow.c turns the fault
+ * into the end of that one process.  A guard is made with
+ * MADV_GUARD_INSTALL (Linux 6.13): the pages fault like PROT_NONE ones but
+ * are markers in the page tables, not a kernel mapping (VMA) of their own,
+ * so they neither split a mapping nor count against vm.max_map_count
+ * (65530 by default per OS process).  On older kernels the guard is
+ * mprotect(PROT_NONE) instead, which splits the mapping: a stack then
+ * costs one VMA more.
+ *
+ * Guarded stacks (the default): each stack is its own mapping, [guard |
+ * stack]: one VMA per live process (two with mprotect guards: about
+ * 32,700 live processes).
  *
  * Slab stacks (tvm_config.fiber_slabs): stacks are carved from slabs of
- * VM_FIBER_SLAB_STACKS stacks, one anonymous read-write mapping each, with
- * no guard pages.  Neighbouring slabs have the same protection and flags,
- * so the kernel merges them into one VMA; 300,000 processes then need a
- * handful of mappings instead of 600,000.  What remains against overflow:
- * vm_execute refuses a nested activation (a native calling back into VM
- * code) that would start within VM_NATIVE_STACK_RESERVE of stack_lo, and
- * the VM's own code never recurses on the native stack otherwise; a native
- * that itself uses more than the reserve below its activation writes into
- * the neighbouring stack silently.  A slab stack is never unmapped on its
- * own (that would split the VMA again): a freed one stays in the pool for
- * reuse whatever max_free says, trimming gives its pages back (madvise),
- * and the slabs are unmapped with the pool.  Address space is reserved,
- * not committed (MAP_NORESERVE): 300,000 stacks of 256 KiB are 75 GiB of
- * it, of the 128 TiB a process has.
+ * VM_FIBER_SLAB_STACKS slots [guard | stack], one anonymous read-write
+ * mapping each.  Neighbouring slabs have the same protection and flags,
+ * so the kernel merges them into one VMA; with guard regions, 300,000
+ * processes then need a handful of mappings instead of 300,000.  A slab
+ * stack is never unmapped on its own (that would split the VMA again): a
+ * freed one stays in the pool for reuse whatever max_free says, trimming
+ * gives its pages back (madvise DONTNEED, which leaves guard regions in
+ * place), and the slabs are unmapped with the pool.  Address space is
+ * reserved, not committed (MAP_NORESERVE): 300,000 slots of 320 KiB are
+ * 92 GiB of it, of the 128 TiB a process has.
  */
 #include "vm/fiber.h"
 
@@ -33,6 +38,11 @@
 #include <unistd.h>
 
 #include "vm/common.h"
+
+/* Linux 6.13's guard regions (not in older kernel headers). */
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
 
 /*
  * Under AddressSanitizer: a fiber that ends by switching away leaves the
@@ -53,6 +63,20 @@ static size_t page_size(void)
     if (!ps)
         ps = (size_t)sysconf(_SC_PAGESIZE);
     return ps;
+}
+
+/* The guard below a stack, whole pages. */
+static size_t guard_size(void)
+{
+    size_t ps = page_size();
+    return (VM_FIBER_GUARD_BYTES + ps - 1) / ps * ps;
+}
+
+/* Makes [lo, lo + len) fault on any access: a guard region when the
+ * kernel has them, PROT_NONE otherwise; false if neither works. */
+static bool make_guard(char *lo, size_t len)
+{
+    return madvise(lo, len, MADV_GUARD_INSTALL) == 0 || mprotect(lo, len, PROT_NONE) == 0;
 }
 
 void vm_fiber_pool_init(FiberPool *pool, size_t stack_size, size_t max_free)
@@ -87,8 +111,8 @@ static void unmap(Fiber *f)
         free(f);    /* the slab goes with the pool */
         return;
     }
-    size_t ps = page_size();
-    if (munmap(f->stack_lo - ps, (size_t)(f->stack_hi - f->stack_lo) + ps) != 0)
+    size_t g = guard_size();
+    if (munmap(f->stack_lo - g, (size_t)(f->stack_hi - f->stack_lo) + g) != 0)
         vm_die("munmap of a fiber stack");
     free(f);
 }
@@ -101,7 +125,7 @@ void vm_fiber_pool_destroy(FiberPool *pool)
         unmap(f);
     }
     pool->nfree = 0;
-    size_t slab_len = VM_FIBER_SLAB_STACKS * pool->stack_size;
+    size_t slab_len = VM_FIBER_SLAB_STACKS * (guard_size() + pool->stack_size);
     for (size_t i = 0; i < pool->nslabs; i++)
         if (munmap(pool->slab_list[i], slab_len) != 0)
             vm_die("munmap of a fiber slab");
@@ -112,10 +136,11 @@ void vm_fiber_pool_destroy(FiberPool *pool)
 }
 
 /* The next stack of the current slab, mapping a new slab when it is used
- * up; NULL when no slab can be mapped. */
+ * up; NULL when no slab can be mapped or no guard made. */
 static Fiber *carve(FiberPool *pool)
 {
-    size_t slab_len = VM_FIBER_SLAB_STACKS * pool->stack_size;
+    size_t g = guard_size(), slot = g + pool->stack_size;
+    size_t slab_len = VM_FIBER_SLAB_STACKS * slot;
     pthread_mutex_lock(&pool->lock);
     if (pool->slab_next == pool->slab_end) {
         char *slab = mmap(NULL, slab_len, PROT_READ | PROT_WRITE,
@@ -132,9 +157,13 @@ static Fiber *carve(FiberPool *pool)
         pool->slab_next = slab;
         pool->slab_end = slab + slab_len;
     }
-    char *lo = pool->slab_next;
-    pool->slab_next += pool->stack_size;
+    char *lo = pool->slab_next + g;
+    pool->slab_next += slot;
     pthread_mutex_unlock(&pool->lock);
+    /* The guard once, when the slot is first used: slab stacks are reused,
+     * never unmapped alone.  A slot whose guard fails stays unused. */
+    if (!make_guard(lo - g, g))
+        return NULL;
     Fiber *f = vm_calloc(1, sizeof(Fiber));
     f->stack_lo = lo;
     f->stack_hi = lo + pool->stack_size;
@@ -142,25 +171,31 @@ static Fiber *carve(FiberPool *pool)
     return f;
 }
 
-/* A stack of its own with a guard page; NULL when it cannot be mapped. */
+/* A stack of its own with a guard; NULL when it cannot be mapped. */
 static Fiber *map_guarded(FiberPool *pool)
 {
-    /* [guard page][stack ...]; the Fiber itself is a small malloc'd
-     * struct, so an idle fiber's resident memory is the stack pages it
-     * touched and nothing else. */
-    size_t ps = page_size();
-    size_t len = ps + pool->stack_size;
+    /* [guard][stack ...]; the Fiber itself is a small malloc'd struct, so
+     * an idle fiber's resident memory is the stack pages it touched and
+     * nothing else. */
+    size_t g = guard_size();
+    size_t len = g + pool->stack_size;
     char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                       -1, 0);
-    if (base == MAP_FAILED || mprotect(base, ps, PROT_NONE) != 0) {
+    if (base == MAP_FAILED || !make_guard(base, g)) {
         if (base != MAP_FAILED)
             munmap(base, len);
         return NULL;
     }
     Fiber *f = vm_calloc(1, sizeof(Fiber));
-    f->stack_lo = base + ps;
+    f->stack_lo = base + g;
     f->stack_hi = base + len;
     return f;
+}
+
+bool vm_fiber_in_guard(const Fiber *f, uintptr_t addr)
+{
+    uintptr_t lo = (uintptr_t)f->stack_lo;
+    return addr < lo && addr >= lo - guard_size();
 }
 
 Fiber *vm_fiber_alloc(FiberPool *pool)

@@ -3,10 +3,11 @@
  * an assembly routine (vm/fiber_<arch>.S; the saved-register layout is
  * documented there).
  *
- * Stacks are mmap'd with a guard page below them and kept in a pool for
- * reuse; or, in a slab pool, carved from large mappings without guard
- * pages (vm/fiber.c explains the trade).  A pool may be used from any thread; a Fiber is owned by whoever
- * runs or holds it.
+ * Stacks are mmap'd with a guard region below them (VM_FIBER_GUARD_BYTES)
+ * and kept in a pool for reuse; or, in a slab pool, carved from large
+ * mappings, each with its guard too (vm/fiber.c explains the mappings).
+ * A pool may be used from any thread; a Fiber is owned by whoever runs or
+ * holds it.
  */
 #ifndef VM_FIBER_H
 #define VM_FIBER_H
@@ -42,9 +43,11 @@ typedef void (*FiberFn)(void *arg);
 #include <sanitizer/tsan_interface.h>
 static inline void *vm_fiber_tsan_current(void) { return __tsan_get_current_fiber(); }
 static inline void vm_fiber_tsan_switch(void *target) { __tsan_switch_to_fiber(target, 0); }
+static inline void *vm_fiber_tsan_new(void) { return __tsan_create_fiber(0); }
 #else
 static inline void *vm_fiber_tsan_current(void) { return NULL; }
 static inline void vm_fiber_tsan_switch(void *target) { (void)target; }
+static inline void *vm_fiber_tsan_new(void) { return NULL; }
 #endif
 
 /* Saves the running context into *save_sp and resumes the one at next_sp. */
@@ -85,6 +88,10 @@ typedef struct FiberPool {
 /* stack_size is rounded up to pages; 0 means VM_FIBER_STACK_SIZE. */
 void vm_fiber_pool_init(FiberPool *pool, size_t stack_size, size_t max_free);
 void vm_fiber_pool_destroy(FiberPool *pool);
+/* Whether addr is in the guard region below f's stack (a fault there is
+ * f's stack overflowing: vm/overflow.c).  Async-signal-safe. */
+bool vm_fiber_in_guard(const Fiber *f, uintptr_t addr);
+
 /* Makes a fresh pool carve its stacks from slabs (before the first alloc). */
 void vm_fiber_pool_use_slabs(FiberPool *pool);
 /* A fiber with a fresh or reused stack; NULL when no stack can be mapped. */

@@ -115,7 +115,11 @@ void vm_gc(Process *p, size_t need, Term *extra, size_t nextra)
 {
     size_t used = (size_t)(p->htop - p->heap);
     size_t cur = vm_heap_size(p);
-    size_t size = cur > used + need ? cur : used + need;
+    /* A heap that must grow is collected straight into the size it would
+     * grow to if everything were live (live data is at most what is
+     * used), so a heap whose data stays live, as when a process builds a
+     * big term, is copied once per growth and not twice. */
+    size_t size = cur >= used + need ? cur : pow2_at_least(2 * (used + need));
     collect_into(p, size, extra, nextra);
     /*
      * Resize: live data plus the request should fill at most half of the
@@ -128,6 +132,24 @@ void vm_gc(Process *p, size_t need, Term *extra, size_t nextra)
         target = p->heap_min;
     if (target > size || (target * 4 <= size && size > p->heap_min))
         collect_into(p, target, extra, nextra);
+    if (p->max_heap)
+        vm_heap_check_max(p);
+}
+
+void vm_heap_check_max(Process *p)
+{
+    /* The block, not the live data, as BEAM counts a heap's size.  The
+     * heap still grows as asked: the caller allocates next, and a process
+     * cannot be stopped in the middle of a native or an instruction; it
+     * dies at its next reduction check (a call or a backward jump: a
+     * bounded number of instructions away, as the verifier allows no
+     * other loop). */
+    size_t used = vm_heap_size(p) + p->mq_words;
+    if (used > p->max_heap && !p->kill) {
+        p->kill = make_atom(ATOM_KILLED);
+        p->kill_heap = used;
+        p->reds = 0;
+    }
 }
 
 void vm_heap_ensure(Process *p, size_t words, Term *extra, size_t nextra)
@@ -138,56 +160,62 @@ void vm_heap_ensure(Process *p, size_t words, Term *extra, size_t nextra)
 
 /* ==== copying terms ==== */
 
-/* Copies t to *hp (bumping it); the caller has room for term_size(t). */
-static Term copy_rec(Term **hp, Term t)
-{
-    Term result, *dst = &result;
-    for (;;) {
-        switch (term_tag(t)) {
-        case TAG_LIST: {
-            Term *cell = *hp;
-            *hp += 2;
-            cell[0] = copy_rec(hp, cons_head(t));
-            *dst = make_cons_ptr(cell);
-            dst = &cell[1];
-            t = cons_tail(t);
-            continue;
-        }
-        case TAG_BOXED: {
-            Term *obj = boxed_ptr(t);
-            Term hdr = obj[0];
-            size_t n = boxed_words_from_header(hdr);
-            Term *to = *hp;
-            *hp += n;
-            *dst = make_boxed(to);
-            if (IMM_SUB(hdr) != IMM_HDR_TUPLE || n == 1) {
-                memcpy(to, obj, n * sizeof(Term));
-                return result;
-            }
-            to[0] = hdr;
-            for (size_t i = 1; i + 1 < n; i++)
-                to[i] = copy_rec(hp, obj[i]);
-            dst = &to[n - 1];
-            t = obj[n - 1];
-            continue;
-        }
-        default:
-            *dst = t;
-            return result;
-        }
-    }
-}
+/*
+ * A copy is a Cheney scan, as the collector is, so it needs no stack at
+ * all whatever the term's depth: the root object is copied shallowly (its
+ * words verbatim, so its parts still point at the source), then a scan
+ * over the words copied so far replaces each pointer it meets with a
+ * shallow copy of what it points at, appended at the end, until the scan
+ * catches up with the end.  Headers tell the scan where an object's raw
+ * words (a binary's bytes, a fun's export) are, to step over them; a
+ * cons cell's words are terms (never headers).  Shared subterms are
+ * copied once per reference, as term_size counts them, so a copy takes
+ * exactly term_size(t) words.
+ */
 
-Term vm_copy_term(Process *p, Term t)
+/* A shallow copy of what t points at, appended at *hp; t if immediate. */
+static inline Term shallow(Term **hp, Term t)
 {
-    Term r = copy_rec(&p->htop, t);
-    VM_ASSERT(p->htop <= p->hend, "heap overflow in copy");
-    return r;
+    if (term_is_cons(t)) {
+        const Term *c = cons_ptr(t);
+        Term *to = *hp;
+        to[0] = c[0];
+        to[1] = c[1];
+        *hp += 2;
+        return make_cons_ptr(to);
+    }
+    if (term_is_boxed(t)) {
+        const Term *o = boxed_ptr(t);
+        size_t n = boxed_words_from_header(o[0]);
+        Term *to = *hp;
+        memcpy(to, o, n * sizeof(Term));
+        *hp += n;
+        return make_boxed(to);
+    }
+    return t;
 }
 
 Term vm_copy_to(Term **hp, Term t)
 {
-    return copy_rec(hp, t);
+    Term *scan = *hp;
+    Term result = shallow(hp, t);
+    while (scan < *hp) {
+        Term w = *scan;
+        if (term_is_header(w)) {
+            /* A tuple's elements follow as terms; other objects' words are raw. */
+            scan += IMM_SUB(w) == IMM_HDR_TUPLE ? 1 : boxed_words_from_header(w);
+            continue;
+        }
+        *scan++ = shallow(hp, w);
+    }
+    return result;
+}
+
+Term vm_copy_term(Process *p, Term t)
+{
+    Term r = vm_copy_to(&p->htop, t);
+    VM_ASSERT(p->htop <= p->hend, "heap overflow in copy");
+    return r;
 }
 
 Term vm_make_tuple(Process *p, uint32_t n, Term *elems)

@@ -36,6 +36,14 @@ static inline Term *vm_heap_alloc(Process *p, size_t words)
 /* Runs a collection now, with room for `need` more words afterwards. */
 void vm_gc(Process *p, size_t need, Term *extra, size_t nextra);
 
+/*
+ * max_heap_size: when p's heap block and the messages in its queue are
+ * over p->max_heap, marks p to be killed with reason killed at its next
+ * reduction check (Process.kill).  After each collection (the only time
+ * the heap grows) and when messages enter the queue.
+ */
+void vm_heap_check_max(Process *p);
+
 /* Size in words of the heap block in use. */
 static inline size_t vm_heap_size(const Process *p)
 {

@@ -140,6 +140,14 @@ void vm_hook_receive(Process *p, const Message *m);
  */
 void vm_hook_note_raise(Process *p, const Instr *top_pc);
 
+/*
+ * p overflowed its native stack (vm/overflow.c): records the mixed stack
+ * of the fault, from its program counter and frame pointer, into
+ * p->exc_stack for the crash report.  On p's scheduler thread, off p's
+ * fiber, before anything reuses that fiber's stack.
+ */
+void vm_hook_note_fault(Process *p, uintptr_t pc, uintptr_t fp);
+
 /* Appends p->exc_stack (non-NULL), formatted, to a crash report. */
 void vm_hook_format_raise(const Process *p, struct StrBuf *sb);
 

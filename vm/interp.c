@@ -94,21 +94,26 @@ static bool is_class(Term t)
            t == make_atom(ATOM_EXIT);
 }
 
-/* Exact equality with an immediate fast path (immediates are canonical). */
-static inline bool eq_terms(Term a, Term b)
+/* Exact equality with an immediate fast path (immediates are canonical):
+ * 1 equal, 0 not, -1 when the comparison ran out of steps
+ * (TERM_CMP_LIMIT: the caller raises system_limit). */
+static inline int eq_terms(const Process *p, Term a, Term b)
 {
     if (a == b)
-        return true;
+        return 1;
     if ((a | b) & 2)
-        return false;
-    return term_compare(a, b) == 0;
+        return 0;
+    int c = term_compare_steps(a, b, p->vm->cmp_steps);
+    return c == 0 ? 1 : c == TERM_CMP_LIMIT ? -1 : 0;
 }
 
-static inline bool lt_terms(Term a, Term b)
+/* a < b: 1, 0, or -1 as eq_terms. */
+static inline int lt_terms(const Process *p, Term a, Term b)
 {
     if (VM_LIKELY((a & b & TAG_MASK) == TAG_SMALL))
         return (int64_t)a < (int64_t)b;
-    return term_compare(a, b) < 0;
+    int c = term_compare_steps(a, b, p->vm->cmp_steps);
+    return c == TERM_CMP_LIMIT ? -1 : c < 0;
 }
 
 static tvm_status execute(Process *p, const FuncInfo *fn, int argc, const Term *args,
@@ -196,7 +201,8 @@ dispatch_insn: __attribute__((unused));
         /* A = registers of the function.  A reduction per call. */
         if (VM_UNLIKELY(--p->reds <= 0)) {
             f->pc = pc;   /* the line of a suspended frame (stacks/st_join.c) */
-            vm_yield_point(p);
+            if (VM_UNLIKELY(vm_yield_point(p)))
+                goto killed;
         }
         if (VM_UNLIKELY(f->base + A > p->stack_size)) {
             if (!vm_stack_ensure(p, (size_t)f->base + A))
@@ -272,12 +278,23 @@ arith:
     reg[A] = tmp;
     NEXT(1);
 
-    CASE(JLT) { if (lt_terms(reg[A], reg[B])) NEXT(INSTR_CS(insn)); NEXT(1); }
-    CASE(JGE) { if (!lt_terms(reg[A], reg[B])) NEXT(INSTR_CS(insn)); NEXT(1); }
-    CASE(JEQ) { if (eq_terms(reg[A], reg[B])) NEXT(INSTR_CS(insn)); NEXT(1); }
-    CASE(JNE) { if (!eq_terms(reg[A], reg[B])) NEXT(INSTR_CS(insn)); NEXT(1); }
-    CASE(JLTI) { if (lt_terms(reg[A], make_small(INSTR_BS(insn)))) NEXT(INSTR_CS(insn)); NEXT(1); }
-    CASE(JGEI) { if (!lt_terms(reg[A], make_small(INSTR_BS(insn)))) NEXT(INSTR_CS(insn)); NEXT(1); }
+    /* A comparison that ran out of steps (-1) raises system_limit. */
+#define CMP_BRANCH(r, want)                                                 \
+    do {                                                                    \
+        int r_ = (r);                                                       \
+        if (r_ == (want))                                                   \
+            NEXT(INSTR_CS(insn));                                           \
+        if (VM_UNLIKELY(r_ < 0))                                            \
+            RAISE_ERROR(make_atom(ATOM_SYSTEM_LIMIT));                      \
+        NEXT(1);                                                            \
+    } while (0)
+    CASE(JLT) { CMP_BRANCH(lt_terms(p, reg[A], reg[B]), 1); }
+    CASE(JGE) { CMP_BRANCH(lt_terms(p, reg[A], reg[B]), 0); }
+    CASE(JEQ) { CMP_BRANCH(eq_terms(p, reg[A], reg[B]), 1); }
+    CASE(JNE) { CMP_BRANCH(eq_terms(p, reg[A], reg[B]), 0); }
+    CASE(JLTI) { CMP_BRANCH(lt_terms(p, reg[A], make_small(INSTR_BS(insn))), 1); }
+    CASE(JGEI) { CMP_BRANCH(lt_terms(p, reg[A], make_small(INSTR_BS(insn))), 0); }
+#undef CMP_BRANCH
     CASE(JEQI) { if (reg[A] == make_small(INSTR_BS(insn))) NEXT(INSTR_CS(insn)); NEXT(1); }
     CASE(JNEI) { if (reg[A] != make_small(INSTR_BS(insn))) NEXT(INSTR_CS(insn)); NEXT(1); }
     CASE(JUMP) {
@@ -285,7 +302,8 @@ arith:
         /* A backward jump is a loop iteration: it costs a reduction. */
         if (off <= 0 && VM_UNLIKELY(--p->reds <= 0)) {
             f->pc = pc;
-            vm_yield_point(p);
+            if (VM_UNLIKELY(vm_yield_point(p)))
+                goto killed;
         }
         NEXT(off);
     }
@@ -564,14 +582,20 @@ arith:
     }
 #endif
 
+killed:
+    /* The process is being killed (Process.kill): exit with its reason. */
+    vm_exception_set(p, make_atom(ATOM_EXIT), p->kill, pc);
+    /* fall through */
 unwind:
     /*
      * An exception is pending in p->exc_*.  The innermost handler of this
      * activation (one whose frame is above the entry frame) catches it;
-     * otherwise the activation ends with TVM_EXCEPTION.
+     * otherwise the activation ends with TVM_EXCEPTION.  A process being
+     * killed is caught by nothing: every activation ends, as BEAM's kill
+     * signal is untrappable.
      */
     if (p->nhandlers > p->frames[entry].hbase &&
-        p->handlers[p->nhandlers - 1].frame > entry) {
+        p->handlers[p->nhandlers - 1].frame > entry && VM_LIKELY(!p->kill)) {
         if (VM_UNLIKELY(p->ntrace)) {
             uint32_t hf = p->handlers[p->nhandlers - 1].frame;
             vm_hook_trace_unwind(p, hf + 1, (int)hf, entry == 0);
@@ -604,8 +628,10 @@ unwind:
 #undef NEXT
 }
 
-void vm_yield_point(Process *p)
+bool vm_yield_point(Process *p)
 {
+    if (VM_UNLIKELY(p->kill))
+        return true;
     /*
      * A call context runs on its caller's thread and has nobody to yield
      * to, so its time slice simply starts again.  A process on a
@@ -614,6 +640,7 @@ void vm_yield_point(Process *p)
     vm_reds_account(p);
     if (p->fiber)
         vm_proc_yield(p);
+    return false;
 }
 
 void vm_proc_fetch_any(Process *p)

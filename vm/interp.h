@@ -6,8 +6,10 @@
 
 #include "vm/process.h"
 
-/* Called when a process has used up its reductions. */
-void vm_yield_point(Process *p);
+/* Called when a process has used up its reductions (or was marked to be
+ * killed, Process.kill, which zeroes them): true when it must die now,
+ * false after it had its turn. */
+bool vm_yield_point(Process *p);
 
 /* Receive helpers that also work (trivially) for call contexts. */
 void vm_proc_fetch_any(Process *p);

@@ -230,6 +230,12 @@ static void proc_main(void *arg)
     vm_hook_sched_start(p);
     Term res;
     tvm_status st = vm_execute(p, vm_export_target(p->vm, p->entry), argc, args, &res);
+    if (VM_UNLIKELY(p->kill) && !(st != TVM_OK && p->exc_reason == p->kill)) {
+        /* Marked to be killed after its last reduction check (its heap
+         * outgrew max_heap_size on the way out): it dies all the same. */
+        vm_exception_set(p, make_atom(ATOM_EXIT), p->kill, NULL);
+        st = TVM_EXCEPTION;
+    }
     if (st == TVM_OK) {
         proc_exit(p, make_atom(ATOM_NORMAL), res);
     } else {
@@ -245,25 +251,24 @@ static void proc_main(void *arg)
     VM_UNREACHABLE();
 }
 
+/* Takes back a place vm_spawn reserved in the count of live processes
+ * for a process that will not be made after all. */
+static void unreserve(SchedSystem *sys)
+{
+    pthread_mutex_lock(&sys->lock);
+    sys->live--;
+    if (sys->exit_waiters && sys->live == 0)
+        pthread_cond_broadcast(&sys->exited);
+    pthread_mutex_unlock(&sys->lock);
+}
+
 uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *args,
-                  bool joinable)
+                  bool joinable, size_t max_heap)
 {
     tvm_vm *vm = parent->vm;
     SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
-    Process *p = vm_sched_cache_get(sys);
-    if (p) {
-        Fiber *fiber = p->fiber;
-        vm_process_recycle(p);
-        p->fiber = fiber;
-    } else {
-        Fiber *fiber = vm_fiber_alloc(&sys->pool);
-        if (!fiber)
-            return 0;
-        p = vm_process_new(vm);
-        p->fiber = fiber;
-    }
-    p->entry = entry;
-    /* Arguments travel as one message: a list copied off the caller's heap. */
+    /* Arguments travel as one message: a list copied off the caller's
+     * heap, within the copy limit. */
     Term tmp[VM_MAX_ARITY * 2 + 2];
     Term list = TERM_NIL;
     for (int i = argc; i-- > 0;) {
@@ -271,7 +276,38 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
         tmp[2 * i + 1] = list;
         list = make_cons_ptr(&tmp[2 * i]);
     }
-    p->entry_args = argc > 0 ? vm_message_new(list) : NULL;
+    Message *margs = NULL;
+    if (argc > 0 && !(margs = vm_message_new(list, vm->max_msg)))
+        return 0;
+    /* A place among the live processes first (the max_processes limit),
+     * counted from here on so that concurrent spawns cannot overshoot. */
+    pthread_mutex_lock(&sys->lock);
+    bool room = sys->live < vm->max_procs;
+    if (room)
+        sys->live++;
+    pthread_mutex_unlock(&sys->lock);
+    if (!room) {
+        vm_messages_free(margs);
+        return 0;
+    }
+    Process *p = vm_sched_cache_get(sys);
+    if (p) {
+        Fiber *fiber = p->fiber;
+        vm_process_recycle(p);
+        p->fiber = fiber;
+    } else {
+        Fiber *fiber = vm_fiber_alloc(&sys->pool);
+        if (!fiber) {
+            vm_messages_free(margs);
+            unreserve(sys);
+            return 0;
+        }
+        p = vm_process_new(vm);
+        p->fiber = fiber;
+    }
+    p->entry = entry;
+    p->entry_args = margs;
+    p->max_heap = max_heap;
     pthread_mutex_lock(&sys->lock);
     p->pid = sys->next_pid++;
     /* The default trace flags, read under the table lock: the order
@@ -283,7 +319,6 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
         p->join_next = sys->joinables;
         sys->joinables = p;
     }
-    sys->live++;
     /* Everything a reader of the table may look at is set before the
      * table publishes p (tvm_processes reads the state, a capture the
      * interlock's generation and word): this lock orders it for them, and
@@ -308,6 +343,9 @@ static void crash_report(Process *p)
     sb_init(&sb);
     sb_printf(&sb, "=CRASH REPORT==== process <0.%llu.0> crashed: ", (unsigned long long)p->pid);
     vm_format_exception(p, &sb);
+    if (p->kill_heap)
+        sb_printf(&sb, "  max_heap_size %zu words, reached %zu (heap and message queue)\n",
+                  p->max_heap, p->kill_heap);
     if (p->exc_stack) {
         sb_puts(&sb, "  stack at the raise:\n");
         vm_hook_format_raise(p, &sb);
@@ -335,6 +373,18 @@ static void proc_exit(Process *p, Term cls, Term value)
         Term e[2] = { vm_root_get(p, hv), trace };
         hr = vm_root_push(p, vm_make_tuple(p, 2, e));
     }
+    /* What leaves the process is copied: a value or reason too big for a
+     * copy (over max_message_words, with room for the 'DOWN' tuple
+     * around it) becomes system_limit, so that every watcher still gets
+     * its 'DOWN' and a joiner an answer. */
+    size_t max = p->vm->max_msg > 6 ? p->vm->max_msg - 6 : 0;
+    if (term_size_capped(vm_root_get(p, hr), max) == SIZE_MAX)
+        p->roots[hr.h] = make_atom(ATOM_SYSTEM_LIMIT);
+    if (p->joinable && term_size_capped(vm_root_get(p, hv), max) == SIZE_MAX) {
+        p->roots[hv.h] = make_atom(ATOM_SYSTEM_LIMIT);
+        if (normal)
+            cls = make_atom(ATOM_ERROR);
+    }
     vm_hook_exit(p, vm_root_get(p, hr));
     p->ct_fn = NULL;     /* the call_time clock forgets its function */
     vm_hook_sched_exit(p);
@@ -352,14 +402,14 @@ static void proc_exit(Process *p, Term cls, Term value)
     for (Monitor *m = mons; m;) {
         Term e[5] = { make_atom(ATOM_DOWN), make_small((int64_t)m->ref), make_atom(ATOM_PROCESS),
                       make_pid(p->pid), vm_root_get(p, hr) };
-        vm_send(p->vm, m->watcher, vm_make_tuple(p, 5, e));
+        vm_send(p->vm, NULL, m->watcher, vm_make_tuple(p, 5, e));
         Monitor *n = m->next;
         free(m);
         m = n;
     }
     /* The exit value is the result, or the raw reason (the joiner gets the
      * class and the stack trace separately); only a joiner reads it. */
-    Message *val = joinable ? vm_message_new(vm_root_get(p, hv)) : NULL;
+    Message *val = joinable ? vm_message_new(vm_root_get(p, hv), p->vm->max_msg) : NULL;
     pthread_mutex_lock(&p->lock);
     p->exit_class = cls;
     p->exit_value = val;
@@ -369,6 +419,53 @@ static void proc_exit(Process *p, Term cls, Term value)
     vm_il_switch_out(p);
     vm_fiber_tsan_switch(p->sched->tsan);
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
+}
+
+/* ==== a native stack overflow (vm/overflow.c) ==== */
+
+/* The body of a fiber restarted after its process overflowed its native
+ * stack: the process exits with what vm_proc_overflowed recorded. */
+static void overflow_main(void *arg)
+{
+    Process *p = arg;
+    proc_exit(p, p->exc_class, p->exc_reason);
+}
+
+void vm_proc_overflowed(Process *p, uintptr_t pc, uintptr_t fp)
+{
+    /* {system_limit, native_stack} outside every heap (the collector
+     * leaves such terms alone, as module literals): nothing is allocated
+     * for it while the process's own state cannot be trusted. */
+    static const Term reason[3] = { MAKE_HEADER(IMM_HDR_TUPLE, 2),
+                                    MAKE_IMM(IMM_ATOM, ATOM_SYSTEM_LIMIT),
+                                    MAKE_IMM(IMM_ATOM, ATOM_NATIVE_STACK) };
+    /* The stack trace from the VM frames, which live off the fiber; then
+     * the fault's mixed stack (over what crash_stacks may have taken of
+     * this alternate stack). */
+    vm_exception_set(p, make_atom(ATOM_ERROR), make_boxed(reason), NULL);
+    if (p->vm->crash_reports)
+        vm_hook_note_fault(p, pc, fp);
+    /* The fault may have stopped anything halfway (a collection, a
+     * native's handles, a frame being pushed): nothing of the frames,
+     * handlers, roots, registers or heap is used again.  A fresh heap
+     * holds what the exit builds. */
+    p->nframes = p->ntrace = p->nhandlers = p->nroots = p->nesting = 0;
+    p->ct_fn = NULL;
+    p->kill = 0;
+    p->exc_trace_term = THE_NONE;
+    for (uint32_t i = 0; i < p->stack_size; i++)
+        p->stack[i] = TERM_NIL;
+    free(p->heap);
+    p->heap = p->htop = vm_malloc(p->heap_min * sizeof(Term));
+    p->hend = p->heap + p->heap_min;
+    /* The fiber from its top, on its own stack again (the exit may suspend,
+     * under the lossless trace policy, and resume on another thread). */
+    vm_fiber_init(p->fiber, overflow_main, p);
+    p->fiber->tsan = vm_fiber_tsan_new();
+    void *abandoned;
+    vm_fiber_tsan_switch(p->fiber->tsan);
+    vm_fiber_switch(&abandoned, p->fiber->sp);
+    VM_UNREACHABLE();
 }
 
 /* Takes an exited process out of the table; true if that dropped the

@@ -22,15 +22,21 @@
 
 /* ==== messages ==== */
 
-Message *vm_message_new(Term t)
+/* A message of `words` words (term_size(t)) holding a copy of t. */
+static Message *message_sized(Term t, size_t words)
 {
-    size_t words = term_size(t);
     Message *m = vm_malloc(sizeof(Message) + words * sizeof(Term));
     Term *hp = m->data;
     m->next = NULL;
     m->words = words;
     m->term = vm_copy_to(&hp, t);
     return m;
+}
+
+Message *vm_message_new(Term t, size_t max_words)
+{
+    size_t words = term_size_capped(t, max_words);
+    return words == SIZE_MAX ? NULL : message_sized(t, words);
 }
 
 void vm_messages_free(Message *m)
@@ -53,15 +59,21 @@ static void wake_locked(Process *p, bool *enqueue)
     }
 }
 
-bool vm_send(tvm_vm *vm, uint64_t pid, Term msg)
+VmSend vm_send(tvm_vm *vm, Process *from, uint64_t pid, Term msg)
 {
+    size_t words = term_size_capped(msg, vm->max_msg);
+    if (words == SIZE_MAX)
+        return VM_SEND_TOO_BIG;
+    /* Before the delivery: the receiver's receive event comes after it. */
+    if (from)
+        vm_hook_send(from, pid, msg);
     SchedSystem *sys = vm_sched_of(vm);
     if (!sys)
-        return false;
+        return VM_SEND_NOPROC;
     Process *p = vm_proc_get(sys, pid);
     if (!p)
-        return false;
-    Message *m = vm_message_new(msg);
+        return VM_SEND_NOPROC;
+    Message *m = message_sized(msg, words);
     bool enqueue = false, ok = true;
     pthread_mutex_lock(&p->lock);
     if (p->state == PS_EXITED || p->exiting) {
@@ -70,6 +82,7 @@ bool vm_send(tvm_vm *vm, uint64_t pid, Term msg)
         *p->inbox_tail = m;
         p->inbox_tail = &m->next;
         p->inbox_len++;
+        p->inbox_words += m->words;
         wake_locked(p, &enqueue);
     }
     pthread_mutex_unlock(&p->lock);
@@ -78,7 +91,7 @@ bool vm_send(tvm_vm *vm, uint64_t pid, Term msg)
     if (enqueue)
         vm_sched_enqueue(sys, p);
     vm_proc_put(sys, p);
-    return ok;
+    return ok ? VM_SEND_OK : VM_SEND_NOPROC;
 }
 
 /* Moves messages sent so far into the process's own queue (lock held).
@@ -95,8 +108,19 @@ static Message **fetch_locked(Process *p)
         /* The process is the only writer of mq_len. */
         vm_atomic_store_relaxed(&p->mq_len, vm_atomic_load_relaxed(&p->mq_len) + p->inbox_len);
         p->inbox_len = 0;
+        p->mq_words += p->inbox_words;
+        p->inbox_words = 0;
     }
     return from;
+}
+
+/* After a fetch: the queue counts toward max_heap_size, as messages do in
+ * BEAM's on-heap queues (a process flooded with messages it never takes
+ * is killed once it looks at its mailbox). */
+static void check_queue(Process *p)
+{
+    if (p->max_heap)
+        vm_heap_check_max(p);
 }
 
 void vm_proc_fetch(Process *p)
@@ -104,6 +128,7 @@ void vm_proc_fetch(Process *p)
     pthread_mutex_lock(&p->lock);
     Message **from = fetch_locked(p);
     pthread_mutex_unlock(&p->lock);
+    check_queue(p);
     /* Only this process changes its queue: *from stays the first new one. */
     vm_hook_receive(p, *from);
 }
@@ -115,6 +140,7 @@ void vm_proc_accept(Process *p)
     if (p->mq_tail == &m->next)
         p->mq_tail = p->cursor;
     vm_atomic_store_relaxed(&p->mq_len, vm_atomic_load_relaxed(&p->mq_len) - 1);
+    p->mq_words -= m->words;
     free(m);
     p->cursor = &p->mq;
 }
@@ -166,6 +192,7 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
         p->signaled = false;
     }
     pthread_mutex_unlock(&p->lock);
+    check_queue(p);
     vm_hook_receive(p, *from);
     if (found || timeout_ms == 0)
         return found;
@@ -180,6 +207,7 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
         from = fetch_locked(p);
         bool to = p->timed_out;
         pthread_mutex_unlock(&p->lock);
+        check_queue(p);
         vm_hook_receive(p, *from);
         if (*p->cursor)
             return true;
@@ -211,7 +239,7 @@ uint64_t vm_proc_monitor(Process *p, uint64_t target)
         /* Monitoring a process that is gone: an immediate DOWN, noproc. */
         Term e[5] = { make_atom(ATOM_DOWN), make_small((int64_t)ref), make_atom(ATOM_PROCESS),
                       make_pid(target), make_atom(ATOM_NOPROC) };
-        vm_send(p->vm, p->pid, vm_make_tuple(p, 5, e));
+        vm_send(p->vm, NULL, p->pid, vm_make_tuple(p, 5, e));
     }
     return ref;
 }

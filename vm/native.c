@@ -53,8 +53,11 @@ tvm_status tvm_register_native(tvm_vm *vm, const char *mod, const char *fun,
         return fail(err, TVM_ERR_BADARG, "tvm_register_native: %s:%s/%d: arity out of range 0..255",
                     mod, fun, arity);
     Atom m, f;
-    if (!vm_atom_intern(mod, strlen(mod), &m) || !vm_atom_intern(fun, strlen(fun), &f))
+    if (strlen(mod) > VM_ATOM_MAX_LEN || strlen(fun) > VM_ATOM_MAX_LEN)
         return fail(err, TVM_ERR_BADARG, "tvm_register_native: %s:%s/%d: name longer than 255 bytes",
+                    mod, fun, arity);
+    if (!vm_atom_intern(mod, strlen(mod), &m) || !vm_atom_intern(fun, strlen(fun), &f))
+        return fail(err, TVM_ERR_LIMIT, "tvm_register_native: %s:%s/%d: atom table full",
                     mod, fun, arity);
     vm_code_perm_acquire(vm);
     pthread_mutex_lock(&vm->code_lock);

@@ -127,7 +127,8 @@ struct tvm_env {
 
 /*
  * Resolves mod:fun/argc through the export table and reads the argument
- * handles into args[]; TVM_ERR_BADARG on any bad argument.  Shared by
+ * handles into args[]; TVM_ERR_BADARG on any bad argument, TVM_ERR_LIMIT
+ * when a name is no atom yet and the atom table is full.  Shared by
  * tvm_call() and tvm_spawn().  The result is the export entry, not its
  * target: a target may be a breakpoint trampoline, which lives only while
  * thread progress protects it, so it is read by whoever runs the call, as
@@ -144,6 +145,18 @@ struct Process {
     Term *heap, *htop, *hend;
     size_t heap_min;
     size_t gc_count;
+    /*
+     * max_heap_size (words; 0: none), set at spawn.  When a collection
+     * leaves the heap, with the messages in the process's own queue
+     * (mq_words), bigger than this, the process is killed: `kill` gets the
+     * reason and reds 0, so the interpreter's next reduction check (a call
+     * or a backward jump) raises exit:kill, which no handler catches
+     * (vm/interp.c).  The process's own thread only.
+     */
+    size_t max_heap;
+    size_t mq_words;       /* words of the messages in mq */
+    Term kill;             /* the reason it is being killed, or 0 */
+    size_t kill_heap;      /* heap + queue words when it was (crash report) */
 
     /* Register stack. */
     Term *stack;
@@ -220,6 +233,7 @@ struct Process {
     int state;                     /* PS_* (written under lock; see the states above) */
     Message *inbox, **inbox_tail;  /* sent, not yet seen by the receiver (under lock) */
     size_t inbox_len;              /* messages in the inbox (under lock) */
+    size_t inbox_words;            /* words of the messages in inbox (under lock) */
     bool signaled;                 /* something arrived while RUNNING (under lock) */
     bool timed_out;                /* the wait's timer fired (under lock) */
     bool exiting;                  /* past the point of taking new monitors (under lock) */

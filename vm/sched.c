@@ -52,6 +52,7 @@
 #include "vm/hook.h"
 #include "vm/interlock_switch.h"
 #include "vm/module.h"
+#include "vm/overflow.h"
 #include "vm/qsbr.h"
 
 /* The scheduler this thread is (NULL on any other thread).  Written once
@@ -444,6 +445,7 @@ static void *sched_main(void *arg)
     SchedSystem *sys = s->sys;
     s->tsan = vm_fiber_tsan_current();
     tls_sched = s;
+    vm_overflow_thread_start(s);
     vm_qsbr_sched_register();
     for (;;) {
         /* A VM being destroyed stops between two processes, even with work
@@ -494,6 +496,7 @@ static void *sched_main(void *arg)
         pthread_mutex_unlock(&s->lock);
     }
     vm_qsbr_sched_unregister();
+    vm_overflow_thread_stop(s);
     tls_sched = NULL;
     return NULL;
 }

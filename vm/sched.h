@@ -60,6 +60,7 @@ typedef struct Scheduler {
     size_t ncache;
     void *sp;                 /* its own context while a process runs */
     void *tsan;               /* its ThreadSanitizer fiber (tsan builds) */
+    void *alt_stack;          /* its alternate signal stack (vm/overflow.c), or NULL */
     Process *current;
     /* The running trace pipeline's ring for this scheduler (a struct
      * TrRing *), or 0.  Stored by tvm_trace_start before it publishes
@@ -112,15 +113,30 @@ SchedSystem *vm_sched_start(tvm_vm *vm, int n);
 void vm_sched_stop(tvm_vm *vm);
 
 /* Creates a process of parent's VM running entry(args), spawned by
- * `parent` (a process or a call context, on the calling thread); returns
- * its pid, or 0 when no fiber stack can be mapped (system_limit).  An
- * undefined entry is not checked here: the process raises undef.
- * `joinable` keeps its exit value until vm_proc_join(). */
+ * `parent` (a process or a call context, on the calling thread), with a
+ * max_heap_size of max_heap words (0: none); returns its pid, or 0 for a
+ * system_limit: max_processes are alive, the arguments are over
+ * max_message_words, or no fiber stack can be mapped.  An undefined entry
+ * is not checked here: the process raises undef.  `joinable` keeps its
+ * exit value until vm_proc_join(). */
 uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *args,
-                  bool joinable);
+                  bool joinable, size_t max_heap);
 
-/* Sends a copy of `msg` to pid; false if there is no such live process. */
-bool vm_send(tvm_vm *vm, uint64_t pid, Term msg);
+/* What a send did. */
+typedef enum VmSend {
+    VM_SEND_OK,
+    VM_SEND_NOPROC,     /* no such live process: nothing sent (not an error in Erlang) */
+    VM_SEND_TOO_BIG,    /* msg is over the VM's max_message_words: nothing sent,
+                         * whether or not the process lives (system_limit) */
+} VmSend;
+
+/*
+ * Sends a copy of `msg` to pid.  `from` is the sending process or call
+ * context, whose send event (vm_hook_send) is written after the size
+ * check and before the delivery; NULL for the VM's own messages ('DOWN',
+ * meta trace), which have none.
+ */
+VmSend vm_send(tvm_vm *vm, Process *from, uint64_t pid, Term msg);
 
 /* Calls fn(p, data) for every process in the table, with the table lock
  * held (fn must not take it, nor a run-queue lock). */
@@ -202,10 +218,21 @@ void vm_proc_free_all(SchedSystem *sys);
 void vm_proc_wake(SchedSystem *sys, uint64_t pid);
 /* The timer of wait `seq` of process pid fired (the timer thread). */
 void vm_proc_timeout(SchedSystem *sys, uint64_t pid, uint64_t seq);
+/*
+ * p overflowed its native stack (vm/overflow.c): pc and fp are where it
+ * faulted.  Called on p's scheduler thread, off p's fiber (on the
+ * alternate signal stack); records the fault's stack for the crash report,
+ * drops p's frames, handlers and heap (the fault may have left them half
+ * written), restarts its fiber from the top and exits it there with
+ * error:{system_limit, native_stack}.  Never returns.
+ */
+VM_NORETURN void vm_proc_overflowed(Process *p, uintptr_t pc, uintptr_t fp);
+
 /* Frees a chain of messages. */
 void vm_messages_free(Message *m);
 
-/* Copies a term into a new message (any thread). */
-Message *vm_message_new(Term t);
+/* Copies a term into a new message (any thread); NULL when the term is
+ * more than max_words words (term_size_capped: the count stops there). */
+Message *vm_message_new(Term t, size_t max_words);
 
 #endif /* VM_SCHED_H */

@@ -4,11 +4,39 @@
 #include "vm/term.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vm/atom.h"
 #include "vm/module.h"
 #include "vm/print.h"
+
+/* ==== work stacks ==== */
+
+/*
+ * The walks below keep what is left to visit in an explicit LIFO stack:
+ * entries in `small` (on the walker's C stack) first, then a heap array
+ * that doubles as needed.  Each entry is a run of terms still to visit;
+ * taking the last term of a run drops the entry before that term is
+ * visited, so a list's tail and a tuple's last element cost nothing and
+ * only terms nested in a head or a non-last element deepen the stack.
+ */
+#define WALK_SMALL 32
+
+/* Grows a work stack of `elem`-byte entries from v (== small: the inline
+ * array, not freed) to twice *cap entries. */
+static void *walk_grow(void *v, void *small, size_t *cap, size_t elem)
+{
+    void *nv;
+    if (v == small) {
+        nv = vm_malloc(*cap * 2 * elem);
+        memcpy(nv, v, *cap * elem);
+    } else {
+        nv = vm_realloc(v, *cap * 2 * elem);
+    }
+    *cap *= 2;
+    return nv;
+}
 
 /* ==== order ==== */
 
@@ -52,93 +80,163 @@ static int cmp_u64(uint64_t a, uint64_t b)
     return a < b ? -1 : a > b;
 }
 
-int term_compare(Term a, Term b)
+/* Two runs of terms compared pairwise, in order. */
+typedef struct CmpRun {
+    const Term *a, *b;
+    size_t n;
+} CmpRun;
+
+/* Compares two terms of the same rank that are not compound (or whose
+ * compound parts the caller handles). */
+static int cmp_leaves(int rank, Term a, Term b)
 {
-    for (;;) {
-        if (a == b)
-            return 0;
-        int ra = type_rank(a), rb = type_rank(b);
-        if (ra != rb)
-            return ra < rb ? -1 : 1;
-        switch (ra) {
-        case 0: {
-            int64_t x = small_value(a), y = small_value(b);
-            return x < y ? -1 : x > y;
-        }
-        case 1: return cmp_atoms(atom_value(a), atom_value(b));
-        case 2: {
-            const struct Export *ea = fun_export(a), *eb = fun_export(b);
-            int c = cmp_atoms(ea->mod, eb->mod);
-            if (!c)
-                c = cmp_atoms(ea->name, eb->name);
-            return c ? c : cmp_u64(ea->arity, eb->arity);
-        }
-        case 3: return cmp_u64(pid_value(a), pid_value(b));
-        case 4: {
-            uint32_t na = tuple_arity(a), nb = tuple_arity(b);
-            if (na != nb)
-                return na < nb ? -1 : 1;
-            if (na == 0)
-                return 0;
-            for (uint32_t i = 0; i + 1 < na; i++) {
-                int c = term_compare(tuple_elems(a)[i], tuple_elems(b)[i]);
-                if (c)
-                    return c;
-            }
-            a = tuple_elems(a)[na - 1];
-            b = tuple_elems(b)[na - 1];
-            continue;
-        }
-        case 6: {
-            int c = term_compare(cons_head(a), cons_head(b));
-            if (c)
-                return c;
-            a = cons_tail(a);
-            b = cons_tail(b);
-            continue;
-        }
-        case 7: {
-            size_t la = binary_size(a), lb = binary_size(b);
-            int c = memcmp(binary_bytes(a), binary_bytes(b), la < lb ? la : lb);
-            if (c)
-                return c < 0 ? -1 : 1;
-            return cmp_u64(la, lb);
-        }
-        default:
-            return 0;
-        }
+    switch (rank) {
+    case 0: {
+        int64_t x = small_value(a), y = small_value(b);
+        return x < y ? -1 : x > y;
+    }
+    case 1: return cmp_atoms(atom_value(a), atom_value(b));
+    case 2: {
+        const struct Export *ea = fun_export(a), *eb = fun_export(b);
+        int c = cmp_atoms(ea->mod, eb->mod);
+        if (!c)
+            c = cmp_atoms(ea->name, eb->name);
+        return c ? c : cmp_u64(ea->arity, eb->arity);
+    }
+    case 3: return cmp_u64(pid_value(a), pid_value(b));
+    case 7: {
+        size_t la = binary_size(a), lb = binary_size(b);
+        int c = memcmp(binary_bytes(a), binary_bytes(b), la < lb ? la : lb);
+        if (c)
+            return c < 0 ? -1 : 1;
+        return cmp_u64(la, lb);
+    }
+    default:
+        return 0;
     }
 }
 
-bool term_equal(Term a, Term b)
+int term_compare_steps(Term a, Term b, size_t steps)
 {
-    return term_compare(a, b) == 0;
+    CmpRun small[WALK_SMALL], *st = small;
+    size_t sp = 0, cap = WALK_SMALL;
+    int c = 0;
+    for (;;) {
+        if (a != b) {
+            if (VM_UNLIKELY(--steps == 0)) {
+                c = TERM_CMP_LIMIT;
+                break;
+            }
+            int ra = type_rank(a), rb = type_rank(b);
+            if (ra != rb) {
+                c = ra < rb ? -1 : 1;
+                break;
+            }
+            if (ra == 4 || ra == 6) {
+                /* A tuple: its arity, then its elements; a cons: its head,
+                 * then its tail (lists compare element by element). */
+                const Term *ea, *eb;
+                size_t n;
+                if (ra == 4) {
+                    uint32_t na = tuple_arity(a), nb = tuple_arity(b);
+                    if (na != nb) {
+                        c = na < nb ? -1 : 1;
+                        break;
+                    }
+                    ea = tuple_elems(a);
+                    eb = tuple_elems(b);
+                    n = na;
+                } else {
+                    ea = cons_ptr(a);
+                    eb = cons_ptr(b);
+                    n = 2;
+                }
+                if (n > 0) {
+                    if (n > 1) {
+                        if (sp == cap)
+                            st = walk_grow(st, small, &cap, sizeof *st);
+                        st[sp++] = (CmpRun){ ea + 1, eb + 1, n - 1 };
+                    }
+                    a = ea[0];
+                    b = eb[0];
+                    continue;
+                }
+            } else if ((c = cmp_leaves(ra, a, b)) != 0) {
+                break;
+            }
+        }
+        if (sp == 0)
+            break;
+        CmpRun *r = &st[sp - 1];
+        a = *r->a++;
+        b = *r->b++;
+        if (--r->n == 0)
+            sp--;
+    }
+    if (st != small)
+        free(st);
+    return c;
+}
+
+/* ==== size ==== */
+
+/* A run of terms still to count. */
+typedef struct SizeRun {
+    const Term *p;
+    size_t n;
+} SizeRun;
+
+size_t term_size_capped(Term t, size_t cap)
+{
+    SizeRun small[WALK_SMALL], *st = small;
+    size_t sp = 0, scap = WALK_SMALL, n = 0;
+    for (;;) {
+        const Term *e = NULL;
+        size_t k = 0;
+        if (term_is_cons(t)) {
+            n += 2;
+            e = cons_ptr(t);
+            k = 2;
+        } else if (term_is_boxed(t)) {
+            Term hdr = boxed_ptr(t)[0];
+            size_t w = boxed_words_from_header(hdr);
+            n += w;
+            if (IMM_SUB(hdr) == IMM_HDR_TUPLE) {
+                e = boxed_ptr(t) + 1;
+                k = w - 1;
+            }
+        }
+        if (n > cap) {
+            n = SIZE_MAX;
+            break;
+        }
+        /* Immediates at the end of the run need no visit. */
+        while (k > 0 && term_is_immediate(e[k - 1]))
+            k--;
+        if (k > 0) {
+            if (k > 1) {
+                if (sp == scap)
+                    st = walk_grow(st, small, &scap, sizeof *st);
+                st[sp++] = (SizeRun){ e + 1, k - 1 };
+            }
+            t = e[0];
+            continue;
+        }
+        if (sp == 0)
+            break;
+        SizeRun *r = &st[sp - 1];
+        t = *r->p++;
+        if (--r->n == 0)
+            sp--;
+    }
+    if (st != small)
+        free(st);
+    return n;
 }
 
 size_t term_size(Term t)
 {
-    size_t n = 0;
-    for (;;) {
-        switch (term_tag(t)) {
-        case TAG_LIST:
-            n += 2 + term_size(cons_head(t));
-            t = cons_tail(t);
-            continue;
-        case TAG_BOXED: {
-            Term hdr = boxed_ptr(t)[0];
-            size_t words = boxed_words_from_header(hdr);
-            n += words;
-            if (IMM_SUB(hdr) != IMM_HDR_TUPLE || words == 1)
-                return n;
-            for (size_t i = 1; i + 1 < words; i++)
-                n += term_size(boxed_ptr(t)[i]);
-            t = boxed_ptr(t)[words - 1];
-            continue;
-        }
-        default:
-            return n;
-        }
-    }
+    return term_size_capped(t, SIZE_MAX - 1);
 }
 
 /* ==== printing ==== */
@@ -146,6 +244,11 @@ size_t term_size(Term t)
 static bool atom_needs_quotes(const char *s, size_t n)
 {
     if (n == 0 || !(s[0] >= 'a' && s[0] <= 'z'))
+        return true;
+    /* `fun` starts a fun literal in the literal syntax (loader/ld_parse.c):
+     * the atom prints as 'fun', so that printed terms parse back (a
+     * finding of fuzz/fuzz_term.c). */
+    if (n == 3 && memcmp(s, "fun", 3) == 0)
         return true;
     for (size_t i = 1; i < n; i++) {
         char c = s[i];
@@ -215,11 +318,28 @@ void vm_print_bytes(StrBuf *sb, const uint8_t *b, size_t n, bool more)
     sb_puts(sb, ">>");
 }
 
-void vm_print_term(StrBuf *sb, Term t)
+/* Appends a term that has no parts to visit (anything but a tuple with
+ * elements or a cons). */
+/* A small integer in decimal (no format parsing: deep terms print many). */
+static void print_small(StrBuf *sb, int64_t v)
+{
+    char tmp[24];
+    size_t n = sizeof tmp;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[--n] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[--n] = '-';
+    sb_put(sb, tmp + n, sizeof tmp - n);
+}
+
+static void print_leaf(StrBuf *sb, Term t)
 {
     switch (term_tag(t)) {
     case TAG_SMALL:
-        sb_printf(sb, "%lld", (long long)small_value(t));
+        print_small(sb, small_value(t));
         return;
     case TAG_IMM:
         switch (IMM_SUB(t)) {
@@ -229,34 +349,12 @@ void vm_print_term(StrBuf *sb, Term t)
         default: sb_puts(sb, "#none"); return;
         }
     case TAG_LIST:
-        sb_putc(sb, '[');
-        for (;;) {
-            vm_print_term(sb, cons_head(t));
-            t = cons_tail(t);
-            if (term_is_nil(t))
-                break;
-            if (!term_is_cons(t)) {
-                sb_putc(sb, '|');
-                vm_print_term(sb, t);
-                break;
-            }
-            sb_putc(sb, ',');
-        }
-        sb_putc(sb, ']');
-        return;
+        return;   /* not a leaf: vm_print_term walks it */
     default:
         switch (boxed_sub(t)) {
-        case IMM_HDR_TUPLE: {
-            uint32_t n = tuple_arity(t);
-            sb_putc(sb, '{');
-            for (uint32_t i = 0; i < n; i++) {
-                if (i)
-                    sb_putc(sb, ',');
-                vm_print_term(sb, tuple_elems(t)[i]);
-            }
-            sb_putc(sb, '}');
+        case IMM_HDR_TUPLE:
+            sb_puts(sb, "{}");
             return;
-        }
         case IMM_HDR_BINARY:
             vm_print_bytes(sb, binary_bytes(t), binary_size(t), false);
             return;
@@ -274,6 +372,125 @@ void vm_print_term(StrBuf *sb, Term t)
             return;
         }
     }
+}
+
+/*
+ * What the printer still has to do, innermost last:
+ *   PR_TUPLE  the elements after p[-1] of a tuple: n more (each after a
+ *             ','), then '}'
+ *   PR_LIST   the rest of a list after an element: `rest` (the tail)
+ *   PR_CLOSE  n copies of the closing character c: a tuple or list whose
+ *             last part is being printed (consecutive closers of the same
+ *             kind share one entry, so a term nested N deep in last
+ *             positions, {{{...}}} or [[[...]]], costs one entry)
+ */
+enum { PR_TUPLE, PR_LIST, PR_CLOSE };
+typedef struct PrintItem {
+    int kind;
+    char c;
+    const Term *p;
+    size_t n;
+    Term rest;
+} PrintItem;
+
+void vm_print_term(StrBuf *sb, Term t)
+{
+    PrintItem small[WALK_SMALL], *st = small;
+    size_t sp = 0, cap = WALK_SMALL, start = sb->len;
+#define PUSH(...)                                                 \
+    do {                                                          \
+        if (sp == cap)                                            \
+            st = walk_grow(st, small, &cap, sizeof *st);          \
+        st[sp++] = (PrintItem){ __VA_ARGS__ };                    \
+    } while (0)
+/* One more closer c: merged into the top entry when it is a run of c. */
+#define CLOSE_LATER(ch)                                                    \
+    do {                                                                   \
+        if (sp && st[sp - 1].kind == PR_CLOSE && st[sp - 1].c == (ch))     \
+            st[sp - 1].n++;                                                \
+        else                                                               \
+            PUSH(.kind = PR_CLOSE, .c = (ch), .n = 1);                     \
+    } while (0)
+    for (;;) {
+        /* Open t: print it whole, or its opener and go into its first part. */
+        if (term_is_cons(t)) {
+            sb_putc(sb, '[');
+            Term tail = cons_tail(t);
+            if (term_is_nil(tail))
+                CLOSE_LATER(']');
+            else
+                PUSH(.kind = PR_LIST, .rest = tail);
+            t = cons_head(t);
+            continue;
+        }
+        if (term_is_tuple(t) && tuple_arity(t) > 0) {
+            uint32_t n = tuple_arity(t);
+            sb_putc(sb, '{');
+            if (n == 1)
+                CLOSE_LATER('}');
+            else
+                PUSH(.kind = PR_TUPLE, .p = tuple_elems(t) + 1, .n = n - 1);
+            t = tuple_elems(t)[0];
+            continue;
+        }
+        print_leaf(sb, t);
+        if (VM_UNLIKELY(sb->len - start > VM_PRINT_MAX_BYTES)) {
+            sb_puts(sb, "...");
+            break;
+        }
+        /* Then whatever comes next: close what is done, find the next part. */
+        for (;;) {
+            if (sp == 0)
+                goto done;
+            PrintItem *it = &st[sp - 1];
+            if (it->kind == PR_CLOSE) {
+                for (size_t i = 0; i < it->n; i++)
+                    sb_putc(sb, it->c);
+                sp--;
+                continue;
+            }
+            if (it->kind == PR_TUPLE) {
+                sb_putc(sb, ',');
+                t = *it->p++;
+                if (--it->n == 0) {
+                    it->kind = PR_CLOSE;
+                    it->c = '}';
+                    it->n = 1;
+                    /* merge with a run of '}' below it */
+                    if (sp > 1 && st[sp - 2].kind == PR_CLOSE && st[sp - 2].c == '}') {
+                        st[sp - 2].n++;
+                        sp--;
+                    }
+                }
+                break;
+            }
+            /* PR_LIST: the rest after an element. */
+            Term rest = it->rest;
+            if (term_is_cons(rest)) {
+                sb_putc(sb, ',');
+                t = cons_head(rest);
+                Term tail = cons_tail(rest);
+                if (term_is_nil(tail)) {
+                    sp--;
+                    CLOSE_LATER(']');
+                } else {
+                    it->rest = tail;
+                }
+                break;
+            }
+            /* An improper tail: '|', the tail, then ']'. */
+            sb_putc(sb, '|');
+            t = rest;
+            sp--;
+            CLOSE_LATER(']');
+            break;
+        }
+    }
+done:
+    if (st != small)
+        free(st);
+#undef PUSH
+#undef CLOSE_LATER
 }
 
 void vm_print_mfa(StrBuf *sb, Atom mod, Atom name, unsigned arity)

@@ -153,13 +153,46 @@ static inline size_t boxed_words_from_header(Term hdr)
 
 /*
  * Term order (Erlang's): number < atom < fun < pid < tuple < nil < list <
- * binary.  Returns <0, 0, >0.  Atoms compare by name.  Recursion depth is
- * bounded by the term's nesting; terms built by the VM are acyclic.
+ * binary.  Returns <0, 0, >0.  Atoms compare by name.
+ *
+ * The walks over compound terms (term_compare, term_size, vm_print_term,
+ * vm_copy_to) use no C recursion: what is left to visit is kept in an
+ * explicit stack that starts in a small array on the C stack and moves to
+ * the heap when a term nests deeper, so their C stack use is constant
+ * whatever a term's depth, and the heap they use is bounded by the term's
+ * size (a list's tail and a tuple's last element cost no entry).
  */
-int term_compare(Term a, Term b);
-bool term_equal(Term a, Term b);
+int term_compare_steps(Term a, Term b, size_t steps);
 
-/* Words needed to copy `t` (boxed and cons parts only). */
+/*
+ * What term_compare_steps returns instead of -1, 0 or 1 when it visited
+ * `steps` pairs of subterms without an answer (terms with much sharing
+ * compare as if flat, so two of a few words each may need 2^60 steps): the
+ * caller raises system_limit.  The VM's comparisons of terms from VM code
+ * allow 2 * max_message_words steps (vm->cmp_steps).
+ */
+#define TERM_CMP_LIMIT 2
+
+/* Without a bound on the steps: for terms whose size the caller bounds
+ * (literals, trusted C, tests). */
+static inline int term_compare(Term a, Term b)
+{
+    return term_compare_steps(a, b, SIZE_MAX);
+}
+
+/* Words needed to copy `t` (boxed and cons parts only), counted flat: a
+ * subterm shared by several references counts once per reference. */
 size_t term_size(Term t);
+
+/*
+ * term_size(t) if it is at most `cap`, else SIZE_MAX.  The count stops as
+ * soon as it passes the cap, so its time is bounded by the cap even for a
+ * term whose sharing makes its flat size astronomical ({T, T} nested 60
+ * times is 2^60 words flat).
+ */
+size_t term_size_capped(Term t, size_t cap);
+
+/* An immediate (a small integer, an atom, [], a pid): no walk needed. */
+static inline bool term_is_immediate(Term t) { return (t & 2) != 0; }
 
 #endif /* VM_TERM_H */

@@ -31,6 +31,10 @@ tvm_vm *vm_create(const tvm_config *cfg)
     vm->crash_reports = !(cfg && cfg->quiet_crashes);
     vm->crash_stacks = cfg && cfg->crash_stacks;
     vm->stw_tracing = cfg && cfg->stop_the_world_tracing;
+    vm->max_heap = cfg ? cfg->max_heap_words : 0;
+    vm->max_procs = cfg && cfg->max_processes ? cfg->max_processes : VM_MAX_PROCESSES;
+    vm->max_msg = cfg && cfg->max_message_words ? cfg->max_message_words : VM_MAX_MESSAGE_WORDS;
+    vm->cmp_steps = vm->max_msg > SIZE_MAX / 2 ? SIZE_MAX : 2 * vm->max_msg;
     vm->control_wanted = cfg && cfg->control;
     vm_modules_init(vm);
     pthread_mutex_init(&vm->trace_lock, NULL);

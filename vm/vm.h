@@ -52,6 +52,10 @@ struct tvm_vm {
     uint32_t export_cap, export_count;
     size_t stack_limit;
     size_t heap_min;
+    size_t max_heap;             /* default max_heap_size of processes (0: none) */
+    size_t max_procs;            /* processes alive at once */
+    size_t max_msg;              /* words one copy between processes may hold */
+    size_t cmp_steps;            /* pairs one comparison may visit: 2 * max_msg */
     void *output;                /* FILE * for io: natives */
     int schedulers;              /* scheduler threads to start (0: one per core) */
     size_t fiber_stack;          /* bytes per process fiber stack (0: default) */

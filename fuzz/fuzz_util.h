@@ -1,0 +1,87 @@
+/*
+ * fuzz/fuzz_util.h - what the libFuzzer harnesses share: a VM kept across
+ * inputs and renewed every so often, the atom table trimmed between VMs,
+ * output thrown away, and the finding of a broken invariant.
+ *
+ * The atom table is global and never shrinks, and fuzzed inputs name new
+ * atoms all the time: left alone it fills within minutes and every later
+ * input fails the same way.  vm_atoms_trim (VM_FUZZ builds only) forgets
+ * the fuzzed ones once no VM is left.
+ *
+ * The same harnesses are built into every test build as fuzz_replay_NAME
+ * (fuzz/replay.c gives them a main), and tests/sh/fuzz_replay.sh runs
+ * each over its whole corpus: the seeds and every finding (regress-*),
+ * under the sanitizers of that build.
+ */
+#ifndef FUZZ_FUZZ_UTIL_H
+#define FUZZ_FUZZ_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz/fuzz.h"
+#include "include/tracevm.h"
+#include "vm/atom.h"
+
+/* Somewhere to write what programs print. */
+static inline FILE *fuzz_devnull(void)
+{
+    static FILE *f;
+    if (!f)
+        f = fopen("/dev/null", "w");
+    return f;
+}
+
+/* After the last VM is gone: forget the fuzzed atoms when there are many. */
+static inline void fuzz_atoms_trim(void)
+{
+#if VM_FUZZ
+    if (vm_atom_count() > ((size_t)1 << 18))
+        vm_atoms_trim();
+#endif
+}
+
+/* A VM for inputs that leave nothing running, renewed every `uses` inputs
+ * (export entries and replaced modules accumulate otherwise). */
+static tvm_vm *fuzz_vm_cur;
+static unsigned fuzz_vm_uses;
+
+static inline tvm_vm *fuzz_vm(unsigned uses)
+{
+    if (fuzz_vm_cur && fuzz_vm_uses >= uses) {
+        tvm_destroy(fuzz_vm_cur);
+        fuzz_vm_cur = NULL;
+        fuzz_atoms_trim();
+    }
+    if (!fuzz_vm_cur) {
+        tvm_config cfg = { .schedulers = 1, .quiet_crashes = true, .output = fuzz_devnull() };
+        fuzz_vm_cur = tvm_new(&cfg);
+        fuzz_vm_uses = 0;
+    }
+    fuzz_vm_uses++;
+    return fuzz_vm_cur;
+}
+
+/* A NUL-terminated copy of the input (caller frees). */
+static inline char *fuzz_text(const uint8_t *data, size_t size)
+{
+    char *s = malloc(size + 1);
+    memcpy(s, data, size);
+    s[size] = '\0';
+    return s;
+}
+
+/* A broken invariant: say which and abort, so libFuzzer keeps the input. */
+#define FUZZ_CHECK(cond, ...)                                                 \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "fuzz invariant: %s: ", #cond);                   \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fputc('\n', stderr);                                              \
+            abort();                                                          \
+        }                                                                     \
+    } while (0)
+
+#endif /* FUZZ_FUZZ_UTIL_H */

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Terms 10,000,000 levels deep, built by VM code (tests/e2e/deep_terms.tasm,
+# which runs every check at 1,000,000 levels in the suite's e2e pass):
+# 1. returned by the first process: the exit value is copied out of the
+#    process, into the CLI's env, and printed whole (tracevm run prints
+#    the result): [[...[]...]] is 20,000,002 bytes and a newline;
+# 2. sent, compared, passed to a spawned process, carried by a 'DOWN'
+#    message and traced as an argument (the worker of the e2e test, one
+#    shape: nested in the first element of pairs, the deepest for a
+#    recursive walk, which would recurse on every level).
+# Everything is checked by size and by its two ends, nothing stored whole.
+set -uo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+N=10000000
+PROG=tests/e2e/deep_terms.tasm
+
+# ends FILE: "BYTES HEAD...TAIL" (16 bytes each end).
+ends() {
+    python3 -c '
+import sys
+d = open(sys.argv[1], "rb").read()
+print(len(d), d[:16].decode(), d[-17:].decode().rstrip("\n"))' "$1"
+}
+
+"$TRACEVM" run -q -S 1 $PROG -e deep_terms:build hlist $N '[]' >"$tmp/h.txt" ||
+    fail "hlist: exit $?"
+got=$(ends "$tmp/h.txt")
+want="20000003 [[[[[[[[[[[[[[[[ ]]]]]]]]]]]]]]]]"
+[[ "$got" == "$want" ]] || fail "hlist: got '$got', want '$want'"
+
+"$TRACEVM" run -q -S 1 --trace deep_terms:id/1 --local $PROG -e deep_terms:run tfirst $N \
+    >"$tmp/w.txt" 2>"$tmp/w.err" || fail "worker: exit $?"
+[[ "$(cat "$tmp/w.txt")" == "{tfirst,true,true,true,true,true}" ]] ||
+    fail "worker: $(head -c 300 "$tmp/w.txt")"
+want='{trace,<0.2.0>,call,{deep_terms,id,[{{{{{{{{{{{{{{{{...,15},14},13},12},11},10},9},8},7},6},5},4},3},2},1},0}]}}'
+[[ "$(cat "$tmp/w.err")" == "$want" ]] || fail "worker trace: $(head -c 300 "$tmp/w.err")"
+echo ok

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# No C recursion grows with a term (docs/safety.md): tests/check_recursion.py
+# finds every cycle of direct calls in the library (gcc's
+# -fcallgraph-info) and accepts only the ones bounded by a constant, each
+# listed with its bound.  The check reads the sources, so it runs once,
+# with the debug build; the recursive walks the VM used to have
+# (term_compare, term_size, vm_print_term, the copy) are what it stops.
+set -uo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+case $TRACEVM in */build/debug/*) ;; *) echo "skip: run with the gcc debug build"; exit 0;; esac
+out=$(python3 tests/check_recursion.py) || fail "$out"
+echo ok

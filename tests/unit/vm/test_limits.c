@@ -1,0 +1,357 @@
+/*
+ * tests/unit/vm/test_limits.c - the limits that end only the process (or
+ * the call) that hits them (docs/safety.md): max_message_words on every
+ * copy between processes (sends, spawn arguments, exit values and
+ * reasons), max_processes, and the bounds on walks over terms whose
+ * sharing makes them astronomically big flat (a comparison's steps, a
+ * printed term's bytes).
+ */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "tests/unit/helpers.h"
+#include "vm/config.h"
+
+/* Functions of N build what they need inside the process: an argument
+ * over the limit could not be passed to a process in the first place.
+ * (A call's register window starts at its argument register and
+ * overwrites the caller's registers from there up.) */
+static const char *const lim_src =
+    "module lim\n"
+    "export dag/1, list/1, send_list/1, send_dag/1, spawn_ret/1, ret/1, ret_list/1\n"
+    "export exit_with/1, eq_dags/1, lt_dags/1, sort_dags/1, eq_same/1, waiter/0\n"
+    "export spawn_waiter/0, down_of/1, grow/1\n"
+    /* grow(Acc): conses forever */
+    "function grow/1 regs 2\n"
+    "loop:\n"
+    "    loadi r1, 7\n"
+    "    cons r0, r1, r0\n"
+    "    jump loop\n"
+    "end\n"
+    /* dag(N): T = {T, T} N levels deep: 3N words on the heap, 3(2^N - 1) flat */
+    "function dag/1 regs 4\n"
+    "    loadk r1, []\n"
+    "loop:\n"
+    "    jeqi r0, 0, done\n"
+    "    addi r0, r0, -1\n"
+    "    move r2, r1\n"
+    "    move r3, r1\n"
+    "    tuple r1, 2, r2\n"
+    "    jump loop\n"
+    "done:\n"
+    "    ret r1\n"
+    "end\n"
+    /* list(N): [1..N], 2N words */
+    "function list/1 regs 3\n"
+    "    move r2, r0\n"
+    "    loadi r1, 1\n"
+    "    callx r0, r1, lists:seq/2\n"
+    "    ret r0\n"
+    "end\n"
+    "function send_self/1 regs 3\n"
+    "    self r1\n"
+    "    move r2, r0\n"
+    "    callx r1, r1, erlang:send/2\n"
+    "    loadk r0, sent\n"
+    "    ret r0\n"
+    "end\n"
+    "function send_list/1 regs 1\n"
+    "    call r0, r0, list/1\n"
+    "    tailcall r0, send_self/1\n"
+    "end\n"
+    "function send_dag/1 regs 1\n"
+    "    call r0, r0, dag/1\n"
+    "    tailcall r0, send_self/1\n"
+    "end\n"
+    /* spawn_ret(N): spawns ret([1..N]) */
+    "function spawn_ret/1 regs 4\n"
+    "    call r0, r0, list/1\n"
+    "    loadk r1, lim\n"
+    "    loadk r2, ret\n"
+    "    loadk r3, []\n"
+    "    cons r3, r0, r3\n"
+    "    callx r1, r1, erlang:spawn/3\n"
+    "    loadk r0, spawned\n"
+    "    ret r0\n"
+    "end\n"
+    "function ret/1 regs 1\n"
+    "    ret r0\n"
+    "end\n"
+    "function ret_list/1 regs 1\n"
+    "    call r0, r0, list/1\n"
+    "    ret r0\n"
+    "end\n"
+    /* exit_with(N): exit([1..N]) */
+    "function exit_with/1 regs 2\n"
+    "    call r0, r0, list/1\n"
+    "    loadk r1, exit\n"
+    "    raise r1, r0\n"
+    "end\n"
+    /* eq_dags(N), lt_dags(N), sort_dags(N): two dag(N) built apart */
+    "function eq_dags/1 regs 8\n"
+    "    move r4, r0\n"
+    "    call r1, r4, dag/1\n"
+    "    move r4, r0\n"
+    "    call r2, r4, dag/1\n"
+    "    jeq r1, r2, yes\n"
+    "    loadk r0, false\n"
+    "    ret r0\n"
+    "yes:\n"
+    "    loadk r0, true\n"
+    "    ret r0\n"
+    "end\n"
+    "function eq_same/1 regs 2\n"
+    "    call r0, r0, dag/1\n"
+    "    move r1, r0\n"
+    "    jeq r0, r1, yes\n"
+    "    loadk r0, false\n"
+    "    ret r0\n"
+    "yes:\n"
+    "    loadk r0, true\n"
+    "    ret r0\n"
+    "end\n"
+    "function lt_dags/1 regs 8\n"
+    "    move r4, r0\n"
+    "    call r1, r4, dag/1\n"
+    "    move r4, r0\n"
+    "    call r2, r4, dag/1\n"
+    "    callx r0, r1, erlang:'<'/2\n"
+    "    ret r0\n"
+    "end\n"
+    "function sort_dags/1 regs 8\n"
+    "    move r4, r0\n"
+    "    call r1, r4, dag/1\n"
+    "    move r4, r0\n"
+    "    call r2, r4, dag/1\n"
+    "    loadk r3, []\n"
+    "    cons r2, r2, r3\n"
+    "    cons r0, r1, r2\n"
+    "    callx r0, r0, lists:sort/1\n"
+    "    ret r0\n"
+    "end\n"
+    "function waiter/0 regs 1\n"
+    "    loadk r0, infinity\n"
+    "    wait r0, done\n"
+    "done:\n"
+    "    ret r0\n"
+    "end\n"
+    "function spawn_waiter/0 regs 3\n"
+    "    loadk r0, lim\n"
+    "    loadk r1, waiter\n"
+    "    loadk r2, []\n"
+    "    callx r0, r0, erlang:spawn/3\n"
+    "    ret r0\n"
+    "end\n"
+    /* down_of(N): the reason in the 'DOWN' of a process exiting with [1..N] */
+    "function down_of/1 regs 6\n"
+    "    loadk r1, lim\n"
+    "    loadk r2, exit_with\n"
+    "    loadk r3, []\n"
+    "    cons r3, r0, r3\n"
+    "    callx r1, r1, erlang:spawn/3\n"
+    "    loadk r2, process\n"
+    "    move r3, r1\n"
+    "    callx r2, r2, erlang:monitor/2\n"
+    "again:\n"
+    "    recv r2, wait\n"
+    "    accept\n"
+    "    getel r0, r2, 5\n"
+    "    ret r0\n"
+    "wait:\n"
+    "    loadk r2, infinity\n"
+    "    wait r2, next\n"
+    "next:\n"
+    "    jump again\n"
+    "end\n";
+
+/* mod:fun(args...) from a process (spawned, joined); its result or
+ * exception, formatted. */
+static tvm_status run_fmt(tvm_env *env, const char *fun, int argc, const tvm_term *argv,
+                          char *out, size_t size)
+{
+    tvm_pid pid;
+    cr_assert_eq(tvm_spawn(env, "lim", fun, argc, argv, &pid), TVM_OK);
+    tvm_term r;
+    tvm_status st = tvm_join(env, pid, &r);
+    if (st == TVM_OK) {
+        tvm_format_term(env, r, out, size);
+    } else {
+        tvm_term c, reason;
+        cr_assert_eq(tvm_get_exception(env, &c, &reason), TVM_OK);
+        char cb[32], rb[200];
+        tvm_format_term(env, c, cb, sizeof cb);
+        tvm_format_term(env, reason, rb, sizeof rb);
+        snprintf(out, size, "%s:%s", cb, rb);
+    }
+    return st;
+}
+
+/* Waits until the table holds n processes (an exited process leaves it
+ * when its scheduler reaps it, just after a join returns). */
+static void await_live(tvm_vm *vm, size_t n)
+{
+    while (tvm_processes(vm, NULL, 0) != n)
+        usleep(1000);
+}
+
+/* lim:fun(n) in a process: its result or exception, formatted. */
+static tvm_status run_n(tvm_env *env, const char *fun, int64_t n, char *out, size_t size)
+{
+    tvm_term a;
+    cr_assert_eq(tvm_make_int(env, n, &a), TVM_OK);
+    return run_fmt(env, fun, 1, &a, out, size);
+}
+
+/* A term of lim's fun(n), called in env. */
+static tvm_term make(tvm_env *env, const char *fun, int64_t n)
+{
+    tvm_term a, r;
+    cr_assert_eq(tvm_make_int(env, n, &a), TVM_OK);
+    cr_assert_eq(tvm_call(env, "lim", fun, 1, &a, &r), TVM_OK);
+    return r;
+}
+
+Test(limits, a_copy_over_max_message_words_is_a_system_limit_in_that_process_only)
+{
+    tvm_config cfg = { .schedulers = 1, .quiet_crashes = true, .max_message_words = 1000 };
+    tvm_vm *vm = tvm_new(&cfg);
+    tvm_env *env = tvm_env_new(vm);
+    load_ok(vm, "lim", lim_src);
+    char out[300];
+    /* [1..500] is 1000 words and goes; [1..501] does not. */
+    cr_assert_eq(run_n(env, "send_list", 500, out, sizeof out), TVM_OK);
+    cr_assert_str_eq(out, "sent");
+    cr_assert_eq(run_n(env, "send_list", 501, out, sizeof out), TVM_EXCEPTION);
+    cr_assert_str_eq(out, "error:system_limit");
+    /* From C: the same limit. */
+    tvm_term fits = make(env, "list", 500), big = make(env, "list", 501);
+    tvm_pid w;
+    cr_assert_eq(tvm_spawn(env, "lim", "waiter", 0, NULL, &w), TVM_OK);
+    cr_assert_eq(tvm_send(env, w, big), TVM_ERR_LIMIT);
+    cr_assert_eq(tvm_send(env, w, fits), TVM_OK);
+    /* Spawn arguments are a copy too: [T] costs 2 words more than T. */
+    cr_assert_eq(run_n(env, "spawn_ret", 499, out, sizeof out), TVM_OK);
+    cr_assert_eq(run_n(env, "spawn_ret", 500, out, sizeof out), TVM_EXCEPTION);
+    cr_assert_str_eq(out, "error:system_limit");
+    tvm_pid pid;
+    cr_assert_eq(tvm_spawn(env, "lim", "ret", 1, &fits, &pid), TVM_ERR_LIMIT);
+    /* A value too big to leave the process: the joiner gets system_limit;
+     * a reason too big for 'DOWN' (6 words around it) becomes system_limit. */
+    cr_assert_eq(run_n(env, "ret_list", 497, out, sizeof out), TVM_OK);
+    cr_assert_eq(run_n(env, "ret_list", 498, out, sizeof out), TVM_EXCEPTION);
+    cr_assert_str_eq(out, "error:system_limit");
+    cr_assert_eq(run_n(env, "down_of", 2, out, sizeof out), TVM_OK);
+    cr_assert_str_eq(out, "[1,2]");
+    cr_assert_eq(run_n(env, "down_of", 497, out, sizeof out), TVM_OK);
+    cr_assert_eq(run_n(env, "down_of", 498, out, sizeof out), TVM_OK);
+    cr_assert_str_eq(out, "system_limit");
+    /* A term with much sharing: 3 * 40 words on the heap, 3 * (2^40 - 1)
+     * flat; refused after counting past the cap, not after 2^40 steps. */
+    cr_assert_eq(run_n(env, "send_dag", 40, out, sizeof out), TVM_EXCEPTION);
+    cr_assert_str_eq(out, "error:system_limit");
+    tvm_term dag = make(env, "dag", 40);
+    cr_assert_eq(tvm_send(env, w, dag), TVM_ERR_LIMIT);
+    tvm_env_free(env);
+    tvm_destroy(vm);
+}
+Test(limits, max_processes_bounds_the_live_processes)
+{
+    tvm_config cfg = { .schedulers = 1, .max_processes = 3 };
+    tvm_vm *vm = tvm_new(&cfg);
+    tvm_env *env = tvm_env_new(vm);
+    load_ok(vm, "lim", lim_src);
+    tvm_pid w[3];
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(tvm_spawn(env, "lim", "waiter", 0, NULL, &w[i]), TVM_OK);
+    /* The third process, spawned from C, spawns a fourth from VM code. */
+    char out[100];
+    tvm_pid third;
+    cr_assert_eq(tvm_spawn(env, "lim", "spawn_waiter", 0, NULL, &third), TVM_OK);
+    tvm_term r;
+    cr_assert_eq(tvm_join(env, third, &r), TVM_EXCEPTION);
+    tvm_term c, reason;
+    cr_assert_eq(tvm_get_exception(env, &c, &reason), TVM_OK);
+    tvm_format_term(env, reason, out, sizeof out);
+    cr_assert_str_eq(out, "system_limit");
+    await_live(vm, 2);
+    cr_assert_eq(tvm_spawn(env, "lim", "waiter", 0, NULL, &w[2]), TVM_OK);
+    tvm_pid none;
+    cr_assert_eq(tvm_spawn(env, "lim", "waiter", 0, NULL, &none), TVM_ERR_LIMIT);
+    /* One ends: there is room again. */
+    tvm_term m;
+    cr_assert_eq(tvm_make_atom(env, "go", &m), TVM_OK);
+    cr_assert_eq(tvm_send(env, w[0], m), TVM_OK);
+    cr_assert_eq(tvm_join(env, w[0], &r), TVM_OK);
+    await_live(vm, 2);
+    cr_assert_eq(tvm_spawn(env, "lim", "ret", 1, &m, &none), TVM_OK);
+    cr_assert_eq(tvm_join(env, none, &r), TVM_OK);
+    tvm_env_free(env);
+    tvm_destroy(vm);
+}
+
+Test(limits, comparing_and_printing_terms_with_much_sharing_are_bounded, .timeout = 120)
+{
+    /* Comparisons may visit 2 * max_message_words pairs of subterms. */
+    tvm_config cfg = { .schedulers = 1, .quiet_crashes = true, .max_message_words = 1 << 20 };
+    tvm_vm *vm = tvm_new(&cfg);
+    tvm_env *env = tvm_env_new(vm);
+    load_ok(vm, "lim", lim_src);
+    char out[100];
+    /* Two copies built apart share nothing with each other: =:= would
+     * visit 2^40 pairs; it raises after 2^21. */
+    cr_assert_eq(run_n(env, "eq_dags", 40, out, sizeof out), TVM_EXCEPTION);
+    cr_assert_str_eq(out, "error:system_limit");
+    cr_assert_eq(run_n(env, "lt_dags", 40, out, sizeof out), TVM_EXCEPTION);
+    cr_assert_str_eq(out, "error:system_limit");
+    cr_assert_eq(run_n(env, "sort_dags", 40, out, sizeof out), TVM_EXCEPTION);
+    cr_assert_str_eq(out, "error:system_limit");
+    /* Built apart but small, they compare; a term is equal to itself at
+     * once (the pointers are). */
+    cr_assert_eq(run_n(env, "eq_dags", 10, out, sizeof out), TVM_OK);
+    cr_assert_str_eq(out, "true");
+    cr_assert_eq(run_n(env, "eq_same", 40, out, sizeof out), TVM_OK);
+    cr_assert_str_eq(out, "true");
+    tvm_term a = make(env, "dag", 40), b = make(env, "dag", 40);
+    cr_assert(!tvm_equal(env, a, b), "not known equal");
+    /* Printed flat it would be 2^40 * 3 bytes: cut at VM_PRINT_MAX_BYTES. */
+    size_t n = tvm_format_term(env, a, out, sizeof out);
+    cr_assert_gt(n, VM_PRINT_MAX_BYTES);
+    cr_assert_lt(n, VM_PRINT_MAX_BYTES + 64);
+    char want[100];
+    memset(want, '{', 40);
+    strcpy(want + 40, "[],[]},{[],[]}},{{[],[]},{[],[]}}},{{{[],[]},{[],[]}},{{[],");
+    cr_assert_str_eq(out, want);
+    tvm_env_free(env);
+    tvm_destroy(vm);
+}
+
+Test(limits, max_heap_size_kills_the_process_that_outgrows_it)
+{
+    tvm_config cfg = { .schedulers = 1, .max_heap_words = 1000 };
+    tvm_vm *vm = tvm_new(&cfg);
+    tvm_env *env = tvm_env_new(vm);
+    load_ok(vm, "lim", lim_src);
+    char out[100];
+    /* The VM's default applies to tvm_spawn... */
+    tvm_term nil = tvm_nil(env);
+    cr_assert_eq(run_fmt(env, "grow", 1, &nil, out, sizeof out), TVM_EXCEPTION);
+    cr_assert_str_eq(out, "exit:killed");
+    /* ...and tvm_spawn_opt overrides it either way. */
+    tvm_term n;
+    cr_assert_eq(tvm_make_int(env, 5000, &n), TVM_OK);
+    tvm_spawn_opts none = { .max_heap_words = TVM_NO_LIMIT }, small = { .max_heap_words = 300 };
+    tvm_pid pid;
+    tvm_term r;
+    cr_assert_eq(tvm_spawn_opt(env, "lim", "ret_list", 1, &n, &none, &pid), TVM_OK);
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
+    cr_assert_eq(tvm_spawn_opt(env, "lim", "ret_list", 1, &n, &small, &pid), TVM_OK);
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_EXCEPTION);
+    tvm_term c, reason;
+    cr_assert_eq(tvm_get_exception(env, &c, &reason), TVM_OK);
+    cr_assert(tvm_is_atom(env, c, "exit") && tvm_is_atom(env, reason, "killed"));
+    /* A call context has no limit (the embedder's own thread). */
+    cr_assert_eq(tvm_call(env, "lim", "ret_list", 1, &n, &r), TVM_OK);
+    tvm_env_free(env);
+    tvm_destroy(vm);
+}
