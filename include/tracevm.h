@@ -30,6 +30,37 @@
 extern "C" {
 #endif
 
+/*
+ * Every function declared here is exported by libtracevm.so, and nothing
+ * else is: the library is built with -fvisibility=hidden and a linker
+ * version script (api/libtracevm.map).  The pragma also keeps these
+ * declarations visible in a host built with -fvisibility=hidden.
+ */
+#pragma GCC visibility push(default)
+
+/* ------------------------------------------------------------------ */
+/* Versions (docs/embedding.md, "Versions and compatibility")          */
+
+/* The release this header belongs to, MAJOR.MINOR.PATCH. */
+#define TVM_VERSION_MAJOR 0
+#define TVM_VERSION_MINOR 1
+#define TVM_VERSION_PATCH 0
+#define TVM_VERSION_STRING "0.1.0"
+/* One number for comparisons in #if: TVM_VERSION >= TVM_VERSION_AT(0, 2, 0). */
+#define TVM_VERSION_AT(major, minor, patch) ((major) * 1000000L + (minor) * 1000L + (patch))
+#define TVM_VERSION TVM_VERSION_AT(TVM_VERSION_MAJOR, TVM_VERSION_MINOR, TVM_VERSION_PATCH)
+/* The N of the shared library's name, libtracevm.so.N: it changes when,
+ * and only when, a host built against an older header could no longer run
+ * with the new library. */
+#define TVM_ABI 0
+
+/*
+ * The version of the library the program runs with (which may be newer
+ * than the header it was compiled against): "MAJOR.MINOR.PATCH", and the
+ * three numbers into those of major, minor and patch that are not NULL.
+ */
+const char *tvm_version(int *major, int *minor, int *patch);
+
 typedef struct tvm_vm tvm_vm;
 typedef struct tvm_env tvm_env;
 
@@ -645,6 +676,8 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
  * the collector.  tvm_destroy stops a pipeline still running.
  */
 tvm_status tvm_trace_stop(tvm_vm *vm);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
  *   tracevm run FILE... [-e MOD:FUN] [--trace PATTERN ...] [--] [ARG...]
  *   tracevm check FILE...
  *   tracevm dis FILE...
+ *   tracevm --version
  *
  * Exit status: 0 on success, 1 when a program raised or a file was
  * rejected, 2 on a usage error.
@@ -27,7 +28,8 @@ static const char *const usage_main =
     "  check FILE...                            verify assembly files\n"
     "  dis FILE...                              disassemble assembly files\n"
     "\n"
-    "`tracevm COMMAND --help` describes one command.\n";
+    "`tracevm COMMAND --help` describes one command; `tracevm --version` prints\n"
+    "the version of the library it runs with.  Manual: tracevm(1).\n";
 
 static const char *const usage_run =
     "usage: tracevm run FILE... [-S N] [-q] [--crash-stacks] [-e MOD:FUN] [TRACING] [--] [ARG...]\n"
@@ -568,6 +570,10 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0)
         return usage(usage_main, 0);
+    if (strcmp(cmd, "--version") == 0) {
+        printf("tracevm %s\n", tvm_version(NULL, NULL, NULL));
+        return 0;
+    }
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 2, argv + 2);
     if (strcmp(cmd, "check") == 0)

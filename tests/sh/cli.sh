@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tracevm command: help texts, usage errors (exit 2), check, dis.
+# The tracevm command: help texts, --version, usage errors (exit 2), check, dis.
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 expect_status() { # want cmd...
@@ -14,6 +14,9 @@ for c in run check dis; do
     expect_status 0 "$TRACEVM" $c --help
     grep -q "^usage: tracevm $c" /tmp/cli_out.$$ || fail "$c --help text"
 done
+expect_status 0 "$TRACEVM" --version
+version=$(sed -n 's/^#define TVM_VERSION_STRING "\(.*\)"$/\1/p' include/tracevm.h)
+[[ "$(cat /tmp/cli_out.$$)" == "tracevm $version" ]] || fail "--version: $(cat /tmp/cli_out.$$)"
 expect_status 2 "$TRACEVM"
 expect_status 2 "$TRACEVM" frobnicate
 grep -q "unknown command 'frobnicate'" /tmp/cli_err.$$ || fail "unknown command message"
