@@ -95,7 +95,20 @@ typedef struct tvm_error {
 /* ------------------------------------------------------------------ */
 /* VM lifetime                                                         */
 
+/*
+ * The option structs an embedder fills in (tvm_config, tvm_trace_options,
+ * tvm_backtrace_opts) begin with `size`: zero-initialise the struct and
+ * set size to its sizeof,
+ *     tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 2 };
+ * Every field's zero value is its default.  A library newer than the
+ * header reads the fields the header had and gives the rest their
+ * defaults; a library older than the header accepts the fields it does not
+ * know as long as they are zero.  A size of 0 is refused (tvm_new returns
+ * NULL, the others TVM_ERR_BADARG): docs/embedding.md, "Versions and
+ * compatibility".
+ */
 typedef struct tvm_config {
+    size_t size;               /* sizeof(tvm_config) (above) */
     size_t stack_limit_words;  /* per-process VM stack limit; 0 = default (4 Mi words) */
     size_t heap_min_words;     /* smallest process heap; 0 = default (128 words) */
     void *output;              /* FILE * for io:format and friends; NULL = stdout */
@@ -119,7 +132,7 @@ typedef struct tvm_config {
 
 /*
  * Creates a VM.  `cfg` may be NULL for defaults.  Returns NULL only if the
- * configuration is invalid.  Any thread.
+ * configuration is invalid (its size included).  Any thread.
  */
 tvm_vm *tvm_new(const tvm_config *cfg);
 
@@ -378,6 +391,7 @@ size_t tvm_processes(tvm_vm *vm, tvm_process_info *out, size_t max);
 /* Stacks: a process's whole stack, VM and native (docs/stacks.md)     */
 
 typedef struct tvm_backtrace_opts {
+    size_t size;           /* sizeof(tvm_backtrace_opts) (see tvm_config) */
     unsigned timeout_ms;   /* a running process's signal; 0 = the default (50) */
     bool unwind;           /* libunwind where the frame-pointer walk breaks */
     bool native_lines;     /* native frames get " at file:line" (DWARF, libdw) */
@@ -646,6 +660,7 @@ typedef enum tvm_trace_policy {
 } tvm_trace_policy;
 
 typedef struct tvm_trace_options {
+    size_t size;             /* sizeof(tvm_trace_options) (see tvm_config) */
     tvm_trace_format format;
     /* Where the output goes: `path` (a file; for CTF a directory, created,
      * which must be empty), else `file` (a FILE * that stays open and is

@@ -346,7 +346,8 @@ static int trace_setup(tvm_vm *vm, const RunOpts *o)
             fprintf(stderr, "tracevm run: warning: --trace %s matches no function%s\n",
                     o->patterns[i], o->local ? "" : " (without --local, exported ones only)");
     }
-    tvm_trace_options topts = { .format = o->fmt, .path = o->out, .policy = o->pol };
+    tvm_trace_options topts = { .size = sizeof(tvm_trace_options),
+                                .format = o->fmt, .path = o->out, .policy = o->pol };
     if (tvm_trace_start(vm, &topts, &err) != TVM_OK) {
         if (o->out)
             fprintf(stderr, "tracevm run: --out %s: %s\n", o->out, api_why(&err));
@@ -518,7 +519,7 @@ static int cmd_run(int argc, char **argv)
 {
     if (wants_help(argc, argv))
         return usage(usage_run, 0);
-    RunOpts o = { 0 };
+    RunOpts o = { .cfg.size = sizeof(tvm_config) };
     int status = parse_run(argc, argv, &o);
     if (status) {
         run_opts_free(&o);

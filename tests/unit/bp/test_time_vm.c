@@ -62,7 +62,8 @@ static const char *const src =
     "    addi r0, r0, -1\n    jump top\n"
     "done:\n    ret r0\nend\n";
 
-TVM_FIXTURE(time_vm, (&(tvm_config){ .schedulers = 2, .quiet_crashes = true }));
+TVM_FIXTURE(time_vm, (&(tvm_config){ .size = sizeof(tvm_config),
+                                     .schedulers = 2, .quiet_crashes = true }));
 
 static void tp(const char *pattern, tvm_tp_action how)
 {

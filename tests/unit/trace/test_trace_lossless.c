@@ -44,7 +44,7 @@ static const char *const lt_src =
     "done:\n    ret r0\n"
     "end\n";
 
-static tvm_config one_sched = { .schedulers = 1 };
+static tvm_config one_sched = { .size = sizeof(tvm_config), .schedulers = 1 };
 TVM_FIXTURE(trace_lossless, &one_sched);
 
 /* Written by the processes (tick), read by the test thread. */
@@ -111,7 +111,8 @@ static tvm_pid start(tvm_trace_policy policy, int64_t n, tvm_pid *spinner)
     out = fdopen(fds[1], "w");
     cr_assert(out);
     pthread_create(&reader_thread, NULL, reader_main, &reader);
-    tvm_trace_options o = { .format = TVM_TRACE_TEXT, .file = out, .ring_bytes = 4096,
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options),
+                            .format = TVM_TRACE_TEXT, .file = out, .ring_bytes = 4096,
                             .policy = policy };
     cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
     cr_assert_eq(tvm_spawn(env, "lt", "spin", 0, NULL, spinner), TVM_OK);
