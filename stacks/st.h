@@ -173,6 +173,21 @@ const char *st_result_name(StResult r);
 /* Bounded frame-pointer walk from (ip, fp) inside [lo, hi). */
 uint32_t st_walk_fp(uintptr_t ip, uintptr_t fp, uintptr_t lo, uintptr_t hi, StNative *out,
                     uint32_t max, bool *broken);
+/*
+ * The walk of a signal handler, from an interrupted (ip, fp, sp): the
+ * frame-pointer walk, and when it breaks at once (ip in code built
+ * without frame pointers, a C library routine or the vDSO, whose rbp may
+ * be any value) a recovery: the words above sp are scanned for the first
+ * frame record (a saved frame pointer above it, then a return address
+ * into tracevm's own code, which keeps frame pointers), and the walk goes
+ * on from there.  The frames between ip and that record are left out.
+ * Async-signal-safe: loads within [lo, hi) only.
+ */
+uint32_t st_walk_interrupted(uintptr_t ip, uintptr_t fp, uintptr_t sp, uintptr_t lo,
+                             uintptr_t hi, StNative *out, uint32_t max, bool *broken);
+/* Learns the bounds of the object holding tracevm's code (st_signal.c's
+ * install, outside any handler). */
+void st_walk_learn_text(void);
 /* libunwind from a suspended fiber's saved registers (never in a handler). */
 uint32_t st_walk_unwind(const uintptr_t *saved, uintptr_t lo, uintptr_t hi, StNative *out,
                         uint32_t max);

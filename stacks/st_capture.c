@@ -5,7 +5,9 @@
  * Protocol (docs/stacks.md has the essay; vm/interlock_switch.h the switch
  * side).  A capture of p:
  *   1. takes p->il.lock (one tracer of p at a time; tracers of different
- *      processes run in parallel);
+ *      processes run in parallel), then lets a switch of p that an earlier
+ *      capture made wait go through first (let_waiter_pass: no tracer
+ *      starves the process by capturing it back to back);
  *   2. stores traced = 1 with a full barrier and loads the state word
  *      (acquire): from here on, a switch of p that has not yet checked
  *      traced waits for us;
@@ -124,11 +126,29 @@ static void clear(StStack *out, uint64_t pid)
     out->vm_dropped = out->nnative = out->nvm = 0;
 }
 
+/* Step 1's end: a switch (or a reaper) of p that an earlier capture made
+ * wait is still waiting (VmInterlock.waiting); with `traced` clear it
+ * goes on as soon as its thread runs, and the lock we hold keeps every
+ * other tracer from setting `traced` again meanwhile.  Without this, a
+ * tracer capturing p back to back can set `traced` again before the
+ * waiter ever sees it clear, and starve p for as long as it keeps
+ * capturing (seen with two busy vCPUs and a loop of captures). */
+static void let_waiter_pass(Process *p)
+{
+    for (unsigned i = 0; vm_atomic_load_acquire(&p->il.waiting); i++) {
+        if (i < 64)
+            __builtin_ia32_pause();
+        else
+            sched_yield();
+    }
+}
+
 StResult st_capture(Process *p, StStack *out, const StOptions *o)
 {
     clear(out, p->pid);
     unsigned timeout_ms = o && o->timeout_ms ? o->timeout_ms : 0;
     pthread_mutex_lock(&p->il.lock);
+    let_waiter_pass(p);
     vm_atomic_fetch_add_full(&p->il.traced, 1);   /* 0 -> 1: a full store */
     StResult r = ST_R_SWITCHING;
     for (int i = 0; i < ST_RETRIES && r == ST_R_SWITCHING; i++) {

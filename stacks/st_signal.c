@@ -115,7 +115,8 @@ ST_NO_SANITIZE static void fill(Slot *s, const ucontext_t *uc)
         s->answer = ANS_SWITCHING;
         return;
     }
-    out->nnative = st_walk_fp(pc, fp, lo, hi, out->native, ST_MAX_NATIVE, &out->walk_broken);
+    out->nnative = st_walk_interrupted(pc, fp, sp, lo, hi, out->native, ST_MAX_NATIVE,
+                                       &out->walk_broken);
     if (vmp)
         st_copy_vm(vmp, out);
     else
@@ -147,6 +148,7 @@ ST_NO_SANITIZE static void handler(int sig, siginfo_t *si, void *ucv)
 
 static void install(void)
 {
+    st_walk_learn_text();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = handler;

@@ -24,6 +24,8 @@
 #define _GNU_SOURCE
 #include "stacks/st.h"
 
+#include <elf.h>
+#include <link.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -64,6 +66,63 @@ uint32_t st_walk_fp(uintptr_t ip, uintptr_t fp, uintptr_t lo, uintptr_t hi, StNa
         }
         out[n++] = (StNative){ ret, next };
         fp = next;
+    }
+    return n;
+}
+
+/* The executable segment of the object that holds tracevm's code, which
+ * is built with frame pointers (st_walk_learn_text).  Written once under
+ * st_signal.c's pthread_once before any handler can run; read by
+ * handlers. */
+static uintptr_t text_lo, text_hi;
+
+static int find_text(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t self = (uintptr_t)data;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (self >= lo && self < hi) {
+            text_lo = lo;
+            text_hi = hi;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void st_walk_learn_text(void)
+{
+    dl_iterate_phdr(find_text, (void *)(uintptr_t)&st_walk_fp);
+}
+
+/* How far above sp the recovery looks for a frame record. */
+#define ST_SCAN_BYTES 4096u
+
+ST_NO_SANITIZE
+uint32_t st_walk_interrupted(uintptr_t ip, uintptr_t fp, uintptr_t sp, uintptr_t lo,
+                             uintptr_t hi, StNative *out, uint32_t max, bool *broken)
+{
+    uint32_t n = st_walk_fp(ip, fp, lo, hi, out, max, broken);
+    if (!*broken || n != 1 || max < 2 || text_hi == 0 || (sp & 7) || sp < lo)
+        return n;
+    uintptr_t end = sp + ST_SCAN_BYTES < hi - 16 ? sp + ST_SCAN_BYTES : hi - 16;
+    for (uintptr_t a = sp; a <= end; a += 8) {
+        const volatile uintptr_t *w = (const volatile uintptr_t *)a;
+        uintptr_t next = w[0], ret = w[1];
+        if (ret < text_lo || ret >= text_hi || (next & 7))
+            continue;
+        if (next != 0 && (next <= a || next > hi - 16 || next - a > ST_MAX_FRAME))
+            continue;
+        /* A frame record at a: its function's return address and the
+         * caller's frame pointer; walk on from the caller. */
+        bool b;
+        n = 1 + st_walk_fp(ret, next, lo, hi, out + 1, max - 1, &b);
+        *broken = b;
+        return n;
     }
     return n;
 }

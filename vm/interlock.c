@@ -15,12 +15,14 @@ static inline void cpu_relax(void)
 
 void vm_il_wait_untraced(Process *p)
 {
+    vm_atomic_store_relaxed(&p->il.waiting, 1);
     for (unsigned i = 0; vm_atomic_load_acquire(&p->il.traced); i++) {
         if (i < IL_SPINS)
             cpu_relax();
         else
             sched_yield();
     }
+    vm_atomic_store_release(&p->il.waiting, 0);
 }
 
 void vm_il_exited(Process *p)

@@ -69,6 +69,16 @@ typedef struct VmInterlock {
      * by the reaper after its full store of EXITED (Dekker with the
      * tracer's full store and load of `word`). */
     VmAtomic traced;
+    /* 1 while the process's switch (or its reaper) waits in
+     * vm_il_wait_untraced for `traced` to clear.  Written by that thread
+     * only (relaxed 1 before the wait, release 0 after); read by tracers
+     * (acquire) before they set `traced`, so that a tracer that captures
+     * the process again and again lets the waiting switch through first
+     * instead of starving it (the waiter needs only to run once while
+     * `traced` is clear, and a tracer holding `lock` keeps every other
+     * tracer from setting it meanwhile).  A liveness hint: a stale value
+     * costs one more round of waiting, never a wrong capture. */
+    VmAtomic waiting;
     /* The generation: the pid the state belongs to (pids are never
      * reused, while a Process slot is, through the schedulers' caches).
      * Written at spawn before the process is published; read by tracers. */
