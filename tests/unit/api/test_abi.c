@@ -251,7 +251,7 @@ Test(backtrace_opts, older_struct_newer_struct_and_refusals)
         ;   /* until the process reached its wait */
     cr_assert_eq(st, TVM_OK, "%s", err.message);
     cr_assert_null(strstr(buf, " at "), "%s", buf);
-    old.size = sizeof old;
+    old = (tvm_backtrace_opts){ .size = sizeof old, .native_lines = true };
     cr_assert_eq(tvm_backtrace(v, pid, buf, sizeof buf, &old, &err), TVM_OK, "%s", err.message);
     cr_assert_not_null(strstr(buf, " at "), "%s", buf);
 
