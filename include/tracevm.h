@@ -105,7 +105,9 @@ typedef struct tvm_error {
  * defaults; a library older than the header accepts the fields it does not
  * know as long as they are zero.  A size of 0 is refused (tvm_new returns
  * NULL, the others TVM_ERR_BADARG): docs/embedding.md, "Versions and
- * compatibility".
+ * compatibility".  (A field added later goes at the end, at or past the
+ * struct's size in the previous release, recorded in tests/abi/, and its
+ * zero keeps the old behaviour.)
  */
 typedef struct tvm_config {
     size_t size;               /* sizeof(tvm_config) (above) */
