@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "breakpoints/bp.h"
+#include "control/control.h"
 #include "trace/tr_vm.h"
 #include "vm/native.h"
 #include "vm/progress.h"
@@ -39,6 +40,7 @@ static const Layer layers[] = {
     { "vm", NULL, NULL, NULL, vm_bif_natives },
     { "trace", NULL, tr_vm_destroy, NULL, tr_natives },
     { "breakpoints", bp_engine_init, NULL, bp_engine_destroy, bp_natives },
+    { "control", ctl_layer_init, tvm_control_stop, NULL, NULL },
 };
 
 enum { NLAYERS = sizeof layers / sizeof layers[0] };

@@ -130,6 +130,9 @@ typedef struct tvm_config {
     /* trace_pattern parks every scheduler while it patches, as BEAM did
      * before R16.  For the pause-freedom benchmark only. */
     bool stop_the_world_tracing;
+    /* Serve the control endpoint from creation on (tvm_control_start;
+     * TRACEVM_CONTROL=1 in the environment does the same). */
+    bool control;
 } tvm_config;
 
 /*
@@ -384,6 +387,9 @@ typedef struct tvm_process_info {
     tvm_pid pid;
     const char *state;       /* "runnable", "running", "waiting", "exited" */
     char function[300];      /* mod:fun/arity it is in ("" while running) */
+    uint64_t reductions;     /* reductions of its finished time slices */
+    size_t message_queue;    /* messages sent to it and not yet received */
+    size_t heap_words;       /* the size of its heap, in words */
 } tvm_process_info;
 
 /* Fills up to max entries; returns how many processes are alive. */
@@ -693,6 +699,73 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
  * the collector.  tvm_destroy stops a pipeline still running.
  */
 tvm_status tvm_trace_stop(tvm_vm *vm);
+
+/* ------------------------------------------------------------------ */
+/* Live control: attaching to a running VM (docs/control.md)          */
+
+/*
+ * Starts serving the control endpoint: a Unix-domain socket in this
+ * user's directory ($TRACEVM_CONTROL_DIR, else $XDG_RUNTIME_DIR/tracevm,
+ * else /tmp/tracevm-UID; 0700, and refused when it exists with other
+ * owners or permissions), named PID.N.sock (0600), served by threads of
+ * its own, never by a scheduler; only peers of the same user (or root)
+ * are served.  TVM_ERR_EXISTS when it already serves, TVM_ERR_IO when the
+ * directory or the socket cannot be set up.  Any thread.
+ */
+tvm_status tvm_control_start(tvm_vm *vm, tvm_error *err);
+
+/* Stops serving: clients are disconnected (a command already running
+ * finishes first) and the socket is removed.  Nothing when not serving.
+ * tvm_destroy does it.  Any thread. */
+void tvm_control_stop(tvm_vm *vm);
+
+/* The socket's path while serving, else NULL. */
+const char *tvm_control_path(tvm_vm *vm);
+
+/* A running VM of this user that serves an endpoint. */
+typedef struct tvm_control_peer {
+    long pid;                /* the OS process */
+    char path[256];          /* its socket */
+    char command[128];       /* the OS process's command line, as ps shows it */
+} tvm_control_peer;
+
+/* Fills up to max entries with this user's VMs that answer on their
+ * socket (stale sockets of processes that are gone are removed); returns
+ * how many there are. */
+size_t tvm_control_list(tvm_control_peer *out, size_t max);
+
+typedef struct tvm_control_client tvm_control_client;
+
+/*
+ * Connects to a VM's endpoint: `target` is a pid (its first VM) or a
+ * socket path.  TVM_ERR_NOTFOUND when nothing serves there, TVM_ERR_IO
+ * for a refused connection (the reason in err), TVM_ERR_BADARG for a
+ * malformed target.
+ */
+tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm_error *err);
+
+/* Receives each line of a reply's payload (without its LF). */
+typedef void (*tvm_control_line_fn)(const char *line, size_t len, void *data);
+
+/*
+ * Sends one request, the command and its arguments as words (quoted as
+ * the protocol needs), and passes each payload line to on_line (may be
+ * NULL) as it arrives: a streaming command (top) calls it until the
+ * command ends.  TVM_OK for an "ok" reply; for an "error" reply the
+ * status is TVM_ERR_BADARG and err holds the server's message.  TVM_ERR_IO
+ * when the connection breaks.
+ */
+tvm_status tvm_control_call(tvm_control_client *c, int argc, const char *const *argv,
+                            tvm_control_line_fn on_line, void *data, tvm_error *err);
+
+/* Loads module text into the attached VM (as tvm_load_string there);
+ * the loader's diagnostics come to on_line, one per line, with
+ * TVM_ERR_LOAD. */
+tvm_status tvm_control_load(tvm_control_client *c, const char *name, const char *text,
+                            size_t len, tvm_control_line_fn on_line, void *data,
+                            tvm_error *err);
+
+void tvm_control_close(tvm_control_client *c);
 
 #pragma GCC visibility pop
 

@@ -4,6 +4,7 @@
  *   tracevm run FILE... [-e MOD:FUN] [--trace PATTERN ...] [--] [ARG...]
  *   tracevm check FILE...
  *   tracevm dis FILE...
+ *   tracevm attach TARGET COMMAND ...   (tools/attach.c)
  *   tracevm --version
  *
  * Exit status: 0 on success, 1 when a program raised or a file was
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "include/tracevm.h"
+#include "tools/cli.h"
 
 static const char *const usage_main =
     "usage: tracevm COMMAND [options]\n"
@@ -27,6 +29,8 @@ static const char *const usage_main =
     "                                           optionally tracing calls and processes\n"
     "  check FILE...                            verify assembly files\n"
     "  dis FILE...                              disassemble assembly files\n"
+    "  attach TARGET COMMAND [options]          look into and change a running VM\n"
+    "  attach --list                            this user's running VMs\n"
     "\n"
     "`tracevm COMMAND --help` describes one command; `tracevm --version` prints\n"
     "the version of the library it runs with.  Manual: tracevm(1).\n";
@@ -44,6 +48,8 @@ static const char *const usage_run =
     "  -S N         scheduler threads (default: one per core)\n"
     "  -q           no crash reports for other processes\n"
     "  --crash-stacks  crash reports add the VM + native stack of the raise\n"
+    "  --no-control    do not serve the control socket that `tracevm attach`\n"
+    "                  connects to (docs/control.md)\n"
     "SIGUSR1 to the running tracevm prints the stack (VM and native frames) of\n"
     "every live process to stderr (docs/stacks.md).\n"
     "\n"
@@ -233,6 +239,10 @@ static bool parse_run_option(int argc, char **argv, int *i, RunOpts *o)
         return o->local = true;
     if (!strcmp(a, "--trace-off"))
         return o->trace_off = true;
+    if (!strcmp(a, "--no-control")) {
+        o->cfg.control = false;
+        return true;
+    }
     if (!strcmp(a, "--trace")) {
         if (!(v = option_value(argc, argv, i, "a pattern MOD:FUN/ARITY")))
             return false;
@@ -520,6 +530,7 @@ static int cmd_run(int argc, char **argv)
     if (wants_help(argc, argv))
         return usage(usage_run, 0);
     RunOpts o = { .cfg.size = sizeof(tvm_config) };
+    o.cfg.control = true;   /* tracevm attach can reach it (docs/control.md) */
     int status = parse_run(argc, argv, &o);
     if (status) {
         run_opts_free(&o);
@@ -581,6 +592,8 @@ int main(int argc, char **argv)
         return cmd_check(argc - 2, argv + 2, false);
     if (strcmp(cmd, "dis") == 0)
         return cmd_check(argc - 2, argv + 2, true);
+    if (strcmp(cmd, "attach") == 0)
+        return cmd_attach(argc - 2, argv + 2);
     fprintf(stderr, "tracevm: unknown command '%s'\n\n", cmd);
     return usage(usage_main, 2);
 }

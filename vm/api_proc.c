@@ -172,8 +172,11 @@ size_t tvm_processes(tvm_vm *vm, tvm_process_info *out, size_t max)
             tvm_process_info *pi = &out[n];
             pi->pid = p->pid;
             pi->function[0] = '\0';
+            pi->reductions = vm_atomic_load_relaxed(&p->reductions);
+            pi->heap_words = vm_atomic_load_relaxed(&p->heap_words);
             pthread_mutex_lock(&p->lock);
             pi->state = state_name(p->state);
+            pi->message_queue = vm_atomic_load_relaxed(&p->mq_len) + p->inbox_len;
             /* Not running: its frames cannot change while we hold its lock
              * (a scheduler takes the lock to make it RUNNING). */
             if (p->state != PS_RUNNING) {

@@ -20,6 +20,7 @@ static void process_start(Process *p, tvm_vm *vm)
     p->env.p = p;
     p->htop = p->heap;
     p->hend = p->heap + p->heap_min;
+    vm_atomic_store_relaxed(&p->heap_words, p->heap_min);
     p->stack_limit = (uint32_t)vm->stack_limit;
     Term *stack = p->stack;
     for (uint32_t i = 0, n = p->stack_size; i < n; i++)

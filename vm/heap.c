@@ -99,6 +99,7 @@ static void collect_into(Process *p, size_t size, Term *extra, size_t nextra)
     p->heap = to;
     p->htop = gc.top;
     p->hend = to + size;
+    vm_atomic_store_relaxed(&p->heap_words, size);
     p->gc_count++;
 }
 

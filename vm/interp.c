@@ -611,7 +611,7 @@ void vm_yield_point(Process *p)
      * to, so its time slice simply starts again.  A process on a
      * scheduler gives the scheduler to others here.
      */
-    p->reds = VM_REDUCTIONS;
+    vm_reds_account(p);
     if (p->fiber)
         vm_proc_yield(p);
 }

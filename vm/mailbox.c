@@ -69,6 +69,7 @@ bool vm_send(tvm_vm *vm, uint64_t pid, Term msg)
     } else {
         *p->inbox_tail = m;
         p->inbox_tail = &m->next;
+        p->inbox_len++;
         wake_locked(p, &enqueue);
     }
     pthread_mutex_unlock(&p->lock);
@@ -91,6 +92,9 @@ static Message **fetch_locked(Process *p)
         p->mq_tail = p->inbox_tail;
         p->inbox = NULL;
         p->inbox_tail = &p->inbox;
+        /* The process is the only writer of mq_len. */
+        vm_atomic_store_relaxed(&p->mq_len, vm_atomic_load_relaxed(&p->mq_len) + p->inbox_len);
+        p->inbox_len = 0;
     }
     return from;
 }
@@ -110,6 +114,7 @@ void vm_proc_accept(Process *p)
     *p->cursor = m->next;
     if (p->mq_tail == &m->next)
         p->mq_tail = p->cursor;
+    vm_atomic_store_relaxed(&p->mq_len, vm_atomic_load_relaxed(&p->mq_len) - 1);
     free(m);
     p->cursor = &p->mq;
 }

@@ -192,6 +192,23 @@ struct Process {
     /* Stack capture: the interlock's state, flag and lock (vm/interlock.h). */
     VmInterlock il;
 
+    /*
+     * Statistics for tvm_processes (an observer on any thread):
+     *   reductions  made in the time slices that ended (the running slice
+     *               is added when the process is next scheduled in);
+     *               written by the scheduler switching it in (relaxed load
+     *               and store: one writer at a time, the scheduler that
+     *               owns the process), read relaxed;
+     *   heap_words  its heap's size; written by the process itself when
+     *               the collector resizes it, read relaxed;
+     *   mq_len      messages in its own queue (mq); written by the process
+     *               (fetch, accept), read relaxed.  Messages still in the
+     *               inbox are inbox_len, under `lock`.
+     * Relaxed: each is a number on its own, read for display; a reader
+     * sees a value from a moment ago, never a torn one.
+     */
+    VmAtomic reductions, heap_words, mq_len;
+
     /* ---- scheduled processes only (see vm/sched.c, vm/proc.c) ---- */
 
     /*
@@ -202,6 +219,7 @@ struct Process {
     pthread_mutex_t lock;
     int state;                     /* PS_* (written under lock; see the states above) */
     Message *inbox, **inbox_tail;  /* sent, not yet seen by the receiver (under lock) */
+    size_t inbox_len;              /* messages in the inbox (under lock) */
     bool signaled;                 /* something arrived while RUNNING (under lock) */
     bool timed_out;                /* the wait's timer fired (under lock) */
     bool exiting;                  /* past the point of taking new monitors (under lock) */
@@ -285,6 +303,17 @@ tvm_status vm_execute(Process *p, const FuncInfo *fn, int argc, const Term *args
  * `top_pc` for the top frame.
  */
 void vm_exception_set(Process *p, Term cls, Term reason, const Instr *top_pc);
+
+/* Ends p's time slice: the reductions it made go to its total (what
+ * tvm_processes shows) and its budget is full again.  On the thread that
+ * owns p: the process itself at a yield point, its scheduler when it has
+ * switched out. */
+static inline void vm_reds_account(Process *p)
+{
+    uintptr_t used = (uintptr_t)(VM_REDUCTIONS - p->reds);
+    vm_atomic_store_relaxed(&p->reductions, vm_atomic_load_relaxed(&p->reductions) + used);
+    p->reds = VM_REDUCTIONS;
+}
 
 /* Builds the term form of p's exception stack trace on its heap. */
 Term vm_exception_trace_term(Process *p);

@@ -356,6 +356,7 @@ static void run(Scheduler *s, Process *p)
      * have handed the scheduler straight to another (vm_sched_yield_to_next). */
     p = s->current;
     s->current = NULL;
+    vm_reds_account(p);
     /* The process switched out: its context is saved in p->fiber->sp.  A
      * plain yield (no wait asked, not exited: both written by the process
      * on this thread) needs no lock: it stays RUNNING and queues again. */
@@ -394,6 +395,7 @@ bool vm_sched_yield_to_next(Process *p)
         return false;
     list_pop(&s->local_head, &s->local_tail);
     s->local_len--;
+    vm_reds_account(p);
     local_push(s, p);
     vm_qsbr_quiescent();
     q->sched = s;

@@ -37,6 +37,7 @@ tvm_vm *vm_create(const tvm_config *cfgp)
     vm->crash_reports = !cfg.quiet_crashes;
     vm->crash_stacks = cfg.crash_stacks;
     vm->stw_tracing = cfg.stop_the_world_tracing;
+    vm->control_wanted = cfg.control;
     vm_modules_init(vm);
     pthread_mutex_init(&vm->trace_lock, NULL);
     return vm;

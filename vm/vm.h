@@ -78,6 +78,12 @@ struct tvm_vm {
      * [HK1] release store by tvm_set_call_hook, [HK1'] acquire on a hit. */
     VmAtomic call_hook;
     bool stw_tracing;            /* config: stop-the-world trace_pattern */
+    bool control_wanted;         /* config: serve the control endpoint (control/) */
+    /* The control endpoint (struct CtlServer *, control/ctl_server.c) while
+     * it serves; written by tvm_control_start/stop under their own lock,
+     * read by them and by tvm_control_path (which an embedder must not
+     * call while another thread stops the endpoint). */
+    void *control;
     /*
      * The trace pipeline (struct TrVm *, trace/tr_vm.c) while one runs.
      * [TP1] release store by tvm_trace_start (and a relaxed NULL store by

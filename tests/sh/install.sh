@@ -19,6 +19,7 @@ lib/libtracevm.so -> libtracevm.so.$version
 lib/libtracevm.so.$abi -> libtracevm.so.$version
 lib/libtracevm.so.$version
 lib/pkgconfig/tracevm.pc
+share/man/man1/tracevm-attach.1
 share/man/man1/tracevm-check.1
 share/man/man1/tracevm-dis.1
 share/man/man1/tracevm-run.1

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The man pages (tools/man/*.1): groff and man render them without a
-# warning; each carries the header's version; each command's page names
-# every option its --help names and no other, and tracevm-run(1) every
-# --flags name.
+# warning; each carries the header's version; every command has one; each
+# command's page names every option its --help names and no other, and
+# tracevm-run(1) every --flags name.
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d)
@@ -23,16 +23,21 @@ for page in tools/man/*.1; do
     tracevm) help=$("$TRACEVM" --help | sed -n '1,/^commands:/p'; echo "--version") ;;
     *) help=$("$TRACEVM" "${name#tracevm-}" --help) ;;
     esac
-    # The OPTIONS section of the page and the help text name the same options.
+    # Every option the help text names is on the page, and every option of
+    # the page's OPTIONS section is in the help text.
     sed -n '/^OPTIONS/,/^[A-Z]/p' "$tmp/$name.txt" | options > "$tmp/man"
     [[ $name == tracevm-run ]] && sed -n '/^OPTIONS/,/^SIGNALS/p' "$tmp/$name.txt" | options > "$tmp/man"
-    echo "$help" | options > "$tmp/help"
-    grep -qx -- '--help' "$tmp/help" || echo "--help" >> "$tmp/help"
-    grep -qx -- '-h' "$tmp/help" || echo "-h" >> "$tmp/help"
-    sort -u -o "$tmp/help" "$tmp/help"
-    diff "$tmp/help" "$tmp/man" > "$tmp/diff" ||
-        fail "$page: options differ from $name's --help (< help only, > page only):
-$(cat "$tmp/diff")"
+    options < "$tmp/$name.txt" > "$tmp/page"
+    { echo "$help" | options; echo "--help"; echo "-h"; } | sort -u > "$tmp/help"
+    missing=$(comm -23 "$tmp/help" "$tmp/page")
+    [[ -z "$missing" ]] || fail "$page does not name what $name's --help names: $missing"
+    extra=$(comm -13 "$tmp/help" "$tmp/man")
+    [[ -z "$extra" ]] || fail "$page's OPTIONS has what $name's --help lacks: $extra"
+done
+
+# A page for every command `tracevm --help` lists.
+for c in $("$TRACEVM" --help | sed -n '/^commands:/,/^$/s/^  \([a-z]\+\) .*/\1/p' | sort -u); do
+    [[ -f tools/man/tracevm-$c.1 ]] || fail "no man page tools/man/tracevm-$c.1 for tracevm $c"
 done
 
 # Every name --flags takes (the lines under it in `tracevm run --help`).

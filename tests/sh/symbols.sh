@@ -3,8 +3,8 @@
 # as the compiler reads the header (gcc -aux-info), and nothing else: no
 # function of a layer, no data (-fvisibility=hidden, the header's
 # visibility pragma, api/libtracevm.map).  Its SONAME is libtracevm.so.N
-# with N the header's TVM_ABI, and it resolves every symbol it needs from
-# the libraries it names.
+# with N the header's TVM_ABI, it resolves every symbol it needs from the
+# libraries it names, and a C++ program links with every function.
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 build=$(dirname "$(dirname "$TRACEVM")")
@@ -41,4 +41,16 @@ ldd -r "$so" > "$tmp/ldd" 2>&1 || fail "ldd -r: $(cat "$tmp/ldd")"
 nm --defined-only -g "$build/lib/libtracevm.a" 2>/dev/null | awk 'NF == 3 && $3 ~ /^tvm_/ {print $3}' |
     sort > "$tmp/static"
 diff -u "$tmp/declared" "$tmp/static" > "$tmp/diff" || fail "libtracevm.a: $(tail -n +3 "$tmp/diff")"
+# A C++ program that takes the address of every function links with the
+# shared library: the header declares them all with C linkage (inside its
+# extern "C").
+{
+    echo '#include "include/tracevm.h"'
+    echo 'static void (*const fns[])() = {'
+    sed 's/.*/    reinterpret_cast<void (*)()>(\&&),/' "$tmp/declared"
+    echo '};'
+    echo 'int main() { return fns[0] == nullptr; }'
+} > "$tmp/all.cpp"
+g++ -I. "$tmp/all.cpp" -L"$build/lib" -ltracevm -o "$tmp/all" 2> "$tmp/g++.err" ||
+    fail "a C++ program cannot link every function: $(grep -o 'undefined reference to [^ ]*' "$tmp/g++.err" | sort -u | head -5)"
 echo "ok: $(wc -l < "$tmp/declared") functions"

@@ -1,0 +1,21 @@
+/*
+ * control/control.h - the control endpoint's layer interface: what the
+ * composition root (api/root.c) calls.  The endpoint itself is public API
+ * (tvm_control_* in include/tracevm.h); docs/control.md is the protocol.
+ */
+#ifndef CONTROL_CONTROL_H
+#define CONTROL_CONTROL_H
+
+#include <stddef.h>
+
+#include "include/tracevm.h"
+
+/* At tvm_new: starts the endpoint when tvm_config.control or
+ * TRACEVM_CONTROL=1 asks for it (a failure is reported on stderr and the
+ * VM runs without it). */
+void ctl_layer_init(tvm_vm *vm);
+
+/* The per-user directory of the sockets (docs/control.md). */
+tvm_status ctl_dir(char *out, size_t size, tvm_error *err);
+
+#endif /* CONTROL_CONTROL_H */

@@ -1,0 +1,302 @@
+/*
+ * control/ctl_client.c - the client half of the control protocol
+ * (docs/control.md): finding this user's VMs, connecting, sending a
+ * request as words and reading its reply line by line.  `tracevm attach`
+ * is built on these alone.
+ *
+ * A server is trusted no more than a client is: its lines are read with
+ * the same bounded reader, and a reply that breaks the grammar ends the
+ * call with TVM_ERR_IO.
+ */
+#define _GNU_SOURCE
+#include "control/control.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "control/ctl_internal.h"
+#include "vm/common.h"
+
+struct tvm_control_client {
+    int fd;
+    CtlReader in;
+};
+
+/* How long a client waits for a reply line (a stack dump of 300,000
+ * processes takes a while; a stuck server should not hang the client
+ * forever). */
+#define CLIENT_TIMEOUT_MS 600000
+
+static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
+{
+    if (err) {
+        err->status = st;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+static void clear(tvm_error *err)
+{
+    if (err) {
+        err->status = TVM_OK;
+        err->message[0] = '\0';
+    }
+}
+
+/* Connects to a socket path; -1 with errno set. */
+static int dial(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (strlen(path) >= sizeof sa.sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+/* The socket of pid's first VM in dir ("PID.N.sock" with the lowest N). */
+static bool socket_of(const char *dir, long pid, char *out, size_t size)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    long best = -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long p, n;
+        char tail[8];
+        if (sscanf(e->d_name, "%ld.%ld.sock%7s", &p, &n, tail) == 2 && p == pid &&
+            (best < 0 || n < best))
+            best = n;
+    }
+    closedir(d);
+    if (best < 0)
+        return false;
+    snprintf(out, size, "%s/%ld.%ld.sock", dir, pid, best);
+    return true;
+}
+
+tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm_error *err)
+{
+    clear(err);
+    if (!target || !out || !*target)
+        return fail(err, TVM_ERR_BADARG, "tvm_control_connect: no target");
+    *out = NULL;
+    char path[300];
+    char *end;
+    long pid = strtol(target, &end, 10);
+    if (!*end && pid > 0) {
+        char dir[200];
+        tvm_status st = ctl_dir(dir, sizeof dir, err);
+        if (st != TVM_OK)
+            return st;
+        if (!socket_of(dir, pid, path, sizeof path))
+            return fail(err, TVM_ERR_NOTFOUND, "no VM of process %ld serves a control socket in %s",
+                        pid, dir);
+    } else if (strchr(target, '/')) {
+        snprintf(path, sizeof path, "%s", target);
+    } else {
+        return fail(err, TVM_ERR_BADARG, "target '%s' is neither a pid nor a socket path", target);
+    }
+    int fd = dial(path);
+    if (fd < 0)
+        return fail(err, errno == ENOENT || errno == ECONNREFUSED ? TVM_ERR_NOTFOUND : TVM_ERR_IO,
+                    "cannot connect to %s: %s", path, strerror(errno));
+    tvm_control_client *c = vm_calloc(1, sizeof *c);
+    c->fd = fd;
+    ctl_reader_init(&c->in, fd);
+    char *line;
+    size_t len;
+    int version;
+    if (ctl_read_line(&c->in, &line, &len, CLIENT_TIMEOUT_MS) != CTL_READ_LINE ||
+        sscanf(line, "tracevm-control %d", &version) != 1) {
+        char what[160];
+        snprintf(what, sizeof what, "%s", len && strncmp(line, "error ", 6) == 0 ? line + 6 : "");
+        tvm_control_close(c);
+        return fail(err, TVM_ERR_IO, "%s: %s", path, *what ? what : "not a tracevm control socket");
+    }
+    if (version != CTL_VERSION) {
+        tvm_control_close(c);
+        return fail(err, TVM_ERR_IO, "%s speaks control protocol %d, this client %d", path,
+                    version, CTL_VERSION);
+    }
+    *out = c;
+    return TVM_OK;
+}
+
+void tvm_control_close(tvm_control_client *c)
+{
+    if (!c)
+        return;
+    close(c->fd);
+    ctl_reader_free(&c->in);
+    free(c);
+}
+
+/* Reads a reply: its status line, then payload lines to on_line until ".". */
+static tvm_status reply(tvm_control_client *c, tvm_control_line_fn on_line, void *data,
+                        tvm_error *err)
+{
+    char *line;
+    size_t len;
+    CtlRead r = ctl_read_line(&c->in, &line, &len, CLIENT_TIMEOUT_MS);
+    if (r != CTL_READ_LINE)
+        return fail(err, TVM_ERR_IO, "connection lost (%s)",
+                    r == CTL_READ_EOF ? "closed" : r == CTL_READ_IDLE ? "timed out" : "broken");
+    tvm_status st;
+    if (len == 2 && !memcmp(line, "ok", 2)) {
+        st = TVM_OK;
+    } else if (len > 6 && !memcmp(line, "error ", 6)) {
+        st = fail(err, TVM_ERR_BADARG, "%s", line + 6);
+    } else {
+        return fail(err, TVM_ERR_IO, "malformed reply line '%.80s'", line);
+    }
+    for (;;) {
+        r = ctl_read_line(&c->in, &line, &len, CLIENT_TIMEOUT_MS);
+        if (r != CTL_READ_LINE) {
+            /* A server that ends the connection after an error line
+             * (a request it could not read) sends no "." */
+            return st != TVM_OK ? st : fail(err, TVM_ERR_IO, "connection lost in a reply");
+        }
+        if (len == 1 && line[0] == '.')
+            return st;
+        if (line[0] == '.') {
+            line++;
+            len--;
+        }
+        if (on_line)
+            on_line(line, len, data);
+    }
+}
+
+tvm_status tvm_control_call(tvm_control_client *c, int argc, const char *const *argv,
+                            tvm_control_line_fn on_line, void *data, tvm_error *err)
+{
+    clear(err);
+    if (!c || argc < 1 || !argv)
+        return fail(err, TVM_ERR_BADARG, "tvm_control_call: no request");
+    StrBuf sb;
+    sb_init(&sb);
+    for (int i = 0; i < argc; i++) {
+        if (!argv[i]) {
+            sb_free(&sb);
+            return fail(err, TVM_ERR_BADARG, "tvm_control_call: NULL word %d", i);
+        }
+        if (i)
+            sb_putc(&sb, ' ');
+        ctl_quote(&sb, argv[i]);
+    }
+    sb_putc(&sb, '\n');
+    if (sb.len > CTL_LINE_MAX) {
+        sb_free(&sb);
+        return fail(err, TVM_ERR_BADARG, "request longer than %u bytes", CTL_LINE_MAX);
+    }
+    bool sent = ctl_write(c->fd, sb.s, sb.len);
+    sb_free(&sb);
+    if (!sent)
+        return fail(err, TVM_ERR_IO, "connection lost (cannot send)");
+    return reply(c, on_line, data, err);
+}
+
+tvm_status tvm_control_load(tvm_control_client *c, const char *name, const char *text,
+                            size_t len, tvm_control_line_fn on_line, void *data, tvm_error *err)
+{
+    clear(err);
+    if (!c || !name || (!text && len))
+        return fail(err, TVM_ERR_BADARG, "tvm_control_load: NULL argument");
+    if (len > CTL_LOAD_MAX)
+        return fail(err, TVM_ERR_LIMIT, "module text of %zu bytes; at most %u", len, CTL_LOAD_MAX);
+    StrBuf sb;
+    sb_init(&sb);
+    sb_puts(&sb, "load ");
+    ctl_quote(&sb, name);
+    sb_printf(&sb, " %zu\n", len);
+    bool sent = ctl_write(c->fd, sb.s, sb.len) && ctl_write(c->fd, text, len);
+    sb_free(&sb);
+    if (!sent)
+        return fail(err, TVM_ERR_IO, "connection lost (cannot send)");
+    tvm_status st = reply(c, on_line, data, err);
+    if (st == TVM_ERR_BADARG && err && !strcmp(err->message, "load failed"))
+        st = TVM_ERR_LOAD;
+    return st;
+}
+
+/* ==== listing ==== */
+
+static void command_of(long pid, char *out, size_t size)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(out, 1, size - 1, f) : 0;
+    if (f)
+        fclose(f);
+    for (size_t i = 0; i < n; i++)
+        if (out[i] == '\0')
+            out[i] = ' ';
+    while (n > 0 && out[n - 1] == ' ')
+        n--;
+    out[n] = '\0';
+}
+
+size_t tvm_control_list(tvm_control_peer *out, size_t max)
+{
+    char dir[200];
+    if (ctl_dir(dir, sizeof dir, NULL) != TVM_OK)
+        return 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long pid, k;
+        char tail[8];
+        if (sscanf(e->d_name, "%ld.%ld.sock%7s", &pid, &k, tail) != 2)
+            continue;
+        char path[sizeof out->path];
+        if ((size_t)snprintf(path, sizeof path, "%.199s/%.40s", dir, e->d_name) >= sizeof path)
+            continue;
+        int fd = dial(path);
+        if (fd < 0) {
+            /* A socket nobody serves: its process is gone (a live one
+             * whose endpoint is starting or stopping is left alone). */
+            if (errno == ECONNREFUSED && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+                unlink(path);
+            continue;
+        }
+        close(fd);
+        if (n < max) {
+            out[n].pid = pid;
+            memcpy(out[n].path, path, sizeof path);
+            command_of(pid, out[n].command, sizeof out[n].command);
+        }
+        n++;
+    }
+    closedir(d);
+    return n;
+}

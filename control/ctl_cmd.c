@@ -1,0 +1,505 @@
+/*
+ * control/ctl_cmd.c - the control endpoint's commands (docs/control.md):
+ * info, procs, top, stacks and load, each on the client's own thread.
+ *
+ * Every command reads the VM through the public API (tvm_processes,
+ * tvm_backtrace, tvm_load_string, ...), so what a client can do is what
+ * an embedder can do, with the same guarantees: nothing here stops a
+ * scheduler.  Options are parsed strictly: an unknown option, a missing
+ * or malformed value gets an error naming it and the command does
+ * nothing.
+ */
+#define _GNU_SOURCE
+#include "control/ctl_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vm/common.h"
+#include "vm/sched.h"
+#include "vm/timer.h"
+#include "vm/vm.h"
+
+/* ==== replies ==== */
+
+void ctl_ok(CtlClient *c)
+{
+    c->out.len = 0;
+    sb_puts(&c->out, "ok\n");
+}
+
+void ctl_line(CtlClient *c, const char *s, size_t n)
+{
+    if (n > 0 && s[0] == '.')
+        sb_putc(&c->out, '.');
+    sb_put(&c->out, s, n);
+    sb_putc(&c->out, '\n');
+    if (c->out.len > 65536)
+        ctl_flush(c);
+}
+
+void ctl_linef(CtlClient *c, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    ctl_line(c, buf, n < 0 ? 0 : (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+bool ctl_flush(CtlClient *c)
+{
+    if (!c->gone && c->out.len && !ctl_write(c->fd, c->out.s, c->out.len))
+        c->gone = true;
+    c->out.len = 0;
+    return !c->gone;
+}
+
+void ctl_end(CtlClient *c)
+{
+    sb_puts(&c->out, ".\n");
+    ctl_flush(c);
+}
+
+void ctl_error(CtlClient *c, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    /* The message is one line whatever it quotes. */
+    for (char *p = buf; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    c->out.len = 0;
+    sb_printf(&c->out, "error %s\n.\n", buf);
+    ctl_flush(c);
+}
+
+/* ==== options ==== */
+
+typedef struct Opts {
+    const char *sort;
+    long limit, interval, count;
+    bool running, group;
+    int npos;                  /* positional words (after the command) */
+    char **pos;
+} Opts;
+
+/* Parses a whole number in [lo, hi]; false if it is not one. */
+static bool number(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Parses argv[1..] against the options named in `allowed` (a
+ * space-separated list); false after replying with the error. */
+static bool options(CtlClient *c, int argc, char **argv, const char *allowed, Opts *o)
+{
+    *o = (Opts){ .sort = "reds", .limit = 0, .interval = 1000, .count = 10 };
+    o->pos = argv + 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0) {
+            o->pos[o->npos++] = argv[i];
+            continue;
+        }
+        char key[40];
+        snprintf(key, sizeof key, " %s ", a + 2);
+        char list[160];
+        snprintf(list, sizeof list, " %s ", allowed);
+        if (!strstr(list, key)) {
+            ctl_error(c, "%s: unknown option %s", argv[0], a);
+            return false;
+        }
+        if (!strcmp(a, "--running") || !strcmp(a, "--group")) {
+            *(a[2] == 'r' ? &o->running : &o->group) = true;
+            continue;
+        }
+        const char *v = i + 1 < argc ? argv[++i] : NULL;
+        if (!v) {
+            ctl_error(c, "%s: %s needs a value", argv[0], a);
+            return false;
+        }
+        bool ok;
+        if (!strcmp(a, "--sort")) {
+            ok = !strcmp(v, "pid") || !strcmp(v, "reds") || !strcmp(v, "mq") ||
+                 !strcmp(v, "heap");
+            o->sort = v;
+        } else if (!strcmp(a, "--limit")) {
+            ok = number(v, 1, 1000000, &o->limit);
+        } else if (!strcmp(a, "--interval")) {
+            ok = number(v, 10, 3600000, &o->interval);
+        } else {
+            ok = number(v, 1, 1000000, &o->count);
+        }
+        if (!ok) {
+            ctl_error(c, "%s: bad value for %s: '%s'", argv[0], a, v);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ==== info ==== */
+
+static long resident_kib(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &size, &res) != 2)
+            res = 0;
+        fclose(f);
+    }
+    return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static void cmd_info(CtlClient *c, int argc, char **argv)
+{
+    Opts o;
+    if (!options(c, argc, argv, "", &o))
+        return;
+    if (o.npos) {
+        ctl_error(c, "info: unexpected argument '%s'", o.pos[0]);
+        return;
+    }
+    tvm_vm *vm = c->srv->vm;
+    SchedSystem *sys = vm_sched_of(vm);
+    ctl_ok(c);
+    ctl_linef(c, "protocol: %d", CTL_VERSION);
+    ctl_linef(c, "pid: %ld", (long)getpid());
+    ctl_linef(c, "schedulers: %d", sys ? sys->n : 0);
+    ctl_linef(c, "processes: %zu", tvm_processes(vm, NULL, 0));
+    ctl_linef(c, "modules: %zu", tvm_modules(vm, NULL, 0));
+    ctl_linef(c, "memory_kib: %ld", resident_kib());
+    ctl_linef(c, "uptime_s: %.1f", (double)(vm_now_ns() - c->srv->started_ns) / 1e9);
+    ctl_linef(c, "clients: %d", ctl_clients(c->srv));
+    ctl_end(c);
+}
+
+/* ==== procs and top ==== */
+
+typedef struct Row {
+    tvm_process_info pi;
+    uint64_t reds;             /* the sort's reductions: total, or during the interval */
+} Row;
+
+static int by_key(const void *a, const void *b, void *key)
+{
+    const Row *x = a, *y = b;
+    const char *sort_key = key;
+    uint64_t kx, ky;
+    if (!strcmp(sort_key, "pid"))
+        return x->pi.pid < y->pi.pid ? -1 : x->pi.pid > y->pi.pid;
+    if (!strcmp(sort_key, "mq"))
+        kx = x->pi.message_queue, ky = y->pi.message_queue;
+    else if (!strcmp(sort_key, "heap"))
+        kx = x->pi.heap_words, ky = y->pi.heap_words;
+    else
+        kx = x->reds, ky = y->reds;
+    if (kx != ky)
+        return kx > ky ? -1 : 1;
+    return x->pi.pid < y->pi.pid ? -1 : x->pi.pid > y->pi.pid;
+}
+
+/* Every live process (malloc'ed), in table order. */
+static Row *snapshot(tvm_vm *vm, size_t *n)
+{
+    size_t want = tvm_processes(vm, NULL, 0) + 64;
+    tvm_process_info *pi = vm_calloc(want, sizeof *pi);
+    size_t got = tvm_processes(vm, pi, want);
+    if (got > want)
+        got = want;
+    Row *rows = vm_calloc(got ? got : 1, sizeof *rows);
+    for (size_t i = 0; i < got; i++) {
+        rows[i].pi = pi[i];
+        rows[i].reds = pi[i].reductions;
+    }
+    free(pi);
+    *n = got;
+    return rows;
+}
+
+static void table(CtlClient *c, Row *rows, size_t n, const Opts *o, const char *reds_label)
+{
+    qsort_r(rows, n, sizeof *rows, by_key, (void *)o->sort);
+    ctl_linef(c, "%-14s %-9s %12s %8s %10s  %s", "PID", "STATE", reds_label, "MQ", "HEAP",
+              "FUNCTION");
+    size_t show = o->limit && (size_t)o->limit < n ? (size_t)o->limit : n;
+    for (size_t i = 0; i < show; i++) {
+        char pid[32];
+        snprintf(pid, sizeof pid, "<0.%llu.0>", (unsigned long long)rows[i].pi.pid);
+        ctl_linef(c, "%-14s %-9s %12llu %8zu %10zu  %s", pid, rows[i].pi.state,
+                  (unsigned long long)rows[i].reds, rows[i].pi.message_queue,
+                  rows[i].pi.heap_words, rows[i].pi.function[0] ? rows[i].pi.function : "-");
+    }
+}
+
+static void cmd_procs(CtlClient *c, int argc, char **argv)
+{
+    Opts o;
+    if (!options(c, argc, argv, "sort limit", &o))
+        return;
+    if (o.npos) {
+        ctl_error(c, "procs: unexpected argument '%s'", o.pos[0]);
+        return;
+    }
+    size_t n;
+    Row *rows = snapshot(c->srv->vm, &n);
+    ctl_ok(c);
+    table(c, rows, n, &o, "REDUCTIONS");
+    free(rows);
+    ctl_end(c);
+}
+
+/* Sleeps ms, in steps, returning false early when the endpoint stops. */
+static bool nap(CtlClient *c, long ms)
+{
+    while (ms > 0) {
+        long step = ms < 50 ? ms : 50;
+        struct timespec ts = { step / 1000, (step % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+        ms -= step;
+        if (vm_atomic_load_acquire(&c->srv->stopping))
+            return false;
+    }
+    return true;
+}
+
+static void cmd_top(CtlClient *c, int argc, char **argv)
+{
+    Opts o;
+    if (!options(c, argc, argv, "sort limit interval count", &o))
+        return;
+    if (o.npos) {
+        ctl_error(c, "top: unexpected argument '%s'", o.pos[0]);
+        return;
+    }
+    tvm_vm *vm = c->srv->vm;
+    ctl_ok(c);
+    ctl_flush(c);
+    size_t nbefore;
+    Row *before = snapshot(vm, &nbefore);
+    for (long k = 0; k < o.count && !c->gone; k++) {
+        if (!nap(c, o.interval))
+            break;
+        size_t n;
+        Row *rows = snapshot(vm, &n);
+        /* The reductions made during the interval: both snapshots are in
+         * table order, so a merge by pid finds each process's earlier count. */
+        for (size_t i = 0; i < n; i++) {
+            for (size_t j = 0; j < nbefore; j++) {
+                if (before[j].pi.pid == rows[i].pi.pid) {
+                    rows[i].reds -= before[j].pi.reductions < rows[i].reds
+                                        ? before[j].pi.reductions
+                                        : rows[i].reds;
+                    break;
+                }
+            }
+        }
+        free(before);
+        before = vm_calloc(n ? n : 1, sizeof *before);
+        memcpy(before, rows, n * sizeof *rows);
+        nbefore = n;
+        table(c, rows, n, &o, "REDS/INT");
+        ctl_line(c, "", 0);
+        ctl_flush(c);
+        free(rows);
+    }
+    free(before);
+    ctl_end(c);
+}
+
+/* ==== stacks ==== */
+
+/* The text of one process's stack, or its error, with `head` first. */
+static void stack_of(tvm_vm *vm, tvm_pid pid, StrBuf *out)
+{
+    size_t size = 65536;
+    char *buf = vm_malloc(size);
+    tvm_error err;
+    tvm_status st = tvm_backtrace(vm, pid, buf, size, NULL, &err);
+    if (st == TVM_OK)
+        sb_puts(out, buf);
+    else
+        sb_printf(out, "  (%s)\n", err.message);
+    free(buf);
+}
+
+/* Pids listed in a group's heading. */
+#define GROUP_PIDS 8
+
+typedef struct Group {
+    char *text;                /* the stack, without the pid */
+    StrBuf pids;
+    size_t n;
+} Group;
+
+static void emit_lines(CtlClient *c, const char *text)
+{
+    while (*text) {
+        const char *nl = strchr(text, '\n');
+        size_t len = nl ? (size_t)(nl - text) : strlen(text);
+        ctl_line(c, text, len);
+        text += len + (nl ? 1 : 0);
+    }
+}
+
+static void cmd_stacks(CtlClient *c, int argc, char **argv)
+{
+    Opts o;
+    if (!options(c, argc, argv, "running group", &o))
+        return;
+    tvm_vm *vm = c->srv->vm;
+    size_t n;
+    Row *rows;
+    if (o.npos) {
+        rows = vm_calloc((size_t)o.npos, sizeof *rows);
+        n = 0;
+        for (int i = 0; i < o.npos; i++) {
+            unsigned long long v;
+            char tail;
+            if (sscanf(o.pos[i], "<0.%llu.0>%c", &v, &tail) != 1 &&
+                sscanf(o.pos[i], "%llu%c", &v, &tail) != 1) {
+                free(rows);
+                ctl_error(c, "stacks: bad pid '%s' (N or <0.N.0>)", o.pos[i]);
+                return;
+            }
+            rows[n++].pi.pid = v;
+        }
+    } else {
+        rows = snapshot(vm, &n);
+        qsort_r(rows, n, sizeof *rows, by_key, (void *)"pid");
+    }
+    ctl_ok(c);
+    Group *groups = o.group ? vm_calloc(n ? n : 1, sizeof *groups) : NULL;
+    size_t ng = 0;
+    StrBuf sb;
+    sb_init(&sb);
+    for (size_t i = 0; i < n && !c->gone; i++) {
+        if (o.running && (o.npos || strcmp(rows[i].pi.state, "running") != 0))
+            continue;
+        sb.len = 0;
+        sb.s[0] = '\0';
+        stack_of(vm, rows[i].pi.pid, &sb);
+        char pid[32];
+        snprintf(pid, sizeof pid, "<0.%llu.0>", (unsigned long long)rows[i].pi.pid);
+        if (!o.group) {
+            ctl_line(c, pid, strlen(pid));
+            emit_lines(c, sb.s);
+            continue;
+        }
+        size_t g = 0;
+        while (g < ng && strcmp(groups[g].text, sb.s) != 0)
+            g++;
+        if (g == ng) {
+            groups[ng].text = vm_strndup(sb.s, sb.len);
+            sb_init(&groups[ng].pids);
+            ng++;
+        }
+        /* The first pids of a group name it; the count says the rest. */
+        if (groups[g].n < GROUP_PIDS)
+            sb_printf(&groups[g].pids, "%s%s", groups[g].n ? " " : "", pid);
+        else if (groups[g].n == GROUP_PIDS)
+            sb_puts(&groups[g].pids, " ...");
+        groups[g].n++;
+    }
+    for (size_t pass = 0; pass < ng; pass++) {
+        /* Largest groups first (a selection: groups are few). */
+        size_t best = 0;
+        for (size_t g = 1; g < ng; g++)
+            if (groups[g].n > groups[best].n)
+                best = g;
+        ctl_linef(c, "%zu process%s: %s", groups[best].n, groups[best].n == 1 ? "" : "es",
+                  groups[best].pids.s);
+        emit_lines(c, groups[best].text);
+        groups[best].n = 0;
+    }
+    for (size_t g = 0; g < ng; g++) {
+        free(groups[g].text);
+        sb_free(&groups[g].pids);
+    }
+    free(groups);
+    sb_free(&sb);
+    free(rows);
+    ctl_end(c);
+}
+
+/* ==== load ==== */
+
+static void cmd_load(CtlClient *c, int argc, char **argv)
+{
+    long bytes;
+    if (argc != 3 || !number(argv[2], 0, CTL_LOAD_MAX, &bytes)) {
+        ctl_error(c, "load: expects NAME BYTES (BYTES at most %u)", CTL_LOAD_MAX);
+        if (argc == 3)
+            c->gone = true;   /* the bytes that may follow cannot be told from requests */
+        return;
+    }
+    char *text = vm_malloc((size_t)bytes + 1);
+    if (!ctl_read_bytes(&c->in, text, (size_t)bytes, CTL_IDLE_MS)) {
+        free(text);
+        c->gone = true;
+        return;
+    }
+    tvm_error err;
+    tvm_status st = tvm_load_string(c->srv->vm, argv[1], text, (size_t)bytes, &err);
+    if (st == TVM_OK) {
+        free(text);
+        ctl_ok(c);
+        ctl_end(c);
+        return;
+    }
+    if (st != TVM_ERR_LOAD) {
+        free(text);
+        ctl_error(c, "load: %s", err.message);
+        return;
+    }
+    /* Every diagnostic (a tvm_error holds 4 KiB of them): checking the
+     * same text again gives them all; nothing was loaded.  A module the
+     * checker passes (one that natives provide) has its reason in err. */
+    char *diag = NULL;
+    tvm_check_string(c->srv->vm, argv[1], text, (size_t)bytes, &diag, NULL);
+    c->out.len = 0;
+    sb_puts(&c->out, "error load failed\n");
+    emit_lines(c, diag && *diag ? diag : err.message);
+    free(diag);
+    free(text);
+    ctl_end(c);
+}
+
+/* ==== dispatch ==== */
+
+static const struct {
+    const char *name;
+    void (*fn)(CtlClient *c, int argc, char **argv);
+} commands[] = {
+    { "info", cmd_info },
+    { "procs", cmd_procs },
+    { "top", cmd_top },
+    { "stacks", cmd_stacks },
+    { "load", cmd_load },
+};
+
+void ctl_dispatch(CtlClient *c, int argc, char **argv)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (!strcmp(argv[0], commands[i].name)) {
+            commands[i].fn(c, argc, argv);
+            return;
+        }
+    }
+    ctl_error(c, "unknown command '%.64s'", argv[0]);
+}

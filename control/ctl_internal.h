@@ -1,0 +1,115 @@
+/*
+ * control/ctl_internal.h - what the control endpoint's files share: the
+ * bounded line reader both ends use, the request grammar (words, quoting),
+ * replies, and the server's per-client state.  docs/control.md is the
+ * protocol.
+ */
+#ifndef CONTROL_CTL_INTERNAL_H
+#define CONTROL_CTL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "include/tracevm.h"
+#include "vm/atomics.h"
+#include "vm/strbuf.h"
+
+/* Protocol limits (docs/control.md). */
+#define CTL_VERSION 1
+#define CTL_LINE_MAX 65536u            /* a request line, its LF included */
+#define CTL_LOAD_MAX (16u << 20)       /* a load's module text */
+#define CTL_MAX_CLIENTS 16
+#define CTL_IDLE_MS 60000              /* between two requests */
+#define CTL_MAX_ARGS 256
+
+/* A buffered reader over a socket, bounded: it never holds more than
+ * CTL_LINE_MAX bytes of a line. */
+typedef struct CtlReader {
+    int fd;
+    char *buf;                 /* CTL_LINE_MAX + 1 bytes */
+    size_t start, end;         /* unread bytes: buf[start, end) */
+} CtlReader;
+
+typedef enum CtlRead {
+    CTL_READ_LINE,             /* a whole line (its LF replaced by NUL) */
+    CTL_READ_EOF,              /* the peer closed between lines */
+    CTL_READ_TRUNCATED,        /* the peer closed in the middle of a line */
+    CTL_READ_TOO_LONG,         /* no LF within CTL_LINE_MAX bytes */
+    CTL_READ_IDLE,             /* nothing arrived within the timeout */
+    CTL_READ_FAILED,           /* a socket error (or the endpoint stopping) */
+} CtlRead;
+
+void ctl_reader_init(CtlReader *r, int fd);
+void ctl_reader_free(CtlReader *r);
+/* The next line, its length without the LF in *len; valid until the next
+ * call.  timeout_ms < 0: no timeout. */
+CtlRead ctl_read_line(CtlReader *r, char **line, size_t *len, int timeout_ms);
+/* Exactly n bytes into out (after the line they follow); false on EOF,
+ * error or timeout. */
+bool ctl_read_bytes(CtlReader *r, char *out, size_t n, int timeout_ms);
+
+/*
+ * Splits a request line into words (docs/control.md: separated by single
+ * spaces; a word may be double-quoted with \" \\ \n \t \xHH escapes).
+ * Returns the number of words, the words themselves malloc'ed in *argv
+ * (free with ctl_words_free), or -1 with the reason in `why` (a bad
+ * string, a NUL byte, invalid UTF-8, too many words).
+ */
+int ctl_split(const char *line, size_t len, char ***argv, char *why, size_t whylen);
+void ctl_words_free(int argc, char **argv);
+/* Appends s as one word of a request (quoted when it must be). */
+void ctl_quote(StrBuf *sb, const char *s);
+/* Whether [s, s+n) is valid UTF-8 with no NUL. */
+bool ctl_utf8_ok(const char *s, size_t n);
+
+/* Writes all of [s, s+n); false when the peer is gone (no SIGPIPE). */
+bool ctl_write(int fd, const char *s, size_t n);
+
+/* ==== the server ==== */
+
+typedef struct CtlClient {
+    struct CtlServer *srv;
+    int fd;
+    CtlReader in;
+    StrBuf out;                /* the reply being written */
+    bool gone;                 /* a write failed: the peer is gone */
+} CtlClient;
+
+typedef struct CtlServer {
+    tvm_vm *vm;
+    int lfd;                   /* the listening socket */
+    int wake[2];               /* a pipe: written to stop the accept loop */
+    char path[256];            /* the socket's path */
+    pthread_t thread;          /* the accept loop */
+    uint64_t started_ns;       /* CLOCK_MONOTONIC at start (info: uptime) */
+    /* lock protects slots: the clients being served. */
+    pthread_mutex_t lock;
+    struct CtlSlot {
+        bool used;
+        bool done;             /* its thread has finished (to be joined) */
+        int fd;
+        pthread_t thread;
+    } slots[CTL_MAX_CLIENTS];
+    /* 1 once the endpoint stops: client threads end at their next read.
+     * Release store by tvm_control_stop, acquire loads by the threads. */
+    VmAtomic stopping;
+} CtlServer;
+
+/* Reply helpers of a command (control/ctl_cmd.c); each line is
+ * dot-stuffed.  A command ends with ctl_end (after ctl_ok) or ctl_error. */
+void ctl_ok(CtlClient *c);
+void ctl_line(CtlClient *c, const char *s, size_t n);
+void ctl_linef(CtlClient *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ctl_end(CtlClient *c);
+void ctl_error(CtlClient *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Sends what the reply holds so far (streams: top). */
+bool ctl_flush(CtlClient *c);
+
+/* Runs one request of a client (its words); the reply is written to c. */
+void ctl_dispatch(CtlClient *c, int argc, char **argv);
+
+/* Clients being served now (info). */
+int ctl_clients(CtlServer *srv);
+
+#endif /* CONTROL_CTL_INTERNAL_H */

@@ -1,0 +1,393 @@
+/*
+ * control/ctl_server.c - the control endpoint: a Unix-domain socket in a
+ * per-user directory, an accept loop on a thread of its own, and a thread
+ * per client (docs/control.md).
+ *
+ * Nothing here runs on a scheduler, and nothing a client sends reaches one
+ * except through the public API's own entry points, which never stop a
+ * scheduler (a load or a trace change waits for thread progress on the
+ * client's thread).  So a client that is slow, stuck or hostile costs the
+ * VM at most one thread of its own.
+ *
+ * Who may connect.  The directory is the user's and closed to everyone
+ * else (0700, checked when it already exists: another user could have
+ * made it first in /tmp); the socket is 0600; and every connection is
+ * checked with SO_PEERCRED before a byte is read from it.
+ *
+ * Threads and lifetime.  The accept loop polls the listening socket and a
+ * wake-up pipe.  Each client runs on a joinable thread recorded in a slot
+ * (at most CTL_MAX_CLIENTS; the loop reaps finished ones).  Stopping:
+ * `stopping` is set (release), the pipe wakes the loop, which ends; every
+ * client socket is shut down, which ends its thread's read with EOF; the
+ * threads are joined; the socket file is removed.  A client in the middle
+ * of a command (a load waiting for thread progress) finishes it first.
+ */
+#define _GNU_SOURCE
+#include "control/control.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "control/ctl_internal.h"
+#include "vm/common.h"
+#include "vm/timer.h"
+#include "vm/vm.h"
+
+/* Serialises tvm_control_start and tvm_control_stop, which read and
+ * write vm->control; the endpoint's own threads never touch it. */
+static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
+/* VMs of this OS process that served an endpoint: the N of PID.N.sock. */
+static VmAtomic ctl_seq;
+
+static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
+{
+    if (err) {
+        err->status = st;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* ==== the directory ==== */
+
+tvm_status ctl_dir(char *out, size_t size, tvm_error *err)
+{
+    const char *env = getenv("TRACEVM_CONTROL_DIR");
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    int n;
+    if (env && *env)
+        n = snprintf(out, size, "%s", env);
+    else if (xdg && *xdg)
+        n = snprintf(out, size, "%s/tracevm", xdg);
+    else
+        n = snprintf(out, size, "/tmp/tracevm-%u", (unsigned)geteuid());
+    if (n < 0 || (size_t)n >= size - 24)   /* room for "/PID.N.sock" */
+        return fail(err, TVM_ERR_BADARG, "tvm_control: directory name too long");
+    return TVM_OK;
+}
+
+/* Creates the directory (0700) or checks the one there: a directory of
+ * this user that nobody else may enter or write. */
+static tvm_status own_dir(const char *dir, tvm_error *err)
+{
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return fail(err, TVM_ERR_IO, "tvm_control: cannot create %s: %s", dir, strerror(errno));
+    struct stat st;
+    if (lstat(dir, &st) != 0)
+        return fail(err, TVM_ERR_IO, "tvm_control: %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return fail(err, TVM_ERR_IO, "tvm_control: %s is not a directory", dir);
+    if (st.st_uid != geteuid())
+        return fail(err, TVM_ERR_IO, "tvm_control: %s belongs to uid %u, not to this user (%u)",
+                    dir, (unsigned)st.st_uid, (unsigned)geteuid());
+    if (st.st_mode & 077)
+        return fail(err, TVM_ERR_IO, "tvm_control: %s is open to other users (mode %03o)", dir,
+                    (unsigned)(st.st_mode & 0777));
+    return TVM_OK;
+}
+
+/* ==== clients ==== */
+
+/* Whether the peer is this user (or root), by its credentials. */
+static bool same_user(int fd)
+{
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || len != sizeof cr)
+        return false;
+    return cr.uid == geteuid() || cr.uid == 0;
+}
+
+static void say(int fd, const char *line)
+{
+    ctl_write(fd, line, strlen(line));
+}
+
+/* The reason a request line could not be read, sent before closing. */
+static const char *read_error(CtlRead r)
+{
+    switch (r) {
+    case CTL_READ_TOO_LONG: return "error request longer than 65536 bytes\n";
+    case CTL_READ_TRUNCATED: return "error truncated request\n";
+    case CTL_READ_IDLE: return "error idle for 60 s\n";
+    default: return NULL;
+    }
+}
+
+/* After an error that ends a connection: no more from us, then what the
+ * peer still sends is read and dropped (for a second, a megabyte at
+ * most), so that closing does not reset the connection under the error
+ * line before the peer has read it. */
+static void linger(int fd)
+{
+    shutdown(fd, SHUT_WR);
+    char sink[4096];
+    size_t total = 0;
+    struct pollfd pf = { .fd = fd, .events = POLLIN };
+    while (total < (1u << 20) && poll(&pf, 1, 1000) > 0) {
+        ssize_t n = recv(fd, sink, sizeof sink, 0);
+        if (n <= 0)
+            break;
+        total += (size_t)n;
+    }
+}
+
+static void serve(CtlClient *c)
+{
+    char hello[96];
+    snprintf(hello, sizeof hello, "tracevm-control %d pid=%ld\n", CTL_VERSION, (long)getpid());
+    if (!ctl_write(c->fd, hello, strlen(hello)))
+        return;
+    while (!c->gone && !vm_atomic_load_acquire(&c->srv->stopping)) {
+        char *line;
+        size_t len;
+        CtlRead r = ctl_read_line(&c->in, &line, &len, CTL_IDLE_MS);
+        if (r != CTL_READ_LINE) {
+            const char *why = read_error(r);
+            if (why && !vm_atomic_load_acquire(&c->srv->stopping)) {
+                say(c->fd, why);
+                linger(c->fd);
+            }
+            return;
+        }
+        char why[160];
+        char **argv;
+        int argc = ctl_split(line, len, &argv, why, sizeof why);
+        if (argc < 0) {
+            ctl_error(c, "%s", why);
+            continue;
+        }
+        ctl_dispatch(c, argc, argv);
+        ctl_words_free(argc, argv);
+    }
+}
+
+typedef struct ClientArg {
+    CtlServer *srv;
+    int slot;
+} ClientArg;
+
+static void *client_main(void *arg)
+{
+    ClientArg a = *(ClientArg *)arg;
+    free(arg);
+    CtlServer *srv = a.srv;
+    CtlClient c = { .srv = srv, .fd = srv->slots[a.slot].fd };
+    ctl_reader_init(&c.in, c.fd);
+    sb_init(&c.out);
+    serve(&c);
+    sb_free(&c.out);
+    ctl_reader_free(&c.in);
+    pthread_mutex_lock(&srv->lock);
+    shutdown(c.fd, SHUT_RDWR);
+    close(c.fd);
+    srv->slots[a.slot].fd = -1;
+    srv->slots[a.slot].done = true;
+    pthread_mutex_unlock(&srv->lock);
+    return NULL;
+}
+
+/* Joins client threads that finished (accept loop, lock held). */
+static void reap_locked(CtlServer *srv)
+{
+    for (int i = 0; i < CTL_MAX_CLIENTS; i++) {
+        struct CtlSlot *s = &srv->slots[i];
+        if (s->used && s->done) {
+            pthread_join(s->thread, NULL);
+            s->used = s->done = false;
+        }
+    }
+}
+
+int ctl_clients(CtlServer *srv)
+{
+    int n = 0;
+    pthread_mutex_lock(&srv->lock);
+    for (int i = 0; i < CTL_MAX_CLIENTS; i++)
+        n += srv->slots[i].used && !srv->slots[i].done;
+    pthread_mutex_unlock(&srv->lock);
+    return n;
+}
+
+static void admit(CtlServer *srv, int fd)
+{
+    if (!same_user(fd)) {
+        say(fd, "error permission denied\n");
+        close(fd);
+        return;
+    }
+    pthread_mutex_lock(&srv->lock);
+    reap_locked(srv);
+    int slot = -1;
+    for (int i = 0; i < CTL_MAX_CLIENTS && slot < 0; i++)
+        if (!srv->slots[i].used)
+            slot = i;
+    if (slot < 0) {
+        pthread_mutex_unlock(&srv->lock);
+        say(fd, "error too many clients\n");
+        close(fd);
+        return;
+    }
+    ClientArg *a = vm_malloc(sizeof *a);
+    *a = (ClientArg){ srv, slot };
+    struct CtlSlot *s = &srv->slots[slot];
+    s->used = true;
+    s->done = false;
+    s->fd = fd;
+    if (pthread_create(&s->thread, NULL, client_main, a) != 0) {
+        s->used = false;
+        free(a);
+        pthread_mutex_unlock(&srv->lock);
+        say(fd, "error cannot start a thread\n");
+        close(fd);
+        return;
+    }
+    pthread_mutex_unlock(&srv->lock);
+}
+
+static void *accept_main(void *arg)
+{
+    CtlServer *srv = arg;
+    struct pollfd pf[2] = { { .fd = srv->lfd, .events = POLLIN },
+                            { .fd = srv->wake[0], .events = POLLIN } };
+    while (!vm_atomic_load_acquire(&srv->stopping)) {
+        if (poll(pf, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (pf[1].revents)
+            break;
+        if (pf[0].revents & POLLIN) {
+            int fd = accept4(srv->lfd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0)
+                admit(srv, fd);
+        }
+    }
+    return NULL;
+}
+
+/* ==== start and stop ==== */
+
+static tvm_status listen_at(CtlServer *srv, const char *dir, tvm_error *err)
+{
+    unsigned n = (unsigned)vm_atomic_fetch_add_relaxed(&ctl_seq, 1);
+    snprintf(srv->path, sizeof srv->path, "%s/%ld.%u.sock", dir, (long)getpid(), n);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (strlen(srv->path) >= sizeof sa.sun_path)
+        return fail(err, TVM_ERR_BADARG, "tvm_control: socket path too long: %s", srv->path);
+    strcpy(sa.sun_path, srv->path);
+    unlink(srv->path);   /* a socket a dead VM of the same pid left behind */
+    srv->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (srv->lfd < 0)
+        return fail(err, TVM_ERR_IO, "tvm_control: socket: %s", strerror(errno));
+    /* 0600 from the start: the umask covers the window before chmod. */
+    mode_t old = umask(0177);
+    int rc = bind(srv->lfd, (struct sockaddr *)&sa, sizeof sa);
+    umask(old);
+    if (rc != 0 || chmod(srv->path, 0600) != 0 || listen(srv->lfd, 16) != 0) {
+        int e = errno;
+        close(srv->lfd);
+        unlink(srv->path);
+        return fail(err, TVM_ERR_IO, "tvm_control: cannot listen on %s: %s", srv->path,
+                    strerror(e));
+    }
+    return TVM_OK;
+}
+
+tvm_status tvm_control_start(tvm_vm *vm, tvm_error *err)
+{
+    if (err) {
+        err->status = TVM_OK;
+        err->message[0] = '\0';
+    }
+    if (!vm)
+        return fail(err, TVM_ERR_BADARG, "tvm_control_start: NULL vm");
+    pthread_mutex_lock(&ctl_lock);
+    tvm_status st = TVM_OK;
+    char dir[200];
+    if (vm->control) {
+        st = fail(err, TVM_ERR_EXISTS, "tvm_control_start: already serving %s",
+                  ((CtlServer *)vm->control)->path);
+    } else if ((st = ctl_dir(dir, sizeof dir, err)) == TVM_OK &&
+               (st = own_dir(dir, err)) == TVM_OK) {
+        CtlServer *srv = vm_calloc(1, sizeof *srv);
+        srv->vm = vm;
+        srv->started_ns = vm_now_ns();
+        pthread_mutex_init(&srv->lock, NULL);
+        if ((st = listen_at(srv, dir, err)) != TVM_OK) {
+            pthread_mutex_destroy(&srv->lock);
+            free(srv);
+        } else {
+            if (pipe2(srv->wake, O_CLOEXEC) != 0 ||
+                pthread_create(&srv->thread, NULL, accept_main, srv) != 0)
+                vm_die("cannot start the control endpoint's thread");
+            vm->control = srv;
+        }
+    }
+    pthread_mutex_unlock(&ctl_lock);
+    return st;
+}
+
+void tvm_control_stop(tvm_vm *vm)
+{
+    if (!vm)
+        return;
+    pthread_mutex_lock(&ctl_lock);
+    CtlServer *srv = vm->control;
+    vm->control = NULL;
+    pthread_mutex_unlock(&ctl_lock);
+    if (!srv)
+        return;
+    vm_atomic_store_release(&srv->stopping, 1);
+    /* A pipe, not a socket: write(2), not ctl_write's send(2). */
+    while (write(srv->wake[1], "x", 1) < 0 && errno == EINTR)
+        ;
+    pthread_join(srv->thread, NULL);
+    close(srv->lfd);
+    unlink(srv->path);
+    pthread_mutex_lock(&srv->lock);
+    for (int i = 0; i < CTL_MAX_CLIENTS; i++)
+        if (srv->slots[i].used && !srv->slots[i].done)
+            shutdown(srv->slots[i].fd, SHUT_RDWR);
+    pthread_mutex_unlock(&srv->lock);
+    for (int i = 0; i < CTL_MAX_CLIENTS; i++)
+        if (srv->slots[i].used)
+            pthread_join(srv->slots[i].thread, NULL);
+    close(srv->wake[0]);
+    close(srv->wake[1]);
+    pthread_mutex_destroy(&srv->lock);
+    free(srv);
+}
+
+const char *tvm_control_path(tvm_vm *vm)
+{
+    CtlServer *srv = vm ? vm->control : NULL;
+    return srv ? srv->path : NULL;
+}
+
+void ctl_layer_init(tvm_vm *vm)
+{
+    const char *env = getenv("TRACEVM_CONTROL");
+    bool on = vm->control_wanted || (env && strcmp(env, "1") == 0);
+    if (!on)
+        return;
+    tvm_error err;
+    if (tvm_control_start(vm, &err) != TVM_OK)
+        fprintf(stderr, "tracevm: control endpoint not started: %s\n", err.message);
+}
