@@ -259,7 +259,8 @@ static void sleep_ms(double ms)
 
 static void flags_for_all(long nprocs, int nscheds, int rounds, double window_ms)
 {
-    tvm_config cfg = { .schedulers = nscheds, .quiet_crashes = true, .fiber_slabs = true,
+    tvm_config cfg = { .size = sizeof(tvm_config),
+                       .schedulers = nscheds, .quiet_crashes = true, .fiber_slabs = true,
                        .fiber_stack_bytes = 64 * 1024 };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_error err;

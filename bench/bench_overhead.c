@@ -304,7 +304,7 @@ int main(int argc, char **argv)
     const int64_t calls = 2 * fib_value(fib_n + 1) - 1;
     job.n_calls = calls;   /* the calls scenarios make as many calls */
 
-    tvm_config cfg = { .schedulers = 1, .quiet_crashes = true };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1, .quiet_crashes = true };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_error err;
     if (!vm)
@@ -314,7 +314,8 @@ int main(int argc, char **argv)
         tvm_load_string(vm, "ovh.tasm", drv_text, sizeof drv_text - 1, &err) != TVM_OK)
         die("loading", err.message);
     tvm_env *env = tvm_env_new(vm);
-    tvm_trace_options topts = { .format = TVM_TRACE_CALLBACK, .callback = count_event,
+    tvm_trace_options topts = { .size = sizeof(tvm_trace_options),
+                                .format = TVM_TRACE_CALLBACK, .callback = count_event,
                                 .ring_bytes = (size_t)64 << 20 };
     if (tvm_trace_start(vm, &topts, &err) != TVM_OK)
         die("tvm_trace_start", err.message);

@@ -253,7 +253,7 @@ static const char drv_text[] =
 
 static tvm_vm *make_vm(int schedulers, bool stw, const char *genmod, size_t genlen)
 {
-    tvm_config cfg = { .schedulers = schedulers, .quiet_crashes = true,
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = schedulers, .quiet_crashes = true,
                        .stop_the_world_tracing = stw };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_error err;

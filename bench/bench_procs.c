@@ -106,7 +106,8 @@ static tvm_status nat_yield(tvm_env *env, int argc, const tvm_term *argv, tvm_te
 
 static tvm_vm *make_vm(int schedulers, const char *path)
 {
-    tvm_config cfg = { .schedulers = schedulers, .quiet_crashes = true };
+    tvm_config cfg = { .size = sizeof(tvm_config),
+                       .schedulers = schedulers, .quiet_crashes = true };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_error err;
     if (!vm)

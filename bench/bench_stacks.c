@@ -176,7 +176,7 @@ int main(int argc, char **argv)
         else
             die("usage: bench_stacks [--runs R] [--samples N]", NULL);
     }
-    tvm_config cfg = { .schedulers = 2 };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 2 };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_error err;
     if (tvm_register_native(vm, "host", "outer", 0, nat_outer, NULL, &err) != TVM_OK ||

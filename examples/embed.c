@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "include/tracevm.h"
+#include <tracevm.h>
 
 static tvm_status host_log(tvm_env *env, int argc, const tvm_term *argv,
                            tvm_term *result, void *data)

@@ -53,6 +53,7 @@ static void on_event(const tvm_trace_event *ev, void *data)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     tvm_config cfg = {
+        .size = sizeof(tvm_config),
         .schedulers = 1,
         .quiet_crashes = true,
         .output = fuzz_devnull(),
@@ -97,6 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const tvm_trace_format formats[] = { TVM_TRACE_TEXT, TVM_TRACE_JSONL,
                                                 TVM_TRACE_CHROME, TVM_TRACE_CALLBACK };
     tvm_trace_options topts = {
+        .size = sizeof(tvm_trace_options),
         .format = formats[mode & 3],
         .file = fuzz_devnull(),
         .ring_bytes = 1 << 16,

@@ -56,7 +56,7 @@ static inline tvm_vm *fuzz_vm(unsigned uses)
         fuzz_atoms_trim();
     }
     if (!fuzz_vm_cur) {
-        tvm_config cfg = { .schedulers = 1, .quiet_crashes = true, .output = fuzz_devnull() };
+        tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1, .quiet_crashes = true, .output = fuzz_devnull() };
         fuzz_vm_cur = tvm_new(&cfg);
         fuzz_vm_uses = 0;
     }

@@ -30,6 +30,37 @@
 extern "C" {
 #endif
 
+/*
+ * Every function declared here is exported by libtracevm.so, and nothing
+ * else is: the library is built with -fvisibility=hidden and a linker
+ * version script (api/libtracevm.map).  The pragma also keeps these
+ * declarations visible in a host built with -fvisibility=hidden.
+ */
+#pragma GCC visibility push(default)
+
+/* ------------------------------------------------------------------ */
+/* Versions (docs/embedding.md, "Versions and compatibility")          */
+
+/* The release this header belongs to, MAJOR.MINOR.PATCH. */
+#define TVM_VERSION_MAJOR 0
+#define TVM_VERSION_MINOR 1
+#define TVM_VERSION_PATCH 0
+#define TVM_VERSION_STRING "0.1.0"
+/* One number for comparisons in #if: TVM_VERSION >= TVM_VERSION_AT(0, 2, 0). */
+#define TVM_VERSION_AT(major, minor, patch) ((major) * 1000000L + (minor) * 1000L + (patch))
+#define TVM_VERSION TVM_VERSION_AT(TVM_VERSION_MAJOR, TVM_VERSION_MINOR, TVM_VERSION_PATCH)
+/* The N of the shared library's name, libtracevm.so.N: it changes when,
+ * and only when, a host built against an older header could no longer run
+ * with the new library. */
+#define TVM_ABI 0
+
+/*
+ * The version of the library the program runs with (which may be newer
+ * than the header it was compiled against): "MAJOR.MINOR.PATCH", and the
+ * three numbers into those of major, minor and patch that are not NULL.
+ */
+const char *tvm_version(int *major, int *minor, int *patch);
+
 typedef struct tvm_vm tvm_vm;
 typedef struct tvm_env tvm_env;
 
@@ -64,7 +95,22 @@ typedef struct tvm_error {
 /* ------------------------------------------------------------------ */
 /* VM lifetime                                                         */
 
+/*
+ * The option structs an embedder fills in (tvm_config, tvm_trace_options,
+ * tvm_backtrace_opts) begin with `size`: zero-initialise the struct and
+ * set size to its sizeof,
+ *     tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 2 };
+ * Every field's zero value is its default.  A library newer than the
+ * header reads the fields the header had and gives the rest their
+ * defaults; a library older than the header accepts the fields it does not
+ * know as long as they are zero.  A size of 0 is refused (tvm_new returns
+ * NULL, the others TVM_ERR_BADARG): docs/embedding.md, "Versions and
+ * compatibility".  (A field added later goes at the end, at or past the
+ * struct's size in the previous release, recorded in tests/abi/, and its
+ * zero keeps the old behaviour.)
+ */
 typedef struct tvm_config {
+    size_t size;               /* sizeof(tvm_config) (above) */
     size_t stack_limit_words;  /* per-process VM stack limit; 0 = default (4 Mi words) */
     size_t heap_min_words;     /* smallest process heap; 0 = default (128 words) */
     void *output;              /* FILE * for io:format and friends; NULL = stdout */
@@ -101,7 +147,7 @@ typedef struct tvm_config {
 
 /*
  * Creates a VM.  `cfg` may be NULL for defaults.  Returns NULL only if the
- * configuration is invalid.  Any thread.
+ * configuration is invalid (its size included).  Any thread.
  */
 tvm_vm *tvm_new(const tvm_config *cfg);
 
@@ -325,9 +371,11 @@ typedef uint64_t tvm_pid;
 tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
                      const tvm_term *argv, tvm_pid *pid);
 
-/* Options of tvm_spawn_opt (a zeroed struct: the VM's defaults). */
+/* Options of tvm_spawn_opt (a zeroed struct with its size set: the VM's
+ * defaults). */
 #define TVM_NO_LIMIT ((size_t)-1)
 typedef struct tvm_spawn_opts {
+    size_t size;               /* sizeof(tvm_spawn_opts) (see tvm_config) */
     /* The process's max_heap_size in words: 0 = the VM's default
      * (tvm_config.max_heap_words), TVM_NO_LIMIT = none.  A process whose
      * heap, with the messages it has taken into its queue, outgrows it is
@@ -336,7 +384,8 @@ typedef struct tvm_spawn_opts {
     size_t max_heap_words;
 } tvm_spawn_opts;
 
-/* tvm_spawn with options (opts may be NULL). */
+/* tvm_spawn with options (opts may be NULL): TVM_ERR_BADARG for a size of
+ * 0 or a larger struct with fields this library does not know set. */
 tvm_status tvm_spawn_opt(tvm_env *env, const char *mod, const char *fun, int argc,
                          const tvm_term *argv, const tvm_spawn_opts *opts, tvm_pid *pid);
 
@@ -400,6 +449,7 @@ size_t tvm_processes(tvm_vm *vm, tvm_process_info *out, size_t max);
 /* Stacks: a process's whole stack, VM and native (docs/stacks.md)     */
 
 typedef struct tvm_backtrace_opts {
+    size_t size;           /* sizeof(tvm_backtrace_opts) (see tvm_config) */
     unsigned timeout_ms;   /* a running process's signal; 0 = the default (50) */
     bool unwind;           /* libunwind where the frame-pointer walk breaks */
     bool native_lines;     /* native frames get " at file:line" (DWARF, libdw) */
@@ -672,6 +722,7 @@ typedef enum tvm_trace_policy {
 } tvm_trace_policy;
 
 typedef struct tvm_trace_options {
+    size_t size;             /* sizeof(tvm_trace_options) (see tvm_config) */
     tvm_trace_format format;
     /* Where the output goes: `path` (a file; for CTF a directory, created,
      * which must be empty), else `file` (a FILE * that stays open and is
@@ -703,10 +754,6 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
  * the collector.  tvm_destroy stops a pipeline still running.
  */
 tvm_status tvm_trace_stop(tvm_vm *vm);
-
-#ifdef __cplusplus
-}
-#endif
 
 /* ------------------------------------------------------------------ */
 /* Live control: attaching to a running VM (docs/control.md)          */
@@ -774,5 +821,11 @@ tvm_status tvm_control_load(tvm_control_client *c, const char *name, const char 
                             tvm_error *err);
 
 void tvm_control_close(tvm_control_client *c);
+
+#pragma GCC visibility pop
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* TRACEVM_H */

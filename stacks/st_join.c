@@ -193,14 +193,18 @@ tvm_status tvm_backtrace(tvm_vm *vm, tvm_pid pid, char *buf, size_t size,
     }
     if (!vm || (!buf && size))
         return fail(err, TVM_ERR_BADARG, "tvm_backtrace: %llu%s", pid, ": bad argument");
+    tvm_backtrace_opts o = { 0 };
+    char why[256];
+    if (opts && !vm_opts_copy(&o, sizeof o, opts, why, sizeof why))
+        return fail(err, TVM_ERR_BADARG, "tvm_backtrace: %llu: tvm_backtrace_opts: %s", pid, why);
     StStack *s = vm_malloc(sizeof *s);
-    StOptions so = { opts ? opts->timeout_ms : 0, opts ? opts->unwind : false };
+    StOptions so = { o.timeout_ms, o.unwind };
     StResult r = st_capture_pid(vm, pid, s, &so);
     tvm_status st = TVM_OK;
     if (r == ST_R_OK || r == ST_R_NOSTACK) {
         StrBuf sb;
         sb_init(&sb);
-        st_format_lines(s, &sb, opts && opts->native_lines);
+        st_format_lines(s, &sb, o.native_lines);
         sb_copy_out(&sb, buf, size);
         sb_free(&sb);
     } else if (size) {

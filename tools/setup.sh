@@ -6,26 +6,30 @@
 #                            (Lua 5.4, LuaJIT, Erlang/OTP) and valgrind
 #   tools/setup.sh --viewers also Chromium (and npm if absent), for
 #                            tools/check_speedscope.sh
+#   tools/setup.sh --package also what building the Debian packages
+#                            needs (dpkg-buildpackage, debhelper, lintian)
 #
 # Idempotent and quick: it asks dpkg what is missing and runs apt-get only
 # for that.  Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
 pkgs=(
-    gcc clang python3 pkg-config scons  # toolchains (CI builds with both) and build
+    gcc g++ clang python3 pkg-config scons  # toolchains (CI builds with gcc and clang; g++: the C++ host test)
     libclang-rt-dev                   # libFuzzer (-fsanitize=fuzzer) for scons fuzz
     libatomic-ops-dev liburcu-dev     # atomics wrapper, QSBR thread progress
     libunwind-dev libelf-dev libdw-dev  # stack capture and symbolization
     libcriterion-dev                  # unit tests
     spin babeltrace2                  # protocol model, CTF checks
-    gdb                               # fiber unwinding tests
+    gdb                               # fiber unwinding tests, the ABI check
+    man-db                            # the man pages test (man -l)
     libexpat1                         # a library the symbolizer tests dlopen
 )
 for opt in "$@"; do
     case "$opt" in
     --bench) pkgs+=(lua5.4 luajit erlang-base valgrind hyperfine) ;;
     --viewers) pkgs+=(chromium); command -v npm >/dev/null || pkgs+=(npm) ;;
-    *) echo "usage: $0 [--bench] [--viewers]" >&2; exit 2 ;;
+    --package) pkgs+=(dpkg-dev debhelper fakeroot lintian) ;;
+    *) echo "usage: $0 [--bench] [--viewers] [--package]" >&2; exit 2 ;;
     esac
 done
 

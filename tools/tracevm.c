@@ -5,6 +5,7 @@
  *   tracevm check FILE...
  *   tracevm dis FILE...
  *   tracevm attach TARGET COMMAND ...   (tools/attach.c)
+ *   tracevm --version
  *
  * Exit status: 0 on success, 1 when a program raised or a file was
  * rejected, 2 on a usage error.
@@ -31,7 +32,8 @@ static const char *const usage_main =
     "  attach TARGET COMMAND [options]          look into and change a running VM\n"
     "  attach --list                            this user's running VMs\n"
     "\n"
-    "`tracevm COMMAND --help` describes one command.\n";
+    "`tracevm COMMAND --help` describes one command; `tracevm --version` prints\n"
+    "the version of the library it runs with.  Manual: tracevm(1).\n";
 
 static const char *const usage_run =
     "usage: tracevm run FILE... [-S N] [-q] [--crash-stacks] [-e MOD:FUN] [TRACING] [--] [ARG...]\n"
@@ -354,7 +356,8 @@ static int trace_setup(tvm_vm *vm, const RunOpts *o)
             fprintf(stderr, "tracevm run: warning: --trace %s matches no function%s\n",
                     o->patterns[i], o->local ? "" : " (without --local, exported ones only)");
     }
-    tvm_trace_options topts = { .format = o->fmt, .path = o->out, .policy = o->pol };
+    tvm_trace_options topts = { .size = sizeof(tvm_trace_options),
+                                .format = o->fmt, .path = o->out, .policy = o->pol };
     if (tvm_trace_start(vm, &topts, &err) != TVM_OK) {
         if (o->out)
             fprintf(stderr, "tracevm run: --out %s: %s\n", o->out, api_why(&err));
@@ -526,7 +529,7 @@ static int cmd_run(int argc, char **argv)
 {
     if (wants_help(argc, argv))
         return usage(usage_run, 0);
-    RunOpts o = { 0 };
+    RunOpts o = { .cfg.size = sizeof(tvm_config) };
     o.cfg.control = true;   /* tracevm attach can reach it (docs/control.md) */
     int status = parse_run(argc, argv, &o);
     if (status) {
@@ -579,6 +582,10 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0)
         return usage(usage_main, 0);
+    if (strcmp(cmd, "--version") == 0) {
+        printf("tracevm %s\n", tvm_version(NULL, NULL, NULL));
+        return 0;
+    }
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 2, argv + 2);
     if (strcmp(cmd, "check") == 0)

@@ -50,8 +50,12 @@ typedef struct TrClock {
     uint64_t mult;      /* ns per tick, 32.32 fixed point */
 } TrClock;
 
-/* Written once under pthread_once (tr_clock_init); read-only afterwards. */
-extern TrClock tr_clock;
+/* Written once under pthread_once (tr_clock_init); read-only afterwards.
+ * Hidden: every event reads it, and position-independent code (the
+ * library is built with -fPIC, SConstruct) reads a variable of default
+ * visibility through the GOT, two instructions instead of one (callgrind:
+ * about 2 per call event). */
+extern TrClock tr_clock __attribute__((visibility("hidden")));
 
 /* Calibrates (once per OS process; thread-safe).  Call before any
  * tr_clock_ticks() whose value is converted. */

@@ -233,10 +233,14 @@ static void trace_lock(tvm_vm *vm)
 tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error *err)
 {
     static const char fn[] = "tvm_trace_start";
-    tvm_trace_options o = opts ? *opts : (tvm_trace_options){ .format = TVM_TRACE_TEXT };
-    char why[512];
+    tvm_trace_options o = { .format = TVM_TRACE_TEXT };
+    char why[512], bad[256];
     if (!vm)
         return fail(err, TVM_ERR_BADARG, fn, "NULL vm");
+    if (opts && !vm_opts_copy(&o, sizeof o, opts, bad, sizeof bad)) {
+        snprintf(why, sizeof why, "tvm_trace_options: %s", bad);
+        return fail(err, TVM_ERR_BADARG, fn, why);
+    }
     if (vm_running_process())
         return fail(err, TVM_ERR_BADARG, fn, "called from a process (a native); "
                                              "call it from a thread of the embedder");

@@ -34,9 +34,14 @@ tvm_status tvm_spawn_opt(tvm_env *env, const char *mod, const char *fun, int arg
     tvm_status rs = vm_env_resolve(env, mod, fun, argc, argv, args, &fn);
     if (rs != TVM_OK)
         return rs;
+    /* The host's struct as this library's (vm_opts_copy: the size rule). */
+    tvm_spawn_opts o = { 0 };
+    char why[128];
+    if (opts && !vm_opts_copy(&o, sizeof o, opts, why, sizeof why))
+        return TVM_ERR_BADARG;
     size_t max_heap = env->p->vm->max_heap;
-    if (opts && opts->max_heap_words)
-        max_heap = opts->max_heap_words == TVM_NO_LIMIT ? 0 : opts->max_heap_words;
+    if (o.max_heap_words)
+        max_heap = o.max_heap_words == TVM_NO_LIMIT ? 0 : o.max_heap_words;
     *pid = vm_spawn(env->p, fn, argc, args, true, max_heap);
     return *pid ? TVM_OK : TVM_ERR_LIMIT;
 }

@@ -1,5 +1,6 @@
 /*
- * vm/common.c - fatal errors and checked allocation.
+ * vm/common.c - fatal errors, checked allocation and reading the
+ * embedder's option structs.
  */
 #include "vm/common.h"
 
@@ -7,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "include/tracevm.h"
 
 void vm_die_at(const char *file, const char *func, int line, const char *what)
 {
@@ -48,4 +51,30 @@ char *vm_strndup(const char *s, size_t n)
     memcpy(d, s, n);
     d[n] = '\0';
     return d;
+}
+
+bool vm_opts_copy(void *out, size_t out_size, const void *in, char *why, size_t n)
+{
+    size_t size = *(const size_t *)in;
+    if (size == 0)
+        snprintf(why, n, "size is 0; set it to the struct's sizeof");
+    else if (size < sizeof(size_t))
+        snprintf(why, n, "size %zu is smaller than the size field", size);
+    else if (size > VM_OPTS_MAX)
+        snprintf(why, n, "size %zu is larger than any version of the struct", size);
+    else {
+        memcpy(out, in, size < out_size ? size : out_size);
+        const unsigned char *extra = (const unsigned char *)in;
+        for (size_t i = out_size; i < size; i++) {
+            if (extra[i]) {
+                snprintf(why, n,
+                         "size %zu: a field past this library's %zu bytes is set, "
+                         "from a newer header than the library's (%s)",
+                         size, out_size, TVM_VERSION_STRING);
+                return false;
+            }
+        }
+        return true;
+    }
+    return false;
 }

@@ -43,4 +43,20 @@ void *vm_calloc(size_t count, size_t n);
 void *vm_realloc(void *p, size_t n);
 char *vm_strndup(const char *s, size_t n);
 
+/*
+ * vm_opts_copy - reads an option struct of the embedding API
+ * (tvm_config, tvm_trace_options, tvm_backtrace_opts, tvm_spawn_opts; each begins with
+ * `size_t size`, the sizeof the embedder's header gave it) into `out`,
+ * this library's struct of out_size bytes, which the caller zeroed.  An
+ * older host's smaller struct is copied and the fields it lacks keep
+ * their zero, the default; a newer host's larger one is accepted when
+ * the bytes past this library's fields are zero (fields it does not know,
+ * at their defaults).  True, or false with the reason in why: a size of
+ * 0, one smaller than the size field, one past VM_OPTS_MAX (no version of
+ * any of these structs is that large: a size never set), unknown fields
+ * set.  include/tracevm.h states the rule for the embedder.
+ */
+#define VM_OPTS_MAX 4096
+bool vm_opts_copy(void *out, size_t out_size, const void *in, char *why, size_t n);
+
 #endif /* VM_COMMON_H */

@@ -72,7 +72,7 @@ static const char src[] =
 
 int main(void)
 {
-    tvm_config cfg = { .schedulers = 1, .fiber_stack_bytes = 128 * 1024 };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1, .fiber_stack_bytes = 128 * 1024 };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_env *env = tvm_env_new(vm);
     tvm_error err;

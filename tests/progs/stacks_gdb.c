@@ -44,7 +44,7 @@ static const char *src = "module g\nexport main/0\n"
 
 int main(void)
 {
-    tvm_config cfg = { .schedulers = 1 };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1 };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_error err;
     if (tvm_register_native(vm, "host", "hold", 0, gdb_hold, NULL, &err) != TVM_OK ||

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The tracevm command: help texts, usage errors (exit 2, the exact message
-# on stderr, nothing on stdout), check, and dis's exact text.
+# The tracevm command: help texts, --version, usage errors (exit 2, the
+# exact message on stderr, nothing on stdout), check, and dis's exact text.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d)
@@ -36,6 +36,10 @@ for c in run check dis; do
     [[ $first == "$want" ]] || fail "$c --help begins: $first"
     expect 2 "" "$text" "$TRACEVM" $c
 done
+
+# --version: the header's version.
+version=$(sed -n 's/^#define TVM_VERSION_STRING "\(.*\)"$/\1/p' include/tracevm.h)
+expect 0 "tracevm $version" "" "$TRACEVM" --version
 
 # Usage errors name what is wrong.
 expect 2 "" "tracevm run: unknown option --bogus" "$TRACEVM" run examples/fib.tasm --bogus

@@ -366,7 +366,7 @@ static void *window_caller(void *arg)
 
 static int tvm_call_window(void)
 {
-    tvm_config cfg = { .schedulers = 1 };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1 };
     vm = tvm_new(&cfg);
     load_or_die("c.tasm", c_src);
     pthread_t th[3];
@@ -398,7 +398,7 @@ int main(void)
     if (s && atof(s) > 0)
         seconds = atof(s);
 
-    tvm_config cfg = { .schedulers = SCHEDULERS };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = SCHEDULERS };
     vm = tvm_new(&cfg);
     tvm_error err;
     if (tvm_register_native(vm, "t", "nat", 1, nat, NULL, &err) != TVM_OK ||

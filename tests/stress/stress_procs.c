@@ -136,7 +136,7 @@ static const char *const suspend_src =
  * scheduler run the process that wakes it. */
 static int natives_that_suspend(void)
 {
-    tvm_config cfg = { .schedulers = 1 };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1 };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_error err;
     if (tvm_register_native(vm, "t", "await", 0, await_native, NULL, &err) != TVM_OK ||
@@ -187,7 +187,7 @@ int main(void)
     if (natives_that_suspend() != 0)
         return 1;
 
-    tvm_config cfg = { .schedulers = 2 };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 2 };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_error err;
     if (tvm_load_string(vm, "st.tasm", src, strlen(src), &err) != TVM_OK) {

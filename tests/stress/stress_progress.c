@@ -71,7 +71,7 @@ static const char *const src =
 
 static tvm_vm *start(int schedulers)
 {
-    tvm_config cfg = { .schedulers = schedulers };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = schedulers };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_error err;
     if (tvm_register_native(vm, "t", "peek", 0, peek, NULL, &err) != TVM_OK ||

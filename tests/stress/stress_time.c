@@ -183,7 +183,7 @@ static double now_s(void)
 
 static int vm_run(void)
 {
-    tvm_config cfg = { .schedulers = 2, .quiet_crashes = true };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 2, .quiet_crashes = true };
     vm = tvm_new(&cfg);
     tvm_error err;
     if (!vm || tvm_register_native(vm, "st", "stop", 0, nat_stop, NULL, &err) != TVM_OK ||
@@ -272,7 +272,7 @@ static void load_version(int v)
 
 static int on_load_run(void)
 {
-    tvm_config cfg = { .schedulers = 2, .quiet_crashes = true };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 2, .quiet_crashes = true };
     vm = tvm_new(&cfg);
     tvm_error err;
     vm_atomic_store_release(&stop, 0);

@@ -125,7 +125,7 @@ static void call_work(tvm_env *env, int times)
 int main(void)
 {
     alarm(60); /* a hang (test 3's old failure) ends the program */
-    tvm_config cfg = { .schedulers = 2, .quiet_crashes = true };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 2, .quiet_crashes = true };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_error err;
     size_t len;

@@ -260,7 +260,8 @@ static long cycle(tvm_vm *vm, const char *path, int k)
 {
     tvm_error err;
     bool lossless = k % 2 == 1;
-    tvm_trace_options o = { .format = TVM_TRACE_TEXT, .path = path,
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options),
+                            .format = TVM_TRACE_TEXT, .path = path,
                             .ring_bytes = lossless ? 1 << 12 : 1 << 14,
                             .policy = lossless ? TVM_TRACE_LOSSLESS : TVM_TRACE_DROP };
     if (tvm_trace_start(vm, &o, &err) != TVM_OK)
@@ -289,7 +290,7 @@ static void count_event(const tvm_trace_event *ev, void *data)
 static int last_start(tvm_vm *vm)
 {
     tvm_error err;
-    tvm_trace_options o = { .format = TVM_TRACE_CALLBACK, .callback = count_event };
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_CALLBACK, .callback = count_event };
     if (tvm_trace_start(vm, &o, &err) != TVM_OK)
         return fail(err.message);
     for (int i = 0; vm_atomic_load_relaxed(&counted) < 100; i++) {
@@ -305,7 +306,7 @@ static int last_start(tvm_vm *vm)
 int main(void)
 {
     alarm(120);
-    tvm_config cfg = { .schedulers = 2, .quiet_crashes = true };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 2, .quiet_crashes = true };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_error err;
     if (!vm || tvm_register_native(vm, "st", "stop", 0, nat_stop, NULL, &err) != TVM_OK ||

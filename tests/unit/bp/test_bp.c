@@ -158,7 +158,7 @@ static void start_vm(const tvm_config *cfg)
 
 static void setup(void)
 {
-    start_vm(&(tvm_config){ .schedulers = 2, .quiet_crashes = true });
+    start_vm(&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 2, .quiet_crashes = true });
 }
 
 static void teardown(void)
@@ -1202,7 +1202,7 @@ Test(bp, scenario_without_stopping_the_world)
 
 static void setup_stw(void)
 {
-    start_vm(&(tvm_config){ .schedulers = 2, .quiet_crashes = true,
+    start_vm(&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 2, .quiet_crashes = true,
                             .stop_the_world_tracing = true });
 }
 
@@ -1217,7 +1217,7 @@ Test(bp_stw, scenario_stopping_the_world)
 
 static void setup_one(void)
 {
-    start_vm(&(tvm_config){ .schedulers = 1, .quiet_crashes = true });
+    start_vm(&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 1, .quiet_crashes = true });
 }
 
 TestSuite(bp_one, .init = setup_one, .fini = teardown, .timeout = 60);

@@ -76,7 +76,7 @@ static tvm_env *env;
 static void setup(void)
 {
     tr_clock_set_manual(0);     /* call_time's times are exact: 0 unless moved */
-    vm = tvm_new(&(tvm_config){ .schedulers = 2, .quiet_crashes = true });
+    vm = tvm_new(&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 2, .quiet_crashes = true });
     env = tvm_env_new(vm);
     events[0] = '\0';
     tvm_set_call_hook(vm, hook, NULL);

@@ -103,7 +103,7 @@ static tvm_env *env;
 static void setup(void)
 {
     tr_clock_set_manual(0);
-    vm = tvm_new(&(tvm_config){ .schedulers = 2, .quiet_crashes = true });
+    vm = tvm_new(&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 2, .quiet_crashes = true });
     env = tvm_env_new(vm);
     load_ok(vm, "ct.tasm", ct_src);
 }

@@ -81,7 +81,7 @@ static tvm_env *env;
 static void setup(void)
 {
     tr_clock_set_manual(0);
-    vm = tvm_new(&(tvm_config){ .schedulers = 2, .quiet_crashes = true });
+    vm = tvm_new(&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 2, .quiet_crashes = true });
     env = tvm_env_new(vm);
     tvm_error err;
     cr_assert_eq(tvm_register_native(vm, "host", "pass", 1, pass, NULL, &err), TVM_OK);

@@ -25,7 +25,7 @@ static void setup(void)
     snprintf(dir, sizeof dir, "/tmp/tvm-ctl-test.%ld", (long)getpid());
     cr_assert_eq(mkdir(dir, 0700), 0, "mkdir %s", dir);
     setenv("TRACEVM_CONTROL_DIR", dir, 1);
-    vm = tvm_new(&(tvm_config){ .schedulers = 1 });
+    vm = tvm_new(&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 1 });
 }
 
 static void teardown(void)

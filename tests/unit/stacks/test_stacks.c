@@ -113,7 +113,7 @@ static tvm_env *env;
 
 static void setup(void)
 {
-    tvm_config cfg = { .schedulers = 2 };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 2 };
     vm = tvm_new(&cfg);
     env = tvm_env_new(vm);
     tvm_error err;
@@ -313,7 +313,7 @@ Test(stacks, backtrace_api_text)
     const char *b = strstr(text, "  host:outer/0 (native)\n  mix:main/0 (mix.tasm:5)\n  [c] ");
     cr_assert(a && b && a < b, "%s", text);
     /* On request, native frames with their file:line (DWARF). */
-    tvm_backtrace_opts o = { .native_lines = true };
+    tvm_backtrace_opts o = { .size = sizeof(tvm_backtrace_opts), .native_lines = true };
     cr_assert_eq(tvm_backtrace(vm, pid, text, sizeof text, &o, &err), TVM_OK, "%s", err.message);
     const char *n = strstr(text, "  [c] nat_inner+0x");
     cr_assert(n, "%s", text);
@@ -495,7 +495,7 @@ Test(stacks, signal_timeout_then_late_signal_is_harmless)
     cr_assert_eq(s->nnative, 0);
     char text[256];
     tvm_error err;
-    tvm_backtrace_opts o = { .timeout_ms = 20 };
+    tvm_backtrace_opts o = { .size = sizeof(tvm_backtrace_opts), .timeout_ms = 20 };
     cr_assert_eq(tvm_backtrace(vm, id, text, sizeof text, &o, &err), TVM_ERR_BUSY);
     char want[128];
     snprintf(want, sizeof want, "process %llu not captured: signal timed out",

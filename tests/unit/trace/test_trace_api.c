@@ -27,7 +27,7 @@ static const char *const ta_src =
     /* g(X): f(X) by a remote call */
     "function g/1 regs 1\n    callx r0, r0, ta:f/1\n    ret r0\nend\n";
 
-static tvm_config one_sched = { .schedulers = 1 };
+static tvm_config one_sched = { .size = sizeof(tvm_config), .schedulers = 1 };
 TVM_FIXTURE(trace_api, &one_sched);
 
 static tvm_pid spawn_waiter(void)
@@ -76,7 +76,8 @@ static char *contents(FILE *f)
 static void start_text(FILE *f)
 {
     tvm_error err;
-    tvm_trace_options o = { .format = TVM_TRACE_TEXT, .file = f };
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options),
+                            .format = TVM_TRACE_TEXT, .file = f };
     cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
 }
 
@@ -223,6 +224,7 @@ Test(trace_api, call_context_events)
 
 static tvm_status start_with(tvm_trace_options o, tvm_error *err)
 {
+    o.size = sizeof o;
     return tvm_trace_start(vm, &o, err);
 }
 
@@ -331,7 +333,8 @@ Test(trace_api, callback_format)
     cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL | TVM_TRACE_PROCS, true),
                  TVM_OK);
     Seen seen = { .n = 0 };
-    tvm_trace_options o = { .format = TVM_TRACE_CALLBACK, .callback = on_event,
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options),
+                            .format = TVM_TRACE_CALLBACK, .callback = on_event,
                             .callback_data = &seen };
     cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
     tvm_pid p = run_g(4);

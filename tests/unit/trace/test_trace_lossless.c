@@ -50,7 +50,7 @@ static const char *const lt_src =
 
 #define RING_BYTES 4096
 
-static tvm_config one_sched = { .schedulers = 1 };
+static tvm_config one_sched = { .size = sizeof(tvm_config), .schedulers = 1 };
 static tvm_vm *vm;
 static tvm_env *env;
 
@@ -132,7 +132,7 @@ static tvm_pid start(tvm_trace_policy policy, int64_t n, tvm_pid *spinner)
     cr_assert_eq(tvm_trace_pattern(vm, "lt:f/1", TVM_TP_TRUE, TVM_TP_LOCAL, &n_matched, &err),
                  TVM_OK);
     cr_assert_eq(n_matched, 1);
-    tvm_trace_options o = { .format = TVM_TRACE_CALLBACK, .callback = gate_event,
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_CALLBACK, .callback = gate_event,
                             .ring_bytes = RING_BYTES, .policy = policy };
     cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
     cr_assert_eq(tvm_spawn(env, "lt", "spin", 0, NULL, spinner), TVM_OK);

@@ -13,7 +13,7 @@
 #include "vm/atomics.h"
 #include "vm/heap.h"
 
-TVM_FIXTURE(api, (&(tvm_config){ .schedulers = 2, .quiet_crashes = true }));
+TVM_FIXTURE(api, (&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 2, .quiet_crashes = true }));
 
 /* ---- tvm_raise ---- */
 
@@ -279,7 +279,7 @@ Test(api, config_output_takes_io_format)
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     cr_assert_not_null(f);
-    tvm_vm *v = tvm_new(&(tvm_config){ .output = f });
+    tvm_vm *v = tvm_new(&(tvm_config){ .size = sizeof(tvm_config), .output = f });
     tvm_env *e = tvm_env_new(v);
     load_ok(v, "o.tasm", out_src);
     tvm_term a, r;
@@ -301,20 +301,20 @@ Test(api, config_heap_min_words)
 {
     /* The default, a chosen size, and the bounds tvm_new refuses. */
     cr_assert_eq(vm_heap_size(env->p), 128);
-    tvm_vm *v = tvm_new(&(tvm_config){ .heap_min_words = 1000 });
+    tvm_vm *v = tvm_new(&(tvm_config){ .size = sizeof(tvm_config), .heap_min_words = 1000 });
     cr_assert_not_null(v);
     tvm_env *e = tvm_env_new(v);
     cr_assert_eq(vm_heap_size(e->p), 1000);
     tvm_env_free(e);
     tvm_destroy(v);
-    v = tvm_new(&(tvm_config){ .heap_min_words = 16 });
+    v = tvm_new(&(tvm_config){ .size = sizeof(tvm_config), .heap_min_words = 16 });
     cr_assert_not_null(v);
     e = tvm_env_new(v);
     cr_assert_eq(vm_heap_size(e->p), 16);
     tvm_env_free(e);
     tvm_destroy(v);
-    cr_assert_null(tvm_new(&(tvm_config){ .heap_min_words = 15 }));
-    cr_assert_null(tvm_new(&(tvm_config){ .heap_min_words = ((size_t)1 << 30) + 1 }));
+    cr_assert_null(tvm_new(&(tvm_config){ .size = sizeof(tvm_config), .heap_min_words = 15 }));
+    cr_assert_null(tvm_new(&(tvm_config){ .size = sizeof(tvm_config), .heap_min_words = ((size_t)1 << 30) + 1 }));
 }
 
 /* ---- TVM_ERR_LIMIT ---- */
@@ -355,7 +355,7 @@ Test(api, every_documented_limit)
 /* tvm_spawn: no more processes fit when no fiber stack can be mapped. */
 Test(api, spawn_without_room_for_a_stack_is_limit)
 {
-    tvm_vm *v = tvm_new(&(tvm_config){ .fiber_stack_bytes = (size_t)1 << 50 });
+    tvm_vm *v = tvm_new(&(tvm_config){ .size = sizeof(tvm_config), .fiber_stack_bytes = (size_t)1 << 50 });
     cr_assert_not_null(v);
     tvm_env *e = tvm_env_new(v);
     load_ok(v, "o.tasm", out_src);

@@ -156,7 +156,7 @@ static const char *const deep_src =
 
 Test(deep, a_process_returns_a_deep_term_as_its_exit_value, .timeout = 300)
 {
-    tvm_config cfg = { .schedulers = 1 };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1 };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_env *env = tvm_env_new(vm);
     load_ok(vm, "deep", deep_src);

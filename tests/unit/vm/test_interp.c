@@ -6,7 +6,7 @@
 
 #include "tests/unit/helpers.h"
 
-TVM_FIXTURE(interp, (&(tvm_config){ .stack_limit_words = 4096 }));
+TVM_FIXTURE(interp, (&(tvm_config){ .size = sizeof(tvm_config), .stack_limit_words = 4096 }));
 
 static const char *const arith =
     "module ar\n"
@@ -317,7 +317,8 @@ Test(interp, api_rejects_bad_arguments)
     cr_assert_eq(tvm_get_int(env, bogus, &v), TVM_ERR_BADARG);
     cr_assert_eq(tvm_make_atom(env, "ok", &r), TVM_OK);
     cr_assert_eq(tvm_get_int(env, r, &v), TVM_ERR_TYPE);
-    cr_assert_eq(tvm_new(&(tvm_config){ .stack_limit_words = 10 }), NULL);
+    cr_assert_eq(tvm_new(&(tvm_config){ .size = sizeof(tvm_config),
+                                        .stack_limit_words = 10 }), NULL);
 }
 
 /* nest(N): recurses through erlang:apply/2, one nested activation per level. */

@@ -214,7 +214,7 @@ static tvm_term make(tvm_env *env, const char *fun, int64_t n)
 
 Test(limits, a_copy_over_max_message_words_is_a_system_limit_in_that_process_only)
 {
-    tvm_config cfg = { .schedulers = 1, .quiet_crashes = true, .max_message_words = 1000 };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1, .quiet_crashes = true, .max_message_words = 1000 };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_env *env = tvm_env_new(vm);
     load_ok(vm, "lim", lim_src);
@@ -257,7 +257,7 @@ Test(limits, a_copy_over_max_message_words_is_a_system_limit_in_that_process_onl
 }
 Test(limits, max_processes_bounds_the_live_processes)
 {
-    tvm_config cfg = { .schedulers = 1, .max_processes = 3 };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1, .max_processes = 3 };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_env *env = tvm_env_new(vm);
     load_ok(vm, "lim", lim_src);
@@ -293,7 +293,7 @@ Test(limits, max_processes_bounds_the_live_processes)
 Test(limits, comparing_and_printing_terms_with_much_sharing_are_bounded, .timeout = 120)
 {
     /* Comparisons may visit 2 * max_message_words pairs of subterms. */
-    tvm_config cfg = { .schedulers = 1, .quiet_crashes = true, .max_message_words = 1 << 20 };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1, .quiet_crashes = true, .max_message_words = 1 << 20 };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_env *env = tvm_env_new(vm);
     load_ok(vm, "lim", lim_src);
@@ -328,7 +328,7 @@ Test(limits, comparing_and_printing_terms_with_much_sharing_are_bounded, .timeou
 
 Test(limits, max_heap_size_kills_the_process_that_outgrows_it)
 {
-    tvm_config cfg = { .schedulers = 1, .max_heap_words = 1000 };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1, .max_heap_words = 1000 };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_env *env = tvm_env_new(vm);
     load_ok(vm, "lim", lim_src);
@@ -340,7 +340,8 @@ Test(limits, max_heap_size_kills_the_process_that_outgrows_it)
     /* ...and tvm_spawn_opt overrides it either way. */
     tvm_term n;
     cr_assert_eq(tvm_make_int(env, 5000, &n), TVM_OK);
-    tvm_spawn_opts none = { .max_heap_words = TVM_NO_LIMIT }, small = { .max_heap_words = 300 };
+    tvm_spawn_opts none = { .size = sizeof none, .max_heap_words = TVM_NO_LIMIT },
+                   small = { .size = sizeof small, .max_heap_words = 300 };
     tvm_pid pid;
     tvm_term r;
     cr_assert_eq(tvm_spawn_opt(env, "lim", "ret_list", 1, &n, &none, &pid), TVM_OK);

@@ -102,7 +102,7 @@ static const char *const ov_src =
 
 static tvm_vm *setup_vm(bool slabs)
 {
-    tvm_config cfg = { .schedulers = 1, .fiber_slabs = slabs, .fiber_stack_bytes = 128 * 1024 };
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1, .fiber_slabs = slabs, .fiber_stack_bytes = 128 * 1024 };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_error err;
     cr_assert_eq(tvm_register_native(vm, "ovn", "deep", 1, nat_deep, NULL, &err), TVM_OK);

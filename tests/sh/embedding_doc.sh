@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Every code block of docs/embedding.md, against the suite's scratch
+# install ($BUILD/stage): the programs built with the guide's own commands
+# and run, their output as the guide shows it; the header excerpts as in
+# the header; the fragments compiled (tests/check_doc.py).
+set -uo pipefail
+build=$(dirname "$(dirname "$TRACEVM")")
+stage=$(cd "$build/stage" && pwd -P) || { echo "FAIL: no $build/stage"; exit 1; }
+export PKG_CONFIG_PATH=$stage/lib/pkgconfig
+# A sanitized library's runtime cannot be linked statically: the guide's
+# `cc -static` line then links the static archive alone.
+[[ "$(pkg-config --libs tracevm)" == *-fsanitize* ]] && export DOC_NO_STATIC=1
+python3 tests/check_doc.py docs/embedding.md
