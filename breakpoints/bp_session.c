@@ -26,7 +26,9 @@
  *      step 1 (an emitter is an online reader) has finished, so
  *   5. its last record (stopped, with the reason and the events written
  *      and lost) comes after every event of the session, into its
- *      pipeline (flushed) or to its tracer process;
+ *      pipeline (not flushed: a reader that does not read would hold the
+ *      stopper; the collector delivers it within its poll interval) or to
+ *      its tracer process;
  *   6. marks it STOPPED.
  * A destroy (tvm_session_destroy, trace:session_destroy/1, or the
  * stopper after an owner's exit) marks it DESTROYING first, so neither a

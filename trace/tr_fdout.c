@@ -41,7 +41,8 @@
 
 struct TrFdOut {
     int fd;
-    bool broken;            /* a write failed: drop from now on (collector only) */
+    bool broken;            /* a write failed, or closing gave up: drop from now on
+                               (collector only) */
     bool not_socket;        /* send(2) said ENOTSOCK: use write(2) (collector only) */
     VmAtomic closing;
     VmAtomic dropped;       /* bytes not written (relaxed; read after the collector stopped) */
@@ -88,8 +89,11 @@ static ssize_t fdout_write(void *cookie, const char *buf, size_t n)
         }
         /* Not writable now: wait a slice; after the pipeline began to
          * close, give up after one more. */
-        if (last_slice)
+        if (last_slice) {
+            /* Given up once while closing: the rest goes at once. */
+            o->broken = true;
             break;
+        }
         if (vm_atomic_load_relaxed(&o->closing))
             last_slice = true;
         struct pollfd pfd = { .fd = o->fd, .events = POLLOUT };

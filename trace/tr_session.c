@@ -56,8 +56,9 @@
  *     however many threads emit at once; the one that takes the last
  *     place requests the stop.
  *   rate (recon_trace's {Max, Time}): a CAS word holds the current
- *     window's index (now / window) and its count; the first event of a
- *     new window resets the count.  An event that makes the count exceed
+ *     window's index ((now - start) / window: windows count from the
+ *     session's start) and its count; the first event of a new window
+ *     resets the count.  An event that makes the count exceed
  *     the rate is dropped and counted (rate_drop), or stops the session.
  *   duration: the stopper waits for the earliest deadline itself.
  * A stop is a request (LIVE -> STOPPING and a signal to the stopper), so
@@ -312,8 +313,9 @@ void tr_session_publish(tvm_vm *vm, TrSession *s)
 {
     TrSessions *S = vm->sessions;
     pthread_mutex_lock(&S->lock);
+    s->start = tr_mono_ns();
     if (s->lim.duration_ns)
-        s->deadline = tr_mono_ns() + s->lim.duration_ns;
+        s->deadline = s->start + s->lim.duration_ns;
     if (s->owner)
         vm_atomic_fetch_add_relaxed(&S->owned, 1);
     set_state(s, TR_SESS_LIVE);
@@ -340,8 +342,9 @@ void tr_session_restart_default(tvm_vm *vm, const TrLimits *lim)
     TrSession *d = &S->s[0];
     pthread_mutex_lock(&S->lock);
     limits_set(d, lim);
+    d->start = tr_mono_ns();
     if (d->lim.duration_ns)
-        d->deadline = tr_mono_ns() + d->lim.duration_ns;
+        d->deadline = d->start + d->lim.duration_ns;
     S->pending &= ~1u;
     set_state(d, TR_SESS_LIVE);
     if (d->deadline)
@@ -355,7 +358,7 @@ void tr_session_restart_default(tvm_vm *vm, const TrLimits *lim)
  * the rate. */
 static bool rate_ok(TrSession *s)
 {
-    uint64_t win = (tr_mono_ns() / s->lim.window_ns) & 0xffffffffu;
+    uint64_t win = ((tr_mono_ns() - s->start) / s->lim.window_ns) & 0xffffffffu;
     uintptr_t w, nw;
     do {
         w = vm_atomic_load_relaxed(&s->rate_win);
@@ -587,5 +590,8 @@ void tr_session_final_record(tvm_vm *vm, TrSession *s)
     while (tr_emit(t->tp, -1, &ev) == TR_FULL)
         tr_wait_space(t->tp, -1, 0);
     s->final_in_pipe = true;
-    tr_flush(t->tp);
+    /* Not flushed here: a sink whose reader does not read would hold the
+     * stopper (and every other session's stop) for as long; the collector
+     * delivers it within its poll interval, tvm_session_flush waits for
+     * it, and a destroy drains everything. */
 }

@@ -67,6 +67,7 @@ typedef struct TrSession {
     uint64_t owner;            /* destroyed when this process exits, or 0 */
     TrLimits lim;
     bool gated;                /* max_events or rate: every event passes tr_session_admit */
+    uint64_t start;            /* tr_mono_ns() when it went live: rate windows count from it */
     uint64_t deadline;         /* tr_mono_ns() when the duration ends, or 0 */
 
     /* TrSessState | sid << 8, so that one load says which incarnation is
