@@ -378,6 +378,7 @@ BpSess *bp_entry(BpEngine *E, BpRecord *r, unsigned s, unsigned sid, bool create
 void bp_gen_summarize(BpEngine *E, BpGen *g)
 {
     uint32_t k = 0, ncount = 0, ncall = 0, flags = 0;
+    bool plain = true;
     BpCount *count = NULL;
     const BpSess *call = NULL;
     for (uint32_t i = 0; i < g->nsess; i++) {
@@ -403,8 +404,11 @@ void bp_gen_summarize(BpEngine *E, BpGen *g)
         if (e->flags & BP_CALL_TRACE) {
             ncall++;
             call = e;
+            plain &= !(e->call_tf & BP_SPEC_RUN);
         }
     }
+    if (ncall > 1 && plain)
+        flags |= BP_CALL_MULTI;
     if (ncount > 1) {
         flags = (flags & ~(uint32_t)BP_COUNT_ACTIVE) | BP_COUNT_MULTI;
         count = NULL;

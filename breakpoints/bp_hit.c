@@ -373,9 +373,112 @@ static __attribute__((noinline)) bool hit_multi(Process *p, const BpGen *g, uint
         hook |= h->matched && h->sid == 0;
     }
     p->nroots = rbase;
-    /* (5) the hook, last: it may suspend. */
-    if (hook)
+    /* (5) the hook, last: it may suspend.  [HK1'] acquire, as above. */
+    if (hook && vm_atomic_load_ptr_acquire(&p->vm->call_hook))
         run_call_hook(p, fn, global);
+    return true;
+}
+
+/* Session sid's flags for p from its trace word pf, or from its table
+ * tab when the word says several sessions (tab loaded by the caller). */
+static inline unsigned sess_flags(uintptr_t pf, const VmTraceTab *tab, unsigned sid)
+{
+    uintptr_t w = tab ? vm_atomic_load_relaxed(&tab->w[vm_sid_slot(sid)]) : pf;
+    return vm_trace_sid(w) == sid ? VM_TRACE_FLAGS(w) : 0;
+}
+
+/* One session's call event and trace frame of hit_multi_plain, by the
+ * general emitter, which may suspend p; `more` holds what the sessions
+ * after it need (copied from g before). */
+typedef struct PlainHit {
+    unsigned sid, sf;
+    uint32_t tf;
+} PlainHit;
+
+static bool plain_report(Process *p, const FuncInfo *fn, const PlainHit *h, const Term *args,
+                         bool fast)
+{
+    uint32_t want = h->tf;
+    if (want)
+        want = bp_frame_needed(p, fn, h->sid, want);
+    unsigned xf = (want & BP_TF_RETURN) ? TR_F_RETURNS : 0;
+    /* args: the register window, which neither a suspension nor a frame
+     * push moves. */
+    if (!fast || !tr_vm_call_fast(p, h->sid, fn, h->sf, xf, args))
+        tr_vm_call(p, h->sid, fn, h->sf, NULL, 0, xf);
+    return !want || bp_frame_push(p, want, h->sid, NULL);
+}
+
+/* hit_multi_plain's end once an event needs the general emitter: the
+ * sessions from entry i on, copied from g before anything may suspend. */
+static __attribute__((noinline)) bool plain_rest(Process *p, const BpGen *g, uint32_t i,
+                                                 PlainHit first, const FuncInfo *fn,
+                                                 uintptr_t pf, const VmTraceTab *tab,
+                                                 const Term *args, bool *hook)
+{
+    PlainHit v[VM_SESSIONS_MAX];
+    unsigned n = 0;
+    v[n++] = first;
+    for (; i < g->nsess; i++) {
+        const BpSess *e = &g->sess[i];
+        unsigned sf = (e->flags & BP_CALL_TRACE) ? sess_flags(pf, tab, e->sid) : 0;
+        if (sf & VM_TRACE_CALL)
+            v[n++] = (PlainHit){ e->sid, sf, e->call_tf };
+    }
+    for (unsigned k = 0; k < n; k++) {
+        if (!plain_report(p, fn, &v[k], args, k > 0))
+            return false;
+        *hook |= v[k].sid == 0;
+    }
+    return true;
+}
+
+/*
+ * Several sessions call-trace fn, each with a plain spec (BP_CALL_MULTI),
+ * and nothing else is on it: each session whose flags for p ask for the
+ * call gets its event and, if its spec asks, its trace frame, as
+ * vm_hook_bp_hit's fast path does for one.  Events by the fast path never
+ * suspend, so entries are read as it goes; the first that needs the
+ * general emitter (which may suspend p) hands the rest to plain_rest,
+ * which copies what they need from g first.  A process with return_to or
+ * silent in any session goes to hit_multi (nothing done yet then).
+ */
+static __attribute__((noinline)) bool hit_multi_plain(Process *p, const BpGen *g, uint32_t fl,
+                                                      const FuncInfo *fn, uintptr_t pf,
+                                                      const Term *args)
+{
+    if (pf & (VM_TRACE_RETURN_TO | VM_TRACE_SILENT))
+        return hit_multi(p, g, fl, (fl & BP_GLOBAL) != 0, fn);
+    /* [TF1'] acquire: pairs with [TF1] (the table before the word). */
+    const VmTraceTab *tab =
+        vm_trace_sid(pf) == VM_SID_MULTI ? vm_atomic_load_ptr_acquire(&p->trace_tab) : NULL;
+    bool hook = false;
+    /* The entries' bounds in locals: the emits store to memory, and the
+     * compiler would reload them from g after each. */
+    const BpSess *e = g->sess, *const end = e + g->nsess;
+    for (; e != end; e++) {
+        if (!(e->flags & BP_CALL_TRACE))
+            continue;
+        PlainHit h = { e->sid, sess_flags(pf, tab, e->sid), e->call_tf };
+        if (!(h.sf & VM_TRACE_CALL))
+            continue;
+        uint32_t want = h.tf;
+        if (want)
+            want = bp_frame_needed(p, fn, h.sid, want);
+        unsigned xf = (want & BP_TF_RETURN) ? TR_F_RETURNS : 0;
+        hook |= h.sid == 0;
+        if (!tr_vm_call_fast(p, h.sid, fn, h.sf, xf, args)) {
+            h.tf = want;
+            if (!plain_rest(p, g, (uint32_t)(e - g->sess) + 1, h, fn, pf, tab, args, &hook))
+                return false;
+            break;
+        }
+        if (want && !bp_frame_push(p, want, h.sid, NULL))
+            return false;
+    }
+    /* [HK1'] acquire (also in run_call_hook); pairs with [HK1]. */
+    if (hook && vm_atomic_load_ptr_acquire(&p->vm->call_hook))
+        run_call_hook(p, fn, (fl & BP_GLOBAL) != 0);
     return true;
 }
 
@@ -408,6 +511,8 @@ bool vm_hook_bp_hit(Process *p, const BpGen *g, uint32_t fl, const FuncInfo *fn,
             run_call_hook(p, fn, (fl & BP_GLOBAL) != 0);
         return true;
     }
+    if ((fl & BP_CALL_MULTI) && !(fl & (BP_ANY_PROCESS | BP_TIME_ACTIVE)))
+        return hit_multi_plain(p, g, fl, fn, pf, args);
     if (g->nsess == 1)
         return hit_one(p, &g->sess[0], (fl & BP_GLOBAL) != 0, fn, pf);
     return hit_multi(p, g, fl, (fl & BP_GLOBAL) != 0, fn);

@@ -722,7 +722,8 @@ tvm_status tvm_session_destroy(tvm_vm *vm, tvm_session s, tvm_error *err);
 
 typedef struct tvm_session_info {
     char name[256];
-    bool live;               /* false once a limit or its owner stopped it */
+    bool live;               /* false once a limit stopped it: its settings are
+                                removed and its last record written by then */
     const char *stopped;     /* why it stopped: "max_events", "rate", "duration",
                                 "owner_exit"; NULL while live */
     uint64_t written;        /* events written into its sink (or messages sent) */

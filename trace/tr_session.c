@@ -207,7 +207,9 @@ bool tr_session_info(tvm_vm *vm, TrSession *s, uint64_t id, char *name, size_t n
     bool ok = s->id == id && st != TR_SESS_FREE && st != TR_SESS_CREATING;
     if (ok) {
         snprintf(name, namelen, "%s", s->name);
-        *live = st == TR_SESS_LIVE;
+        /* Live until its stop is done (its settings removed, its last
+         * record written): a caller that sees it stopped sees all that. */
+        *live = st == TR_SESS_LIVE || st == TR_SESS_STOPPING;
         TrStopReason r = (TrStopReason)vm_atomic_load_relaxed(&s->reason);
         *stopped = *live || r == TR_STOP_NONE ? NULL : tr_stop_reason_name(r);
     }

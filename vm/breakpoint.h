@@ -60,6 +60,10 @@ enum {
      * the summary has no BP_COUNT_ACTIVE and no counter, and the hook
      * counts into each session's (a slow path for every process). */
     BP_COUNT_MULTI = 1u << 7,
+    /* In a generation's summary only: more than one entry call-traces and
+     * each one's spec is plain (no BP_SPEC_RUN): the hit reports to each
+     * without running a spec (breakpoints/bp_hit.c). */
+    BP_CALL_MULTI = 1u << 8,
 };
 
 /* Flags that make a process-traced call report an event. */

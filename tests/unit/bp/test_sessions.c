@@ -595,3 +595,53 @@ Test(sessions, default_session_limits)
     cr_assert_eq(tvm_trace_pattern(vm, "ss:f/1", TVM_TP_FALSE, TVM_TP_LOCAL, NULL, &err), TVM_OK);
     cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
 }
+
+/* Two sessions call-trace one function with plain specs: each gets its
+ * own call (one with the arity, which takes the general emitter) and
+ * the return_trace one its return_from. */
+Test(sessions, two_plain_call_traces_on_one_function)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *la = lines_new(), *lb = lines_new();
+    tvm_session a = session("a", la, NULL), b = session("b", lb, NULL);
+    tp(a, "ss:f/1", "[{'_',[],[{return_trace}]}]", TVM_TP_TRUE, TVM_TP_LOCAL);
+    tp(b, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    new_flags(a, TVM_TRACE_CALL | TVM_TRACE_ARITY, true);
+    new_flags(b, TVM_TRACE_CALL, true);
+    tvm_pid p = run1("g", 4);
+    char want[512];
+    snprintf(want, sizeof want,
+             "{trace,<0.%llu.0>,call,{ss,f,1}}\n{trace,<0.%llu.0>,return_from,{ss,f,1},5}\n",
+             (unsigned long long)p, (unsigned long long)p);
+    cr_assert_str_eq(text(a, la), want);
+    cr_assert_str_eq(text(b, lb), fmt("{trace,<0.%llu.0>,call,{ss,f,[4]}}\n", p));
+}
+
+/* call_count in two sessions on one function: each counts every call;
+ * restarting one leaves the other's count. */
+Test(sessions, call_counts_in_two_sessions)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *la = lines_new(), *lb = lines_new();
+    tvm_session a = session("a", la, NULL), b = session("b", lb, NULL);
+    tp(a, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_CALL_COUNT);
+    tp(b, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_CALL_COUNT);
+    int64_t args[2] = { 100, 1 };
+    run("loop", 2, args);
+    int64_t ca = -1, cb = -1;
+    cr_assert_eq(tvm_session_call_count(vm, a, "ss:f/1", &ca), TVM_OK);
+    cr_assert_eq(tvm_session_call_count(vm, b, "ss:f/1", &cb), TVM_OK);
+    cr_assert_eq(ca, 100);
+    cr_assert_eq(cb, 100);
+    tp(a, "ss:f/1", NULL, TVM_TP_RESTART, TVM_TP_CALL_COUNT);
+    run("loop", 2, args);
+    cr_assert_eq(tvm_session_call_count(vm, a, "ss:f/1", &ca), TVM_OK);
+    cr_assert_eq(tvm_session_call_count(vm, b, "ss:f/1", &cb), TVM_OK);
+    cr_assert_eq(ca, 100);
+    cr_assert_eq(cb, 200);
+    cr_assert_eq(tvm_call_count(vm, "ss:f/1", &ca), TVM_ERR_NOTFOUND, "the default has none");
+    cr_assert_eq(tvm_session_destroy(vm, a, NULL), TVM_OK);
+    run("loop", 2, args);
+    cr_assert_eq(tvm_session_call_count(vm, b, "ss:f/1", &cb), TVM_OK);
+    cr_assert_eq(cb, 300);
+}
