@@ -76,6 +76,7 @@
 #include "trace/tr_deliver.h"
 #include "trace/tr_vm_internal.h"
 #include "vm/atom.h"
+#include "vm/progress.h"
 #include "vm/timer.h"
 
 static const char *const reason_names[] = {
@@ -264,12 +265,15 @@ bool tr_limits_check(const TrLimits *lim, char *why, size_t whylen)
     return true;
 }
 
-static void limits_set(TrSession *s, const TrLimits *lim)
+/* Sets s's limits and counters afresh; s->gated must be 0 and no emitter
+ * may be in s's gate (a session not live yet, or the default after
+ * restart_default's grace period).  Returns whether s is gated now (the
+ * caller publishes it with [SS2]). */
+static bool limits_set(TrSession *s, const TrLimits *lim)
 {
     s->lim = lim ? *lim : (TrLimits){ 0 };
     if (s->lim.rate && !s->lim.window_ns)
         s->lim.window_ns = 1000000000u;
-    s->gated = s->lim.max_events || s->lim.rate;
     s->deadline = 0;
     vm_atomic_store_relaxed(&s->admitted, 0);
     vm_atomic_store_relaxed(&s->rate_win, 0);
@@ -278,6 +282,7 @@ static void limits_set(TrSession *s, const TrLimits *lim)
     vm_atomic_store_relaxed(&s->reason, TR_STOP_NONE);
     s->written_done = s->lost_done = 0;
     s->settings_removed = s->final_written = s->final_in_pipe = false;
+    return s->lim.max_events || s->lim.rate;
 }
 
 TrSession *tr_session_reserve(tvm_vm *vm, const char *name, uint64_t tracer, uint64_t owner,
@@ -304,7 +309,8 @@ TrSession *tr_session_reserve(tvm_vm *vm, const char *name, uint64_t tracer, uin
     snprintf(s->name, sizeof s->name, "%s", name);
     s->tracer = tracer;
     s->owner = owner;
-    limits_set(s, lim);
+    /* Nobody reads a session's gate before it is live ([SS1]). */
+    vm_atomic_store_relaxed(&s->gated, limits_set(s, lim));
     vm_atomic_store_relaxed(&s->out, 0);
     vm_atomic_store_relaxed(&s->state, state_word(TR_SESS_CREATING, s->sid));
     pthread_mutex_unlock(&S->lock);
@@ -342,12 +348,21 @@ void tr_session_restart_default(tvm_vm *vm, const TrLimits *lim)
 {
     TrSessions *S = vm->sessions;
     TrSession *d = &S->s[0];
+    /* The default session is live throughout (its patterns and flags
+     * are never refused): its old limits are unpublished and, after a
+     * grace period, no emitter is in its gate any more ([SS2]). */
+    if (vm_atomic_load_relaxed(&d->gated)) {
+        vm_atomic_store_relaxed(&d->gated, 0);
+        vm_progress_sync(vm_progress_get(vm), NULL);
+    }
     pthread_mutex_lock(&S->lock);
-    limits_set(d, lim);
+    bool gated = limits_set(d, lim);
     d->start = tr_mono_ns();
     if (d->lim.duration_ns)
         d->deadline = d->start + d->lim.duration_ns;
     S->pending &= ~1u;
+    /* [SS2] release: the limits before the flag that sends emitters to them. */
+    vm_atomic_store_release(&d->gated, gated);
     set_state(d, TR_SESS_LIVE);
     if (d->deadline)
         pthread_cond_broadcast(&S->cond);

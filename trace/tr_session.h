@@ -66,7 +66,14 @@ typedef struct TrSession {
     uint64_t tracer;           /* events as messages to this process, or 0 */
     uint64_t owner;            /* destroyed when this process exits, or 0 */
     TrLimits lim;
-    bool gated;                /* max_events or rate: every event passes tr_session_admit */
+    /* 1 when lim has max_events or a rate: every event passes
+     * tr_session_admit, which reads `lim`, `start` and the counters only
+     * after loading this with acquire ([SS2']).  Stored with release
+     * ([SS2]) after `lim`; the default session, which is always live,
+     * changes its limits by storing 0, waiting for a grace period (no
+     * emitter still reads the old ones), writing the new ones and
+     * storing 1 (tr_session_restart_default). */
+    VmAtomic gated;
     uint64_t start;            /* tr_mono_ns() when it went live: rate windows count from it */
     uint64_t deadline;         /* tr_mono_ns() when the duration ends, or 0 */
 

@@ -220,7 +220,7 @@ tvm_status tr_vm_start(tvm_vm *vm, TrSession *s, const tvm_trace_options *o, cha
      * general path, which finds `out` or writes nothing. */
     for (int i = 0; i < t->tp->nrings; i++)
         t->tp->rings[i].tag = s->sid;
-    if (!s->gated && !s->tracer)
+    if (!vm_atomic_load_relaxed(&s->gated) && !s->tracer)   /* written by this thread */
         for (int i = 0; i < sys->n; i++)
             vm_atomic_store_ptr_release(&sys->scheds[i].trace_ring[s->slot], &t->tp->rings[i]);
     vm_atomic_store_ptr_release(&s->out, t);

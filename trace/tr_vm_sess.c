@@ -38,7 +38,8 @@ TrStatus tr_sess_emit(Process *p, unsigned sid, const TrEmit *ev)
     uintptr_t w = vm_atomic_load_acquire(&s->state);
     if (tr_sess_st(w) != TR_SESS_LIVE || tr_sess_sid(w) != sid)
         return TR_DROPPED;
-    if (s->gated && !tr_session_admit(p->vm, s))
+    /* [SS2'] acquire: the limits before the gate reads them. */
+    if (vm_atomic_load_acquire(&s->gated) && !tr_session_admit(p->vm, s))
         return TR_DROPPED;
     if (s->tracer)
         return tr_deliver(p, s, ev) ? TR_OK : TR_DROPPED;
