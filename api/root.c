@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "breakpoints/bp.h"
+#include "breakpoints/bp_session.h"
 #include "control/control.h"
 #include "trace/tr_vm.h"
 #include "vm/native.h"
@@ -38,8 +39,8 @@ typedef struct Layer {
 
 static const Layer layers[] = {
     { "vm", NULL, NULL, NULL, vm_bif_natives },
-    { "trace", NULL, tr_vm_destroy, NULL, tr_natives },
-    { "breakpoints", bp_engine_init, NULL, bp_engine_destroy, bp_natives },
+    { "trace", tr_vm_init, tr_vm_destroy, tr_vm_release, tr_natives },
+    { "breakpoints", bp_engine_init, bp_sessions_stop, bp_engine_destroy, bp_natives },
     { "control", ctl_layer_init, tvm_control_stop, NULL, NULL },
 };
 

@@ -18,6 +18,9 @@
  *              must cost nothing)
  *   armed      trace_pattern(interp:fib/1, true, local); the process is
  *              not traced, so every call enters BREAKPOINT and goes on
+ *   armed2, armed8  the same pattern in 2 and 8 trace sessions at once
+ *              (the default one and 1 or 7 more): one breakpoint record
+ *              with an entry per session, the process traced by none
  *   call_count trace_pattern(interp:fib/1, true, call_count)
  *   call_event the process has the call flag and fib a local pattern: a
  *              call event per call into the trace pipeline (running
@@ -28,6 +31,9 @@
  *              every earlier event, and a ring holds a whole fib's events,
  *              so every timed event is written (the collector, slower
  *              than fib, drains concurrently): events_lost must be 0
+ *   call_event2 the same in two sessions (the default one and another,
+ *              whose sink counts the same way): each call writes an event
+ *              into each session's ring
  *   return_pair the same with [{'_',[],[{return_trace}]}]: a call event, a
  *              trace frame and a return_from event per call
  *   call_time  trace_pattern(interp:fib/1, true, call_time): every call
@@ -44,8 +50,9 @@
  * shared machine is most of the noise) and with CLOCK_MONOTONIC.
  * Printed (key=value): the median ns per fib call of each scenario over
  * every timed fib (--runs rounds x --reps fibs each; *_wall_* with the
- * wall clock), and the differences armed_ns, call_count_ns, elsewhere_ns,
- * call_event_ns, return_pair_ns, call_time_ns, call_time_switch_ns (ns per
+ * wall clock), and the differences armed_ns, armed2_ns, armed8_ns,
+ * call_count_ns, elsewhere_ns, call_event_ns, call_event2_ns,
+ * return_pair_ns, call_time_ns, call_time_switch_ns (ns per
  * call over untraced: per round, the median of the scenario's
  * fibs minus the median of untraced's, then the median over the rounds).
  *
@@ -74,12 +81,19 @@
 #define MAX_SAMPLES 100000
 #define WARM_EVENTS 3
 
-enum { S_UNTRACED, S_ELSEWHERE, S_ARMED, S_COUNT, S_EVENT, S_PAIR, S_TIME, S_CALLS,
-       S_TIME_SW, NSCEN };
-static const char *const scen_name[NSCEN] = { "untraced", "elsewhere",  "armed",
-                                              "call_count", "call_event", "return_pair",
-                                              "call_time", "calls_untraced",
+enum { S_UNTRACED, S_ELSEWHERE, S_ARMED, S_ARMED2, S_ARMED8, S_COUNT, S_EVENT, S_EVENT2,
+       S_PAIR, S_TIME, S_CALLS, S_TIME_SW, NSCEN };
+static const char *const scen_name[NSCEN] = { "untraced",    "elsewhere",  "armed",
+                                              "armed2",      "armed8",     "call_count",
+                                              "call_event",  "call_event2", "return_pair",
+                                              "call_time",   "calls_untraced",
                                               "call_time_switch" };
+
+/* Trace sessions beside the default one: extra[0] counts events like the
+ * default's sink (call_event2); the others only arm fib (armed2: the
+ * default and extra[0]; armed8: the default and all seven). */
+#define NEXTRA 7
+static tvm_session extra[NEXTRA];
 
 /* What the native works on (one process at a time). */
 static struct {
@@ -92,8 +106,9 @@ static struct {
     uint64_t events;       /* events written by the fibs run so far */
 } job;
 
-/* What reached the sink: written by the callback on the collector thread
- * (relaxed: counts only), read by the native that waits for the drain. */
+/* What reached the sinks: added to by the callback on the collector
+ * threads (relaxed: counts only), read by the native that waits for the
+ * drain. */
 static VmAtomic events_seen, events_lost;
 
 /* Before each timed fib: waits until the collector has taken every event
@@ -167,16 +182,31 @@ static void tp(tvm_vm *vm, const char *pat, tvm_tp_action how, unsigned flags)
         die("tvm_trace_pattern", err.message);
 }
 
+static void stp(tvm_vm *vm, tvm_session s, const char *pat, tvm_tp_action how, unsigned flags)
+{
+    tvm_error err;
+    if (tvm_session_trace_pattern(vm, s, pat, NULL, how, flags, 0, NULL, &err) != TVM_OK)
+        die("tvm_session_trace_pattern", err.message);
+}
+
 static void set_scenario(tvm_vm *vm, int s)
 {
     tvm_error err;
     /* call_time measures call-traced processes, as BEAM's. */
-    bool traced = s == S_EVENT || s == S_PAIR || s == S_TIME || s == S_TIME_SW;
+    bool traced = s == S_EVENT || s == S_EVENT2 || s == S_PAIR || s == S_TIME || s == S_TIME_SW;
     tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL, traced);
+    if (tvm_session_trace_flags_all(vm, extra[0], TVM_TRACE_NEW, TVM_TRACE_CALL, s == S_EVENT2,
+                                    &err) != TVM_OK)
+        die("tvm_session_trace_flags_all", err.message);
     tp(vm, "interp:_/_", TVM_TP_FALSE, TVM_TP_LOCAL);
     tp(vm, "interp:_/_", TVM_TP_FALSE, TVM_TP_GLOBAL);
     tp(vm, "interp:_/_", TVM_TP_FALSE, TVM_TP_CALL_COUNT);
     tp(vm, "interp:_/_", TVM_TP_FALSE, TVM_TP_CALL_TIME);
+    for (int i = 0; i < NEXTRA; i++)
+        stp(vm, extra[i], "interp:_/_", TVM_TP_FALSE, TVM_TP_LOCAL);
+    int sessions = s == S_ARMED2 || s == S_EVENT2 ? 2 : s == S_ARMED8 ? 8 : 0;
+    for (int i = 0; i + 1 < sessions; i++)
+        stp(vm, extra[i], "interp:fib/1", TVM_TP_TRUE, TVM_TP_LOCAL);
     switch (s) {
     case S_ELSEWHERE:
         tp(vm, "interp:empty/0", TVM_TP_TRUE, TVM_TP_LOCAL);
@@ -184,12 +214,15 @@ static void set_scenario(tvm_vm *vm, int s)
         tp(vm, "interp:build/1", TVM_TP_TRUE, TVM_TP_CALL_COUNT);
         break;
     case S_ARMED:
+    case S_ARMED2:
+    case S_ARMED8:
         tp(vm, "interp:fib/1", TVM_TP_TRUE, TVM_TP_LOCAL);
         break;
     case S_COUNT:
         tp(vm, "interp:fib/1", TVM_TP_TRUE, TVM_TP_CALL_COUNT);
         break;
     case S_EVENT:
+    case S_EVENT2:
         tp(vm, "interp:fib/1", TVM_TP_TRUE, TVM_TP_LOCAL);
         break;
     case S_PAIR:
@@ -207,7 +240,7 @@ static void set_scenario(tvm_vm *vm, int s)
     }
     job.fun = s == S_CALLS || s == S_TIME_SW ? "calls" : "fib";
     job.fib_events = s == S_EVENT ? (uint64_t)job.n_calls
-                     : s == S_PAIR ? 2 * (uint64_t)job.n_calls : 0;
+                     : s == S_PAIR || s == S_EVENT2 ? 2 * (uint64_t)job.n_calls : 0;
 }
 
 /* The calls call_time counted on mfa (all processes). */
@@ -229,10 +262,12 @@ static int64_t time_count(tvm_vm *vm, const char *mfa)
 static void count_event(const tvm_trace_event *ev, void *data)
 {
     (void)data;
+    /* Two collectors count here (the default session's and extra[0]'s):
+     * an atomic add, not a load and a store. */
     if (ev->lost)
-        vm_atomic_store_relaxed(&events_lost, vm_atomic_load_relaxed(&events_lost) + ev->lost);
+        vm_atomic_fetch_add_relaxed(&events_lost, ev->lost);
     else
-        vm_atomic_store_relaxed(&events_seen, vm_atomic_load_relaxed(&events_seen) + 1);
+        vm_atomic_fetch_add_relaxed(&events_seen, 1);
 }
 
 /* Runs ovh:run(K) as a process; the durations land in out[0..K-1]. */
@@ -293,8 +328,9 @@ int main(int argc, char **argv)
             i++;
         } else {
             fprintf(stderr, "usage: bench_overhead [--tasm FILE] [--runs R] [--reps K] "
-                    "[--fib N] [--callgrind untraced|elsewhere|armed|call_count|call_event|"
-                    "return_pair|call_time|calls_untraced|call_time_switch]\n");
+                    "[--fib N] [--callgrind untraced|elsewhere|armed|armed2|armed8|call_count|"
+                    "call_event|call_event2|return_pair|call_time|calls_untraced|"
+                    "call_time_switch]\n");
             return 2;
         }
     }
@@ -319,6 +355,14 @@ int main(int argc, char **argv)
                                 .ring_bytes = (size_t)64 << 20 };
     if (tvm_trace_start(vm, &topts, &err) != TVM_OK)
         die("tvm_trace_start", err.message);
+    for (int i = 0; i < NEXTRA; i++) {
+        tvm_trace_options o = topts;
+        if (i > 0)
+            o = (tvm_trace_options){ .size = sizeof(tvm_trace_options), .format = TVM_TRACE_TEXT, .path = "/dev/null",
+                                     .ring_bytes = 4096 };
+        if (tvm_session_create(vm, "bench", &o, &extra[i], &err) != TVM_OK)
+            die("tvm_session_create", err.message);
+    }
 
     if (only >= 0) {
         double t[100], w[100];
@@ -347,7 +391,8 @@ int main(int argc, char **argv)
      * written through once and no timed event takes a first-touch page
      * fault. */
     for (int s = 0; s < NSCEN; s++)
-        run_fibs(vm, env, s, s == S_EVENT || s == S_PAIR ? WARM_EVENTS : 1, warm, warmw);
+        run_fibs(vm, env, s, s == S_EVENT || s == S_EVENT2 || s == S_PAIR ? WARM_EVENTS : 1, warm,
+                 warmw);
     int64_t counted = 0;
     for (int r = 0; r < runs; r++) {
         for (int j = 0; j < NSCEN; j++) {
@@ -375,12 +420,12 @@ int main(int argc, char **argv)
     tvm_env_free(env);
     tvm_destroy(vm);
     /* Every traced call's events are accounted for: one (call_event) or
-     * two (return_pair) per call, in the warm-up and in every round,
+     * two (call_event2, return_pair) per call, in the warm-up and in every round,
      * written or counted as lost (with the drain before each fib none
      * should be lost; events_lost is printed next to the figures, since
      * a dropped event costs the producer something else than a written
      * one). */
-    uint64_t want_events = (uint64_t)calls * (uint64_t)(WARM_EVENTS + runs * reps) * 3;
+    uint64_t want_events = (uint64_t)calls * (uint64_t)(WARM_EVENTS + runs * reps) * 5;
     uint64_t seen = vm_atomic_load_relaxed(&events_seen);
     uint64_t lost = vm_atomic_load_relaxed(&events_lost);
     if (seen + lost != want_events) {
@@ -405,8 +450,10 @@ int main(int argc, char **argv)
     }
     /* Each scenario against untraced in the same round (seconds apart, so
      * they share the machine's state), median over the rounds. */
-    static const char *const delta_key[NSCEN] = { NULL, "elsewhere_ns", "armed_ns",
-                                                  "call_count_ns", "call_event_ns",
+    static const char *const delta_key[NSCEN] = { NULL,           "elsewhere_ns",
+                                                  "armed_ns",     "armed2_ns",
+                                                  "armed8_ns",    "call_count_ns",
+                                                  "call_event_ns", "call_event2_ns",
                                                   "return_pair_ns", "call_time_ns", NULL,
                                                   "call_time_switch_ns" };
     for (int s = 1; s < NSCEN; s++) {
@@ -419,6 +466,9 @@ int main(int argc, char **argv)
         printf("%s=%.3f\n", delta_key[s], median(d, runs));
     }
     printf("elsewhere_ratio=%.4f\n", med[S_ELSEWHERE] / med[S_UNTRACED]);
+    /* Two sessions' call events against one's, each over untraced. */
+    printf("call_event2_ratio=%.3f\n", (med[S_EVENT2] - med[S_UNTRACED]) /
+                                          (med[S_EVENT] - med[S_UNTRACED]));
     printf("events_lost=%llu\n", (unsigned long long)lost);
     return 0;
 }

@@ -48,12 +48,17 @@ bool bp_request_check(const BpRequest *req, char *why, size_t whylen);
 bool bp_on_load_check(const BpPattern *pat, const BpRequest *req, char *why, size_t whylen);
 
 /*
- * Runs trace_pattern (the request must have passed the checks above):
- * takes the code-modification permission, runs the staged sequence and
- * returns the number of functions matched.  Any thread; a calling process
- * is suspended while it waits.  on_load only records the flags (0).
+ * Runs trace_pattern for session sid (the request must have passed the
+ * checks above): takes the code-modification permission, runs the staged
+ * sequence and returns the number of functions matched, or -1 when sid is
+ * not live (nothing changes).  Any thread; a calling process is
+ * suspended while it waits.  on_load only records the flags (0).
  */
-int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, const BpRequest *req);
+int bp_trace_pattern(tvm_vm *vm, unsigned sid, const BpPattern *pat, const BpRequest *req);
+
+/* Removes every breakpoint of session sid (its on_load flags too) with
+ * the staged sequence; the permission held (breakpoints/bp_session.c). */
+void bp_remove_session(tvm_vm *vm, unsigned sid);
 
 /* trace_info items. */
 typedef enum BpInfoItem {
@@ -65,20 +70,21 @@ typedef enum BpInfoItem {
 /* The item named `name` ("traced", "match_spec", ...); false if none. */
 bool bp_info_item(const char *name, BpInfoItem *out);
 
-Term bp_trace_info(Process *p, Atom mod, Atom fun, int arity, BpInfoItem item);
+Term bp_trace_info(Process *p, unsigned sid, Atom mod, Atom fun, int arity, BpInfoItem item);
 
 /* {Item, Value} for on_load: the flags modules loaded later get. */
-Term bp_trace_info_on_load(Process *p, BpInfoItem item);
+Term bp_trace_info_on_load(Process *p, unsigned sid, BpInfoItem item);
 
-/* The call count of a function; false if it has no counter or does not exist. */
-bool bp_call_count(tvm_vm *vm, Atom mod, Atom fun, int arity, int64_t *count);
+/* The call count of a function in session sid; false if it has no
+ * counter or does not exist. */
+bool bp_call_count(tvm_vm *vm, unsigned sid, Atom mod, Atom fun, int arity, int64_t *count);
 
 /* The call time of a function per process (malloc'd, by pid) in *out;
  * false if it has no call time data or does not exist.  Reads while every
  * scheduler writes (breakpoints/bp_time.c). */
 struct BpTimeSample;
-bool bp_call_time(tvm_vm *vm, Atom mod, Atom fun, int arity, struct BpTimeSample **out,
-                  size_t *n);
+bool bp_call_time(tvm_vm *vm, unsigned sid, Atom mod, Atom fun, int arity,
+                  struct BpTimeSample **out, size_t *n);
 
 /* Loading a module: vm_hook_module_replaced and vm_hook_module_loading
  * (vm/hook.h, defined in bp_pattern.c). */

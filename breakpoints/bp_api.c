@@ -10,8 +10,10 @@
 #include <string.h>
 
 #include "breakpoints/bp_engine_internal.h"
+#include "breakpoints/bp_session.h"
 #include "breakpoints/bp_time.h"
 #include "trace/tr_ms.h"
+#include "trace/tr_session.h"
 #include "trace/tr_vm.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
@@ -67,38 +69,61 @@ static tvm_status spec_from_text(tvm_vm *vm, const char *text, int arity, TrMs *
     return st;
 }
 
-tvm_status tvm_trace_pattern_ms(tvm_vm *vm, const char *pattern, const char *match_spec,
-                                tvm_tp_action how, unsigned flags, tvm_pid meta_tracer,
-                                int *matched, tvm_error *err)
+/* trace_pattern for session sid (the caller resolved it); `fn` names the
+ * API function in messages. */
+static tvm_status pattern_ms(tvm_vm *vm, uint64_t id, const char *fn, const char *pattern,
+                             const char *match_spec, tvm_tp_action how, unsigned flags,
+                             tvm_pid meta_tracer, int *matched, tvm_error *err)
 {
     char why[300];
     BpPattern pat;
     if (!vm)
-        return fail(err, TVM_ERR_BADARG, "tvm_trace_pattern", "NULL vm");
+        return fail(err, TVM_ERR_BADARG, fn, "NULL vm");
     BpRequest req = { how, flags, NULL, meta_tracer };
     if (!bp_pattern_parse(pattern, &pat, why, sizeof why))
-        return fail(err, TVM_ERR_BADARG, "tvm_trace_pattern", why);
+        return fail(err, TVM_ERR_BADARG, fn, why);
     tvm_status st = spec_from_text(vm, match_spec, pat.any_arity || pat.on_load ? -1 : pat.arity,
                                    &req.ms, why, sizeof why);
     if (st != TVM_OK)
-        return fail(err, st, "tvm_trace_pattern", why);
+        return fail(err, st, fn, why);
+    unsigned sid;
+    st = TVM_ERR_BADARG;
     if (!bp_request_check(&req, why, sizeof why) ||
-        !bp_on_load_check(&pat, &req, why, sizeof why)) {
+        !bp_on_load_check(&pat, &req, why, sizeof why) ||
+        !tr_session_resolve(vm, id, &sid, &st, why, sizeof why)) {
         tr_ms_free(req.ms);
-        return fail(err, TVM_ERR_BADARG, "tvm_trace_pattern", why);
+        return fail(err, st, fn, why);
     }
-    int n = bp_trace_pattern(vm, &pat, &req);
+    int n = bp_trace_pattern(vm, sid, &pat, &req);
     tr_ms_free(req.ms);   /* the engine holds its own references */
+    if (n < 0 && !tr_session_resolve(vm, id, &sid, &st, why, sizeof why))
+        return fail(err, st, fn, why);    /* ended meanwhile: nothing changed */
     if (matched)
-        *matched = n;
+        *matched = n < 0 ? 0 : n;
     ok(err);
     return TVM_OK;
+}
+
+tvm_status tvm_trace_pattern_ms(tvm_vm *vm, const char *pattern, const char *match_spec,
+                                tvm_tp_action how, unsigned flags, tvm_pid meta_tracer,
+                                int *matched, tvm_error *err)
+{
+    return pattern_ms(vm, 0, "tvm_trace_pattern", pattern, match_spec, how, flags, meta_tracer,
+                      matched, err);
 }
 
 tvm_status tvm_trace_pattern(tvm_vm *vm, const char *pattern, tvm_tp_action how,
                              unsigned flags, int *matched, tvm_error *err)
 {
     return tvm_trace_pattern_ms(vm, pattern, NULL, how, flags, 0, matched, err);
+}
+
+tvm_status tvm_session_trace_pattern(tvm_vm *vm, tvm_session s, const char *pattern,
+                                     const char *match_spec, tvm_tp_action how, unsigned flags,
+                                     tvm_pid meta_tracer, int *matched, tvm_error *err)
+{
+    return pattern_ms(vm, s.id, "tvm_session_trace_pattern", pattern, match_spec, how, flags,
+                      meta_tracer, matched, err);
 }
 
 /* An exact mod:fun/arity (no wildcards); on_load if `on_load_ok`. */
@@ -117,50 +142,96 @@ static bool parse_mfa(const char *text, BpPattern *pat, char *why, size_t n, boo
     return true;
 }
 
-tvm_status tvm_trace_info(tvm_env *env, const char *mfa, const char *item,
-                          tvm_term *out, tvm_error *err)
+/* trace_info for session `id`; `fn` names the API function. */
+static tvm_status info_of(tvm_env *env, uint64_t id, const char *fn, const char *mfa,
+                          const char *item, tvm_term *out, tvm_error *err)
 {
     char why[200];
     BpPattern pat;
     if (!env || !env->p || !out)
-        return fail(err, TVM_ERR_BADARG, "tvm_trace_info", "NULL argument");
+        return fail(err, TVM_ERR_BADARG, fn, "NULL argument");
     if (!parse_mfa(mfa, &pat, why, sizeof why, true))
-        return fail(err, TVM_ERR_BADARG, "tvm_trace_info", why);
+        return fail(err, TVM_ERR_BADARG, fn, why);
     BpInfoItem it;
     if (!item || !bp_info_item(item, &it))
-        return fail(err, TVM_ERR_BADARG, "tvm_trace_info",
+        return fail(err, TVM_ERR_BADARG, fn,
                     "bad item: expected traced, call_count, call_time, match_spec, meta, "
                     "meta_match_spec or all");
-    *out = vm_root_push(env->p, pat.on_load ? bp_trace_info_on_load(env->p, it)
-                                            : bp_trace_info(env->p, pat.mod, pat.fun, pat.arity, it));
+    unsigned sid;
+    tvm_status st;
+    if (!tr_session_resolve(env->p->vm, id, &sid, &st, why, sizeof why))
+        return fail(err, st, fn, why);
+    *out = vm_root_push(env->p, pat.on_load
+                                    ? bp_trace_info_on_load(env->p, sid, it)
+                                    : bp_trace_info(env->p, sid, pat.mod, pat.fun, pat.arity, it));
     ok(err);
     return TVM_OK;
 }
 
-tvm_status tvm_call_count(tvm_vm *vm, const char *mfa, int64_t *count)
+tvm_status tvm_trace_info(tvm_env *env, const char *mfa, const char *item,
+                          tvm_term *out, tvm_error *err)
+{
+    return info_of(env, 0, "tvm_trace_info", mfa, item, out, err);
+}
+
+tvm_status tvm_session_trace_info(tvm_env *env, tvm_session s, const char *mfa,
+                                  const char *item, tvm_term *out, tvm_error *err)
+{
+    return info_of(env, s.id, "tvm_session_trace_info", mfa, item, out, err);
+}
+
+/* The session `id`'s sid for the data readers; a status otherwise. */
+static tvm_status data_sid(tvm_vm *vm, uint64_t id, unsigned *sid)
+{
+    char why[200];
+    tvm_status st;
+    return tr_session_resolve(vm, id, sid, &st, why, sizeof why) ? TVM_OK : st;
+}
+
+tvm_status tvm_session_call_count(tvm_vm *vm, tvm_session s, const char *mfa, int64_t *count)
 {
     char why[200];
     BpPattern pat;
+    unsigned sid;
     if (!vm || !count || !parse_mfa(mfa, &pat, why, sizeof why, false))
         return TVM_ERR_BADARG;
-    return bp_call_count(vm, pat.mod, pat.fun, pat.arity, count) ? TVM_OK : TVM_ERR_NOTFOUND;
+    tvm_status st = data_sid(vm, s.id, &sid);
+    if (st != TVM_OK)
+        return st;
+    return bp_call_count(vm, sid, pat.mod, pat.fun, pat.arity, count) ? TVM_OK
+                                                                        : TVM_ERR_NOTFOUND;
+}
+
+tvm_status tvm_call_count(tvm_vm *vm, const char *mfa, int64_t *count)
+{
+    return tvm_session_call_count(vm, TVM_SESSION_DEFAULT, mfa, count);
+}
+
+tvm_status tvm_session_call_time(tvm_vm *vm, tvm_session s, const char *mfa,
+                                 tvm_call_time_entry *out, size_t max, size_t *n)
+{
+    char why[200];
+    BpPattern pat;
+    unsigned sid;
+    if (!vm || !n || (max && !out) || !parse_mfa(mfa, &pat, why, sizeof why, false))
+        return TVM_ERR_BADARG;
+    tvm_status st = data_sid(vm, s.id, &sid);
+    if (st != TVM_OK)
+        return st;
+    BpTimeSample *v;
+    size_t len;
+    bool found = bp_call_time(vm, sid, pat.mod, pat.fun, pat.arity, &v, &len);
+    for (size_t i = 0; i < len && i < max; i++)
+        out[i] = (tvm_call_time_entry){ v[i].pid, v[i].count, v[i].ns };
+    free(v);
+    *n = len;
+    return found ? TVM_OK : TVM_ERR_NOTFOUND;
 }
 
 tvm_status tvm_call_time(tvm_vm *vm, const char *mfa, tvm_call_time_entry *out, size_t max,
                          size_t *n)
 {
-    char why[200];
-    BpPattern pat;
-    if (!vm || !n || (max && !out) || !parse_mfa(mfa, &pat, why, sizeof why, false))
-        return TVM_ERR_BADARG;
-    BpTimeSample *v;
-    size_t len;
-    bool ok = bp_call_time(vm, pat.mod, pat.fun, pat.arity, &v, &len);
-    for (size_t i = 0; i < len && i < max; i++)
-        out[i] = (tvm_call_time_entry){ v[i].pid, v[i].count, v[i].ns };
-    free(v);
-    *n = len;
-    return ok ? TVM_OK : TVM_ERR_NOTFOUND;
+    return tvm_session_call_time(vm, TVM_SESSION_DEFAULT, mfa, out, max, n);
 }
 
 void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data)
@@ -271,25 +342,28 @@ static bool flags_term(Term l, BpRequest *req)
 }
 
 /*
- * erlang:trace_pattern(MFA, How, Flags): How is true, false, pause,
- * restart or a match spec (a list: true with that spec; [] is true).  A
- * bad argument raises badarg; a bad spec raises
+ * erlang:trace_pattern(MFA, How, Flags) for session sid: How is true,
+ * false, pause, restart or a match spec (a list: true with that spec; []
+ * is true).  A bad argument raises badarg; a bad spec raises
  * {badarg, <<"match spec clause N: ...">>} so that the program sees why.
  */
-static tvm_status nif_trace_pattern(tvm_env *env, int argc, const tvm_term *argv,
-                                    tvm_term *result, void *data)
+static tvm_status trace_pattern_in(Process *p, unsigned sid, Term mfa, Term how, Term flags,
+                                   tvm_term *result)
 {
-    (void)argc;
-    (void)data;
-    Process *p = env->p;
     BpPattern pat;
     BpRequest req = { TVM_TP_TRUE, 0, NULL, 0 };
     char why[200];
-    Term how = vm_root_get(p, argv[1]);
-    if (!mfa_term(vm_root_get(p, argv[0]), &pat) ||
-        (!term_is_list(how) && !action_term(how, &req.how)) ||
-        !flags_term(vm_root_get(p, argv[2]), &req))
+    if (!mfa_term(mfa, &pat) || (!term_is_list(how) && !action_term(how, &req.how)) ||
+        !flags_term(flags, &req))
         return badarg(p);
+    if (sid != 0) {
+        /* A session's tracer is fixed: {meta, Pid} is refused, and meta
+         * reports to the session's tracer (OTP 27's trace:function/4). */
+        if (req.meta_tracer)
+            return badarg(p);
+        if (req.flags & TVM_TP_META)
+            req.meta_tracer = tr_session_tracer(p->vm, sid);
+    }
     if (term_is_cons(how)) {
         req.ms = tr_ms_compile(how, pat.any_arity || pat.on_load ? -1 : pat.arity, why, sizeof why);
         if (!req.ms) {
@@ -303,9 +377,49 @@ static tvm_status nif_trace_pattern(tvm_env *env, int argc, const tvm_term *argv
         tr_ms_free(req.ms);
         return badarg(p);
     }
-    int n = bp_trace_pattern(p->vm, &pat, &req);
+    int n = bp_trace_pattern(p->vm, sid, &pat, &req);
     tr_ms_free(req.ms);
+    if (n < 0)
+        return badarg(p);     /* the session ended meanwhile: nothing changed */
     *result = vm_root_push(p, make_small(n));
+    return TVM_OK;
+}
+
+static tvm_status nif_trace_pattern(tvm_env *env, int argc, const tvm_term *argv,
+                                    tvm_term *result, void *data)
+{
+    (void)argc;
+    (void)data;
+    Process *p = env->p;
+    return trace_pattern_in(p, 0, vm_root_get(p, argv[0]), vm_root_get(p, argv[1]),
+                            vm_root_get(p, argv[2]), result);
+}
+
+/* erlang:trace_pattern(Session, MFA, How, Flags), trace:function/4. */
+static tvm_status nif_trace_pattern4(tvm_env *env, int argc, const tvm_term *argv,
+                                     tvm_term *result, void *data)
+{
+    (void)argc;
+    (void)data;
+    Process *p = env->p;
+    unsigned sid;
+    if (!tr_session_term(p->vm, vm_root_get(p, argv[0]), &sid))
+        return badarg(p);
+    return trace_pattern_in(p, sid, vm_root_get(p, argv[1]), vm_root_get(p, argv[2]),
+                            vm_root_get(p, argv[3]), result);
+}
+
+/* trace_info of a function (or on_load) for session sid. */
+static tvm_status trace_info_fn(Process *p, unsigned sid, Term what, Term item, tvm_term *result)
+{
+    BpPattern pat;
+    BpInfoItem it;
+    if (!term_is_atom(item) || !bp_info_item(vm_atom_name(atom_value(item), NULL), &it))
+        return badarg(p);
+    if (!mfa_term(what, &pat) || pat.any_mod || pat.any_fun || pat.any_arity)
+        return badarg(p);
+    *result = vm_root_push(p, pat.on_load ? bp_trace_info_on_load(p, sid, it)
+                                          : bp_trace_info(p, sid, pat.mod, pat.fun, pat.arity, it));
     return TVM_OK;
 }
 
@@ -315,21 +429,55 @@ static tvm_status nif_trace_info(tvm_env *env, int argc, const tvm_term *argv,
     (void)argc;
     (void)data;
     Process *p = env->p;
-    BpPattern pat;
-    Term item = vm_root_get(p, argv[1]);
-    BpInfoItem it;
-    if (!term_is_atom(item) || !bp_info_item(vm_atom_name(atom_value(item), NULL), &it))
+    return trace_info_fn(p, 0, vm_root_get(p, argv[0]), vm_root_get(p, argv[1]), result);
+}
+
+/*
+ * trace:info(Session, PidOrFunc, Item), erlang:trace_info/3: a function
+ * (or on_load) as trace_info/2 for the session; a pid, or new (the
+ * defaults of new processes), with Item flags: {flags, [Flag]} in the
+ * session ({flags, undefined} for a process that is not alive).
+ */
+static tvm_status nif_trace_info3(tvm_env *env, int argc, const tvm_term *argv,
+                                  tvm_term *result, void *data)
+{
+    (void)argc;
+    (void)data;
+    Process *p = env->p;
+    unsigned sid;
+    if (!tr_session_term(p->vm, vm_root_get(p, argv[0]), &sid))
         return badarg(p);
-    if (!mfa_term(vm_root_get(p, argv[0]), &pat) || pat.any_mod || pat.any_fun || pat.any_arity)
+    Term what = vm_root_get(p, argv[1]), item = vm_root_get(p, argv[2]);
+    bool is_new = named(what, "new") || named(what, "new_processes");
+    if (!term_is_pid(what) && !is_new)
+        return trace_info_fn(p, sid, what, item, result);
+    if (!named(item, "flags"))
         return badarg(p);
-    *result = vm_root_push(p, pat.on_load ? bp_trace_info_on_load(p, it)
-                                          : bp_trace_info(p, pat.mod, pat.fun, pat.arity, it));
+    Term v;
+    if (is_new) {
+        v = tr_flags_term(p, tr_flags_new(p->vm, sid));
+    } else {
+        Process *t = tr_proc_get(p->vm, pid_value(what));
+        unsigned f = t ? tr_pflags(t, vm_atomic_load_relaxed(&t->trace), sid) : 0;
+        if (t)
+            vm_proc_put(vm_sched_of(p->vm), t);
+        v = t ? tr_flags_term(p, f) : make_atom(ATOM_UNDEFINED);
+    }
+    tvm_term hv = vm_root_push(p, v);
+    Term e[2] = { item, vm_root_get(p, hv) };
+    *result = vm_root_push(p, vm_make_tuple(p, 2, e));
     return TVM_OK;
 }
 
 static const VmNativeDef natives[] = {
     { "erlang", "trace_pattern", 3, nif_trace_pattern },
+    { "erlang", "trace_pattern", 4, nif_trace_pattern4 },
     { "erlang", "trace_info", 2, nif_trace_info },
+    { "erlang", "trace_info", 3, nif_trace_info3 },
+    { "trace", "function", 4, nif_trace_pattern4 },
+    { "trace", "info", 3, nif_trace_info3 },
+    { "trace", "session_create", 3, bp_nif_session_create },
+    { "trace", "session_destroy", 1, bp_nif_session_destroy },
 };
 
 VmNativeTable bp_natives(void)

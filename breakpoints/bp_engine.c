@@ -73,6 +73,7 @@
 
 #include "breakpoints/bp_engine_internal.h"
 #include "breakpoints/bp_frame.h"
+#include "breakpoints/bp_session.h"
 #include "vm/progress.h"
 #include "vm/breakpoint.h"
 #include "breakpoints/bp_time.h"
@@ -262,17 +263,17 @@ void bp_touch(BpEngine *E, BpRecord *r)
     E->touched[E->ntouched++] = r;
 }
 
-/* Replaces the staging generation's counter (a fresh one, or none). */
-void bp_stage_count(BpEngine *E, BpGen *g, bool fresh)
+/* Replaces a staging entry's counter (a fresh one, or none). */
+void bp_stage_count(BpEngine *E, BpSess *e, bool fresh)
 {
-    count_unref(E, g->count);
-    g->count = fresh ? count_ref(count_new(E)) : NULL;
+    count_unref(E, e->count);
+    e->count = fresh ? count_ref(count_new(E)) : NULL;
 }
 
 /*
  * Match specs are shared by every generation that uses them (one spec per
  * trace_pattern call, however many functions it matched), one reference
- * per generation slot.  A slot's reference is dropped into ms_dead and
+ * per entry slot.  A slot's reference is dropped into ms_dead and
  * released at the next free stage, after a wait, like a counter: a reader
  * may still be running the spec through the generation it was read from
  * until its next quiescent state.
@@ -288,7 +289,7 @@ static void ms_drop(BpEngine *E, TrMs *ms)
     E->ms_dead[E->nms_dead++] = ms;
 }
 
-/* Points a staging generation's spec slot at ms (a new reference). */
+/* Points a staging entry's spec slot at ms (a new reference). */
 void bp_stage_ms(BpEngine *E, TrMs **slot, TrMs *ms)
 {
     if (*slot == ms)
@@ -299,25 +300,17 @@ void bp_stage_ms(BpEngine *E, TrMs **slot, TrMs *ms)
     *slot = ms;
 }
 
-void bp_stage_call_ms(BpEngine *E, BpGen *g, TrMs *ms)
+void bp_stage_call_ms(BpEngine *E, BpSess *e, TrMs *ms)
 {
-    bp_stage_ms(E, &g->match_spec, ms);
+    bp_stage_ms(E, &e->match_spec, ms);
     unsigned f = 0;
     if (!ms)
-        g->call_tf = 0;
+        e->call_tf = 0;
     else if (!tr_ms_plain(ms, &f))
-        g->call_tf = BP_SPEC_RUN;
+        e->call_tf = BP_SPEC_RUN;
     else
-        g->call_tf = ((f & TR_MS_RETURN_TRACE) ? BP_TF_RETURN : 0) |
+        e->call_tf = ((f & TR_MS_RETURN_TRACE) ? BP_TF_RETURN : 0) |
                      ((f & TR_MS_EXCEPTION_TRACE) ? BP_TF_RETURN | BP_TF_EXCEPTION : 0);
-}
-
-/* Makes generation `to` hold the same specs as `from` (references moved
- * accordingly). */
-static void ms_copy(BpEngine *E, BpGen *to, const BpGen *from)
-{
-    bp_stage_call_ms(E, to, from->match_spec);
-    bp_stage_ms(E, &to->meta_spec, from->meta_spec);
 }
 
 static void ms_release(TrMs **v, size_t n)
@@ -327,42 +320,150 @@ static void ms_release(TrMs **v, size_t n)
     free(v);
 }
 
-/* Replaces the staging generation's call time data (fresh, or none). */
-void bp_stage_time(BpEngine *E, BpGen *g, bool fresh)
+/* Replaces a staging entry's call time data (fresh, or none). */
+void bp_stage_time(BpEngine *E, BpSess *e, bool fresh)
 {
-    time_unref(E, g->time);
-    g->time = fresh ? time_ref(bp_time_new(E->nshards)) : NULL;
+    time_unref(E, e->time);
+    e->time = fresh ? time_ref(bp_time_new(E->nshards)) : NULL;
 }
 
-/* gen[from ^ 1] := gen[from], sharing the counter, call time data
- * and match specs. */
+void bp_entry_clear(BpEngine *E, BpSess *e)
+{
+    count_unref(E, e->count);
+    time_unref(E, e->time);
+    e->count = NULL;
+    e->time = NULL;
+    bp_stage_call_ms(E, e, NULL);
+    bp_stage_ms(E, &e->meta_spec, NULL);
+    e->meta_tracer = 0;
+    e->flags = 0;
+}
+
+BpSess *bp_entry(BpEngine *E, BpRecord *r, unsigned s, unsigned sid, bool create)
+{
+    if (!r)
+        return NULL;
+    BpGen *g = &r->gen[s];
+    unsigned slot = vm_sid_slot(sid);
+    uint32_t i = 0;
+    for (; i < g->nsess; i++) {
+        BpSess *e = &g->sess[i];
+        unsigned es = vm_sid_slot(e->sid);
+        if (es == slot && e->sid == sid)
+            return e;
+        if (es == slot) {
+            /* An ended incarnation's entry (its destroy removes it, so
+             * only a request racing that destroy could meet one). */
+            if (!create)
+                return NULL;
+            bp_entry_clear(E, e);
+            e->sid = sid;
+            bp_touch(E, r);
+            return e;
+        }
+        if (es > slot)
+            break;
+    }
+    if (!create)
+        return NULL;
+    /* Safe to reallocate: nobody reads the staging generation. */
+    g->sess = vm_realloc(g->sess, (g->nsess + 1) * sizeof *g->sess);
+    memmove(&g->sess[i + 1], &g->sess[i], (g->nsess - i) * sizeof *g->sess);
+    g->nsess++;
+    g->sess[i] = (BpSess){ .sid = sid };
+    bp_touch(E, r);
+    return &g->sess[i];
+}
+
+void bp_gen_summarize(BpEngine *E, BpGen *g)
+{
+    uint32_t k = 0, ncount = 0, ncall = 0, flags = 0;
+    bool plain = true;
+    BpCount *count = NULL;
+    const BpSess *call = NULL;
+    for (uint32_t i = 0; i < g->nsess; i++) {
+        BpSess *e = &g->sess[i];
+        if (!e->flags) {
+            bp_entry_clear(E, e);
+            continue;
+        }
+        g->sess[k++] = *e;
+    }
+    g->nsess = k;
+    if (!k) {
+        free(g->sess);
+        g->sess = NULL;
+    }
+    for (uint32_t i = 0; i < k; i++) {
+        const BpSess *e = &g->sess[i];
+        flags |= e->flags;
+        if (e->flags & BP_COUNT_ACTIVE) {
+            ncount++;
+            count = e->count;
+        }
+        if (e->flags & BP_CALL_TRACE) {
+            ncall++;
+            call = e;
+            plain &= !(e->call_tf & BP_SPEC_RUN);
+        }
+    }
+    if (ncall > 1 && plain)
+        flags |= BP_CALL_MULTI;
+    if (ncount > 1) {
+        flags = (flags & ~(uint32_t)BP_COUNT_ACTIVE) | BP_COUNT_MULTI;
+        count = NULL;
+    }
+    g->flags = flags;
+    g->count = count;
+    g->call_tf = ncall > 1 ? BP_SPEC_RUN : call ? call->call_tf : 0;
+    g->call_sid = ncall == 1 ? call->sid : 0;
+}
+
+/* Drops every entry of g (references released) and its summary. */
+static void gen_release(BpEngine *E, BpGen *g)
+{
+    for (uint32_t i = 0; i < g->nsess; i++)
+        bp_entry_clear(E, &g->sess[i]);
+    free(g->sess);
+    g->sess = NULL;
+    g->nsess = 0;
+    g->flags = 0;
+    g->count = NULL;
+    g->call_tf = 0;
+    g->call_sid = 0;
+}
+
+/* gen[from ^ 1] := gen[from], sharing counters, call time data and
+ * match specs (references taken before the old ones are dropped, so a
+ * shared object never reaches 0 on the way). */
 void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from)
 {
     BpGen *to = &r->gen[from ^ 1u], *g = &r->gen[from];
-    if (to->count != g->count) {
-        count_unref(E, to->count);
-        to->count = count_ref(g->count);
+    BpSess *old = to->sess;
+    uint32_t nold = to->nsess;
+    BpSess *nw = g->nsess ? vm_malloc(g->nsess * sizeof *nw) : NULL;
+    for (uint32_t i = 0; i < g->nsess; i++) {
+        const BpSess *e = &g->sess[i];
+        nw[i] = *e;
+        count_ref(e->count);
+        time_ref(e->time);
+        if (e->match_spec)
+            tr_ms_retain(e->match_spec);
+        if (e->meta_spec)
+            tr_ms_retain(e->meta_spec);
     }
-    if (to->time != g->time) {
-        time_unref(E, to->time);
-        to->time = time_ref(g->time);
-    }
-    to->flags = g->flags;
-    ms_copy(E, to, g);
-    to->meta_tracer = g->meta_tracer;
+    for (uint32_t i = 0; i < nold; i++)
+        bp_entry_clear(E, &old[i]);
+    free(old);
+    *to = *g;
+    to->sess = nw;
 }
 
-/* Drops both generations' counters, call time data and match specs. */
+/* Drops both generations' entries. */
 static void gens_release(BpEngine *E, BpRecord *r)
 {
-    for (int k = 0; k < 2; k++) {
-        count_unref(E, r->gen[k].count);
-        time_unref(E, r->gen[k].time);
-        r->gen[k].count = NULL;
-        r->gen[k].time = NULL;
-        bp_stage_call_ms(E, &r->gen[k], NULL);
-        bp_stage_ms(E, &r->gen[k].meta_spec, NULL);
-    }
+    gen_release(E, &r->gen[0]);
+    gen_release(E, &r->gen[1]);
 }
 
 /* ==== arming ==== */
@@ -459,6 +560,10 @@ void bp_commit(tvm_vm *vm)
         return;
     const unsigned active = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix);
     const unsigned staging = active ^ 1u;
+    /* Stage 1's end: each touched generation's summary from its entries
+     * (the hit reads the summary; sessions' entries stay out of line). */
+    for (size_t i = 0; i < E->ntouched; i++)
+        bp_gen_summarize(E, &E->touched[i]->gen[staging]);
     /* What earlier calls unlinked (records, trampolines) and released
      * (counters): their free stage comes after this call's first wait. */
     BpRecord *dead = E->free_list;
@@ -579,6 +684,7 @@ void bp_engine_init(tvm_vm *vm)
     E->mark = 1;
     vm->bp = E;
     vm_atomic_store_relaxed(&vm->bp_ix, 0);
+    bp_sessions_start(vm);
 }
 
 uint64_t bp_waits(tvm_vm *vm)
@@ -606,7 +712,8 @@ void bp_engine_destroy(tvm_vm *vm)
         E->pool = r->next_free;
         free(r);
     }
-    tr_ms_free(E->on_load_ms);
+    for (unsigned i = 0; i < VM_SESSIONS_MAX; i++)
+        tr_ms_free(E->on_load_ms[i]);
     free(E->touched);
     free(E);
     vm->bp = NULL;

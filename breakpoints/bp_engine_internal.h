@@ -9,14 +9,19 @@
 #include "breakpoints/bp.h"
 #include "vm/breakpoint.h"
 
+#include <pthread.h>
+
 typedef struct BpEngine {
     BpRecord *records;          /* every linked record */
     BpRecord *free_list;        /* unlinked, freed at the next free stage */
     BpCount *count_free;        /* counters that lost their last reference */
     struct BpTime *time_free;   /* call time data that lost its last reference */
-    unsigned on_load;           /* TVM_TP_* flags applied to every module loaded later */
-    struct TrMs *on_load_ms;    /* ... with this call-trace spec (a reference; read
-                                   only here, under the permission), or NULL */
+    /* Per session slot: the TVM_TP_* flags applied to every module
+     * loaded later, for session on_load_sid[slot], with this call-trace
+     * spec (a reference; read only here, under the permission), or NULL. */
+    unsigned on_load[VM_SESSIONS_MAX];
+    unsigned on_load_sid[VM_SESSIONS_MAX];
+    struct TrMs *on_load_ms[VM_SESSIONS_MAX];
     struct TrMs **ms_dead;      /* match-spec references dropped, released */
     size_t nms_dead, ms_dead_cap; /* at the next free stage */
     BpRecord *pool;             /* freed records kept for reuse (via next_free) */
@@ -27,17 +32,28 @@ typedef struct BpEngine {
     uint32_t nshards;           /* counters: 1 + schedulers */
     bool stw;                   /* this call stopped the world */
     uint64_t waits;             /* thread-progress waits made (statistics) */
+    /* The trace sessions' stopper thread (bp_session.c): started and
+     * joined by the VM's set-up and end, nobody else. */
+    pthread_t stopper;
+    bool stopper_started;
 } BpEngine;
 
 /* bp_engine.c: records, staging helpers and the sequence. */
 BpRecord *bp_local_record(BpEngine *E, FuncInfo *fi, bool create);
 BpRecord *bp_global_record(BpEngine *E, FuncInfo *fi, bool create);
 void bp_touch(BpEngine *E, BpRecord *r);
-void bp_stage_count(BpEngine *E, BpGen *g, bool fresh);
-void bp_stage_time(BpEngine *E, BpGen *g, bool fresh);
+/* Session sid's entry in r's generation s (the staging one), created
+ * empty if asked (the record is touched then); NULL if none. */
+BpSess *bp_entry(BpEngine *E, BpRecord *r, unsigned s, unsigned sid, bool create);
+void bp_stage_count(BpEngine *E, BpSess *e, bool fresh);
+void bp_stage_time(BpEngine *E, BpSess *e, bool fresh);
 void bp_stage_ms(BpEngine *E, struct TrMs **slot, struct TrMs *ms);
-/* The same for g's call-trace spec, and its cached call_tf. */
-void bp_stage_call_ms(BpEngine *E, BpGen *g, struct TrMs *ms);
+/* The same for e's call-trace spec, and its cached call_tf. */
+void bp_stage_call_ms(BpEngine *E, BpSess *e, struct TrMs *ms);
+/* Drops everything e holds (its flags become 0). */
+void bp_entry_clear(BpEngine *E, BpSess *e);
+/* Recomputes g's summary from its entries, dropping empty ones. */
+void bp_gen_summarize(BpEngine *E, BpGen *g);
 void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from);
 int64_t bp_count_sum(const BpCount *c);
 void bp_arm_unpublished(BpRecord *r);

@@ -73,11 +73,11 @@ const FuncInfo *bp_frame_caller(const Process *p)
     return caller_below(p, p->nframes - 1);
 }
 
-/* Events for the process's own trace output: only while it is call
- * traced and not silent (a change applies from its next event). */
-static bool reporting(uintptr_t pf)
+/* Events for a session's output: only while the process is call traced
+ * in it and not silent (a change applies from its next event). */
+static bool reporting(unsigned sf)
 {
-    return (pf & VM_TRACE_CALL) && !(pf & VM_TRACE_SILENT);
+    return (sf & VM_TRACE_CALL) && !(sf & VM_TRACE_SILENT);
 }
 
 /* Everything but a plain return_from (vm_hook_trace_return below). */
@@ -86,21 +86,22 @@ static __attribute__((noinline)) void frame_return_slow(Process *p)
     uint32_t ti = p->nframes - 1;
     const Frame *t = &p->frames[ti];
     const uint32_t tf = bp_frame_tflags(t);
+    const unsigned sid = bp_frame_sid(t);
     const FuncInfo *fn = t->fn;
-    uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
+    unsigned sf = tr_pflags_of(p, vm_atomic_load_relaxed(&p->trace), sid);
     p->ntrace--;
     /* call_time first: reporting may suspend, which must not be charged
      * to fn (the clock stops while p is switched out anyway). */
     if (tf & BP_TF_TIME)
-        bp_time_return(p, fn, t->tdata);
-    if ((tf & (BP_TF_RETURN | BP_TF_EXCEPTION)) && reporting(pf))
-        tr_vm_return_from(p, fn, p->stack[t->base], pf);
+        bp_time_return_sess(p, fn, sid, t->tdata);
+    if ((tf & (BP_TF_RETURN | BP_TF_EXCEPTION)) && reporting(sf))
+        tr_vm_return_from(p, sid, fn, p->stack[t->base], sf);
     if (tf & (BP_TF_META_RETURN | BP_TF_META_EXCEPTION))
-        bp_meta_return(p, fn, t->base);
-    if ((tf & BP_TF_RETURN_TO) && reporting(pf) && (pf & VM_TRACE_RETURN_TO)) {
+        bp_meta_return(p, fn, sid, t->base);
+    if ((tf & BP_TF_RETURN_TO) && reporting(sf) && (sf & VM_TRACE_RETURN_TO)) {
         const FuncInfo *to = caller_below(p, ti);
         if (to)
-            tr_vm_return_to(p, to, pf);
+            tr_vm_return_to(p, sid, to, sf);
     }
 }
 
@@ -109,13 +110,15 @@ Term *vm_hook_trace_return(Process *p)
     const Frame *t = &p->frames[p->nframes - 1];
     Term *window = p->stack + t->base;
     uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
-    /* The common frame: return_trace or exception_trace only, the
-     * process reporting: one return_from, called last (a tail call). */
+    const unsigned sid = bp_frame_sid(t);
+    /* The common frame: return_trace or exception_trace only, of the one
+     * session tracing the process, which is reporting: one return_from,
+     * called last (a tail call). */
     if (VM_LIKELY(!(bp_frame_tflags(t) & ~(uint32_t)(BP_TF_RETURN | BP_TF_EXCEPTION)) &&
-                  reporting(pf))) {
+                  vm_trace_sid(pf) == sid && reporting(VM_TRACE_FLAGS(pf)))) {
         p->ntrace--;
-        if (!tr_vm_return_from_fast(p, t->fn, window[0], pf))
-            tr_vm_return_from(p, t->fn, window[0], pf);
+        if (!tr_vm_return_from_fast(p, sid, t->fn, window[0], pf))
+            tr_vm_return_from(p, sid, t->fn, window[0], pf);
         return window;
     }
     frame_return_slow(p);
@@ -134,26 +137,35 @@ void vm_hook_trace_unwind(Process *p, uint32_t lo, int catcher, bool bottom)
         p->roots[cls.h] = make_atom(ATOM_ERROR);
         p->roots[reason.h] = nocatch;
     }
-    bool return_to = false;
+    /* The sessions (by slot) whose return_to frames the exception
+     * crossed, with their sids. */
+    uint32_t return_to = 0;
+    unsigned rt_sid[VM_SESSIONS_MAX];
     for (uint32_t i = p->nframes; i-- > lo;) {
         const Frame *t = &p->frames[i];
         if (!bp_frame_is_trace(t))
             continue;
         const uint32_t tf = bp_frame_tflags(t);
-        uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
+        const unsigned sid = bp_frame_sid(t);
+        unsigned sf = tr_pflags_of(p, vm_atomic_load_relaxed(&p->trace), sid);
         p->ntrace--;
         if (tf & BP_TF_TIME)
-            bp_time_return(p, t->fn, t->tdata);
-        if ((tf & BP_TF_EXCEPTION) && reporting(pf))
-            tr_vm_exception_from(p, t->fn, p->roots[cls.h], p->roots[reason.h], pf);
+            bp_time_return_sess(p, t->fn, sid, t->tdata);
+        if ((tf & BP_TF_EXCEPTION) && reporting(sf))
+            tr_vm_exception_from(p, sid, t->fn, p->roots[cls.h], p->roots[reason.h], sf);
         if (tf & BP_TF_META_EXCEPTION)
-            bp_meta_exception(p, t->fn, p->roots[cls.h], p->roots[reason.h]);
-        if (tf & BP_TF_RETURN_TO)
-            return_to = true;
+            bp_meta_exception(p, t->fn, sid, p->roots[cls.h], p->roots[reason.h]);
+        if (tf & BP_TF_RETURN_TO) {
+            return_to |= 1u << vm_sid_slot(sid);
+            rt_sid[vm_sid_slot(sid)] = sid;
+        }
     }
-    uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
-    if (return_to && catcher >= 0 && reporting(pf) && (pf & VM_TRACE_RETURN_TO) &&
-        p->frames[catcher].fn)
-        tr_vm_return_to(p, p->frames[catcher].fn, pf);
+    for (unsigned k = 0; return_to && k < VM_SESSIONS_MAX; k++) {
+        if (!(return_to & (1u << k)))
+            continue;
+        unsigned sf = tr_pflags_of(p, vm_atomic_load_relaxed(&p->trace), rt_sid[k]);
+        if (catcher >= 0 && reporting(sf) && (sf & VM_TRACE_RETURN_TO) && p->frames[catcher].fn)
+            tr_vm_return_to(p, rt_sid[k], p->frames[catcher].fn, sf);
+    }
     p->nroots = rbase;
 }

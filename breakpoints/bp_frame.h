@@ -28,6 +28,8 @@ enum {
 };
 
 #define BP_TF_SHIFT 8u
+/* The session a trace frame reports to (its sid, vm/traceword.h). */
+#define BP_TF_SID_SHIFT 16u
 
 /* Where a trace frame resumes: one RETURN_TRACE instruction. */
 extern const Instr bp_return_trace_code[1];
@@ -35,7 +37,7 @@ extern const Instr bp_return_trace_code[1];
 /* A trace frame's BP_TF_* flags, and whether a frame is a trace frame. */
 static inline uint32_t bp_frame_tflags(const Frame *f)
 {
-    return f->kind >> BP_TF_SHIFT;
+    return (f->kind >> BP_TF_SHIFT) & 0xffu;
 }
 
 static inline bool bp_frame_is_trace(const Frame *f)
@@ -43,17 +45,28 @@ static inline bool bp_frame_is_trace(const Frame *f)
     return FRAME_KIND(f->kind) == FRAME_TRACE;
 }
 
+/* The session a trace frame belongs to: what it reports goes there, with
+ * that session's flags for the process. */
+static inline unsigned bp_frame_sid(const Frame *f)
+{
+    return f->kind >> BP_TF_SID_SHIFT;
+}
+
 /*
- * Which of `want` a trace frame for the top activation (function `fn`,
- * just entered) must still carry: all of them, except those a trace frame
- * of the same tail-call chain already carries for `fn`, and return_to
- * when the chain already reports one (see bp_frame.c: traced tail loops
- * stay bounded).  Inline: the breakpoint hit's fast path.
+ * Which of `want` a trace frame of session sid for the top activation
+ * (function `fn`, just entered) must still carry: all of them, except
+ * those a trace frame of the same session in the same tail-call chain
+ * already carries for `fn`, and return_to when the chain already reports
+ * one to that session (see bp_frame.c: traced tail loops stay bounded).
+ * Inline: the breakpoint hit's fast path.
  */
-static inline uint32_t bp_frame_needed(const Process *p, const FuncInfo *fn, uint32_t want)
+static inline uint32_t bp_frame_needed(const Process *p, const FuncInfo *fn, unsigned sid,
+                                       uint32_t want)
 {
     /* The chain: trace frames directly below the top activation. */
     for (const Frame *t = &p->frames[p->nframes - 1]; t-- != p->frames && bp_frame_is_trace(t);) {
+        if (bp_frame_sid(t) != sid)
+            continue;
         if (t->fn == fn)
             want &= ~bp_frame_tflags(t);
         if (bp_frame_tflags(t) & BP_TF_RETURN_TO)
@@ -63,12 +76,12 @@ static inline uint32_t bp_frame_needed(const Process *p, const FuncInfo *fn, uin
 }
 
 /*
- * Pushes a trace frame carrying `tflags` (non-zero, from bp_frame_needed)
- * and `tdata` below p's top frame.  False when the frame stack is at its
- * limit (the caller raises system_limit); nothing changed then.  Inline:
- * the breakpoint hit's fast path.
+ * Pushes a trace frame of session sid carrying `tflags` (non-zero, from
+ * bp_frame_needed) and `tdata` below p's top frame.  False when the frame
+ * stack is at its limit (the caller raises system_limit); nothing changed
+ * then.  Inline: the breakpoint hit's fast path.
  */
-static inline bool bp_frame_push(Process *p, uint32_t tflags, void *tdata)
+static inline bool bp_frame_push(Process *p, uint32_t tflags, unsigned sid, void *tdata)
 {
     if (p->nframes == p->frames_cap && !vm_frames_ensure(p, p->nframes + 1))
         return false;
@@ -84,7 +97,7 @@ static inline bool bp_frame_push(Process *p, uint32_t tflags, void *tdata)
     a[1].pc = a->pc;
     a[1].tdata = NULL;
     a->pc = bp_return_trace_code;
-    a->kind = FRAME_TRACE | (tflags << BP_TF_SHIFT);
+    a->kind = FRAME_TRACE | (tflags << BP_TF_SHIFT) | ((uint32_t)sid << BP_TF_SID_SHIFT);
     a->tdata = tdata;
     p->nframes++;
     p->ntrace++;

@@ -67,20 +67,21 @@ uint32_t bp_meta_call(Process *p, const FuncInfo *fn, const TrMs *ms, uint64_t t
     return tf;
 }
 
-/* fn's meta tracer now, or 0 (read through its local record's active
- * generation: online, nothing kept). */
-static uint64_t current_tracer(const Process *p, const FuncInfo *fn)
+/* fn's meta tracer in session sid now, or 0 (read through its local
+ * record's active generation: online, nothing kept). */
+static uint64_t current_tracer(const Process *p, const FuncInfo *fn, unsigned sid)
 {
     const BpRecord *r = vm_atomic_load_ptr_relaxed(&fn->bp);
     if (!r)
         return 0;
     const BpGen *g = &r->gen[vm_atomic_load_relaxed(&p->vm->bp_ix)];
-    return (g->flags & BP_META) ? (uint64_t)(uintptr_t)g->meta_tracer : 0;
+    const BpSess *e = bp_gen_sess(g, vm_sid_slot(sid));
+    return e && e->sid == sid && (e->flags & BP_META) ? e->meta_tracer : 0;
 }
 
-void bp_meta_return(Process *p, const FuncInfo *fn, uint32_t base)
+void bp_meta_return(Process *p, const FuncInfo *fn, unsigned sid, uint32_t base)
 {
-    uint64_t tracer = current_tracer(p, fn);
+    uint64_t tracer = current_tracer(p, fn, sid);
     if (!tracer)
         return;
     uint32_t rbase = p->nroots;
@@ -92,9 +93,9 @@ void bp_meta_return(Process *p, const FuncInfo *fn, uint32_t base)
     p->nroots = rbase;
 }
 
-void bp_meta_exception(Process *p, const FuncInfo *fn, Term cls, Term reason)
+void bp_meta_exception(Process *p, const FuncInfo *fn, unsigned sid, Term cls, Term reason)
 {
-    uint64_t tracer = current_tracer(p, fn);
+    uint64_t tracer = current_tracer(p, fn, sid);
     if (!tracer)
         return;
     Term cr[2] = { cls, reason };

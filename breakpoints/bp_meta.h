@@ -26,11 +26,12 @@
  */
 uint32_t bp_meta_call(Process *p, const FuncInfo *fn, const TrMs *ms, uint64_t tracer);
 
-/* fn's meta trace frame (window at `base`, value in r0) is returned
- * through: return_from to fn's current meta tracer, if it still has one. */
-void bp_meta_return(Process *p, const FuncInfo *fn, uint32_t base);
+/* fn's meta trace frame of session sid (window at `base`, value in r0)
+ * is returned through: return_from to fn's current meta tracer in that
+ * session, if it still has one. */
+void bp_meta_return(Process *p, const FuncInfo *fn, unsigned sid, uint32_t base);
 
-/* An exception passed fn's meta exception_trace frame. */
-void bp_meta_exception(Process *p, const FuncInfo *fn, Term cls, Term reason);
+/* An exception passed fn's meta exception_trace frame of session sid. */
+void bp_meta_exception(Process *p, const FuncInfo *fn, unsigned sid, Term cls, Term reason);
 
 #endif /* BREAKPOINTS_BP_META_H */

@@ -30,6 +30,7 @@
 #include "breakpoints/bp_engine_internal.h"
 #include "breakpoints/bp_time.h"
 #include "trace/tr_ms.h"
+#include "trace/tr_session.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/sched.h"
@@ -193,86 +194,96 @@ static void match_functions(tvm_vm *vm, const BpPattern *pat, FnList *out)
 
 /* ==== staging (stage 1 of the sequence) ==== */
 
-static void set_flags(BpEngine *E, BpRecord *r, unsigned s, uint32_t set, uint32_t clear)
+/* What one staging step works on: the engine, the staging generation and
+ * the session. */
+typedef struct Stage {
+    BpEngine *E;
+    unsigned s;                 /* the staging generation */
+    unsigned sid;               /* the session */
+} Stage;
+
+static void set_flags(const Stage *st, BpRecord *r, uint32_t set, uint32_t clear)
 {
-    if (!r)
+    BpSess *e = bp_entry(st->E, r, st->s, st->sid, set != 0);
+    if (!e)
         return;
-    r->gen[s].flags = (r->gen[s].flags | set) & ~clear;
-    bp_touch(E, r);
+    e->flags = (e->flags | set) & ~clear;
+    bp_touch(st->E, r);
 }
 
-/* Local/global call trace; on: with the request's match spec. */
-static void stage_call_trace(BpEngine *E, FuncInfo *fn, const BpRequest *req, unsigned s)
+/* Local/global call trace; on: with the request's match spec.  Global
+ * and local replace each other within the session. */
+static void stage_call_trace(const Stage *st, FuncInfo *fn, const BpRequest *req)
 {
+    BpEngine *E = st->E;
     const bool on = req->how == TVM_TP_TRUE;
     BpRecord *lr = NULL, *gr = NULL;
     if (req->flags & TVM_TP_GLOBAL) {
         if (on)
-            set_flags(E, lr = bp_local_record(E, fn, false), s, 0, BP_LOCAL);
+            set_flags(st, lr = bp_local_record(E, fn, false), 0, BP_LOCAL);
         gr = bp_global_record(E, fn, on);
-        set_flags(E, gr, s, on ? BP_GLOBAL : 0, on ? 0 : BP_GLOBAL);
+        set_flags(st, gr, on ? BP_GLOBAL : 0, on ? 0 : BP_GLOBAL);
     }
     if (req->flags & TVM_TP_LOCAL) {
         if (on)
-            set_flags(E, gr = bp_global_record(E, fn, false), s, 0, BP_GLOBAL);
+            set_flags(st, gr = bp_global_record(E, fn, false), 0, BP_GLOBAL);
         lr = bp_local_record(E, fn, on);
-        set_flags(E, lr, s, on ? BP_LOCAL : 0, on ? 0 : BP_LOCAL);
+        set_flags(st, lr, on ? BP_LOCAL : 0, on ? 0 : BP_LOCAL);
     }
     /* The spec belongs to whichever kind is on; a cleared kind drops it. */
     BpRecord *rs[2] = { lr, gr };
     for (int k = 0; k < 2; k++) {
-        if (!rs[k])
-            continue;
-        BpGen *g = &rs[k]->gen[s];
-        bp_stage_call_ms(E, g, (g->flags & BP_CALL_TRACE) ? req->ms : NULL);
+        BpSess *e = bp_entry(E, rs[k], st->s, st->sid, false);
+        if (e)
+            bp_stage_call_ms(E, e, (e->flags & BP_CALL_TRACE) ? req->ms : NULL);
     }
 }
 
 /* Meta trace: on with the request's tracer and spec, or off. */
-static void stage_meta(BpEngine *E, FuncInfo *fn, const BpRequest *req, unsigned s)
+static void stage_meta(const Stage *st, FuncInfo *fn, const BpRequest *req)
 {
     const bool on = req->how == TVM_TP_TRUE;
-    BpRecord *r = bp_local_record(E, fn, on);
-    if (!r)
+    BpRecord *r = bp_local_record(st->E, fn, on);
+    BpSess *e = bp_entry(st->E, r, st->s, st->sid, on);
+    if (!e)
         return;
-    set_flags(E, r, s, on ? BP_META : 0, on ? 0 : BP_META);
-    bp_stage_ms(E, &r->gen[s].meta_spec, on ? req->ms : NULL);
-    r->gen[s].meta_tracer = on ? req->meta_tracer : 0;
+    set_flags(st, r, on ? BP_META : 0, on ? 0 : BP_META);
+    bp_stage_ms(st->E, &e->meta_spec, on ? req->ms : NULL);
+    e->meta_tracer = on ? req->meta_tracer : 0;
 }
 
 /* call_count and call_time data: the flag pair and the staging helper. */
 typedef struct DataKind {
     uint32_t exists, active;
-    void (*stage)(BpEngine *E, BpGen *g, bool fresh);
+    void (*stage)(BpEngine *E, BpSess *e, bool fresh);
 } DataKind;
 
 static const DataKind count_kind = { BP_COUNT, BP_COUNT_ACTIVE, bp_stage_count };
 static const DataKind time_kind = { BP_TIME, BP_TIME_ACTIVE, bp_stage_time };
 
-static void stage_data(BpEngine *E, FuncInfo *fn, tvm_tp_action how, unsigned s,
-                       const DataKind *k)
+static void stage_data(const Stage *st, FuncInfo *fn, tvm_tp_action how, const DataKind *k)
 {
-    BpRecord *r = bp_local_record(E, fn, how == TVM_TP_TRUE);
-    if (!r)
+    BpRecord *r = bp_local_record(st->E, fn, how == TVM_TP_TRUE);
+    BpSess *e = bp_entry(st->E, r, st->s, st->sid, how == TVM_TP_TRUE);
+    if (!e)
         return;
-    BpGen *g = &r->gen[s];
     switch (how) {
     case TVM_TP_TRUE:
-        set_flags(E, r, s, k->exists | k->active, 0);
-        k->stage(E, g, true);
+        set_flags(st, r, k->exists | k->active, 0);
+        k->stage(st->E, e, true);
         break;
     case TVM_TP_FALSE:
-        set_flags(E, r, s, 0, k->exists | k->active);
-        k->stage(E, g, false);
+        set_flags(st, r, 0, k->exists | k->active);
+        k->stage(st->E, e, false);
         break;
     case TVM_TP_PAUSE:
-        if (g->flags & k->exists)
-            set_flags(E, r, s, 0, k->active);
+        if (e->flags & k->exists)
+            set_flags(st, r, 0, k->active);
         break;
     case TVM_TP_RESTART:
-        if (g->flags & k->exists) {
-            set_flags(E, r, s, k->active, 0);
-            k->stage(E, g, true);
+        if (e->flags & k->exists) {
+            set_flags(st, r, k->active, 0);
+            k->stage(st->E, e, true);
         }
         break;
     }
@@ -280,45 +291,53 @@ static void stage_data(BpEngine *E, FuncInfo *fn, tvm_tp_action how, unsigned s,
 
 /* Stage 1 for one function: `call` for the call trace (its spec, if any,
  * is the meta trace's when meta is asked for). */
-static void stage_function(BpEngine *E, FuncInfo *fn, const BpRequest *req,
-                           const BpRequest *call, unsigned s)
+static void stage_function(const Stage *st, FuncInfo *fn, const BpRequest *req,
+                           const BpRequest *call)
 {
     if (req->flags & (TVM_TP_GLOBAL | TVM_TP_LOCAL))
-        stage_call_trace(E, fn, call, s);
+        stage_call_trace(st, fn, call);
     if (req->flags & TVM_TP_META)
-        stage_meta(E, fn, req, s);
+        stage_meta(st, fn, req);
     if (req->flags & TVM_TP_CALL_COUNT)
-        stage_data(E, fn, req->how, s, &count_kind);
+        stage_data(st, fn, req->how, &count_kind);
     if (req->flags & TVM_TP_CALL_TIME)
-        stage_data(E, fn, req->how, s, &time_kind);
+        stage_data(st, fn, req->how, &time_kind);
 }
 
 /* on_load: the flags (and the call trace's spec) kept for modules loaded
- * later; no module changes.  The spec is read only when a module is
- * staged, under the permission, so replacing it needs no wait (the
- * generations that use it hold references of their own). */
-static void set_on_load(BpEngine *E, const BpRequest *req)
+ * later, per session; no module changes.  The spec is read only when a
+ * module is staged, under the permission, so replacing it needs no wait
+ * (the generations that use it hold references of their own). */
+static void set_on_load(BpEngine *E, unsigned sid, const BpRequest *req)
 {
-    const unsigned flags = req->flags;
+    const unsigned flags = req->flags, slot = vm_sid_slot(sid);
+    if (E->on_load_sid[slot] != sid) {
+        /* An ended incarnation's (its destroy clears it; be safe). */
+        E->on_load[slot] = 0;
+        tr_ms_free(E->on_load_ms[slot]);
+        E->on_load_ms[slot] = NULL;
+        E->on_load_sid[slot] = sid;
+    }
+    unsigned *ol = &E->on_load[slot];
     if (req->how == TVM_TP_FALSE) {
-        E->on_load &= ~flags;
+        *ol &= ~flags;
     } else {
         if (flags & TVM_TP_GLOBAL)
-            E->on_load &= ~TVM_TP_LOCAL;
+            *ol &= ~TVM_TP_LOCAL;
         if (flags & TVM_TP_LOCAL)
-            E->on_load &= ~TVM_TP_GLOBAL;
-        E->on_load |= flags;
+            *ol &= ~TVM_TP_GLOBAL;
+        *ol |= flags;
     }
     if (flags & (TVM_TP_GLOBAL | TVM_TP_LOCAL)) {
         TrMs *ms = req->how == TVM_TP_TRUE ? req->ms : NULL;
         if (ms)
             tr_ms_retain(ms);
-        tr_ms_free(E->on_load_ms);
-        E->on_load_ms = ms;
+        tr_ms_free(E->on_load_ms[slot]);
+        E->on_load_ms[slot] = ms;
     }
 }
 
-int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, const BpRequest *req0)
+int bp_trace_pattern(tvm_vm *vm, unsigned sid, const BpPattern *pat, const BpRequest *req0)
 {
     BpRequest req = *req0;
     if (!req.flags)
@@ -329,21 +348,28 @@ int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, const BpRequest *req0)
         call.ms = NULL;
     bp_begin(vm);
     BpEngine *E = vm->bp;
+    /* Under the permission, which a session's destroy holds while it
+     * removes the session's breakpoints: a session that is not live now
+     * gets none (nothing is staged for it after its removal). */
+    if (!tr_session_live(vm, sid)) {
+        bp_end(vm);
+        return -1;
+    }
     if (pat->on_load) {
-        set_on_load(E, &req);
+        set_on_load(E, sid, &req);
         bp_end(vm);
         return 0;
     }
     E->nshards = 1 + (uint32_t)vm_sched_of(vm)->n;
     FnList fns = { 0 };
     match_functions(vm, pat, &fns);
-    const unsigned s = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u;
+    const Stage st = { E, (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u, sid };
     int matched = 0;
     for (size_t i = 0; i < fns.n; i++) {
         FuncInfo *fn = fns.v[i];
         if (!(req.flags & TVM_TP_GLOBAL) || fn->export)
             matched++;
-        stage_function(E, fn, &meta, &call, s);
+        stage_function(&st, fn, &meta, &call);
     }
     free(fns.v);
     bp_commit(vm);
@@ -351,22 +377,45 @@ int bp_trace_pattern(tvm_vm *vm, const BpPattern *pat, const BpRequest *req0)
     return matched;
 }
 
+/* Every entry of both records of fn in generation s, cleared (a reload:
+ * neither the old nor the new code stays traced, in any session). */
+static void clear_function(BpEngine *E, FuncInfo *fn, unsigned s)
+{
+    BpRecord *rs[2] = { bp_local_record(E, fn, false), bp_global_record(E, fn, false) };
+    for (int k = 0; k < 2; k++) {
+        if (!rs[k])
+            continue;
+        BpGen *g = &rs[k]->gen[s];
+        for (uint32_t i = 0; i < g->nsess; i++)
+            bp_entry_clear(E, &g->sess[i]);
+        bp_touch(E, rs[k]);
+    }
+}
+
 void vm_hook_module_replaced(tvm_vm *vm, const Module *old)
 {
     BpEngine *E = vm->bp;
     const unsigned s = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u;
-    for (uint32_t i = 0; i < old->nfuncs; i++) {
-        FuncInfo *fn = old->funcs[i];
-        BpRecord *rs[2] = { bp_local_record(E, fn, false), bp_global_record(E, fn, false) };
-        for (int k = 0; k < 2; k++) {
-            if (!rs[k])
-                continue;
-            set_flags(E, rs[k], s, 0, ~0u);
-            bp_stage_count(E, &rs[k]->gen[s], false);
-            bp_stage_time(E, &rs[k]->gen[s], false);
-            bp_stage_call_ms(E, &rs[k]->gen[s], NULL);
-            bp_stage_ms(E, &rs[k]->gen[s].meta_spec, NULL);
-        }
+    for (uint32_t i = 0; i < old->nfuncs; i++)
+        clear_function(E, old->funcs[i], s);
+    bp_commit(vm);
+}
+
+void bp_remove_session(tvm_vm *vm, unsigned sid)
+{
+    BpEngine *E = vm->bp;
+    const unsigned s = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u;
+    const unsigned slot = vm_sid_slot(sid);
+    E->on_load[slot] = 0;
+    tr_ms_free(E->on_load_ms[slot]);
+    E->on_load_ms[slot] = NULL;
+    for (BpRecord *r = E->records; r; r = r->next) {
+        BpGen *g = &r->gen[s];
+        for (uint32_t i = 0; i < g->nsess; i++)
+            if (vm_sid_slot(g->sess[i].sid) == slot) {
+                bp_entry_clear(E, &g->sess[i]);
+                bp_touch(E, r);
+            }
     }
     bp_commit(vm);
 }
@@ -384,23 +433,35 @@ void vm_hook_module_replaced(tvm_vm *vm, const Module *old)
  * code[0] and creates the trampolines of exported functions directly: a
  * reader that can reach them acquired the code index after all of it.
  * The install points an export at its trampoline (vm_module_install_locked
- * takes e->bp_tramp when its target is the new function).  Permission
+ * takes e->bp_tramp when its target is the new function).  Every live
+ * session's on_load flags apply, each into its own entries.  Permission
  * held; the module is not installed yet.
  */
 void vm_hook_module_loading(tvm_vm *vm, Module *m)
 {
     BpEngine *E = vm->bp;
-    BpRequest req = { .how = TVM_TP_TRUE, .flags = E->on_load, .ms = E->on_load_ms };
-    if (!req.flags)
+    bool any = false;
+    for (unsigned k = 0; k < VM_SESSIONS_MAX; k++)
+        any |= E->on_load[k] && tr_session_live(vm, E->on_load_sid[k]);
+    if (!any)
         return;
     E->nshards = 1 + (uint32_t)vm_sched_of(vm)->n;
     const unsigned s = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u;
     for (uint32_t i = 0; i < m->nfuncs; i++) {
         FuncInfo *fn = m->funcs[i];
-        stage_function(E, fn, &req, &req, s);
+        for (unsigned k = 0; k < VM_SESSIONS_MAX; k++) {
+            if (!E->on_load[k] || !tr_session_live(vm, E->on_load_sid[k]))
+                continue;
+            BpRequest req = { .how = TVM_TP_TRUE, .flags = E->on_load[k], .ms = E->on_load_ms[k] };
+            const Stage st = { E, s, E->on_load_sid[k] };
+            stage_function(&st, fn, &req, &req);
+        }
         BpRecord *rs[2] = { bp_local_record(E, fn, false), bp_global_record(E, fn, false) };
         for (int k = 0; k < 2; k++) {
-            if (!rs[k] || !rs[k]->gen[s].flags)
+            if (!rs[k])
+                continue;
+            bp_gen_summarize(E, &rs[k]->gen[s]);
+            if (!rs[k]->gen[s].flags)
                 continue;
             bp_gen_mirror(E, rs[k], s);
             bp_arm_unpublished(rs[k]);
@@ -446,19 +507,20 @@ static Term spec_copy(Process *p, const TrMs *ms)
     return vm_copy_term(p, src);
 }
 
-static void active_info(Process *p, FuncInfo *fi, Info *in)
+static void active_info(Process *p, unsigned sid, FuncInfo *fi, Info *in)
 {
     tvm_vm *vm = p->vm;
     unsigned a = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix);
     BpRecord *lr = bp_local_record(vm->bp, fi, false);
     BpRecord *gr = bp_global_record(vm->bp, fi, false);
-    const BpGen *lg = lr ? &lr->gen[a] : NULL, *gg = gr ? &gr->gen[a] : NULL;
+    const BpSess *lg = bp_entry(vm->bp, lr, a, sid, false);
+    const BpSess *gg = bp_entry(vm->bp, gr, a, sid, false);
     in->fl = (lg ? lg->flags : 0) | (gg ? gg->flags : 0);
     in->count = lg && (lg->flags & BP_COUNT) && lg->count ? bp_count_sum(lg->count) : 0;
     in->meta_tracer = lg && (lg->flags & BP_META) ? lg->meta_tracer : 0;
     if (lg && (lg->flags & BP_TIME) && lg->time)
         in->ntime = bp_time_read(lg->time, &in->time);
-    const BpGen *traced = gg && (gg->flags & BP_GLOBAL) ? gg : lg;
+    const BpSess *traced = gg && (gg->flags & BP_GLOBAL) ? gg : lg;
     in->ms = spec_copy(p, traced ? traced->match_spec : NULL);
     tvm_term h = vm_root_push(p, in->ms);
     in->meta_ms = spec_copy(p, lg ? lg->meta_spec : NULL);
@@ -595,14 +657,14 @@ bool bp_info_item(const char *name, BpInfoItem *out)
     return false;
 }
 
-Term bp_trace_info(Process *p, Atom mod, Atom fun, int arity, BpInfoItem item)
+Term bp_trace_info(Process *p, unsigned sid, Atom mod, Atom fun, int arity, BpInfoItem item)
 {
     tvm_vm *vm = p->vm;
     vm_code_perm_acquire(vm);
     FuncInfo *fi = find_function(vm, mod, fun, arity);
     Info in = { .ms = TERM_NIL, .meta_ms = TERM_NIL };
     if (fi)
-        active_info(p, fi, &in);
+        active_info(p, sid, fi, &in);
     vm_code_perm_release(vm);
     /* The spec copies must survive the reservation below. */
     uint32_t rbase = p->nroots;
@@ -618,16 +680,19 @@ Term bp_trace_info(Process *p, Atom mod, Atom fun, int arity, BpInfoItem item)
 
 /*
  * trace_info(on_load, Item): the flags as the functions of a module loaded
- * now would get them; call_count and call_time are true or false (no
- * module has data yet).
+ * now would get them from session sid; call_count and call_time are true
+ * or false (no module has data yet).
  */
-Term bp_trace_info_on_load(Process *p, BpInfoItem item)
+Term bp_trace_info_on_load(Process *p, unsigned sid, BpInfoItem item)
 {
     tvm_vm *vm = p->vm;
+    unsigned slot = vm_sid_slot(sid);
     vm_code_perm_acquire(vm);
-    unsigned ol = vm->bp->on_load;
+    bool mine = vm->bp->on_load_sid[slot] == sid;
+    unsigned ol = mine ? vm->bp->on_load[slot] : 0;
     Info in = { .ms = TERM_NIL, .meta_ms = TERM_NIL, .on_load = true };
-    in.ms = spec_copy(p, vm->bp->on_load_ms);   /* alive while the permission is held */
+    /* alive while the permission is held */
+    in.ms = spec_copy(p, mine ? vm->bp->on_load_ms[slot] : NULL);
     vm_code_perm_release(vm);
     tvm_term h = vm_root_push(p, in.ms);
     in.fl = ((ol & TVM_TP_GLOBAL) ? BP_GLOBAL : 0) | ((ol & TVM_TP_LOCAL) ? BP_LOCAL : 0) |
@@ -638,28 +703,37 @@ Term bp_trace_info_on_load(Process *p, BpInfoItem item)
     return pair(p, make_atom(item_atoms[item]), info_value(p, &in, item));
 }
 
-bool bp_call_count(tvm_vm *vm, Atom mod, Atom fun, int arity, int64_t *count)
+/* Session sid's entry in fn's local record, active generation, with
+ * `flag`; the permission held. */
+static const BpSess *active_local(tvm_vm *vm, unsigned sid, Atom mod, Atom fun, int arity,
+                                  uint32_t flag)
 {
-    vm_code_perm_acquire(vm);
     FuncInfo *fi = find_function(vm, mod, fun, arity);
     BpRecord *lr = fi ? bp_local_record(vm->bp, fi, false) : NULL;
-    const BpGen *g = lr ? &lr->gen[vm_atomic_load_relaxed(&vm->bp_ix)] : NULL;
-    bool ok = g && (g->flags & BP_COUNT) && g->count;
+    const BpSess *e = bp_entry(vm->bp, lr, (unsigned)vm_atomic_load_relaxed(&vm->bp_ix), sid,
+                               false);
+    return e && (e->flags & flag) ? e : NULL;
+}
+
+bool bp_call_count(tvm_vm *vm, unsigned sid, Atom mod, Atom fun, int arity, int64_t *count)
+{
+    vm_code_perm_acquire(vm);
+    const BpSess *e = active_local(vm, sid, mod, fun, arity, BP_COUNT);
+    bool ok = e && e->count;
     if (ok)
-        *count = bp_count_sum(g->count);
+        *count = bp_count_sum(e->count);
     vm_code_perm_release(vm);
     return ok;
 }
 
-bool bp_call_time(tvm_vm *vm, Atom mod, Atom fun, int arity, BpTimeSample **out, size_t *n)
+bool bp_call_time(tvm_vm *vm, unsigned sid, Atom mod, Atom fun, int arity, BpTimeSample **out,
+                  size_t *n)
 {
     vm_code_perm_acquire(vm);
-    FuncInfo *fi = find_function(vm, mod, fun, arity);
-    BpRecord *lr = fi ? bp_local_record(vm->bp, fi, false) : NULL;
-    const BpGen *g = lr ? &lr->gen[vm_atomic_load_relaxed(&vm->bp_ix)] : NULL;
-    bool ok = g && (g->flags & BP_TIME) && g->time;
+    const BpSess *e = active_local(vm, sid, mod, fun, arity, BP_TIME);
+    bool ok = e && e->time;
     *out = NULL;
-    *n = ok ? bp_time_read(g->time, out) : 0;
+    *n = ok ? bp_time_read(e->time, out) : 0;
     vm_code_perm_release(vm);
     return ok;
 }

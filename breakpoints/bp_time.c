@@ -267,24 +267,79 @@ size_t bp_time_read(const BpTime *t, BpTimeSample **out)
 
 /* ==== the hit side (p's own thread, online) ==== */
 
-/* fn's call time data if fn is call_time-traced and accumulating now.
- * Looked up afresh each time: the record may have changed or gone since
- * p's last quiescent state. */
-static BpTime *active_time(const Process *p, const FuncInfo *fn)
+/*
+ * Each session measures on its own: a function may be call_time-traced
+ * in one session and not in another, so each session has its own current
+ * function and mark per process.  The default session's are
+ * Process.ct_fn and ct_mark (its cost is what it was before sessions);
+ * the others' are in Process.ct_sess, allocated at the first call_time
+ * hit of another session (this file's layout: CtSess per slot, with the
+ * sid it belongs to, so a successor in the slot starts afresh).
+ * Process.ct_live has a bit per session that has a current function: the
+ * scheduler calls vm_hook_time_out/in while it is non-zero.  All of it is
+ * touched only by the thread running the process.
+ */
+typedef struct CtSess {
+    const FuncInfo *fn;
+    uint64_t mark;
+    unsigned sid;
+} CtSess;
+
+/* Where session sid's current function and mark live for p. */
+typedef struct CtRef {
+    const FuncInfo **fn;
+    uint64_t *mark;
+} CtRef;
+
+static __attribute__((noinline)) CtRef ct_ref_other(Process *p, unsigned sid)
+{
+    unsigned slot = vm_sid_slot(sid);
+    CtSess *v = p->ct_sess;
+    if (!v)
+        p->ct_sess = v = vm_calloc(VM_SESSIONS_MAX, sizeof *v);
+    CtSess *c = &v[slot];
+    if (c->sid != sid) {
+        /* An ended incarnation's state: forgotten. */
+        *c = (CtSess){ .sid = sid };
+        p->ct_live &= ~(1u << slot);
+    }
+    return (CtRef){ &c->fn, &c->mark };
+}
+
+static inline CtRef ct_ref(Process *p, unsigned sid)
+{
+    if (VM_LIKELY(sid == 0))
+        return (CtRef){ &p->ct_fn, &p->ct_mark };
+    return ct_ref_other(p, sid);
+}
+
+/* fn's call time data in session sid if fn is call_time-traced and
+ * accumulating there now.  Looked up afresh each time: the record may
+ * have changed or gone since p's last quiescent state. */
+static BpTime *active_time(const Process *p, const FuncInfo *fn, unsigned sid)
 {
     const BpRecord *r = vm_atomic_load_ptr_relaxed(&fn->bp);
     if (!r)
         return NULL;
     const BpGen *g = &r->gen[vm_atomic_load_relaxed(&p->vm->bp_ix)];
-    return (g->flags & BP_TIME_ACTIVE) ? g->time : NULL;
+    const BpSess *e = bp_gen_sess(g, vm_sid_slot(sid));
+    return e && e->sid == sid && (e->flags & BP_TIME_ACTIVE) ? e->time : NULL;
 }
 
-/* Charges the ticks since the mark to p's current function. */
-static void charge(Process *p, uint64_t now)
+/* Charges the ticks since the mark to session sid's current function. */
+static void charge(Process *p, unsigned sid, CtRef c, uint64_t now)
 {
-    BpTime *t = active_time(p, p->ct_fn);
+    BpTime *t = active_time(p, *c.fn, sid);
     if (t)
-        time_add(t, p->bp_slot, p->pid, 0, now - p->ct_mark);
+        time_add(t, p->bp_slot, p->pid, 0, now - *c.mark);
+}
+
+static void set_current(Process *p, unsigned sid, CtRef c, const FuncInfo *fn, uint64_t now)
+{
+    *c.fn = fn;
+    *c.mark = now;
+    uint32_t bit = 1u << vm_sid_slot(sid);
+    p->ct_live = fn ? p->ct_live | bit : p->ct_live & ~bit;
 }
 
 /*
@@ -297,40 +352,76 @@ static void charge(Process *p, uint64_t now)
  * costs no clock read per call (the clock is two thirds of the cost of a
  * call that switches functions: docs/benchmarks.md).
  */
-bool bp_time_call(Process *p, const FuncInfo *fn, const BpGen *g, void **saved)
+/* A call that changes session sid's current function: out of line, so
+ * that a call of the current function itself pays no frame for it. */
+static __attribute__((noinline)) void time_switch(Process *p, const FuncInfo *fn, BpTime *time,
+                                                  unsigned sid, CtRef c)
 {
-    *saved = (void *)p->ct_fn;
-    if (p->ct_fn == fn) {
-        time_add(g->time, p->bp_slot, p->pid, 1, 0);
+    uint64_t now = tr_clock_ticks();
+    if (*c.fn)
+        charge(p, sid, c, now);
+    time_add(time, p->bp_slot, p->pid, 1, 0);
+    set_current(p, sid, c, fn, now);
+}
+
+bool bp_time_call_sess(Process *p, const FuncInfo *fn, BpTime *time, unsigned sid, void **saved)
+{
+    CtRef c = ct_ref(p, sid);
+    *saved = (void *)*c.fn;
+    if (*c.fn == fn) {
+        time_add(time, p->bp_slot, p->pid, 1, 0);
         return true;
     }
-    uint64_t now = tr_clock_ticks();
-    if (p->ct_fn)
-        charge(p, now);
-    time_add(g->time, p->bp_slot, p->pid, 1, 0);
-    p->ct_fn = fn;
-    p->ct_mark = now;
+    time_switch(p, fn, time, sid, c);
     return true;
+}
+
+bool bp_time_call(Process *p, const FuncInfo *fn, const BpGen *g, void **saved)
+{
+    const BpSess *e = bp_gen_sess(g, 0);
+    return e && e->time && bp_time_call_sess(p, fn, e->time, e->sid, saved);
+}
+
+/* A return that changes session sid's current function (out of line, as
+ * time_switch). */
+static __attribute__((noinline)) void time_back(Process *p, unsigned sid, CtRef c, void *saved)
+{
+    uint64_t now = tr_clock_ticks();
+    if (*c.fn)
+        charge(p, sid, c, now);
+    set_current(p, sid, c, saved, now);
+}
+
+void bp_time_return_slow(Process *p, unsigned sid, void *saved)
+{
+    CtRef c = ct_ref(p, sid);
+    if (saved == *c.fn)
+        return;     /* back into the same function: the stretch goes on */
+    time_back(p, sid, c, saved);
 }
 
 void bp_time_return(Process *p, const FuncInfo *fn, void *saved)
 {
-    (void)fn;   /* the current function is charged: see bp_time.h */
-    if (saved == p->ct_fn)
-        return;     /* back into the same function: the stretch goes on */
-    uint64_t now = tr_clock_ticks();
-    if (p->ct_fn)
-        charge(p, now);
-    p->ct_fn = saved;
-    p->ct_mark = now;
+    bp_time_return_sess(p, fn, 0, saved);
 }
 
 void vm_hook_time_out(Process *p)
 {
-    charge(p, tr_clock_ticks());
+    uint64_t now = tr_clock_ticks();
+    for (uint32_t live = p->ct_live; live; live &= live - 1) {
+        unsigned slot = (unsigned)__builtin_ctz(live);
+        unsigned sid = slot ? ((CtSess *)p->ct_sess)[slot].sid : 0;
+        CtRef c = ct_ref(p, sid);
+        charge(p, sid, c, now);
+    }
 }
 
 void vm_hook_time_in(Process *p)
 {
-    p->ct_mark = tr_clock_ticks();
+    uint64_t now = tr_clock_ticks();
+    for (uint32_t live = p->ct_live; live; live &= live - 1) {
+        unsigned slot = (unsigned)__builtin_ctz(live);
+        unsigned sid = slot ? ((CtSess *)p->ct_sess)[slot].sid : 0;
+        *ct_ref(p, sid).mark = now;
+    }
 }

@@ -88,7 +88,8 @@ size_t bp_time_read(const BpTime *t, BpTimeSample **out);
  * while online.  No record pointer is kept across calls: every function
  * is looked up again through its `bp` slot.
  *
- * bp_time_call: at a hit whose active generation g has BP_TIME_ACTIVE.
+ * bp_time_call: at a hit whose active generation g has BP_TIME_ACTIVE
+ * in the default session's entry.
  * Charges the time since p's mark to the function p is in (if that one
  * is still call_time-traced), counts the call of fn, makes fn current and
  * returns true: the caller pushes a time frame whose tdata is *saved (the
@@ -102,9 +103,26 @@ size_t bp_time_read(const BpTime *t, BpTimeSample **out);
 bool bp_time_call(Process *p, const FuncInfo *fn, const BpGen *g, void **saved);
 void bp_time_return(Process *p, const FuncInfo *fn, void *saved);
 
+/* The same for session sid, whose entry's call time data is `time`
+ * (bp_time_call and bp_time_return are the default session's). */
+bool bp_time_call_sess(Process *p, const FuncInfo *fn, BpTime *time, unsigned sid, void **saved);
+void bp_time_return_slow(Process *p, unsigned sid, void *saved);
+
+static inline void bp_time_return_sess(Process *p, const FuncInfo *fn, unsigned sid, void *saved)
+{
+    (void)fn;   /* the current function is charged (above) */
+    /* Back into the default session's current function (a recursion's
+     * return): the stretch goes on, nothing to do; inline, as this is
+     * most returns of a recursive traced function. */
+    if (VM_LIKELY(sid == 0) && saved == (void *)p->ct_fn)
+        return;
+    bp_time_return_slow(p, sid, saved);
+}
+
 /* The process's clock: vm_hook_time_out and vm_hook_time_in (vm/hook.h,
  * defined in bp_time.c) stop it when it is scheduled out (charging the
  * current function) and restart it when it is scheduled in; the VM calls
- * them only while p->ct_fn is set, and exit clears ct_fn. */
+ * them only while p->ct_live is set (some session has a current
+ * function), and exit clears it. */
 
 #endif /* BREAKPOINTS_BP_TIME_H */

@@ -721,18 +721,46 @@ typedef enum tvm_trace_policy {
                                 a thread of the embedder blocks; nothing is lost */
 } tvm_trace_policy;
 
+/* What a session does above its rate (tvm_trace_options.rate). */
+typedef enum tvm_rate_policy {
+    TVM_RATE_STOP,           /* the session stops (recon_trace's semantics) */
+    TVM_RATE_DROP,           /* events above the rate are dropped and counted */
+} tvm_rate_policy;
+
 typedef struct tvm_trace_options {
     size_t size;             /* sizeof(tvm_trace_options) (see tvm_config) */
     tvm_trace_format format;
     /* Where the output goes: `path` (a file; for CTF a directory, created,
      * which must be empty), else `file` (a FILE * that stays open and is
-     * not closed; not for CTF), else stderr (text and JSON lines only). */
+     * not closed; not for CTF), else the descriptor `fd` when `use_fd`
+     * (below), else stderr (text and JSON lines only).  One at most. */
     const char *path;
     void *file;
     size_t ring_bytes;       /* per ring, a power of two; 0 = 1 MiB */
     tvm_trace_policy policy;
     tvm_trace_callback callback;   /* TVM_TRACE_CALLBACK: required */
     void *callback_data;
+    /* An open descriptor to write to (a pipe, a socket), never closed
+     * here.  A reader that cannot keep up costs events, not a blocked
+     * scheduler: with TVM_TRACE_DROP the rings drop (counted), and the
+     * writer waits for the descriptor in slices, giving up on what is
+     * left once the session ends (docs/tracing.md, "Sessions"). */
+    bool use_fd;
+    int fd;
+    /* Limits (0: none).  The session stops by itself after max_events
+     * events; when more than `rate` events come in one window of
+     * rate_window_ms (0: 1000) it stops or, with TVM_RATE_DROP, drops the
+     * ones above the rate and counts them; it stops duration_ms after its
+     * start.  Stopping removes its breakpoints and process flags from a
+     * thread of its own (never on a traced call's path) and writes a
+     * last record, {trace_stopped,Reason,Written,Lost}. */
+    uint64_t max_events;
+    uint64_t rate;
+    uint64_t rate_window_ms;
+    tvm_rate_policy rate_policy;
+    uint64_t duration_ms;
+    /* Sessions only: destroyed when this process exits (0: none). */
+    tvm_pid owner;
 } tvm_trace_options;
 
 /*
@@ -821,6 +849,90 @@ tvm_status tvm_control_load(tvm_control_client *c, const char *name, const char 
                             tvm_error *err);
 
 void tvm_control_close(tvm_control_client *c);
+
+/* ------------------------------------------------------------------ */
+/* Trace sessions: several independent tracers (docs/tracing.md)        */
+/*
+ * A session is one tracer's view of the VM: its own patterns (every
+ * kind, on_load too), its own process flags (per process, all, new), its
+ * own sink (format, destination, policy: tvm_trace_options) and limits.
+ * Two sessions tracing the same function and process each get their own
+ * events; changing or destroying one leaves the others alone; nothing is
+ * paused for any of it.  Every call above acts on the *default session*
+ * (TVM_SESSION_DEFAULT), which always exists; each has a session variant
+ * below.  At most TVM_SESSIONS_MAX sessions are live at once, the
+ * default one included.  Every function here may be called from any
+ * thread that is not running a process, unless it says otherwise.
+ */
+
+#define TVM_SESSIONS_MAX 16
+
+typedef struct tvm_session {
+    uint64_t id;             /* 0: the default session; never reused */
+} tvm_session;
+
+#define TVM_SESSION_DEFAULT ((tvm_session){ 0 })
+
+/*
+ * Creates a session named `name` (1..255 bytes; names need not be
+ * unique) with the sink and limits of `opts` (NULL: text to stderr, no
+ * limits), its pipeline started at once.  TVM_ERR_LIMIT when
+ * TVM_SESSIONS_MAX sessions are live; TVM_ERR_BADARG or TVM_ERR_IO as
+ * tvm_trace_start.  Nothing is traced until patterns and flags are set.
+ */
+tvm_status tvm_session_create(tvm_vm *vm, const char *name, const tvm_trace_options *opts,
+                              tvm_session *out, tvm_error *err);
+
+/*
+ * Destroys a session: removes its patterns (on_load too), process flags
+ * and call_count/call_time data through the same non-blocking sequence as
+ * trace_pattern, writes its last record ({trace_stopped,destroyed,W,L}
+ * unless a limit stopped it before), flushes and closes its sink, and
+ * returns once all of it is done.  Other sessions are untouched.  Safe
+ * while its sink is writing (a descriptor that does not drain is given
+ * up after a short while).  TVM_ERR_NOTFOUND for a session already
+ * destroyed, TVM_ERR_BADARG for the default session, from a process, or
+ * from the session's own callback.
+ */
+tvm_status tvm_session_destroy(tvm_vm *vm, tvm_session s, tvm_error *err);
+
+typedef struct tvm_session_info {
+    char name[256];
+    bool live;               /* false once a limit stopped it: its settings are
+                                removed and its last record written by then */
+    const char *stopped;     /* why it stopped: "max_events", "rate", "duration",
+                                "owner_exit"; NULL while live */
+    uint64_t written;        /* events written into its sink (or messages sent) */
+    uint64_t lost;           /* events lost: full rings (drop policy), the rate */
+} tvm_session_info;
+
+/* What a session is and has done so far (the default session's too). */
+tvm_status tvm_session_info_get(tvm_vm *vm, tvm_session s, tvm_session_info *out);
+
+/* Waits until every event the session wrote so far reached its sink. */
+tvm_status tvm_session_flush(tvm_vm *vm, tvm_session s);
+
+/* The session variants: as the calls above, for session s.  A session
+ * that is destroyed gives TVM_ERR_NOTFOUND (with err: "no session N"),
+ * one a limit stopped TVM_ERR_BADARG ("session N stopped: max_events");
+ * either way nothing changes. */
+tvm_status tvm_session_trace_pattern(tvm_vm *vm, tvm_session s, const char *pattern,
+                                     const char *match_spec, tvm_tp_action how, unsigned flags,
+                                     tvm_pid meta_tracer, int *matched, tvm_error *err);
+tvm_status tvm_session_trace_flags(tvm_vm *vm, tvm_session s, tvm_pid pid, unsigned flags,
+                                   bool on, tvm_error *err);
+tvm_status tvm_session_trace_flags_all(tvm_vm *vm, tvm_session s, tvm_trace_scope scope,
+                                       unsigned flags, bool on, tvm_error *err);
+/* pid 0: the session's flags for new processes. */
+tvm_status tvm_session_trace_flags_get(tvm_vm *vm, tvm_session s, tvm_pid pid,
+                                       unsigned *flags, tvm_error *err);
+/* tvm_trace_info for session s (env: where the answer is built; any
+ * thread that owns env). */
+tvm_status tvm_session_trace_info(tvm_env *env, tvm_session s, const char *mfa,
+                                  const char *item, tvm_term *out, tvm_error *err);
+tvm_status tvm_session_call_count(tvm_vm *vm, tvm_session s, const char *mfa, int64_t *count);
+tvm_status tvm_session_call_time(tvm_vm *vm, tvm_session s, const char *mfa,
+                                 tvm_call_time_entry *out, size_t max, size_t *n);
 
 #pragma GCC visibility pop
 

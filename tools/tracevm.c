@@ -11,6 +11,7 @@
  * rejected, 2 on a usage error.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,8 @@ static const char *const usage_main =
     "\n"
     "commands:\n"
     "  run FILE... [-S N] [-q] [--crash-stacks] [-e MOD:FUN] [--trace PATTERN [--local]\n"
-    "      [--match SPEC]] [--flags LIST] [--format FMT] [--out PATH] [--] [ARG...]\n"
+    "      [--match SPEC]] [--flags LIST] [--format FMT] [--out PATH]\n"
+    "      [--max-events N] [--rate N/s] [--duration S] [--] [ARG...]\n"
     "                                           load modules, run a function as a process,\n"
     "                                           optionally tracing calls and processes\n"
     "  check FILE...                            verify assembly files\n"
@@ -76,6 +78,15 @@ static const char *const usage_run =
     "  --out PATH       where events go (default: stderr); a file, for ctf a new\n"
     "                   or empty directory; required for chrome and ctf\n"
     "  --trace-off      the --trace patterns start switched off\n"
+    "Limits (the trace stops by itself: its patterns and flags are removed, the\n"
+    "last record says why, {trace_stopped,Reason,Written,Lost}):\n"
+    "  --max-events N   after N events\n"
+    "  --rate N/s       when more than N events come in one second (N/ms, N/10s,\n"
+    "                   N/250ms: other windows); with --rate-policy drop the\n"
+    "                   events above the rate are dropped and counted instead\n"
+    "  --duration S     S seconds (a decimal) after it started\n"
+    "With a limit, or when events were lost, one line at exit on stderr says\n"
+    "how many events the trace wrote and lost (and why it stopped).\n"
     "SIGUSR2 to the running tracevm switches the --trace patterns off and on\n"
     "again (no scheduler pauses); each switch is reported on stderr.\n"
     "Events still buffered are written before the result is printed; events\n"
@@ -158,6 +169,12 @@ typedef struct RunOpts {
     const char *policy;        /* --policy, or NULL */
     tvm_trace_policy pol;
     bool trace_off;            /* --trace-off: patterns start switched off */
+    const char *limit;         /* the first limit option given, or NULL */
+    uint64_t max_events;       /* --max-events */
+    uint64_t rate, rate_window_ms; /* --rate N/WINDOW */
+    bool rate_drop;            /* --rate-policy drop */
+    bool rate_policy_set;
+    uint64_t duration_ms;      /* --duration */
 } RunOpts;
 
 static void run_opts_free(RunOpts *o)
@@ -211,6 +228,62 @@ static bool parse_trace_policy(const char *name, tvm_trace_policy *pol)
     return false;
 }
 
+/* A count of 1 or more; false with a message naming the option. */
+static bool parse_count(const char *opt, const char *arg, uint64_t *out)
+{
+    char *end = NULL;
+    unsigned long long n = arg ? strtoull(arg, &end, 10) : 0;
+    if (!arg || !*arg || *end || n < 1 || arg[0] == '-') {
+        fprintf(stderr, "tracevm run: %s needs a number of events (1 or more), got '%s'\n", opt,
+                arg ? arg : "");
+        return false;
+    }
+    *out = n;
+    return true;
+}
+
+/* --rate N/WINDOW: WINDOW is s, ms, Ks or Kms (K a whole number). */
+static bool parse_rate(const char *arg, RunOpts *o)
+{
+    const char *slash = arg ? strchr(arg, '/') : NULL;
+    char count[32];
+    if (!slash || (size_t)(slash - arg) >= sizeof count)
+        goto bad;
+    memcpy(count, arg, (size_t)(slash - arg));
+    count[slash - arg] = '\0';
+    char *end = NULL;
+    unsigned long long k = 1;
+    const char *unit = slash + 1;
+    if (*unit >= '0' && *unit <= '9') {
+        k = strtoull(unit, &end, 10);
+        unit = end;
+    }
+    uint64_t ms = !strcmp(unit, "s") ? 1000 : !strcmp(unit, "ms") ? 1 : 0;
+    if (!ms || k < 1 || !parse_count("--rate", count, &o->rate))
+        goto bad;
+    o->rate_window_ms = k * ms;
+    return true;
+bad:
+    fprintf(stderr, "tracevm run: --rate needs N/s, N/ms, N/Ks or N/Kms (N events per "
+                    "window), got '%s'\n", arg ? arg : "");
+    return false;
+}
+
+static bool parse_duration(const char *arg, uint64_t *ms)
+{
+    char *end = NULL;
+    double s = arg ? strtod(arg, &end) : 0;
+    if (!arg || !*arg || *end || !(s > 0) || s > 1e9) {
+        fprintf(stderr, "tracevm run: --duration needs seconds (a decimal above 0), got '%s'\n",
+                arg ? arg : "");
+        return false;
+    }
+    *ms = (uint64_t)(s * 1000.0 + 0.5);
+    if (!*ms)
+        *ms = 1;
+    return true;
+}
+
 static bool parse_schedulers(const char *arg, tvm_config *cfg)
 {
     char *end = NULL;
@@ -262,6 +335,28 @@ static bool parse_run_option(int argc, char **argv, int *i, RunOpts *o)
                parse_trace_policy(o->policy, &o->pol);
     if (!strcmp(a, "--out"))
         return (o->out = option_value(argc, argv, i, "a path")) != NULL;
+    if (!strcmp(a, "--max-events") || !strcmp(a, "--rate") || !strcmp(a, "--duration") ||
+        !strcmp(a, "--rate-policy")) {
+        if (!(v = option_value(argc, argv, i, !strcmp(a, "--rate-policy") ? "stop or drop"
+                                                                          : "a value")))
+            return false;
+        if (!o->limit && strcmp(a, "--rate-policy"))
+            o->limit = a;
+        if (!strcmp(a, "--max-events"))
+            return parse_count(a, v, &o->max_events);
+        if (!strcmp(a, "--rate"))
+            return parse_rate(v, o);
+        if (!strcmp(a, "--duration"))
+            return parse_duration(v, &o->duration_ms);
+        o->rate_policy_set = true;
+        if (!strcmp(v, "stop") || !strcmp(v, "drop")) {
+            o->rate_drop = v[0] == 'd';
+            return true;
+        }
+        fprintf(stderr, "tracevm run: --rate-policy: unknown policy '%s' (expected stop or "
+                        "drop)\n", v);
+        return false;
+    }
     fprintf(stderr, "tracevm run: unknown option %s\n", a);
     return false;
 }
@@ -274,7 +369,12 @@ static bool check_trace_opts(RunOpts *o)
                        : o->format ? "--format"
                        : o->out    ? "--out"
                        : o->policy ? "--policy"
+                       : o->limit  ? o->limit
                                    : NULL;
+    if (o->rate_policy_set && !o->rate) {
+        fprintf(stderr, "tracevm run: --rate-policy needs --rate\n");
+        return false;
+    }
     if (o->match && !o->npatterns) {
         fprintf(stderr, "tracevm run: --match needs --trace\n");
         return false;
@@ -357,7 +457,11 @@ static int trace_setup(tvm_vm *vm, const RunOpts *o)
                     o->patterns[i], o->local ? "" : " (without --local, exported ones only)");
     }
     tvm_trace_options topts = { .size = sizeof(tvm_trace_options),
-                                .format = o->fmt, .path = o->out, .policy = o->pol };
+                                .format = o->fmt, .path = o->out, .policy = o->pol,
+                                .max_events = o->max_events, .rate = o->rate,
+                                .rate_window_ms = o->rate_window_ms,
+                                .rate_policy = o->rate_drop ? TVM_RATE_DROP : TVM_RATE_STOP,
+                                .duration_ms = o->duration_ms };
     if (tvm_trace_start(vm, &topts, &err) != TVM_OK) {
         if (o->out)
             fprintf(stderr, "tracevm run: --out %s: %s\n", o->out, api_why(&err));
@@ -367,6 +471,24 @@ static int trace_setup(tvm_vm *vm, const RunOpts *o)
     }
     tvm_trace_flags_all(vm, TVM_TRACE_NEW, o->flags, true);
     return 0;
+}
+
+/*
+ * At exit, one line per session on stderr with the events it wrote and
+ * lost, and why it stopped if it did (the CLI has one session, the
+ * default one, which its --trace patterns and --flags set up).  Only when
+ * it says something the trace itself does not: with a limit, or when
+ * events were lost; a trace that went to stderr whole is not repeated.
+ */
+static void trace_summary(tvm_vm *vm, const RunOpts *o)
+{
+    tvm_session_info in;
+    if (tvm_session_info_get(vm, TVM_SESSION_DEFAULT, &in) != TVM_OK ||
+        (!o->limit && !in.lost))
+        return;
+    fprintf(stderr, "tracevm run: trace session %s: %llu events written, %llu lost%s%s\n",
+            in.name, (unsigned long long)in.written, (unsigned long long)in.lost,
+            in.stopped ? ", stopped: " : "", in.stopped ? in.stopped : "");
 }
 
 /* The entry function: -e MOD:FUN, or main in the first module; 0 or 2. */
@@ -560,8 +682,10 @@ static int cmd_run(int argc, char **argv)
         if (st == TVM_OK)
             st = tvm_join(env, pid, &result);
         /* Every event so far reaches the output before the result. */
-        if (tracing)
+        if (tracing) {
             tvm_trace_stop(vm);
+            trace_summary(vm, &o);
+        }
         status = report(env, st, result, mod, fun, o.nargs);
     }
     pthread_mutex_lock(&ctl_lock);

@@ -137,6 +137,11 @@ bool tr_wait_space(TrPipeline *tp, int sched, uint64_t timeout_ns);
  */
 void tr_flush(TrPipeline *tp);
 
+/* Whether the calling thread is a pipeline's collector (a sink, or a
+ * callback a sink calls, is running): such a thread must not stop a
+ * pipeline, which waits for its collector. */
+bool tr_in_collector(void);
+
 /* Counters per ring (allocated; free() it). Any thread. */
 TrStats *tr_pipeline_stats(TrPipeline *tp);
 

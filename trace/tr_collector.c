@@ -174,9 +174,19 @@ static void timed_wait(TrPipeline *tp)
     vm_atomic_store_relaxed(&tp->sleeping, 0);
 }
 
+/* Set on a collector thread: sinks (and the callbacks they call) run
+ * there, and must not wait for a pipeline to stop (tr_in_collector). */
+static __thread bool in_collector;
+
+bool tr_in_collector(void)
+{
+    return in_collector;
+}
+
 static void *collector_main(void *arg)
 {
     TrPipeline *tp = arg;
+    in_collector = true;
     bool dirty = false;   /* events delivered since the sinks were flushed */
     pthread_mutex_lock(&tp->lock);
     for (;;) {

@@ -1,40 +1,68 @@
 /*
- * trace/tr_flags.c - process trace flags: tvm_trace_flags for one process,
- * tvm_trace_flags_all for every process and for new ones, and
- * tvm_trace_calls on top of them.
+ * trace/tr_flags.c - process trace flags per session: tvm_trace_flags
+ * for one process, tvm_trace_flags_all for every process and for new
+ * ones, tvm_trace_calls on top of them, and the session variants.
  *
- * Ordering.  A flags word (Process.trace, vm->trace_new) changes by a CAS
- * loop with full barriers, so two threads changing different bits at once
- * both take effect.  Its readers load it relaxed: a process reads its own
- * word at each breakpoint hit, spawn and exit, and a change applies from
- * its next read.  Nothing is stopped and nothing is waited for, so a
+ * Protocol: one word for the hot paths, a table for several sessions.
+ *
+ * Terms.  A process's trace word (Process.trace, vm/traceword.h) holds the
+ * union of every session's flags for it and the sid of the session they
+ * belong to, or VM_SID_MULTI when several sessions have flags: then each
+ * session's word (its flags and its sid) is in the process's table
+ * (Process.trace_tab), and the trace word's flags are their union.  The
+ * hot paths test the union (one load, as before sessions existed); an
+ * emitter that needs one session's flags takes them from the word when it
+ * names that session, else from the table (tr_pflags).  The VM's defaults
+ * for new processes (vm->trace_new, vm->trace_new_tab) have the same form.
+ *
+ * Writers.  Every change of a process's flags, by any thread (an API
+ * call, erlang:trace, a walk, a match spec's {silent, B} on the process's
+ * own thread), takes p->lock, reads the sessions' words (from the word or
+ * the table), changes one, and writes the table (allocated on first need)
+ * and then the word, so the union always matches the table a reader finds
+ * through it.  The table is published ([TF1] release) before the first
+ * word that says VM_SID_MULTI; readers load it ([TF1'] acquire) after
+ * such a word.  A table is never freed before its process: a reader may
+ * hold it while the word changes back to one session and later to
+ * several again (then it reads each session's word as it was before or
+ * after, which is what racing with a change means anyway).  The defaults
+ * have the same protocol under the sessions' flags_lock.  A change of a
+ * session that is not live is refused under the same lock that orders it
+ * with the session's destroy (whose walk takes every p->lock after the
+ * session stopped being live), so a destroyed session leaves no flags.
+ *
+ * Readers load the word relaxed: a process reads its own word at each
+ * breakpoint hit, spawn, exit and its other events, and a change applies
+ * from its next read.  Nothing is stopped and nothing is waited for, so a
  * process running on another scheduler may still emit (or not) one event
  * under the old flags while the change becomes visible.
  *
  * All processes without stopping the world.  tvm_trace_flags_all changes
- * the default for new processes (vm->trace_new) first, then walks the
- * process table (vm_proc_each_chunked) and changes each process's word.
- * vm_spawn reads the default under the table lock (sys->lock), in the
- * critical section that inserts the new process into the table.  So a
- * spawn racing with the walk either reads the new default (its critical
- * section comes after the default changed) or inserted the process before
- * the walk took the lock for the first time, and then the walk visits it
- * (every process in the table from the walk's start to its end is
- * visited): no process misses the change.  The walk holds the table lock
- * only while it takes references to a chunk of VM_PROC_WALK_CHUNK
- * processes and changes their words without it, so spawns, sends and
- * lookups wait at most for one chunk; schedulers never take the table
- * lock to run processes.  Between chunks the walk gives way (a calling
- * process yields its scheduler, another thread its CPU): the walk is
- * background work and a scheduler waiting for the walker's CPU should not
- * wait for the whole walk.  bench/run events measures it
- * (docs/benchmarks.md).
+ * the default for new processes first, then walks the process table
+ * (vm_proc_each_chunked) and changes each process's flags.  vm_spawn
+ * reads the defaults under the table lock (sys->lock), in the critical
+ * section that inserts the new process into the table.  So a spawn racing
+ * with the walk either reads the new default (its critical section comes
+ * after the default changed) or inserted the process before the walk took
+ * the lock for the first time, and then the walk visits it (every process
+ * in the table from the walk's start to its end is visited): no process
+ * misses the change.  The walk holds the table lock only while it takes
+ * references to a chunk of VM_PROC_WALK_CHUNK processes and changes
+ * their flags without it, so spawns, sends and lookups wait at most for
+ * one chunk; schedulers never take the table lock to run processes.
+ * Between chunks the walk gives way (a calling process yields its
+ * scheduler, another thread its CPU): the walk is background work and a
+ * scheduler waiting for the walker's CPU should not wait for the whole
+ * walk.  bench/run events measures it (docs/benchmarks.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace/tr_session.h"
 #include "trace/tr_vm.h"
+#include "vm/atom.h"
+#include "vm/heap.h"
 #include "vm/strbuf.h"
 #include "vm/sched.h"
 
@@ -92,9 +120,107 @@ tvm_status tvm_trace_flags_parse(const char *list, unsigned *flags, tvm_error *e
     return TVM_OK;
 }
 
+Term tr_flags_term(Process *p, unsigned flags)
+{
+    Term l = TERM_NIL;
+    for (size_t k = NFLAG_NAMES; k-- > 0;) {
+        if (!(flags & flag_names[k].bit))
+            continue;
+        Atom a;
+        if (!vm_atom_intern(flag_names[k].name, strlen(flag_names[k].name), &a))
+            continue;
+        tvm_term h = vm_root_push(p, l);
+        l = vm_make_cons(p, make_atom(a), vm_root_get(p, h));
+        p->nroots = h.h;
+    }
+    return l;
+}
+
 bool tr_flags_valid(unsigned flags)
 {
     return (flags & ~(unsigned)VM_TRACE_ALL) == 0;
+}
+
+/* ==== one session's flags in a word and a table ==== */
+
+unsigned tr_pflags(const Process *p, uintptr_t pf, unsigned sid)
+{
+    unsigned wsid = vm_trace_sid(pf);
+    if (wsid == sid)
+        return VM_TRACE_FLAGS(pf);
+    if (wsid != VM_SID_MULTI)
+        return 0;
+    /* [TF1'] acquire: pairs with [TF1] (the table before the word). */
+    const VmTraceTab *t = vm_atomic_load_ptr_acquire(&p->trace_tab);
+    uintptr_t w = t ? vm_atomic_load_relaxed(&t->w[vm_sid_slot(sid)]) : 0;
+    return vm_trace_sid(w) == sid ? VM_TRACE_FLAGS(w) : 0;
+}
+
+/*
+ * Session sid's flags become `set` or lose `clear` in the state (*word,
+ * table `tab`, which exists when the word says VM_SID_MULTI), written by
+ * the caller under the state's lock: the table first (allocated into
+ * *tabp if needed), then the word.  Returns whether anything changed.
+ */
+static bool change_state(VmAtomic *word, VmAtomic *tabp, VmTraceTab *fixed, unsigned sid,
+                         unsigned flags, bool on)
+{
+    uintptr_t pf = vm_atomic_load_relaxed(word);
+    unsigned wsid = vm_trace_sid(pf);
+    VmTraceTab *tab = fixed ? fixed : vm_atomic_load_ptr_relaxed(tabp);
+    /* Every session's word now, by slot. */
+    uintptr_t w[VM_SESSIONS_MAX] = { 0 };
+    if (wsid == VM_SID_MULTI) {
+        for (unsigned i = 0; i < VM_SESSIONS_MAX; i++)
+            w[i] = vm_atomic_load_relaxed(&tab->w[i]);
+    } else if (VM_TRACE_FLAGS(pf)) {
+        w[vm_sid_slot(wsid)] = pf;
+    }
+    unsigned slot = vm_sid_slot(sid);
+    unsigned cur = vm_trace_sid(w[slot]) == sid ? VM_TRACE_FLAGS(w[slot]) : 0;
+    unsigned nw = on ? cur | flags : cur & ~flags;
+    if (nw == cur && (nw || !w[slot]))
+        return false;
+    w[slot] = nw ? vm_trace_word(sid, nw) : 0;
+    unsigned n = 0, all = 0;
+    uintptr_t one = 0;
+    for (unsigned i = 0; i < VM_SESSIONS_MAX; i++)
+        if (VM_TRACE_FLAGS(w[i])) {
+            n++;
+            all |= VM_TRACE_FLAGS(w[i]);
+            one = w[i];
+        }
+    if (n <= 1) {
+        vm_atomic_store_relaxed(word, one);
+        return true;
+    }
+    if (!tab) {
+        tab = vm_calloc(1, sizeof *tab);
+        /* [TF1] release: the table (zeroed) before any word names it. */
+        vm_atomic_store_ptr_release(tabp, tab);
+    }
+    for (unsigned i = 0; i < VM_SESSIONS_MAX; i++)
+        vm_atomic_store_relaxed(&tab->w[i], w[i]);
+    /* [TF1] release: the table's words before the word that sends
+     * readers to them. */
+    vm_atomic_store_release(word, vm_trace_word(VM_SID_MULTI, all));
+    return true;
+}
+
+bool tr_pflags_change(Process *p, unsigned sid, unsigned flags, bool on, bool force)
+{
+    pthread_mutex_lock(&p->lock);
+    bool ok = force || tr_session_live(p->vm, sid);
+    if (ok)
+        change_state(&p->trace, &p->trace_tab, NULL, sid, flags, on);
+    pthread_mutex_unlock(&p->lock);
+    return ok;
+}
+
+Process *tr_proc_get(tvm_vm *vm, uint64_t pid)
+{
+    SchedSystem *sys = vm_sched_of(vm);
+    return sys ? vm_proc_get(sys, pid) : NULL;
 }
 
 /* The process of pid (a reference to drop with vm_proc_put), env's own
@@ -104,8 +230,7 @@ static Process *target(tvm_env *env, tvm_pid pid, bool *held)
     *held = false;
     if (!pid)
         return env->p;
-    SchedSystem *sys = vm_sched_of(env->p->vm);
-    Process *p = sys ? vm_proc_get(sys, pid) : NULL;
+    Process *p = tr_proc_get(env->p->vm, pid);
     *held = p != NULL;
     return p;
 }
@@ -118,10 +243,10 @@ tvm_status tvm_trace_flags(tvm_env *env, tvm_pid pid, unsigned flags, bool on)
     Process *p = target(env, pid, &held);
     if (!p)
         return TVM_ERR_NOTFOUND;
-    vm_atomic_update_bits(&p->trace, flags, on);
+    bool ok = tr_pflags_change(p, 0, flags, on, false);
     if (held)
         vm_proc_put(vm_sched_of(env->p->vm), p);
-    return TVM_OK;
+    return ok ? TVM_OK : TVM_ERR_BADARG;
 }
 
 tvm_status tvm_trace_flags_get(tvm_env *env, tvm_pid pid, unsigned *flags)
@@ -132,7 +257,7 @@ tvm_status tvm_trace_flags_get(tvm_env *env, tvm_pid pid, unsigned *flags)
     Process *p = target(env, pid, &held);
     if (!p)
         return TVM_ERR_NOTFOUND;
-    *flags = (unsigned)vm_atomic_load_relaxed(&p->trace);
+    *flags = tr_pflags(p, vm_atomic_load_relaxed(&p->trace), 0);
     if (held)
         vm_proc_put(vm_sched_of(env->p->vm), p);
     return TVM_OK;
@@ -143,26 +268,47 @@ tvm_status tvm_trace_calls(tvm_env *env, tvm_pid pid, bool on)
     return tvm_trace_flags(env, pid, VM_TRACE_CALL, on);
 }
 
+/* ==== all processes, new processes ==== */
+
+/* Session sid's defaults for new processes; flags_lock held. */
+static unsigned tr_pflags_new_locked(tvm_vm *vm, unsigned sid)
+{
+    uintptr_t pf = vm_atomic_load_relaxed(&vm->trace_new);
+    if (vm_trace_sid(pf) == sid)
+        return VM_TRACE_FLAGS(pf);
+    if (vm_trace_sid(pf) != VM_SID_MULTI)
+        return 0;
+    uintptr_t w = vm_atomic_load_relaxed(&vm->trace_new_tab.w[vm_sid_slot(sid)]);
+    return vm_trace_sid(w) == sid ? VM_TRACE_FLAGS(w) : 0;
+}
+
 typedef struct FlagsChange {
-    unsigned flags;
-    bool on;
+    unsigned sid, flags;
+    bool on, force;
     int count;
 } FlagsChange;
 
 static void change_one(Process *p, void *data)
 {
     FlagsChange *c = data;
-    vm_atomic_update_bits(&p->trace, c->flags, c->on);
-    c->count++;
+    if (tr_pflags_change(p, c->sid, c->flags, c->on, c->force))
+        c->count++;
 }
 
-int tr_flags_all(tvm_vm *vm, tvm_trace_scope scope, unsigned flags, bool on)
+int tr_flags_all(tvm_vm *vm, unsigned sid, tvm_trace_scope scope, unsigned flags, bool on,
+                 bool force)
 {
     /* The default first, then the walk (the order argument above). */
-    if (scope & TVM_TRACE_NEW)
-        vm_atomic_update_bits(&vm->trace_new, flags, on);
+    TrSessions *S = vm->sessions;
+    pthread_mutex_lock(&S->flags_lock);
+    bool ok = force || tr_session_live(vm, sid);
+    if (ok && (scope & TVM_TRACE_NEW))
+        change_state(&vm->trace_new, NULL, &vm->trace_new_tab, sid, flags, on);
+    pthread_mutex_unlock(&S->flags_lock);
+    if (!ok)
+        return -1;
     SchedSystem *sys = vm_sched_of(vm);
-    FlagsChange c = { flags, on, 0 };
+    FlagsChange c = { sid, flags, on, force, 0 };
     if ((scope & TVM_TRACE_EXISTING) && sys)
         vm_proc_each_chunked(sys, change_one, &c);
     return c.count;
@@ -172,11 +318,108 @@ tvm_status tvm_trace_flags_all(tvm_vm *vm, tvm_trace_scope scope, unsigned flags
 {
     if (!vm || !tr_flags_valid(flags) || (scope & ~(unsigned)TVM_TRACE_ALL) || !scope)
         return TVM_ERR_BADARG;
-    tr_flags_all(vm, scope, flags, on);
-    return TVM_OK;
+    return tr_flags_all(vm, 0, scope, flags, on, false) < 0 ? TVM_ERR_BADARG : TVM_OK;
+}
+
+unsigned tr_flags_new(tvm_vm *vm, unsigned sid)
+{
+    TrSessions *S = vm->sessions;
+    pthread_mutex_lock(&S->flags_lock);
+    unsigned f = tr_pflags_new_locked(vm, sid);
+    pthread_mutex_unlock(&S->flags_lock);
+    return f;
 }
 
 unsigned tvm_trace_flags_new(tvm_vm *vm)
 {
-    return vm ? (unsigned)vm_atomic_load_relaxed(&vm->trace_new) : 0;
+    return vm ? tr_flags_new(vm, 0) : 0;
+}
+
+/* ==== the session variants ==== */
+
+static tvm_status sfail(tvm_error *err, tvm_status st, const char *fn, const char *why)
+{
+    if (err) {
+        err->status = st;
+        snprintf(err->message, sizeof err->message, "%s: %s", fn, why);
+    }
+    return st;
+}
+
+static tvm_status sok(tvm_error *err)
+{
+    if (err) {
+        err->status = TVM_OK;
+        err->message[0] = '\0';
+    }
+    return TVM_OK;
+}
+
+tvm_status tvm_session_trace_flags(tvm_vm *vm, tvm_session s, tvm_pid pid, unsigned flags,
+                                   bool on, tvm_error *err)
+{
+    static const char fn[] = "tvm_session_trace_flags";
+    char why[200];
+    unsigned sid;
+    tvm_status st;
+    if (!vm || !pid)
+        return sfail(err, TVM_ERR_BADARG, fn, !vm ? "NULL vm" : "pid 0 (a call context) "
+                                                                "takes only the default "
+                                                                "session's flags");
+    if (!tr_flags_valid(flags))
+        return sfail(err, TVM_ERR_BADARG, fn, "unknown flags");
+    if (!tr_session_resolve(vm, s.id, &sid, &st, why, sizeof why))
+        return sfail(err, st, fn, why);
+    Process *p = tr_proc_get(vm, pid);
+    if (!p) {
+        snprintf(why, sizeof why, "no process <0.%llu.0>", (unsigned long long)pid);
+        return sfail(err, TVM_ERR_NOTFOUND, fn, why);
+    }
+    bool ok = tr_pflags_change(p, sid, flags, on, false);
+    vm_proc_put(vm_sched_of(vm), p);
+    if (!ok && !tr_session_resolve(vm, s.id, &sid, &st, why, sizeof why))
+        return sfail(err, st, fn, why);   /* ended meanwhile: nothing changed */
+    return sok(err);
+}
+
+tvm_status tvm_session_trace_flags_all(tvm_vm *vm, tvm_session s, tvm_trace_scope scope,
+                                       unsigned flags, bool on, tvm_error *err)
+{
+    static const char fn[] = "tvm_session_trace_flags_all";
+    char why[200];
+    unsigned sid;
+    tvm_status st;
+    if (!vm || !tr_flags_valid(flags) || (scope & ~(unsigned)TVM_TRACE_ALL) || !scope)
+        return sfail(err, TVM_ERR_BADARG, fn, "NULL vm, unknown flags or a bad scope");
+    if (!tr_session_resolve(vm, s.id, &sid, &st, why, sizeof why))
+        return sfail(err, st, fn, why);
+    if (tr_flags_all(vm, sid, scope, flags, on, false) < 0 &&
+        !tr_session_resolve(vm, s.id, &sid, &st, why, sizeof why))
+        return sfail(err, st, fn, why);
+    return sok(err);
+}
+
+tvm_status tvm_session_trace_flags_get(tvm_vm *vm, tvm_session s, tvm_pid pid,
+                                       unsigned *flags, tvm_error *err)
+{
+    static const char fn[] = "tvm_session_trace_flags_get";
+    char why[200];
+    unsigned sid;
+    tvm_status st;
+    if (!vm || !flags)
+        return sfail(err, TVM_ERR_BADARG, fn, "NULL argument");
+    if (!tr_session_resolve(vm, s.id, &sid, &st, why, sizeof why))
+        return sfail(err, st, fn, why);
+    if (!pid) {
+        *flags = tr_flags_new(vm, sid);
+        return sok(err);
+    }
+    Process *p = tr_proc_get(vm, pid);
+    if (!p) {
+        snprintf(why, sizeof why, "no process <0.%llu.0>", (unsigned long long)pid);
+        return sfail(err, TVM_ERR_NOTFOUND, fn, why);
+    }
+    *flags = tr_pflags(p, vm_atomic_load_relaxed(&p->trace), sid);
+    vm_proc_put(vm_sched_of(vm), p);
+    return sok(err);
 }

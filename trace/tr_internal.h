@@ -31,6 +31,10 @@ typedef struct TrRing {
     /* Immutable after creation: the most immediates a payload may hold on
      * the fast path (trace/tr_fast.h; 0 if the payload cap is too small). */
     unsigned imm_terms;
+    /* Immutable once the ring is published: whose ring it is, for the
+     * fast path's check (trace/tr_vm_fast.h: the sid of the session whose
+     * pipeline it belongs to; 0 outside the VM's pipelines). */
+    unsigned tag;
     /* Producer only: the fast path may write below this position: the
      * end of the array's current lap or tail_cache + size, whichever is
      * first, or 0 while a LOST marker is pending (so one comparison covers

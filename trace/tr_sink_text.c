@@ -14,6 +14,7 @@
  *   {trace,<0.42.0>,send,hello,<0.43.0>}
  *   {trace,<0.43.0>,'receive',hello}
  *   {trace_lost,{sched,0},17}              (shared for the shared ring)
+ *   {trace_stopped,max_events,10,0}        (a session's last record: why, written, lost)
  *
  * The shape of each kind's message is its text form in
  * trace/tr_events.def.
@@ -27,6 +28,7 @@
 #include "trace/tr_sink.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "trace/tr_encode.h"
 #include "vm/common.h"
@@ -101,10 +103,16 @@ void tr_event_format(const TrEvent *ev, bool ts, StrBuf *sb)
     const TrKindInfo *k = &tr_kinds[ev->kind];
     const uint8_t *p = ev->payload, *end = ev->payload + ev->paylen;
     unsigned left = ev->nterms;
-    sb_puts(sb, ts ? "{trace_ts,<0." : "{trace,<0.");
-    tr_put_u64(sb, ev->pid);
-    sb_puts(sb, ".0>,");
-    sb_puts(sb, k->tag);
+    if (!strncmp(k->tag, "trace_", 6)) {
+        /* A record of the session, not of a process (STOPPED). */
+        sb_putc(sb, '{');
+        sb_puts(sb, k->tag);
+    } else {
+        sb_puts(sb, ts ? "{trace_ts,<0." : "{trace,<0.");
+        tr_put_u64(sb, ev->pid);
+        sb_puts(sb, ".0>,");
+        sb_puts(sb, k->tag);
+    }
     sb_putc(sb, ',');
     /* The message's shape, letter by letter (tr_events.def). */
     for (const char *f = k->text; *f; f++) {

@@ -1,22 +1,22 @@
 /*
- * trace/tr_vm.c - the VM's trace pipeline: tvm_trace_start and
- * tvm_trace_stop, and the events processes write into it (call, spawn,
- * exit).
+ * trace/tr_vm.c - a session's trace pipeline: starting and publishing it,
+ * retiring and freeing it; tvm_trace_start and tvm_trace_stop, which do it
+ * for the default session.
  *
- * Protocol: publishing and retiring the pipeline.
+ * Protocol: publishing and retiring a session's pipeline.
  *
- * Terms.  vm->trace_out points at the running TrVm (a pipeline with its
- * sink) or is NULL.  An *emitter* is a thread writing an event for a
- * process: the scheduler thread running that process (call, spawn, exit),
- * or a foreign thread with a call context (a call inside tvm_call, a
- * spawn through tvm_spawn).
+ * Terms.  A session's `out` (trace/tr_session.h) points at its running
+ * TrVm (a pipeline with its sink) or is NULL.  An *emitter* is a thread
+ * writing an event for a process: the scheduler thread running that
+ * process, or a foreign thread with a call context (a call inside
+ * tvm_call, a spawn through tvm_spawn, a send through tvm_send).
  *
- * Rule.  An emitter loads trace_out ([TP1'] acquire) and uses what it
- * found only while it is an online QSBR reader, passing no quiescent state
- * in between.  A scheduler thread is online while it runs a process and
+ * Rule.  An emitter loads `out` ([TP1'] acquire) and uses what it found
+ * only while it is an online QSBR reader, passing no quiescent state in
+ * between.  A scheduler thread is online while it runs a process and
  * reports quiescent states only between two processes; a foreign thread is
- * online inside its outermost tvm_call; vm_hook_spawn, which a foreign
- * thread may reach outside any tvm_call, brackets its use with
+ * online inside its outermost tvm_call; hooks that a foreign thread may
+ * reach outside any tvm_call (spawn, send) bracket their use with
  * vm_qsbr_call_enter/leave (a no-op on a scheduler thread, nesting inside
  * tvm_call).  Under the lossless policy an emit may suspend the process
  * (trace/tr_vm_proc.c: the lossless wait), which passes a quiescent
@@ -24,31 +24,36 @@
  *
  * Start.  The TrVm is built whole (pipeline, sink, collector running) and
  * then published ([TP1] release): an emitter that sees the pointer sees
- * it initialised.  trace_lock serializes start and stop.  Each scheduler
- * also gets its ring's address (Scheduler.trace_ring, stored the same way
- * just before trace_out): the fast path of call and return events
- * (trace/tr_vm_fast.h) loads that one pointer instead of trace_out, the
- * TrVm and the scheduler id.  It is the same pointer in another place,
- * under the same rule: used only while online, cleared in step (1).
+ * it initialised.  Each scheduler also gets its ring's address
+ * (Scheduler.trace_ring[slot], stored the same way just before `out`):
+ * the fast path of call and return events (trace/tr_vm_fast.h) loads
+ * that one pointer instead of the session, its TrVm and the scheduler
+ * id.  It is the same pointer in another place, under the same rule: used
+ * only while online, cleared in step (1).  A session whose events must
+ * pass its gate (limits) or go to a tracer process gets no ring pointers,
+ * so the fast path never skips the gate.
  *
- * Stop.  (1) trace_out := NULL, and every Scheduler.trace_ring.  (2) Wait
- * for thread progress (vm_progress_sync): every online reader passes a quiescent state or goes
- * offline after the store, so every emitter that loaded the old pointer is
- * done with it, and every later load returns NULL (the grace period's
- * barriers order the store before the readers' later loads).  (3)
- * tr_pipeline_free drains the rings into the sink, finishes the output
- * and frees everything.  Freeing before (2) could free a ring under a
- * producer; unpublishing after (2) would let a producer load the pointer
- * after the wait.  For ThreadSanitizer the wait is annotated (vm/qsbr.h):
- * each reader's emits happen before its report, the report before the
- * free.
+ * Stop.  (1) out := NULL, and the session's slot of every
+ * Scheduler.trace_ring.  (2) Wait for thread progress (vm_progress_sync):
+ * every online reader passes a quiescent state or goes offline after the
+ * store, so every emitter that loaded the old pointer is done with it, and
+ * every later load returns NULL (the grace period's barriers order the
+ * store before the readers' later loads).  (3) tr_pipeline_free drains
+ * the rings into the sink, finishes the output and frees everything.
+ * Freeing before (2) could free a ring under a producer; unpublishing
+ * after (2) would let a producer load the pointer after the wait.  For
+ * ThreadSanitizer the wait is annotated (vm/qsbr.h): each reader's emits
+ * happen before its report, the report before the free.  Starts and stops
+ * hold the code-modification permission, which orders them against each
+ * other and against the stopper's final record (breakpoints/bp_session.c),
+ * the only other writer into a pipeline from outside.
  *
  * Rings.  Ring i is written only by scheduler i's thread: an emitter for
  * a process passes p->sched->id, and a process's events are written on
  * its own fiber, which runs on p->sched's thread; call contexts have no
- * scheduler and write to the shared ring (-1, under its mutex).  The
- * pipeline has one ring per scheduler because tvm_trace_start starts the
- * schedulers first.
+ * scheduler and write to the shared ring (-1, under its mutex), as does
+ * the stopper's final record.  The pipeline has one ring per scheduler
+ * because its start starts the schedulers first.
  */
 #include "trace/tr_vm.h"
 
@@ -58,61 +63,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "vm/progress.h"
 #include "trace/tr.h"
+#include "trace/tr_fdout.h"
 #include "trace/tr_internal.h"
+#include "trace/tr_session.h"
 #include "trace/tr_vm_internal.h"
-#include "vm/qsbr.h"
+#include "vm/codeperm.h"
+#include "vm/progress.h"
 #include "vm/sched.h"
-
-/* ==== emitters ==== */
-
-/* tr_vm_current ([TP1'] acquire, trace/tr_vm_internal.h) pairs with [TP1]
- * in tvm_trace_start(). */
-
-void vm_hook_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
-                 const Term *args)
-{
-    uintptr_t tf = vm_atomic_load_relaxed(&parent->trace);
-    if (!(tf & VM_TRACE_PROCS))
-        return;
-    Term terms[VM_MAX_ARITY + 1];
-    terms[0] = make_pid(child);
-    memcpy(terms + 1, args, (size_t)argc * sizeof(Term));
-    TrEmit ev = {
-        .kind = TR_K_SPAWN,
-        .flags = tr_vm_record_flags(tf),
-        .pid = parent->pid,
-        .mod = entry->mod,
-        .fun = entry->name,
-        .arity = (unsigned)argc,
-        .terms = terms,
-        .nterms = (unsigned)argc + 1,
-    };
-    vm_qsbr_call_enter();
-    TrVm *t = tr_vm_current(parent->vm);
-    if (t)
-        tr_vm_emit(parent, t, &ev);
-    vm_qsbr_call_leave();
-}
-
-void vm_hook_exit(Process *p, Term reason)
-{
-    uintptr_t tf = vm_atomic_load_relaxed(&p->trace);
-    if (!(tf & VM_TRACE_PROCS))
-        return;
-    TrVm *t = tr_vm_current(p->vm);
-    if (!t)
-        return;
-    TrEmit ev = {
-        .kind = TR_K_EXIT,
-        .flags = tr_vm_record_flags(tf) | TR_F_NO_MFA,
-        .pid = p->pid,
-        .terms = &reason,
-        .nterms = 1,
-    };
-    tr_vm_emit(p, t, &ev);
-}
 
 /* ==== start ==== */
 
@@ -125,9 +83,9 @@ static tvm_status fail(tvm_error *err, tvm_status st, const char *fn, const char
     return st;
 }
 
-/* The options that do not depend on the VM; false with a reason. */
-static bool options_check(const tvm_trace_options *o, char *why, size_t n)
+bool tr_options_check(const tvm_trace_options *o, char *why, size_t n)
 {
+    int dests = !!o->path + !!o->file + !!o->use_fd;
     if ((unsigned)o->format > TVM_TRACE_CALLBACK)
         snprintf(why, n, "bad format %d (expected text, jsonl, chrome, ctf or callback)",
                  (int)o->format);
@@ -137,30 +95,53 @@ static bool options_check(const tvm_trace_options *o, char *why, size_t n)
         snprintf(why, n, "bad policy %d (expected drop or lossless)", (int)o->policy);
     else if (o->format == TVM_TRACE_CTF && !o->path)
         snprintf(why, n, "the ctf format needs a path (a directory)");
-    else if (o->format == TVM_TRACE_CHROME && !o->path && !o->file)
+    else if (o->format == TVM_TRACE_CHROME && !o->path && !o->file && !o->use_fd)
         snprintf(why, n, "the chrome format needs a path or a file");
+    else if (dests > 1)
+        snprintf(why, n, "give one of path, file and fd, not %d", dests);
+    else if (o->use_fd && o->fd < 0)
+        snprintf(why, n, "bad descriptor %d", o->fd);
+    else if (o->rate_policy != TVM_RATE_STOP && o->rate_policy != TVM_RATE_DROP)
+        snprintf(why, n, "bad rate policy %d (expected stop or drop)", (int)o->rate_policy);
     else
         return true;
     return false;
 }
 
+void tr_limits_of(const tvm_trace_options *o, TrLimits *lim)
+{
+    *lim = (TrLimits){
+        .max_events = o->max_events,
+        .rate = o->rate,
+        .window_ns = o->rate_window_ms * 1000000u,
+        .rate_drop = o->rate_policy == TVM_RATE_DROP,
+        .duration_ns = o->duration_ms * 1000000u,
+    };
+}
+
 /* The sink for o; NULL with a reason (and status) when the output cannot
- * be opened.  A file opened from o->path goes to *opened. */
-static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, char *why, size_t n,
-                        tvm_status *st)
+ * be opened.  A stream opened here (from o->path, or on o->fd) goes to
+ * *opened, fd's state to *fdout. */
+static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, TrFdOut **fdout, char *why,
+                        size_t n, tvm_status *st)
 {
     *st = TVM_ERR_IO;
     if (o->format == TVM_TRACE_CALLBACK)
         return tr_sink_api_new(o->callback, o->callback_data);
-    if (o->format == TVM_TRACE_CTF) {
-        TrSink *s = tr_sink_ctf_new(o->path, tr_ctf_clock_offset(), why, n);
-        return s;
-    }
+    if (o->format == TVM_TRACE_CTF)
+        return tr_sink_ctf_new(o->path, tr_ctf_clock_offset(), why, n);
     FILE *out = o->file ? (FILE *)o->file : stderr;
     if (o->path) {
         out = fopen(o->path, "w");
         if (!out) {
             snprintf(why, n, "cannot open %s: %s", o->path, strerror(errno));
+            return NULL;
+        }
+        *opened = out;
+    } else if (o->use_fd) {
+        out = tr_fdout_open(o->fd, fdout);
+        if (!out) {
+            snprintf(why, n, "cannot write to descriptor %d: %s", o->fd, strerror(errno));
             return NULL;
         }
         *opened = out;
@@ -172,12 +153,22 @@ static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, char *why, si
     }
 }
 
-/* Builds and starts the pipeline of o with nscheds scheduler rings. */
-static tvm_status tr_vm_new(tvm_vm *vm, const tvm_trace_options *o, int nscheds, TrVm **out,
-                            char *why, size_t n)
+static void close_opened(FILE *f, TrFdOut *fdout)
+{
+    if (f)
+        fclose(f);
+    if (fdout)
+        tr_fdout_free(fdout);
+}
+
+/* Builds and starts the pipeline of o for s with nscheds scheduler rings. */
+static tvm_status tr_vm_new(tvm_vm *vm, TrSession *s, const tvm_trace_options *o, int nscheds,
+                            TrVm **out, char *why, size_t n)
 {
     TrVm *t = vm_calloc(1, sizeof *t);
     t->vm = vm;
+    t->sess = s;
+    t->sid = s->sid;
     t->nscheds = nscheds;
     t->lossless = o->policy == TVM_TRACE_LOSSLESS;
     /* 512 bytes of payload per event: room for a match spec's backtrace
@@ -197,8 +188,9 @@ static tvm_status tr_vm_new(tvm_vm *vm, const tvm_trace_options *o, int nscheds,
         return TVM_ERR_BADARG;
     }
     FILE *opened = NULL;
+    TrFdOut *fdout = NULL;
     tvm_status st;
-    TrSink *sink = sink_new(o, &opened, why, n, &st);
+    TrSink *sink = sink_new(o, &opened, &fdout, why, n, &st);
     if (!sink) {
         tr_pipeline_free(tp);
         tr_vm_waits_destroy(t);
@@ -217,18 +209,70 @@ static tvm_status tr_vm_new(tvm_vm *vm, const tvm_trace_options *o, int nscheds,
     }
     t->tp = tp;
     t->file = opened;
+    t->fdout = fdout;
     *out = t;
     return TVM_OK;
 }
 
-/* trace_lock, offline meanwhile if the caller is a reader (a foreign
- * thread inside tvm_call): a stop holds it across a grace period. */
-static void trace_lock(tvm_vm *vm)
+tvm_status tr_vm_start(tvm_vm *vm, TrSession *s, const tvm_trace_options *o, char *why,
+                       size_t n)
 {
-    bool was = vm_qsbr_block_begin();
-    pthread_mutex_lock(&vm->trace_lock);
-    vm_qsbr_block_end(was);
+    SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
+    TrVm *t = NULL;
+    tvm_status st = tr_vm_new(vm, s, o, sys->n, &t, why, n);
+    if (st != TVM_OK)
+        return st;
+    /* [TP1] release: the TrVm whole before its pointers; pairs with
+     * [TP1'] in the emitters (tr_vm_sess.c) and tr_vm_emit_fast().  The
+     * rings first: a process that sees one but not `out` yet takes the
+     * general path, which finds `out` or writes nothing. */
+    for (int i = 0; i < t->tp->nrings; i++)
+        t->tp->rings[i].tag = s->sid;
+    if (!vm_atomic_load_relaxed(&s->gated) && !s->tracer)   /* written by this thread */
+        for (int i = 0; i < sys->n; i++)
+            vm_atomic_store_ptr_release(&sys->scheds[i].trace_ring[s->slot], &t->tp->rings[i]);
+    vm_atomic_store_ptr_release(&s->out, t);
+    return TVM_OK;
 }
+
+/* ==== stop ==== */
+
+void tr_vm_unpublish_rings(tvm_vm *vm, TrSession *s)
+{
+    SchedSystem *sys = vm_sched_of(vm);
+    for (int i = 0; sys && i < sys->n; i++)
+        vm_atomic_store_relaxed(&sys->scheds[i].trace_ring[s->slot], 0);
+}
+
+TrVm *tr_vm_unpublish(tvm_vm *vm, TrSession *s)
+{
+    TrVm *t = vm_atomic_load_ptr_relaxed(&s->out);
+    tr_vm_unpublish_rings(vm, s);                         /* (1) */
+    vm_atomic_store_relaxed(&s->out, 0);
+    return t;
+}
+
+void tr_vm_free(tvm_vm *vm, TrVm *t)
+{
+    if (t->fdout)
+        tr_fdout_closing(t->fdout);
+    /* What it wrote and lost, for the session's counts (the producers
+     * stopped: step (2) came before). */
+    TrStats *st = tr_pipeline_stats(t->tp);
+    uint64_t written = 0, lost = 0;
+    for (int i = 0; i < st->nrings; i++) {
+        written += st->ring[i].emitted;
+        lost += st->ring[i].lost;
+    }
+    free(st);
+    tr_pipeline_free(t->tp);                                  /* (3) */
+    tr_vm_waits_destroy(t);       /* lossless: wake whoever still waits for room */
+    close_opened(t->file, t->fdout);
+    tr_session_add_counts(vm, t->sess, written, lost);
+    free(t);
+}
+
+/* ==== the default session: tvm_trace_start, tvm_trace_stop ==== */
 
 tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error *err)
 {
@@ -244,26 +288,23 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
     if (vm_running_process())
         return fail(err, TVM_ERR_BADARG, fn, "called from a process (a native); "
                                              "call it from a thread of the embedder");
-    if (!options_check(&o, why, sizeof why))
+    TrLimits lim;
+    tr_limits_of(&o, &lim);
+    if (!tr_options_check(&o, why, sizeof why) || !tr_limits_check(&lim, why, sizeof why))
         return fail(err, TVM_ERR_BADARG, fn, why);
-    SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
-    trace_lock(vm);
-    TrVm *t = NULL;
+    if (o.owner)
+        return fail(err, TVM_ERR_BADARG, fn, "the default session has no owner");
+    vm_sched_start(vm, vm->schedulers);
+    vm_code_perm_acquire(vm);
+    TrSession *d = tr_session_at(vm, 0);
     tvm_status st = TVM_ERR_EXISTS;
-    if (vm_atomic_load_ptr_relaxed(&vm->trace_out))
+    if (vm_atomic_load_ptr_relaxed(&d->out)) {
         snprintf(why, sizeof why, "a trace pipeline is already running");
-    else
-        st = tr_vm_new(vm, &o, sys->n, &t, why, sizeof why);
-    if (st == TVM_OK) {
-        /* [TP1] release: the TrVm whole before its pointers; pairs with
-         * [TP1'] in tr_vm_current() and tr_vm_emit_fast().  The rings
-         * first: a process that sees one but not trace_out yet takes the
-         * general path, which finds trace_out or writes nothing. */
-        for (int i = 0; i < sys->n; i++)
-            vm_atomic_store_ptr_release(&sys->scheds[i].trace_ring, &t->tp->rings[i]);
-        vm_atomic_store_ptr_release(&vm->trace_out, t);
+    } else {
+        tr_session_restart_default(vm, &lim);
+        st = tr_vm_start(vm, d, &o, why, sizeof why);
     }
-    pthread_mutex_unlock(&vm->trace_lock);
+    vm_code_perm_release(vm);
     if (st != TVM_OK)
         return fail(err, st, fn, why);
     if (err) {
@@ -273,36 +314,61 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
     return TVM_OK;
 }
 
-/* ==== stop ==== */
-
-/* Steps (1)-(3) of the stop (protocol above); trace_lock held. */
-static void tr_vm_retire(tvm_vm *vm, TrVm *t)
+/* Stops session s's pipeline, if it has one: steps (1)-(3).  The
+ * permission held. */
+static bool stop_pipeline(tvm_vm *vm, TrSession *s)
 {
-    vm_atomic_store_relaxed(&vm->trace_out, 0);                /* (1) */
-    SchedSystem *sys = vm_sched_of(vm);
-    for (int i = 0; sys && i < sys->n; i++)
-        vm_atomic_store_relaxed(&sys->scheds[i].trace_ring, 0);
+    TrVm *t = tr_vm_unpublish(vm, s);
+    if (!t)
+        return false;
     vm_progress_sync(vm_progress_get(vm), NULL);              /* (2) */
-    tr_pipeline_free(t->tp);                                   /* (3) */
-    tr_vm_waits_destroy(t);       /* lossless: wake whoever still waits for room */
-    if (t->file)
-        fclose(t->file);
-    free(t);
+    tr_vm_free(vm, t);
+    return true;
 }
 
 tvm_status tvm_trace_stop(tvm_vm *vm)
 {
     if (!vm || vm_running_process())
         return TVM_ERR_BADARG;
-    trace_lock(vm);
-    TrVm *t = vm_atomic_load_ptr_relaxed(&vm->trace_out);
-    if (t)
-        tr_vm_retire(vm, t);
-    pthread_mutex_unlock(&vm->trace_lock);
-    return t ? TVM_OK : TVM_ERR_NOTFOUND;
+    vm_code_perm_acquire(vm);
+    bool had = stop_pipeline(vm, tr_session_at(vm, 0));
+    vm_code_perm_release(vm);
+    return had ? TVM_OK : TVM_ERR_NOTFOUND;
 }
 
 void tr_vm_destroy(tvm_vm *vm)
 {
-    tvm_trace_stop(vm);
+    /* Every session's pipeline, the default's too (tvm_destroy, while the
+     * schedulers run; the stopper has quit). */
+    vm_code_perm_acquire(vm);
+    TrVm *t[VM_SESSIONS_MAX];
+    bool any = false;
+    for (unsigned i = 0; i < VM_SESSIONS_MAX; i++)
+        any |= (t[i] = tr_vm_unpublish(vm, tr_session_at(vm, i))) != NULL;
+    if (any)
+        vm_progress_sync(vm_progress_get(vm), NULL);
+    for (unsigned i = 0; i < VM_SESSIONS_MAX; i++)
+        if (t[i])
+            tr_vm_free(vm, t[i]);
+    vm_code_perm_release(vm);
+}
+
+bool tr_vm_flush(tvm_vm *vm, TrSession *s)
+{
+    (void)vm;
+    TrVm *t = vm_atomic_load_ptr_acquire(&s->out);
+    if (!t)
+        return false;
+    tr_flush(t->tp);
+    return true;
+}
+
+void tr_vm_init(tvm_vm *vm)
+{
+    tr_sessions_init(vm);
+}
+
+void tr_vm_release(tvm_vm *vm)
+{
+    tr_sessions_free(vm);
 }

@@ -1,10 +1,13 @@
 /*
  * trace/tr_vm.h - the VM side of tracing: the events processes write into
- * the VM's trace pipeline (tvm_trace_start in include/tracevm.h), and the
- * pipeline's end with the VM.  trace/tr_vm.c has the protocol.
+ * their sessions' sinks (a session's pipeline, or messages to its tracer
+ * process), and the pipelines' life cycle.  trace/tr_vm.c has the
+ * publish/retire protocol, trace/tr_vm_sess.c says which sessions an
+ * event goes to.
  *
- * Each emitter checks the process's flag itself (callers may check it
- * first to stay cheap) and writes nothing while no pipeline runs.
+ * Each emitter checks the process's flags itself (callers may check the
+ * trace word first to stay cheap) and writes nothing for a session
+ * without a sink.
  */
 #ifndef TRACE_TR_VM_H
 #define TRACE_TR_VM_H
@@ -12,50 +15,131 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trace/tr.h"
 #include "vm/module.h"
 #include "vm/native.h"
 #include "vm/hook.h"
 #include "vm/process.h"
 
+struct TrSession;
+struct TrVm;
+struct TrLimits;
+
 /*
  * A call of `fn` by p, whose arguments are the first registers of p's top
- * frame (the breakpoint hit); `tf` is p's trace flags as the caller read
- * them.  `extra` terms follow the arguments in the payload: the match
- * spec's message (xflags TR_F_MESSAGE) and then the backtrace
+ * frame (the breakpoint hit), for session `sid`; `tf` is p's trace flags
+ * in that session.  `extra` terms follow the arguments in the payload:
+ * the match spec's message (xflags TR_F_MESSAGE) and then the backtrace
  * (TR_F_BACKTRACE); TR_F_RETURNS says a return_from will follow.  On p's
  * own thread (trace/tr_vm_call.c, like the three below).
  */
-void tr_vm_call(Process *p, const FuncInfo *fn, uintptr_t tf, const Term *extra,
+void tr_vm_call(Process *p, unsigned sid, const FuncInfo *fn, uintptr_t tf, const Term *extra,
                 unsigned nextra, unsigned xflags);
 
-/* fn returned `value` to its caller (a return_trace frame). */
-void tr_vm_return_from(Process *p, const FuncInfo *fn, Term value, uintptr_t tf);
+/* fn returned `value` to its caller (a return_trace frame of session sid). */
+void tr_vm_return_from(Process *p, unsigned sid, const FuncInfo *fn, Term value, uintptr_t tf);
 
 /* An exception {cls, reason} passed fn's exception_trace frame. */
-void tr_vm_exception_from(Process *p, const FuncInfo *fn, Term cls, Term reason,
+void tr_vm_exception_from(Process *p, unsigned sid, const FuncInfo *fn, Term cls, Term reason,
                           uintptr_t tf);
 
 /* Execution returned into fn (a return_to frame, or a catch in fn). */
-void tr_vm_return_to(Process *p, const FuncInfo *fn, uintptr_t tf);
+void tr_vm_return_to(Process *p, unsigned sid, const FuncInfo *fn, uintptr_t tf);
 
+/*
+ * Writes ev for p into session sid's sink: its gate (limits) first, then
+ * its pipeline (by p's ring; the lossless policy may suspend p) or a
+ * message to its tracer.  Nothing when sid is not the live incarnation
+ * of its slot.  p's thread, online (trace/tr_vm_sess.c).
+ */
+TrStatus tr_sess_emit(Process *p, unsigned sid, const TrEmit *ev);
+
+/*
+ * Writes ev for p into every session whose flags for p include one of
+ * `want` (pf: p's trace word as the caller loaded it); ev->flags gets
+ * each session's timestamp flag.  The same thread rules.
+ */
+void tr_emit_flagged(Process *p, uintptr_t pf, unsigned want, TrEmit *ev);
 
 /* Spawn and exit events: vm_hook_spawn and vm_hook_exit (vm/hook.h,
- * defined in tr_vm.c). */
+ * defined in tr_vm_sess.c); running, send and receive:
+ * vm_hook_sched_in/out/start/exit, vm_hook_send and vm_hook_receive
+ * (tr_vm_proc.c). */
 
-/* Process trace flags (trace/tr_flags.c): whether `flags` are all known
- * VM_TRACE_* bits; tvm_trace_flags_all without the checks, returning how
- * many processes the walk changed. */
+/* ---- process trace flags per session (trace/tr_flags.c) ---- */
+
+/* Whether `flags` are all known VM_TRACE_* bits. */
 bool tr_flags_valid(unsigned flags);
 /* The TVM_TRACE_* bit named name[0..n), 0 if none. */
 unsigned tr_flag_bit(const char *name, size_t n);
-int tr_flags_all(tvm_vm *vm, tvm_trace_scope scope, unsigned flags, bool on);
 
-/* The trace layer's natives: erlang:trace/3 (trace/tr_bif.c). */
+/* Session sid's flags for p, given p's trace word pf (its table when
+ * several sessions trace p).  Any thread. */
+unsigned tr_pflags(const Process *p, uintptr_t pf, unsigned sid);
+
+/* The same, inline for the common case: the word names the session. */
+static inline unsigned tr_pflags_of(const Process *p, uintptr_t pf, unsigned sid)
+{
+    return VM_LIKELY(vm_trace_sid(pf) == sid) ? VM_TRACE_FLAGS(pf) : tr_pflags(p, pf, sid);
+}
+
+/*
+ * Sets (on) or clears `flags` of session sid on p: false when sid is not
+ * live (nothing changes), unless `force` (a stop clearing what its
+ * session left).  Any thread.
+ */
+bool tr_pflags_change(Process *p, unsigned sid, unsigned flags, bool on, bool force);
+
+/*
+ * tvm_trace_flags_all for session sid: the default of new processes
+ * first, then every process; returns how many processes the walk
+ * changed, or -1 when sid is not live (unless `force`).
+ */
+int tr_flags_all(tvm_vm *vm, unsigned sid, tvm_trace_scope scope, unsigned flags, bool on,
+                 bool force);
+
+/* [Flag] atoms of `flags`, in the order tvm_trace_flags_parse names
+ * them, on p's heap. */
+Term tr_flags_term(Process *p, unsigned flags);
+
+/* Session sid's flags for new processes. */
+unsigned tr_flags_new(tvm_vm *vm, unsigned sid);
+
+/* The process pid (a reference: vm_proc_put it), or NULL. */
+Process *tr_proc_get(tvm_vm *vm, uint64_t pid);
+
+/* The trace layer's natives: erlang:trace/3 and erlang:trace/4,
+ * trace:process/4 (trace/tr_bif.c). */
 VmNativeTable tr_natives(void);
-/* Running, send and receive events: vm_hook_sched_in/out/start/exit,
- * vm_hook_send and vm_hook_receive (vm/hook.h, defined in tr_vm_proc.c). */
 
-/* tvm_destroy: stops a pipeline still running (before the schedulers stop). */
+/* ---- pipelines (trace/tr_vm.c) ---- */
+
+/* Checks the options that do not depend on the VM; false with a reason. */
+bool tr_options_check(const tvm_trace_options *o, char *why, size_t n);
+/* The limits in o. */
+void tr_limits_of(const tvm_trace_options *o, struct TrLimits *lim);
+
+/* Starts session s's pipeline as o says and publishes it ([TP1]); the
+ * permission held (or s not published yet).  A status and a reason on
+ * failure. */
+tvm_status tr_vm_start(tvm_vm *vm, struct TrSession *s, const tvm_trace_options *o, char *why,
+                       size_t n);
+/* Step (1) of a stop: s's ring pointers only (the fast path ends), or
+ * the ring pointers and `out` (returns the pipeline, NULL if none).
+ * Then a grace period, then tr_vm_free. */
+void tr_vm_unpublish_rings(tvm_vm *vm, struct TrSession *s);
+struct TrVm *tr_vm_unpublish(tvm_vm *vm, struct TrSession *s);
+/* Step (3): drains, finishes the output, adds its counts to its session. */
+void tr_vm_free(tvm_vm *vm, struct TrVm *t);
+/* Waits until every event written so far into s's pipeline reached its
+ * sink (false: none runs).  Not from a scheduler thread. */
+bool tr_vm_flush(tvm_vm *vm, struct TrSession *s);
+
+/* The trace layer's set-up and end (api/root.c): the sessions' table;
+ * tvm_destroy stops every pipeline still running (before the schedulers
+ * stop), then frees the table. */
+void tr_vm_init(tvm_vm *vm);
 void tr_vm_destroy(tvm_vm *vm);
+void tr_vm_release(tvm_vm *vm);
 
 #endif /* TRACE_TR_VM_H */

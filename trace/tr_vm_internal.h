@@ -30,19 +30,15 @@ typedef struct TrWaitList {
 
 typedef struct TrVm {
     TrPipeline *tp;
-    FILE *file;            /* opened from opts.path (closed at stop), or NULL */
+    FILE *file;            /* opened from opts.path or on opts.fd (closed at stop), or NULL */
+    struct TrFdOut *fdout; /* opts.fd's state, or NULL */
     tvm_vm *vm;
+    struct TrSession *sess; /* whose pipeline (immutable) */
+    unsigned sid;          /* ... in which incarnation */
     bool lossless;         /* immutable: the policy */
     int nscheds;
     TrWaitList *waits;     /* nscheds lists (lossless only), else NULL */
 } TrVm;
-
-/* The running TrVm or NULL ([TP1'] acquire; the caller is an online
- * reader, trace/tr_vm.c). */
-static inline TrVm *tr_vm_current(tvm_vm *vm)
-{
-    return vm_atomic_load_ptr_acquire(&vm->trace_out);
-}
 
 /* The ring a process writes into: its scheduler's, or the shared one. */
 static inline int tr_vm_ring_of(const Process *p)

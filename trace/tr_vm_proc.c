@@ -64,6 +64,7 @@
 #include <string.h>
 
 #include "trace/tr_vm.h"
+#include "trace/tr_session.h"
 #include "trace/tr_vm_internal.h"
 #include "vm/qsbr.h"
 
@@ -149,9 +150,13 @@ TrStatus tr_vm_emit(Process *p, TrVm *t, const TrEmit *ev)
             tr_wait_space(t->tp, ring, 0);
             continue;
         }
+        TrSession *sess = t->sess;
+        unsigned sid = t->sid;
         suspend_for_room(p, t, ring, gen);
-        /* We may have passed a quiescent state: the pipeline may be gone. */
-        t = tr_vm_current(p->vm);
+        /* We may have passed a quiescent state: the pipeline may be gone
+         * (t is not touched again), its session too. */
+        uintptr_t w = vm_atomic_load_acquire(&sess->state);
+        t = tr_sess_sid(w) == sid ? vm_atomic_load_ptr_acquire(&sess->out) : NULL;
         if (!t)
             return TR_DROPPED;
     }
@@ -170,21 +175,18 @@ static const FuncInfo *current_function(const Process *p)
 
 static void sched_event(Process *p, TrKind kind, Atom mod, Atom fun, unsigned arity, bool mfa)
 {
-    uintptr_t tf = vm_atomic_load_relaxed(&p->trace);
-    if (!(tf & VM_TRACE_RUNNING))
-        return;
-    TrVm *t = tr_vm_current(p->vm);
-    if (!t)
+    uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
+    if (!(pf & VM_TRACE_RUNNING))
         return;
     TrEmit ev = {
         .kind = kind,
-        .flags = tr_vm_record_flags(tf) | (mfa ? 0 : TR_F_NO_MFA),
+        .flags = mfa ? 0 : TR_F_NO_MFA,
         .pid = p->pid,
         .mod = mod,
         .fun = fun,
         .arity = arity,
     };
-    tr_vm_emit(p, t, &ev);
+    tr_emit_flagged(p, pf, VM_TRACE_RUNNING, &ev);
 }
 
 static void sched_event_current(Process *p, TrKind kind)
@@ -221,13 +223,13 @@ void vm_hook_sched_exit(Process *p)
 
 void vm_hook_send(Process *from, uint64_t to, Term msg)
 {
-    uintptr_t tf = vm_atomic_load_relaxed(&from->trace);
-    if (!(tf & VM_TRACE_SEND))
+    uintptr_t pf = vm_atomic_load_relaxed(&from->trace);
+    if (!(pf & VM_TRACE_SEND))
         return;
     Term terms[2] = { msg, make_pid(to) };
     TrEmit ev = {
         .kind = TR_K_SEND,
-        .flags = tr_vm_record_flags(tf) | TR_F_NO_MFA,
+        .flags = TR_F_NO_MFA,
         .pid = from->pid,
         .terms = terms,
         .nterms = 2,
@@ -235,28 +237,24 @@ void vm_hook_send(Process *from, uint64_t to, Term msg)
     /* tvm_send may come from an embedder's thread outside any tvm_call:
      * a reader for the emit (a no-op on a scheduler thread). */
     vm_qsbr_call_enter();
-    TrVm *t = tr_vm_current(from->vm);
-    if (t)
-        tr_vm_emit(from, t, &ev);
+    tr_emit_flagged(from, pf, VM_TRACE_SEND, &ev);
     vm_qsbr_call_leave();
 }
 
 void vm_hook_receive(Process *p, const Message *m)
 {
-    uintptr_t tf = vm_atomic_load_relaxed(&p->trace);
-    if (!(tf & VM_TRACE_RECEIVE))
-        return;
     for (; m; m = m->next) {
-        TrVm *t = tr_vm_current(p->vm);
-        if (!t)
+        /* Again for each message: an emit may suspend p (lossless). */
+        uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
+        if (!(pf & VM_TRACE_RECEIVE))
             return;
         TrEmit ev = {
             .kind = TR_K_RECEIVE,
-            .flags = tr_vm_record_flags(tf) | TR_F_NO_MFA,
+            .flags = TR_F_NO_MFA,
             .pid = p->pid,
             .terms = &m->term,
             .nterms = 1,
         };
-        tr_vm_emit(p, t, &ev);
+        tr_emit_flagged(p, pf, VM_TRACE_RECEIVE, &ev);
     }
 }

@@ -22,6 +22,15 @@
  * everything a writer did before it against everything a reader does after
  * its next quiescent state), and no reader keeps a record, a generation or
  * an index across a quiescent state.  See docs/breakpoints.md.
+ *
+ * Trace sessions.  A generation holds every session's settings: a summary
+ * in the generation itself (what the hot path reads) and one entry per
+ * session out of line (BpGen.sess).  Each generation owns its array of
+ * entries: the engine reallocates and rewrites it only while that
+ * generation is the staging one, so the argument above covers the
+ * entries too, and a change by one session stages, flips and
+ * consolidates the others' entries unchanged (the same sequence, one
+ * permission for all: breakpoints/bp_engine.c).
  */
 #ifndef VM_BREAKPOINT_H
 #define VM_BREAKPOINT_H
@@ -47,6 +56,14 @@ enum {
     BP_COUNT_ACTIVE = 1u << 4,  /* ... and counts */
     BP_TIME = 1u << 5,          /* call time data exists (bp_time.h) */
     BP_TIME_ACTIVE = 1u << 6,   /* ... and accumulates */
+    /* In a generation's summary only: more than one session counts, so
+     * the summary has no BP_COUNT_ACTIVE and no counter, and the hook
+     * counts into each session's (a slow path for every process). */
+    BP_COUNT_MULTI = 1u << 7,
+    /* In a generation's summary only: more than one entry call-traces and
+     * each one's spec is plain (no BP_SPEC_RUN): the hit reports to each
+     * without running a spec (breakpoints/bp_hit.c). */
+    BP_CALL_MULTI = 1u << 8,
 };
 
 /* Flags that make a process-traced call report an event. */
@@ -71,24 +88,51 @@ typedef struct BpCount {
     BpShard shard[];
 } BpCount;
 
-/* BpGen.call_tf: the match spec must run at each hit (it is not plain). */
+/* BpSess.call_tf and BpGen.call_tf: the match spec must run at each hit
+ * (it is not plain), or (in the summary) several sessions call-trace. */
 #define BP_SPEC_RUN (1u << 31)
 
-/* One generation.  Written only while it is the staging generation. */
-typedef struct BpGen {
-    uint32_t flags;             /* BP_* */
+/*
+ * One trace session's settings on one record in one generation
+ * (trace/tr_session.c: a function may carry breakpoints of several
+ * sessions).  Written only while its generation is the staging one.
+ */
+typedef struct BpSess {
+    uint32_t flags;             /* BP_* but BP_COUNT_MULTI */
     /* What match_spec asks of every call, cached when it is staged
      * (bp_stage_call_ms): BP_SPEC_RUN if it must run, else the trace
      * frame flags (BP_TF_RETURN, BP_TF_EXCEPTION: breakpoints/bp_frame.h)
-     * every call gets; 0 for no spec.  The hit's fast path reads this
-     * instead of the spec. */
+     * every call gets; 0 for no spec. */
     uint32_t call_tf;
+    uint32_t sid;               /* the session (vm/traceword.h) */
     BpCount *count;             /* BP_COUNT: the counter, else NULL */
     struct TrMs *match_spec;    /* local/global call trace filter; NULL = every call */
     struct TrMs *meta_spec;     /* meta trace filter; NULL = every call */
     uint64_t meta_tracer;       /* BP_META: the tracer's pid */
     struct BpTime *time;        /* BP_TIME: call time tables (bp_time.h), else NULL */
-    const void *pad[2];         /* to 64 bytes: a hit indexes gen[] with a shift */
+} BpSess;
+
+/*
+ * One generation: a summary that the BREAKPOINT instruction and the hit's
+ * fast path read, and every session's settings out of line (`sess`, by
+ * slot).  The summary is what one session alone would have: so a
+ * function armed by one session costs what it cost before sessions
+ * existed, and one armed by several costs an untraced process nothing
+ * more.  Written only while it is the staging generation (the engine
+ * recomputes the summary from the entries: bp_gen_summarize).
+ */
+typedef struct BpGen {
+    /* The union of the entries' flags, except that BP_COUNT_ACTIVE
+     * becomes BP_COUNT_MULTI when more than one entry counts. */
+    uint32_t flags;
+    /* The one call-tracing entry's call_tf, or BP_SPEC_RUN when several
+     * entries call-trace (the hit then takes its slow path). */
+    uint32_t call_tf;
+    BpCount *count;             /* BP_COUNT_ACTIVE: the one active counter */
+    BpSess *sess;               /* nsess entries, ordered by slot */
+    uint32_t nsess;
+    uint32_t call_sid;          /* the one call-tracing entry's session */
+    const void *pad[4];         /* to 64 bytes: a hit indexes gen[] with a shift */
 } BpGen;
 
 _Static_assert(sizeof(BpGen) == 64, "a generation is 64 bytes");
@@ -112,6 +156,16 @@ typedef struct BpRecord {
 /* Generation flags that take the slow path for a process with the call
  * flag, and for any process. */
 #define BP_CALL_TRACED (BP_CALL_TRACE | BP_TIME_ACTIVE)
-#define BP_ANY_PROCESS BP_META
+#define BP_ANY_PROCESS (BP_META | BP_COUNT_MULTI)
+
+/* The entry of session slot `slot` in g, or NULL (entries are few and
+ * ordered by slot). */
+static inline const BpSess *bp_gen_sess(const BpGen *g, unsigned slot)
+{
+    for (uint32_t i = 0; i < g->nsess; i++)
+        if ((g->sess[i].sid & 0xffu) == slot)
+            return &g->sess[i];
+    return NULL;
+}
 
 #endif /* VM_BREAKPOINT_H */

@@ -163,6 +163,20 @@
 #define VM_TIMEOUT_MAX_MS ((int64_t)1000000000000)
 #endif
 
+/*
+ * VM_SESSIONS_MAX: trace sessions that may be live at once, the default
+ * session included (trace/tr_session.c, docs/tracing.md "Sessions").  A
+ * session's slot is 8 bits wide wherever hot data names it (a process's
+ * trace word, a breakpoint's per-session entry, a trace frame), and
+ * every scheduler keeps a ring pointer per slot, so the bound costs
+ * 8 bytes per slot per scheduler and nothing per process unless a
+ * process is traced by two sessions at once (vm/process.h).  16 leaves
+ * 15 sessions beside the default one.
+ */
+#ifndef VM_SESSIONS_MAX
+#define VM_SESSIONS_MAX 16
+#endif
+
 /* VM_MAX_ARITY: arguments one function may take. */
 #ifndef VM_MAX_ARITY
 #define VM_MAX_ARITY 255

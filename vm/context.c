@@ -67,6 +67,8 @@ void vm_process_recycle(Process *p)
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->il.lock);
     free(p->exc_stack);
+    free(vm_atomic_load_ptr_relaxed(&p->trace_tab));
+    free(p->ct_sess);
     memset(p, 0, sizeof *p);
     p->heap_min = vm->heap_min;
     p->heap = heap;
@@ -87,6 +89,8 @@ void vm_process_free(Process *p)
         return;
     pthread_mutex_destroy(&p->lock);
     free(p->exc_stack);
+    free(vm_atomic_load_ptr_relaxed(&p->trace_tab));
+    free(p->ct_sess);
     free(p->heap);
     free(p->stack);
     free(p->frames);

@@ -33,7 +33,8 @@ struct StrBuf;
 
 /*
  * The slow part of a hit (BREAKPOINT, vm/interp.c), for a generation with
- * call trace that the process's flags ask for, meta trace or call time:
+ * call trace that the process's flags ask for, meta trace, call time, or
+ * several sessions' counters (g's summary and its sessions' entries):
  * p's top activation has just entered its function.  Reads what it needs
  * of `g` before anything that may suspend the process, and never after.
  * May collect garbage, push a trace frame (so the frame stack may move)
@@ -77,9 +78,10 @@ void vm_hook_trace_unwind(Process *p, uint32_t lo, int catcher, bool bottom);
 
 /*
  * The process's call_time clock: stops when it is scheduled out (charging
- * the current function), restarts when it is scheduled in.  Called only
- * when p->ct_fn is set (p is inside a call_time-traced function), on p's
- * own fiber before and after its switch.
+ * each session's current function), restarts when it is scheduled in.
+ * Called only when p->ct_live is set (p is inside a function some
+ * session call_time-traces), on p's own fiber before and after its
+ * switch.
  */
 void vm_hook_time_out(Process *p);
 void vm_hook_time_in(Process *p);
@@ -110,7 +112,8 @@ void vm_hook_module_loading(tvm_vm *vm, Module *m);
 void vm_hook_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
                    const Term *args);
 
-/* p is exiting with `reason` (on p's own fiber). */
+/* p is exiting with `reason` (on p's own fiber); trace sessions p owns
+ * are asked to end. */
 void vm_hook_exit(Process *p, Term reason);
 
 /*

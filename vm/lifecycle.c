@@ -262,6 +262,34 @@ static void unreserve(SchedSystem *sys)
     pthread_mutex_unlock(&sys->lock);
 }
 
+/*
+ * Several sessions trace new processes (vm/process.h): p gets a copy of
+ * the VM's table of defaults and a word computed from that copy, so the
+ * union always matches the table it came with (a writer may be changing
+ * the defaults meanwhile: p then gets one state or the other per session,
+ * and tvm_trace_flags_all's walk, which comes after the change, visits
+ * p).  Under the table lock, before p is visible.
+ */
+static uintptr_t inherit_trace_tab(tvm_vm *vm, Process *p)
+{
+    VmTraceTab *t = vm_calloc(1, sizeof *t);
+    unsigned flags = 0, n = 0;
+    uintptr_t one = 0;
+    for (int i = 0; i < VM_SESSIONS_MAX; i++) {
+        uintptr_t w = vm_atomic_load_relaxed(&vm->trace_new_tab.w[i]);
+        vm_atomic_store_relaxed(&t->w[i], w);
+        if (VM_TRACE_FLAGS(w)) {
+            flags |= VM_TRACE_FLAGS(w);
+            one = w;
+            n++;
+        }
+    }
+    /* [TF1] release: the table before the word that names it (p is not
+     * visible yet; the release only keeps the rule uniform). */
+    vm_atomic_store_ptr_release(&p->trace_tab, t);
+    return n > 1 ? vm_trace_word(VM_SID_MULTI, flags) : one;
+}
+
 uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *args,
                   bool joinable, size_t max_heap)
 {
@@ -312,7 +340,10 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
     p->pid = sys->next_pid++;
     /* The default trace flags, read under the table lock: the order
      * argument of tvm_trace_flags_all (trace/tr_flags.c) needs it here. */
-    vm_atomic_store_relaxed(&p->trace, vm_atomic_load_relaxed(&vm->trace_new));
+    uintptr_t tw = vm_atomic_load_relaxed(&vm->trace_new);
+    if (VM_UNLIKELY(vm_trace_sid(tw) == VM_SID_MULTI))
+        tw = inherit_trace_tab(vm, p);
+    vm_atomic_store_relaxed(&p->trace, tw);
     vm_atomic_store_relaxed(&p->refs, joinable ? 2 : 1);
     p->joinable = joinable;
     if (joinable) {
@@ -386,7 +417,8 @@ static void proc_exit(Process *p, Term cls, Term value)
             cls = make_atom(ATOM_ERROR);
     }
     vm_hook_exit(p, vm_root_get(p, hr));
-    p->ct_fn = NULL;     /* the call_time clock forgets its function */
+    p->ct_fn = NULL;     /* the call_time clock forgets its functions */
+    p->ct_live = 0;
     vm_hook_sched_exit(p);
     pthread_mutex_lock(&p->lock);
     /* From here on the process counts as gone: a monitor set up now gets

@@ -19,6 +19,7 @@
 
 #include "include/tracevm.h"
 #include "vm/interlock.h"
+#include "vm/traceword.h"
 #include "vm/module.h"
 #include "vm/term.h"
 
@@ -194,13 +195,21 @@ struct Process {
 
     uint64_t pid;          /* 0 for a call context (not a scheduled process) */
 
-    /* Trace flags (VM_TRACE_*).  Written by any thread with a full CAS
-     * (tvm_trace_flags, tvm_trace_flags_all: concurrent changes of
-     * different bits compose) and at spawn, before the process is visible,
-     * from vm->trace_new; read relaxed by the process itself at breakpoint
-     * hits, spawn and exit.  A change applies from the process's next read
-     * (no barrier: no scheduler is stopped or waited for). */
+    /* The trace word (see VmTraceTab above).  Written by any thread
+     * under p->lock (trace/tr_flags.c: the union is recomputed from the
+     * sessions' words there) and at spawn, before the process is
+     * visible, from vm->trace_new; read relaxed by the process itself at
+     * breakpoint hits, spawn, exit and its other events.  A change
+     * applies from the process's next read (no barrier: no scheduler is
+     * stopped or waited for). */
     VmAtomic trace;
+    /* Each session's word while several sessions trace p (VmTraceTab *,
+     * or 0).  Allocated by the first writer that needs it, under
+     * p->lock (or by vm_spawn before p is visible), and published
+     * ([TF1] release) before any trace word says VM_SID_MULTI; loaded
+     * ([TF1'] acquire) by readers that saw VM_SID_MULTI.  Freed only with
+     * the process: a reader may still hold it while the word changes. */
+    VmAtomic trace_tab;
 
     /* Stack capture: the interlock's state, flag and lock (vm/interlock.h). */
     VmInterlock il;
@@ -260,8 +269,16 @@ struct Process {
     /* call_time (breakpoints/bp_time.c): the call_time-traced function the
      * process is in (NULL: none) and the tick its current stretch of time
      * began.  Written and read only by the thread running the process. */
-    const FuncInfo *ct_fn;
+    const FuncInfo *ct_fn;         /* the default session's */
     uint64_t ct_mark;
+    /* Bit i: session slot i has a current function (ct_fn for slot 0,
+     * ct_sess for the others), so the scheduler stops and restarts the
+     * clock (vm_hook_time_out/in) while this is non-zero. */
+    uint32_t ct_live;
+    /* The other sessions' current functions and marks, allocated by
+     * breakpoints/bp_time.c at the first it needs (its layout is that
+     * file's); freed with the process. */
+    void *ct_sess;
     struct Process *rq_next;       /* run-queue link: a local queue's owner, or a shared
                                     * queue's lock (vm/sched.h) */
 

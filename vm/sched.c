@@ -287,10 +287,10 @@ static void yield_traced(Process *p, bool running)
 {
     if (running)
         vm_hook_sched_out(p);
-    if (p->ct_fn)
+    if (p->ct_live)
         vm_hook_time_out(p);
     vm_proc_switch_out(p);
-    if (p->ct_fn)
+    if (p->ct_live)
         vm_hook_time_in(p);
     if (running)
         vm_hook_sched_in(p);
@@ -300,7 +300,7 @@ void vm_proc_yield(Process *p)
 {
     /* Two predictable branches when p is neither timed nor traced. */
     bool running = vm_atomic_load_relaxed(&p->trace) & VM_TRACE_RUNNING;
-    if (VM_UNLIKELY(p->ct_fn != NULL || running)) {
+    if (VM_UNLIKELY(p->ct_live != 0 || running)) {
         yield_traced(p, running);
         return;
     }

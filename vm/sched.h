@@ -62,12 +62,14 @@ typedef struct Scheduler {
     void *tsan;               /* its ThreadSanitizer fiber (tsan builds) */
     void *alt_stack;          /* its alternate signal stack (vm/overflow.c), or NULL */
     Process *current;
-    /* The running trace pipeline's ring for this scheduler (a struct
-     * TrRing *), or 0.  Stored by tvm_trace_start before it publishes
-     * vm->trace_out ([TP1] release) and cleared with it by the stop,
-     * before its grace period (trace/tr_vm.c); loaded by this scheduler's
-     * processes for their fast path (acquire, trace/tr_vm_fast.h). */
-    VmAtomic trace_ring;
+    /* Each trace session's ring for this scheduler (a struct TrRing *),
+     * or 0, by session slot.  Stored by the session's start before it
+     * publishes the session's pipeline ([TP1] release), only for sessions
+     * whose events need no other check (no limits), and cleared by its
+     * stop before its grace period (trace/tr_vm.c); loaded by this
+     * scheduler's processes for their fast path (acquire,
+     * trace/tr_vm_fast.h). */
+    VmAtomic trace_ring[VM_SESSIONS_MAX];
 } Scheduler;
 
 typedef struct SchedSystem {

@@ -18,6 +18,7 @@
 #include "include/tracevm.h"
 #include "vm/atomics.h"
 #include "vm/codeperm.h"
+#include "vm/traceword.h"
 
 struct Module;
 struct FuncInfo;
@@ -89,19 +90,20 @@ struct tvm_vm {
      * call while another thread stops the endpoint). */
     void *control;
     /*
-     * The trace pipeline (struct TrVm *, trace/tr_vm.c) while one runs.
-     * [TP1] release store by tvm_trace_start (and a relaxed NULL store by
-     * tvm_trace_stop, which then waits for thread progress before freeing
-     * it); [TP1'] acquire load by emitters, which are always QSBR readers
-     * online while they use it (trace/tr_vm.c explains why that is enough).
+     * The trace sessions (struct TrSessions *, trace/tr_session.c): each
+     * with its pipeline or tracer process, its limits and its counters.
+     * Set once by the trace layer's set-up (api/root.c) before any thread
+     * but the creator's can reach the VM, freed by its tear-down.
      */
-    VmAtomic trace_out;
+    struct TrSessions *sessions;
     /* trace_lock serializes tvm_trace_start and tvm_trace_stop. */
     pthread_mutex_t trace_lock;
-    /* Trace flags (VM_TRACE_*) for new processes: full CAS by
-     * tvm_trace_flags_all; read relaxed by vm_spawn under the process
-     * table's lock (the order argument is in trace/tr_flags.c). */
+    /* Trace words (vm/process.h) for new processes: written by the trace
+     * layer under its flags lock (trace/tr_flags.c), trace_new_tab's
+     * session words before trace_new; read relaxed by vm_spawn under the
+     * process table's lock (the order argument is in trace/tr_flags.c). */
     VmAtomic trace_new;
+    VmTraceTab trace_new_tab;
 };
 
 typedef struct VmCallHook {

@@ -1,0 +1,647 @@
+/*
+ * tests/unit/bp/test_sessions.c - trace sessions through the C API: two
+ * sessions tracing one process and one function each get their own
+ * events; turning one off leaves the other; destroying one removes every
+ * kind of setting (checked with trace_info, flags and a successor in the
+ * same slot) and leaves the other; different match specs on one function;
+ * return_from and return_to attributed per session; the limit on live
+ * sessions; bad arguments change nothing; limits (exactly N events with
+ * every scheduler emitting, the rate dropping or stopping, a duration);
+ * the owner's exit; a descriptor sink destroyed while its reader does not
+ * read; the default session's limits (BEAM behaviour 40 and the issue's
+ * items 2-4).
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/unit/helpers.h"
+
+static const char *const ss_src =
+    "module ss\n"
+    "export f/1, g/1, h/1, loop/2, waiter/0\n"
+    "function f/1 regs 1\n    addi r0, r0, 1\n    ret r0\nend\n"
+    /* g(X): f(X) by a remote call */
+    "function g/1 regs 1\n    callx r0, r0, ss:f/1\n    ret r0\nend\n"
+    /* h(X): f(X) by a local body call, then returns 0 (return_to h) */
+    "function h/1 regs 2\n    call r1, r0, f/1\n    loadk r0, 0\n    ret r0\nend\n"
+    /* loop(N, X): f(X) N times */
+    "function loop/2 regs 3\n"
+    "top:\n"
+    "    jlti r0, 1, done\n"
+    "    call r2, r1, f/1\n"
+    "    addi r0, r0, -1\n"
+    "    jump top\n"
+    "done:\n"
+    "    ret r0\n"
+    "end\n"
+    /* waiter(): returns the first message it receives */
+    "function waiter/0 regs 2\n"
+    "top:\n"
+    "    recv r0, none\n    accept\n    ret r0\n"
+    "none:\n"
+    "    loadk r1, infinity\n    wait r1, never\n    jump top\n"
+    "never:\n    ret r1\n"
+    "end\n";
+
+static tvm_config two_scheds = { .size = sizeof(tvm_config), .schedulers = 2 };
+TVM_FIXTURE(sessions, &two_scheds);
+
+/* ==== a sink that keeps every line ==== */
+
+typedef struct Lines {
+    pthread_mutex_t lock;
+    char buf[1 << 16];
+    size_t len;
+    int n;
+} Lines;
+
+static void keep(const tvm_trace_event *ev, void *data)
+{
+    Lines *l = data;
+    pthread_mutex_lock(&l->lock);
+    size_t k = strlen(ev->text);
+    if (l->len + k + 2 < sizeof l->buf) {
+        memcpy(l->buf + l->len, ev->text, k);
+        l->len += k;
+        l->buf[l->len++] = '\n';
+        l->buf[l->len] = '\0';
+    }
+    l->n++;
+    pthread_mutex_unlock(&l->lock);
+}
+
+static Lines *lines_new(void)
+{
+    Lines *l = calloc(1, sizeof *l);
+    pthread_mutex_init(&l->lock, NULL);
+    return l;
+}
+
+/* A session whose events go to `l`, with limits from `o` (or none). */
+static tvm_session session(const char *name, Lines *l, const tvm_trace_options *o)
+{
+    tvm_trace_options opts = o ? *o : (tvm_trace_options){ .size = sizeof(tvm_trace_options) };
+    opts.format = TVM_TRACE_CALLBACK;
+    opts.callback = keep;
+    opts.callback_data = l;
+    tvm_session s;
+    tvm_error err;
+    cr_assert_eq(tvm_session_create(vm, name, &opts, &s, &err), TVM_OK, "%s", err.message);
+    return s;
+}
+
+/* What l holds once every event written so far reached it. */
+static const char *text(tvm_session s, Lines *l)
+{
+    tvm_session_flush(vm, s);
+    return l->buf;
+}
+
+static void tp(tvm_session s, const char *pattern, const char *ms, tvm_tp_action how,
+               unsigned flags)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_session_trace_pattern(vm, s, pattern, ms, how, flags, 0, NULL, &err), TVM_OK,
+                 "%s", err.message);
+}
+
+static void new_flags(tvm_session s, unsigned flags, bool on)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_session_trace_flags_all(vm, s, TVM_TRACE_NEW, flags, on, &err), TVM_OK, "%s",
+                 err.message);
+}
+
+/* Runs ss:fun(args) as a joined process; returns its pid. */
+static tvm_pid run(const char *fun, int argc, const int64_t *args)
+{
+    tvm_term a[4], r;
+    tvm_pid pid;
+    for (int i = 0; i < argc; i++)
+        cr_assert_eq(tvm_make_int(env, args[i], &a[i]), TVM_OK);
+    cr_assert_eq(tvm_spawn(env, "ss", fun, argc, a, &pid), TVM_OK);
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
+    return pid;
+}
+
+static tvm_pid run1(const char *fun, int64_t x)
+{
+    return run(fun, 1, &x);
+}
+
+/* trace_info(mfa, item) in session s, formatted. */
+static const char *info(tvm_session s, const char *mfa, const char *item)
+{
+    static char buf[512];
+    tvm_term t;
+    tvm_error err;
+    cr_assert_eq(tvm_session_trace_info(env, s, mfa, item, &t, &err), TVM_OK, "%s", err.message);
+    tvm_format_term(env, t, buf, sizeof buf);
+    return buf;
+}
+
+static char *fmt(const char *f, unsigned long long a)
+{
+    static char buf[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], f, a);
+    return buf[k];
+}
+
+/* Waits (generously) until session s is no longer live; its info. */
+static tvm_session_info wait_stopped(tvm_session s)
+{
+    tvm_session_info in;
+    for (int i = 0; i < 2000; i++) {
+        cr_assert_eq(tvm_session_info_get(vm, s, &in), TVM_OK);
+        if (!in.live)
+            return in;
+        usleep(5000);
+    }
+    cr_assert_fail("session %llu still live", (unsigned long long)s.id);
+    return in;
+}
+
+/* ==== BEAM behaviour 40 ==== */
+
+/* Two sessions tracing the same process and function each get their own
+ * message (trace_session_SUITE:call). */
+Test(sessions, each_session_gets_its_own_events)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *la = lines_new(), *lb = lines_new();
+    tvm_session a = session("a", la, NULL), b = session("b", lb, NULL);
+    tp(a, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    tp(b, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    new_flags(a, TVM_TRACE_CALL, true);
+    new_flags(b, TVM_TRACE_CALL | TVM_TRACE_ARITY, true);
+    tvm_pid p = run1("g", 7);
+    cr_assert_str_eq(text(a, la), fmt("{trace,<0.%llu.0>,call,{ss,f,[7]}}\n", p));
+    cr_assert_str_eq(text(b, lb), fmt("{trace,<0.%llu.0>,call,{ss,f,1}}\n", p));
+    /* Each session's flags are its own. */
+    unsigned fa, fb, fd;
+    cr_assert_eq(tvm_session_trace_flags_get(vm, a, 0, &fa, NULL), TVM_OK);
+    cr_assert_eq(tvm_session_trace_flags_get(vm, b, 0, &fb, NULL), TVM_OK);
+    cr_assert_eq(fa, TVM_TRACE_CALL);
+    cr_assert_eq(fb, TVM_TRACE_CALL | TVM_TRACE_ARITY);
+    cr_assert_eq(tvm_trace_flags_new(vm), 0, "the default session has none");
+    fd = 99;
+    cr_assert_eq(tvm_session_trace_flags_get(vm, TVM_SESSION_DEFAULT, 0, &fd, NULL), TVM_OK);
+    cr_assert_eq(fd, 0);
+    cr_assert_str_eq(info(TVM_SESSION_DEFAULT, "ss:f/1", "traced"), "{traced,false}");
+    cr_assert_eq(tvm_session_destroy(vm, a, NULL), TVM_OK);
+    cr_assert_eq(tvm_session_destroy(vm, b, NULL), TVM_OK);
+}
+
+/* Disabling in one session leaves the other (trace_session_SUITE:call). */
+Test(sessions, disabling_in_one_leaves_the_other)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *la = lines_new(), *lb = lines_new();
+    tvm_session a = session("a", la, NULL), b = session("b", lb, NULL);
+    tp(a, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_GLOBAL);
+    tp(b, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_GLOBAL);
+    new_flags(a, TVM_TRACE_CALL, true);
+    new_flags(b, TVM_TRACE_CALL, true);
+    tvm_pid p1 = run1("g", 1);
+    tp(a, "ss:f/1", NULL, TVM_TP_FALSE, TVM_TP_GLOBAL);
+    tvm_pid p2 = run1("g", 2);
+    new_flags(b, TVM_TRACE_CALL, false);
+    new_flags(a, TVM_TRACE_CALL, false);
+    tp(a, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_GLOBAL);
+    run1("g", 3);
+    cr_assert_str_eq(text(a, la), fmt("{trace,<0.%llu.0>,call,{ss,f,[1]}}\n", p1));
+    char want[256];
+    snprintf(want, sizeof want, "{trace,<0.%llu.0>,call,{ss,f,[1]}}\n{trace,<0.%llu.0>,call,{ss,f,[2]}}\n",
+             (unsigned long long)p1, (unsigned long long)p2);
+    cr_assert_str_eq(text(b, lb), want);
+    cr_assert_str_eq(info(a, "ss:f/1", "traced"), "{traced,global}");
+    cr_assert_str_eq(info(b, "ss:f/1", "traced"), "{traced,global}");
+    tp(b, "ss:f/1", NULL, TVM_TP_FALSE, TVM_TP_GLOBAL);
+    cr_assert_str_eq(info(b, "ss:f/1", "traced"), "{traced,false}");
+    cr_assert_str_eq(info(a, "ss:f/1", "traced"), "{traced,global}");
+}
+
+/* Destroying a session removes all its settings (trace_session_SUITE:
+ * destroy): every kind of pattern, on_load, the process flags, the flags
+ * of new processes, call_count and call_time data; another session with
+ * the same settings keeps them. */
+Test(sessions, destroy_removes_everything_and_only_that)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *la = lines_new(), *lb = lines_new();
+    tvm_session a = session("a", la, NULL), b = session("b", lb, NULL);
+    tvm_pid w;
+    cr_assert_eq(tvm_spawn(env, "ss", "waiter", 0, NULL, &w), TVM_OK);
+    tvm_session both[2] = { a, b };
+    for (int i = 0; i < 2; i++) {
+        tvm_session s = both[i];
+        tvm_error err;
+        tp(s, "ss:f/1", "[{'_',[],[{return_trace}]}]", TVM_TP_TRUE, TVM_TP_LOCAL);
+        tp(s, "ss:g/1", NULL, TVM_TP_TRUE, TVM_TP_GLOBAL);
+        cr_assert_eq(tvm_session_trace_pattern(vm, s, "ss:h/1", NULL, TVM_TP_TRUE, TVM_TP_META, w,
+                                               NULL, &err), TVM_OK, "%s", err.message);
+        tp(s, "ss:g/1", NULL, TVM_TP_TRUE, TVM_TP_CALL_COUNT);
+        tp(s, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_CALL_TIME);
+        tp(s, "on_load", NULL, TVM_TP_TRUE, TVM_TP_LOCAL | TVM_TP_CALL_COUNT);
+        cr_assert_eq(tvm_session_trace_flags(vm, s, w, TVM_TRACE_PROCS, true, &err), TVM_OK);
+        new_flags(s, TVM_TRACE_CALL, true);
+    }
+    run1("g", 1);
+    for (int i = 0; i < 2; i++) {
+        tvm_session s = both[i];
+        cr_assert_str_eq(info(s, "ss:f/1", "traced"), "{traced,local}");
+        cr_assert_str_eq(info(s, "ss:f/1", "match_spec"),
+                         "{match_spec,[{'_',[],[{return_trace}]}]}");
+        cr_assert_str_eq(info(s, "ss:g/1", "traced"), "{traced,global}");
+        cr_assert_str_eq(info(s, "ss:h/1", "meta"), fmt("{meta,<0.%llu.0>}", w));
+        cr_assert_str_eq(info(s, "ss:g/1", "call_count"), "{call_count,1}");
+        cr_assert(strncmp(info(s, "ss:f/1", "call_time"), "{call_time,[{<0.", 16) == 0, "%s",
+                  info(s, "ss:f/1", "call_time"));
+        cr_assert_str_eq(info(s, "on_load", "traced"), "{traced,local}");
+        cr_assert_str_eq(info(s, "on_load", "call_count"), "{call_count,true}");
+    }
+    cr_assert_eq(tvm_session_destroy(vm, a, NULL), TVM_OK);
+    /* a is gone: every call about it says so, and changes nothing. */
+    tvm_term t;
+    tvm_error err;
+    cr_assert_eq(tvm_session_trace_info(env, a, "ss:f/1", "traced", &t, &err), TVM_ERR_NOTFOUND);
+    cr_assert_str_eq(err.message, fmt("tvm_session_trace_info: no session %llu (destroyed, or "
+                                      "never created)", a.id));
+    /* b keeps everything. */
+    cr_assert_str_eq(info(b, "ss:f/1", "traced"), "{traced,local}");
+    cr_assert_str_eq(info(b, "ss:g/1", "traced"), "{traced,global}");
+    cr_assert_str_eq(info(b, "ss:h/1", "meta"), fmt("{meta,<0.%llu.0>}", w));
+    cr_assert_str_eq(info(b, "ss:g/1", "call_count"), "{call_count,1}");
+    cr_assert_str_eq(info(b, "on_load", "call_count"), "{call_count,true}");
+    unsigned f;
+    cr_assert_eq(tvm_session_trace_flags_get(vm, b, w, &f, NULL), TVM_OK);
+    cr_assert_eq(f, TVM_TRACE_PROCS);
+    /* A successor in a's slot starts from nothing. */
+    Lines *lc = lines_new();
+    tvm_session c = session("c", lc, NULL);
+    cr_assert_eq(c.id & 0xff, a.id & 0xff, "the successor takes a's slot");
+    cr_assert_neq(c.id, a.id);
+    cr_assert_str_eq(info(c, "ss:f/1", "all"), "{all,false}");
+    cr_assert_str_eq(info(c, "ss:g/1", "all"), "{all,false}");
+    cr_assert_str_eq(info(c, "ss:h/1", "all"), "{all,false}");
+    cr_assert_str_eq(info(c, "on_load", "all"), "{all,false}");
+    cr_assert_eq(tvm_session_trace_flags_get(vm, c, w, &f, NULL), TVM_OK);
+    cr_assert_eq(f, 0);
+    cr_assert_eq(tvm_session_trace_flags_get(vm, c, 0, &f, NULL), TVM_OK);
+    cr_assert_eq(f, 0);
+    /* a's sink got its events and, last, why it ended. */
+    const char *la_text = la->buf;
+    cr_assert(strstr(la_text, "{trace_stopped,destroyed,") != NULL, "%s", la_text);
+    tvm_term m, r;
+    cr_assert_eq(tvm_make_atom(env, "stop", &m), TVM_OK);
+    cr_assert_eq(tvm_send(env, w, m), TVM_OK);
+    cr_assert_eq(tvm_join(env, w, &r), TVM_OK);
+}
+
+/* Sessions with different match specs on one function. */
+Test(sessions, different_match_specs_on_one_function)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *la = lines_new(), *lb = lines_new();
+    tvm_session a = session("a", la, NULL), b = session("b", lb, NULL);
+    tp(a, "ss:f/1", "[{[1],[],[]}]", TVM_TP_TRUE, TVM_TP_LOCAL);
+    tp(b, "ss:f/1", "[{[2],[],[{message,two}]}]", TVM_TP_TRUE, TVM_TP_LOCAL);
+    new_flags(a, TVM_TRACE_CALL, true);
+    new_flags(b, TVM_TRACE_CALL, true);
+    tvm_pid p1 = run1("g", 1), p2 = run1("g", 2);
+    run1("g", 3);
+    cr_assert_str_eq(text(a, la), fmt("{trace,<0.%llu.0>,call,{ss,f,[1]}}\n", p1));
+    cr_assert_str_eq(text(b, lb), fmt("{trace,<0.%llu.0>,call,{ss,f,[2]},two}\n", p2));
+    cr_assert_str_eq(info(a, "ss:f/1", "match_spec"), "{match_spec,[{[1],[],[]}]}");
+    cr_assert_str_eq(info(b, "ss:f/1", "match_spec"), "{match_spec,[{[2],[],[{message,two}]}]}");
+}
+
+/* return_from and return_to go to the session that pushed the frame. */
+Test(sessions, return_frames_are_attributed_per_session)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *la = lines_new(), *lb = lines_new();
+    tvm_session a = session("a", la, NULL), b = session("b", lb, NULL);
+    tp(a, "ss:f/1", "[{'_',[],[{return_trace}]}]", TVM_TP_TRUE, TVM_TP_LOCAL);
+    tp(b, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    new_flags(a, TVM_TRACE_CALL, true);
+    new_flags(b, TVM_TRACE_CALL | TVM_TRACE_RETURN_TO, true);
+    tvm_pid p = run1("h", 5);
+    char want[512];
+    snprintf(want, sizeof want,
+             "{trace,<0.%llu.0>,call,{ss,f,[5]}}\n{trace,<0.%llu.0>,return_from,{ss,f,1},6}\n",
+             (unsigned long long)p, (unsigned long long)p);
+    cr_assert_str_eq(text(a, la), want);
+    snprintf(want, sizeof want,
+             "{trace,<0.%llu.0>,call,{ss,f,[5]}}\n{trace,<0.%llu.0>,return_to,{ss,h,1}}\n",
+             (unsigned long long)p, (unsigned long long)p);
+    cr_assert_str_eq(text(b, lb), want);
+}
+
+/* At most TVM_SESSIONS_MAX live sessions, the default one included. */
+Test(sessions, at_most_sessions_max)
+{
+    tvm_session s[TVM_SESSIONS_MAX];
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_TEXT, .path = "/dev/null", .ring_bytes = 4096 };
+    tvm_error err;
+    for (int i = 1; i < TVM_SESSIONS_MAX; i++)
+        cr_assert_eq(tvm_session_create(vm, "many", &o, &s[i], &err), TVM_OK, "%s", err.message);
+    tvm_session extra;
+    cr_assert_eq(tvm_session_create(vm, "one more", &o, &extra, &err), TVM_ERR_LIMIT);
+    cr_assert_str_eq(err.message, "tvm_session_create: 16 sessions are live, the most there can "
+                                  "be (the default one included); destroy one first");
+    cr_assert_eq(tvm_session_destroy(vm, s[5], &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_session_create(vm, "one more", &o, &extra, &err), TVM_OK, "%s", err.message);
+    for (int i = 1; i < TVM_SESSIONS_MAX; i++)
+        if (i != 5)
+            cr_assert_eq(tvm_session_destroy(vm, s[i], NULL), TVM_OK);
+    cr_assert_eq(tvm_session_destroy(vm, extra, NULL), TVM_OK);
+}
+
+/* Bad arguments get a precise error and change nothing. */
+Test(sessions, bad_arguments_change_nothing)
+{
+    load_ok(vm, "ss", ss_src);
+    tvm_error err;
+    tvm_session s;
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_TEXT, .file = stderr,
+                            .rate = 5, .rate_policy = (tvm_rate_policy)4 };
+    cr_assert_eq(tvm_session_create(vm, "x", &o, &s, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_session_create: bad rate policy 4 (expected stop or drop)");
+    o.rate_policy = TVM_RATE_DROP;
+    o.path = "/dev/null";
+    cr_assert_eq(tvm_session_create(vm, "x", &o, &s, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_session_create: give one of path, file and fd, not 2");
+    cr_assert_eq(tvm_session_create(vm, "", NULL, &s, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_session_create: a session's name is 1..255 bytes");
+    cr_assert_eq(tvm_session_destroy(vm, TVM_SESSION_DEFAULT, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_session_destroy: the default session is never destroyed "
+                                  "(tvm_trace_stop stops its pipeline)");
+    Lines *l = lines_new();
+    s = session("x", l, NULL);
+    cr_assert_eq(tvm_session_destroy(vm, s, &err), TVM_OK);
+    cr_assert_eq(tvm_session_destroy(vm, s, &err), TVM_ERR_NOTFOUND);
+    cr_assert_str_eq(err.message, fmt("tvm_session_destroy: no session %llu (destroyed, or never "
+                                      "created)", s.id));
+    int n = 7;
+    cr_assert_eq(tvm_session_trace_pattern(vm, s, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL, 0, &n,
+                                           &err), TVM_ERR_NOTFOUND);
+    cr_assert_str_eq(err.message, fmt("tvm_session_trace_pattern: no session %llu (destroyed, or "
+                                      "never created)", s.id));
+    cr_assert_eq(n, 7, "nothing was matched");
+    cr_assert_eq(tvm_session_trace_flags_all(vm, s, TVM_TRACE_ALL, TVM_TRACE_CALL, true, &err),
+                 TVM_ERR_NOTFOUND);
+    cr_assert_eq(tvm_trace_flags_new(vm), 0);
+    int64_t c;
+    cr_assert_eq(tvm_session_call_count(vm, s, "ss:f/1", &c), TVM_ERR_NOTFOUND);
+    cr_assert_str_eq(info(TVM_SESSION_DEFAULT, "ss:f/1", "traced"), "{traced,false}");
+    /* pid 0 is a call context: only the default session traces those. */
+    Lines *l2 = lines_new();
+    tvm_session s2 = session("y", l2, NULL);
+    cr_assert_eq(tvm_session_trace_flags(vm, s2, 0, TVM_TRACE_CALL, true, &err), TVM_ERR_BADARG);
+    cr_assert_eq(tvm_session_trace_flags(vm, s2, 99999, TVM_TRACE_CALL, true, &err),
+                 TVM_ERR_NOTFOUND);
+    cr_assert_str_eq(err.message, "tvm_session_trace_flags: no process <0.99999.0>");
+}
+
+/* ==== limits ==== */
+
+/* Counts the calls of f in l (a call event per line that has {ss,f,). */
+static int calls_in(const char *s)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, ",call,{ss,f,")); p++)
+        n++;
+    return n;
+}
+
+/* Exactly max_events events with every scheduler emitting at once. */
+Test(sessions, max_events_is_exact_with_every_scheduler_emitting)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *l = lines_new();
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .max_events = 1000 };
+    tvm_session s = session("limited", l, &o);
+    tp(s, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    new_flags(s, TVM_TRACE_CALL, true);
+    tvm_pid pids[8];
+    tvm_term a[2], r;
+    for (int i = 0; i < 8; i++) {
+        cr_assert_eq(tvm_make_int(env, 20000, &a[0]), TVM_OK);
+        cr_assert_eq(tvm_make_int(env, i, &a[1]), TVM_OK);
+        cr_assert_eq(tvm_spawn(env, "ss", "loop", 2, a, &pids[i]), TVM_OK);
+    }
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(tvm_join(env, pids[i], &r), TVM_OK);
+    tvm_session_info in = wait_stopped(s);
+    cr_assert_str_eq(in.stopped, "max_events");
+    cr_assert_eq(in.written, 1000);
+    cr_assert_eq(in.lost, 0);
+    const char *t = text(s, l);
+    cr_assert_eq(calls_in(t), 1000);
+    /* The last record says why and how many. */
+    const char *last = strstr(t, "{trace_stopped,");
+    cr_assert_not_null(last);
+    cr_assert_str_eq(last, "{trace_stopped,max_events,1000,0}\n");
+    /* Its settings are gone; the stopped session refuses new ones. */
+    cr_assert_str_eq(info(TVM_SESSION_DEFAULT, "ss:f/1", "traced"), "{traced,false}");
+    tvm_error err;
+    cr_assert_eq(tvm_session_trace_pattern(vm, s, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL, 0,
+                                           NULL, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, fmt("tvm_session_trace_pattern: session limited (%llu) stopped: "
+                                      "max_events", s.id));
+    cr_assert_eq(tvm_session_destroy(vm, s, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(calls_in(l->buf), 1000, "nothing more after the stop");
+}
+
+/* Above the rate: dropped and counted (rate_policy drop)... */
+Test(sessions, rate_drop_counts_what_it_drops)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *l = lines_new();
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .rate = 5, .rate_window_ms = 1000000, .rate_policy = TVM_RATE_DROP };
+    tvm_session s = session("rated", l, &o);
+    tp(s, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    new_flags(s, TVM_TRACE_CALL, true);
+    int64_t args[2] = { 20, 1 };
+    run("loop", 2, args);
+    cr_assert_eq(calls_in(text(s, l)), 5);
+    tvm_session_info in;
+    cr_assert_eq(tvm_session_info_get(vm, s, &in), TVM_OK);
+    cr_assert(in.live);
+    cr_assert_null(in.stopped);
+    cr_assert_eq(in.written, 5);
+    cr_assert_eq(in.lost, 15);
+    cr_assert_str_eq(in.name, "rated");
+}
+
+/* ... or the session stops (recon_trace's semantics). */
+Test(sessions, rate_stop)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *l = lines_new();
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .rate = 5, .rate_window_ms = 1000000 };
+    tvm_session s = session("rated", l, &o);
+    tp(s, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    new_flags(s, TVM_TRACE_CALL, true);
+    int64_t args[2] = { 20, 1 };
+    run("loop", 2, args);
+    tvm_session_info in = wait_stopped(s);
+    cr_assert_str_eq(in.stopped, "rate");
+    const char *t = text(s, l);
+    cr_assert_eq(calls_in(t), 5);
+    cr_assert_str_eq(strstr(t, "{trace_stopped,"), "{trace_stopped,rate,5,0}\n");
+}
+
+/* A duration (no time is asserted: only that it stops, and why). */
+Test(sessions, duration_stops_the_session)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *l = lines_new();
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .duration_ms = 20 };
+    tvm_session s = session("brief", l, &o);
+    tp(s, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    tvm_session_info in = wait_stopped(s);
+    cr_assert_str_eq(in.stopped, "duration");
+    cr_assert_str_eq(text(s, l), "{trace_stopped,duration,0,0}\n");
+    cr_assert_str_eq(info(TVM_SESSION_DEFAULT, "ss:f/1", "traced"), "{traced,false}");
+}
+
+/* A session whose owner exits is destroyed. */
+Test(sessions, owner_exit_destroys_the_session)
+{
+    load_ok(vm, "ss", ss_src);
+    tvm_pid w;
+    cr_assert_eq(tvm_spawn(env, "ss", "waiter", 0, NULL, &w), TVM_OK);
+    Lines *l = lines_new();
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .owner = w };
+    tvm_session s = session("owned", l, &o);
+    tp(s, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    tvm_term m, r;
+    cr_assert_eq(tvm_make_atom(env, "stop", &m), TVM_OK);
+    cr_assert_eq(tvm_send(env, w, m), TVM_OK);
+    cr_assert_eq(tvm_join(env, w, &r), TVM_OK);
+    tvm_session_info in;
+    int i = 0;
+    while (tvm_session_info_get(vm, s, &in) == TVM_OK && i++ < 2000)
+        usleep(5000);
+    cr_assert_eq(tvm_session_info_get(vm, s, &in), TVM_ERR_NOTFOUND);
+    cr_assert_str_eq(l->buf, "{trace_stopped,owner_exit,0,0}\n");
+    cr_assert_str_eq(info(TVM_SESSION_DEFAULT, "ss:f/1", "traced"), "{traced,false}");
+}
+
+/* A descriptor sink: events arrive; a destroy while the reader does not
+ * read returns (what cannot be written is dropped). */
+Test(sessions, fd_sink_destroyed_while_its_reader_sleeps)
+{
+    load_ok(vm, "ss", ss_src);
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_TEXT, .use_fd = true, .fd = fds[1] };
+    tvm_session s;
+    tvm_error err;
+    cr_assert_eq(tvm_session_create(vm, "fd", &o, &s, &err), TVM_OK, "%s", err.message);
+    tp(s, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    new_flags(s, TVM_TRACE_CALL, true);
+    tvm_pid p = run1("g", 1);
+    cr_assert_eq(tvm_session_flush(vm, s), TVM_OK);
+    char buf[256] = { 0 };
+    char want[128];
+    snprintf(want, sizeof want, "{trace,<0.%llu.0>,call,{ss,f,[1]}}\n", (unsigned long long)p);
+    cr_assert_eq(read(fds[0], buf, strlen(want)), (ssize_t)strlen(want));
+    cr_assert_str_eq(buf, want);
+    /* More than the pipe holds (64 KiB), and nobody reads. */
+    int64_t args[2] = { 5000, 1 };
+    run("loop", 2, args);
+    cr_assert_eq(tvm_session_destroy(vm, s, &err), TVM_OK, "%s", err.message);
+    close(fds[0]);
+    close(fds[1]);
+}
+
+/* The default session's limits (tvm_trace_start's options, the CLI's
+ * --max-events): it stops; the legacy calls say so; a new start makes it
+ * live again. */
+Test(sessions, default_session_limits)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *l = lines_new();
+    tvm_error err;
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_CALLBACK, .callback = keep, .callback_data = l,
+                            .max_events = 3 };
+    cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_trace_pattern(vm, "ss:f/1", TVM_TP_TRUE, TVM_TP_LOCAL, NULL, &err), TVM_OK);
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL, true), TVM_OK);
+    int64_t args[2] = { 10, 1 };
+    run("loop", 2, args);
+    tvm_session_info in = wait_stopped(TVM_SESSION_DEFAULT);
+    cr_assert_str_eq(in.name, "default");
+    cr_assert_str_eq(in.stopped, "max_events");
+    cr_assert_eq(in.written, 3);
+    cr_assert_eq(tvm_trace_pattern(vm, "ss:f/1", TVM_TP_TRUE, TVM_TP_LOCAL, NULL, &err),
+                 TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_trace_pattern: session default (0) stopped: max_events");
+    cr_assert_eq(tvm_trace_flags_new(vm), 0, "its flags were removed");
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    cr_assert_eq(calls_in(l->buf), 3);
+    cr_assert_str_eq(strstr(l->buf, "{trace_stopped,"), "{trace_stopped,max_events,3,0}\n");
+    cr_assert_eq(tvm_trace_start(vm, NULL, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_trace_pattern(vm, "ss:f/1", TVM_TP_TRUE, TVM_TP_LOCAL, NULL, &err), TVM_OK);
+    cr_assert_eq(tvm_trace_pattern(vm, "ss:f/1", TVM_TP_FALSE, TVM_TP_LOCAL, NULL, &err), TVM_OK);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+}
+
+/* Two sessions call-trace one function with plain specs: each gets its
+ * own call (one with the arity, which takes the general emitter) and
+ * the return_trace one its return_from. */
+Test(sessions, two_plain_call_traces_on_one_function)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *la = lines_new(), *lb = lines_new();
+    tvm_session a = session("a", la, NULL), b = session("b", lb, NULL);
+    tp(a, "ss:f/1", "[{'_',[],[{return_trace}]}]", TVM_TP_TRUE, TVM_TP_LOCAL);
+    tp(b, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    new_flags(a, TVM_TRACE_CALL | TVM_TRACE_ARITY, true);
+    new_flags(b, TVM_TRACE_CALL, true);
+    tvm_pid p = run1("g", 4);
+    char want[512];
+    snprintf(want, sizeof want,
+             "{trace,<0.%llu.0>,call,{ss,f,1}}\n{trace,<0.%llu.0>,return_from,{ss,f,1},5}\n",
+             (unsigned long long)p, (unsigned long long)p);
+    cr_assert_str_eq(text(a, la), want);
+    cr_assert_str_eq(text(b, lb), fmt("{trace,<0.%llu.0>,call,{ss,f,[4]}}\n", p));
+}
+
+/* call_count in two sessions on one function: each counts every call;
+ * restarting one leaves the other's count. */
+Test(sessions, call_counts_in_two_sessions)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *la = lines_new(), *lb = lines_new();
+    tvm_session a = session("a", la, NULL), b = session("b", lb, NULL);
+    tp(a, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_CALL_COUNT);
+    tp(b, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_CALL_COUNT);
+    int64_t args[2] = { 100, 1 };
+    run("loop", 2, args);
+    int64_t ca = -1, cb = -1;
+    cr_assert_eq(tvm_session_call_count(vm, a, "ss:f/1", &ca), TVM_OK);
+    cr_assert_eq(tvm_session_call_count(vm, b, "ss:f/1", &cb), TVM_OK);
+    cr_assert_eq(ca, 100);
+    cr_assert_eq(cb, 100);
+    tp(a, "ss:f/1", NULL, TVM_TP_RESTART, TVM_TP_CALL_COUNT);
+    run("loop", 2, args);
+    cr_assert_eq(tvm_session_call_count(vm, a, "ss:f/1", &ca), TVM_OK);
+    cr_assert_eq(tvm_session_call_count(vm, b, "ss:f/1", &cb), TVM_OK);
+    cr_assert_eq(ca, 100);
+    cr_assert_eq(cb, 200);
+    cr_assert_eq(tvm_call_count(vm, "ss:f/1", &ca), TVM_ERR_NOTFOUND, "the default has none");
+    cr_assert_eq(tvm_session_destroy(vm, a, NULL), TVM_OK);
+    run("loop", 2, args);
+    cr_assert_eq(tvm_session_call_count(vm, b, "ss:f/1", &cb), TVM_OK);
+    cr_assert_eq(cb, 300);
+}

@@ -1,0 +1,29 @@
+/*
+ * trace/tr_fdout.h - a sink's output to an open file descriptor that
+ * never holds a session's end for longer than a slice once the pipeline
+ * closes (trace/tr_fdout.c).
+ */
+#ifndef TRACE_TR_FDOUT_H
+#define TRACE_TR_FDOUT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct TrFdOut TrFdOut;
+
+/* A stream writing to fd (not closed at fclose); NULL if stdio cannot
+ * make one.  *out: the state to pass to the functions below. */
+FILE *tr_fdout_open(int fd, TrFdOut **out);
+
+/* The pipeline is closing: what cannot be written within one more slice
+ * is dropped.  Any thread. */
+void tr_fdout_closing(TrFdOut *o);
+
+/* Bytes dropped so far (a slow or gone reader). */
+uint64_t tr_fdout_dropped(const TrFdOut *o);
+
+/* After fclose of the stream. */
+void tr_fdout_free(TrFdOut *o);
+
+#endif /* TRACE_TR_FDOUT_H */

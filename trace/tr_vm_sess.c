@@ -1,0 +1,113 @@
+/*
+ * trace/tr_vm_sess.c - which sessions an event goes to, and how it gets
+ * into each one's sink; the spawn and exit hooks.
+ *
+ * An event of a process goes to every session whose flags for that
+ * process ask for it (trace/tr_flags.c keeps them: one session's flags in
+ * the process's trace word, several sessions' in its table).  A call
+ * event goes to the session whose breakpoint was hit, and a return to
+ * the session whose trace frame it passes (breakpoints/), each with that
+ * session's flags for the process.  For each session: the session must
+ * be the live incarnation of its slot (its sid), its gate must admit the
+ * event (limits: trace/tr_session.c), and then the event goes to its
+ * pipeline (trace/tr_vm.c's rule: `out` loaded with acquire and used only
+ * while the emitter is online; tr_vm_emit, whose lossless wait may
+ * suspend the process) or, for a session with a tracer process, to that
+ * process as a message (trace/tr_deliver.c: built off the heap, so no
+ * collection happens here and the event's terms stay valid for the next
+ * session).
+ */
+#include <string.h>
+
+#include "trace/tr_deliver.h"
+#include "trace/tr_session.h"
+#include "trace/tr_vm.h"
+#include "trace/tr_vm_internal.h"
+#include "vm/qsbr.h"
+
+/* TR_F_TIMESTAMP when the flags ask for it. */
+static unsigned record_flags(unsigned tf)
+{
+    return (tf & VM_TRACE_TIMESTAMP) ? TR_F_TIMESTAMP : 0;
+}
+
+TrStatus tr_sess_emit(Process *p, unsigned sid, const TrEmit *ev)
+{
+    TrSession *s = tr_session_at(p->vm, vm_sid_slot(sid));
+    /* [SS1'] acquire: the session's fields before we read them. */
+    uintptr_t w = vm_atomic_load_acquire(&s->state);
+    if (tr_sess_st(w) != TR_SESS_LIVE || tr_sess_sid(w) != sid)
+        return TR_DROPPED;
+    /* [SS2'] acquire: the limits before the gate reads them. */
+    if (vm_atomic_load_acquire(&s->gated) && !tr_session_admit(p->vm, s))
+        return TR_DROPPED;
+    if (s->tracer)
+        return tr_deliver(p, s, ev) ? TR_OK : TR_DROPPED;
+    /* [TP1'] acquire; pairs with [TP1] in tr_vm_start(). */
+    TrVm *t = vm_atomic_load_ptr_acquire(&s->out);
+    return t ? tr_vm_emit(p, t, ev) : TR_DROPPED;
+}
+
+void tr_emit_flagged(Process *p, uintptr_t pf, unsigned want, TrEmit *ev)
+{
+    const unsigned base = ev->flags;
+    unsigned sid = vm_trace_sid(pf);
+    if (VM_LIKELY(sid != VM_SID_MULTI)) {
+        ev->flags = base | record_flags(VM_TRACE_FLAGS(pf));
+        tr_sess_emit(p, sid, ev);
+        return;
+    }
+    /* [TF1'] acquire: pairs with [TF1] (the table before the word). */
+    const VmTraceTab *tab = vm_atomic_load_ptr_acquire(&p->trace_tab);
+    for (unsigned i = 0; tab && i < VM_SESSIONS_MAX; i++) {
+        uintptr_t w = vm_atomic_load_relaxed(&tab->w[i]);
+        if (!(VM_TRACE_FLAGS(w) & want))
+            continue;
+        ev->flags = base | record_flags(VM_TRACE_FLAGS(w));
+        tr_sess_emit(p, vm_trace_sid(w), ev);
+    }
+}
+
+/* ==== spawn and exit ==== */
+
+void vm_hook_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
+                   const Term *args)
+{
+    uintptr_t pf = vm_atomic_load_relaxed(&parent->trace);
+    if (!(pf & VM_TRACE_PROCS))
+        return;
+    Term terms[VM_MAX_ARITY + 1];
+    terms[0] = make_pid(child);
+    memcpy(terms + 1, args, (size_t)argc * sizeof(Term));
+    TrEmit ev = {
+        .kind = TR_K_SPAWN,
+        .pid = parent->pid,
+        .mod = entry->mod,
+        .fun = entry->name,
+        .arity = (unsigned)argc,
+        .terms = terms,
+        .nterms = (unsigned)argc + 1,
+    };
+    vm_qsbr_call_enter();
+    tr_emit_flagged(parent, pf, VM_TRACE_PROCS, &ev);
+    vm_qsbr_call_leave();
+}
+
+void vm_hook_exit(Process *p, Term reason)
+{
+    /* Sessions this process owns end with it (their stopper does the
+     * work; the test is one relaxed load while no session has an owner). */
+    if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->vm->sessions->owned)))
+        tr_sessions_owner_exit(p->vm, p->pid);
+    uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
+    if (!(pf & VM_TRACE_PROCS))
+        return;
+    TrEmit ev = {
+        .kind = TR_K_EXIT,
+        .flags = TR_F_NO_MFA,
+        .pid = p->pid,
+        .terms = &reason,
+        .nterms = 1,
+    };
+    tr_emit_flagged(p, pf, VM_TRACE_PROCS, &ev);
+}
