@@ -22,6 +22,7 @@
 
 #include "breakpoints/bp.h"
 #include "control/control.h"
+#include "profile/pf.h"
 #include "trace/tr_vm.h"
 #include "vm/native.h"
 #include "vm/progress.h"
@@ -40,6 +41,7 @@ static const Layer layers[] = {
     { "vm", NULL, NULL, NULL, vm_bif_natives },
     { "trace", NULL, tr_vm_destroy, NULL, tr_natives },
     { "breakpoints", bp_engine_init, NULL, bp_engine_destroy, bp_natives },
+    { "profile", NULL, pf_layer_stop, NULL, NULL },
     { "control", ctl_layer_init, tvm_control_stop, NULL, NULL },
 };
 

@@ -41,6 +41,7 @@
  * processes and trims the fiber pool, so a grace period never waits for
  * an idle scheduler.
  */
+#define _GNU_SOURCE
 #include "vm/sched.h"
 
 #include <errno.h>
@@ -269,13 +270,24 @@ static void cache_flush(Scheduler *s)
 
 /* ==== switching out, from the process's side ==== */
 
+/* What the profiler wants (vm/hook.h). */
+VmAtomic vm_pf_want;
+
 void vm_proc_switch_out(Process *p)
 {
     if (!p->want_wait && vm_sched_yield_to_next(p))
         return;
+    /* A wait, while the off-CPU profile is on: its start and end are
+     * reported (one predicted branch when it is off; a plain yield never
+     * gets here with want_wait set). */
+    bool off = p->want_wait && vm_pf_wanted(VM_PF_OFF);
+    if (off)
+        vm_hook_pf_wait_begin(p);
     vm_il_switch_out(p);
     vm_fiber_tsan_switch(p->sched->tsan);
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
+    if (off)
+        vm_hook_pf_wait_end(p);
 }
 
 /* A process inside a call_time-traced function (its clock stops while it
@@ -444,6 +456,9 @@ static void *sched_main(void *arg)
     SchedSystem *sys = s->sys;
     s->tsan = vm_fiber_tsan_current();
     tls_sched = s;
+    /* [TID1] release: pairs with [TID1'] in the profiler, which aims its
+     * per-thread CPU-time timer at this id. */
+    vm_atomic_store_release(&s->tid, (uintptr_t)gettid());
     vm_qsbr_sched_register();
     for (;;) {
         /* A VM being destroyed stops between two processes, even with work

@@ -67,6 +67,10 @@ typedef struct Scheduler {
      * before its grace period (trace/tr_vm.c); loaded by this scheduler's
      * processes for their fast path (acquire, trace/tr_vm_fast.h). */
     VmAtomic trace_ring;
+    /* The thread's kernel id, for signals and timers aimed at it (the
+     * sampling profiler's CPU-time timer).  Written once by the thread
+     * when it starts ([TID1] release); 0 until then. */
+    VmAtomic tid;
 } Scheduler;
 
 typedef struct SchedSystem {
