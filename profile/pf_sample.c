@@ -66,7 +66,7 @@
  *   A producer finds the session through pf_live and announces itself in
  *   pf_inflight: a full read-modify-write increment, then the load of
  *   pf_live, then the decrement when done.  Stopping deletes the timers,
- *   clears vm_pf_want, stores pf_live = NULL with a full barrier ([PF2])
+ *   clears vm_pf_want, sets pf_live = NULL with a full-barrier CAS ([PF2])
  *   and then reads pf_inflight with a full read-modify-write until it is 0
  *   ([PF2']): a Dekker handshake, so every producer either saw NULL or is
  *   waited for.  Only then does the aggregator make its last drain.  A
@@ -527,7 +527,11 @@ void pf_stop(tvm_profile *S)
     vm_atomic_store_relaxed(&vm_pf_alloc_mean, 0);
     /* [PF2] a full store, then [PF2'] full reads of pf_inflight: every
      * producer saw no session or is waited for (protocol 4). */
-    vm_atomic_store_full(&pf_live, 0);
+    /* (A CAS rather than a store and a fence: ThreadSanitizer knows
+     * read-modify-writes, not fences.) */
+    uintptr_t live = vm_atomic_load_relaxed(&pf_live);
+    while (!vm_atomic_cas_full(&pf_live, live, 0))
+        live = vm_atomic_load_relaxed(&pf_live);
     while (vm_atomic_load_rmw_full(&pf_inflight) != 0)
         sched_yield();
     S->t_stop = vm_now_ns();
