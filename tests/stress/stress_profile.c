@@ -6,8 +6,8 @@
  * for a number of rounds, and exits.  In turn:
  *   - an on-CPU profile at 4,999 Hz over a population of 10,000, with a
  *     thread rendering the profile in every format while it runs;
- *   - 30 on-CPU profiles started and stopped back to back while a
- *     population runs (a session's end against handlers in flight);
+ *   - 30 on-CPU profiles started and stopped back to back while 1,000
+ *     workers run (a session's end against handlers in flight);
  *   - an off-CPU profile and an allocation profile (1 KiB) of a
  *     population of 10,000 each.
  * Every profile must hold samples of the workers' functions and render
@@ -76,12 +76,12 @@ enum { PROCS = 10000 };
 static tvm_vm *vm;
 static atomic_int rendering;
 
-static void population(tvm_env *env, int rounds)
+static void population(tvm_env *env, int rounds, int procs)
 {
-    tvm_pid *pids = malloc(PROCS * sizeof *pids);
-    for (int i = 0; i < PROCS; i++)
+    tvm_pid *pids = malloc((size_t)procs * sizeof *pids);
+    for (int i = 0; i < procs; i++)
         pids[i] = spawn_int(env, "sp", "worker", rounds);
-    for (int i = 0; i < PROCS; i++) {
+    for (int i = 0; i < procs; i++) {
         tvm_term r;
         if (tvm_join(env, pids[i], &r) != TVM_OK)
             exit(fail("a worker failed"));
@@ -121,7 +121,7 @@ static void *renderer(void *arg)
     while (atomic_load(&rendering)) {
         if (!render_all(p, false))
             exit(fail("rendering while profiling failed"));
-        struct timespec ts = { 0, 20 * 1000000L };
+        struct timespec ts = { 0, 100 * 1000000L };
         nanosleep(&ts, NULL);
     }
     return NULL;
@@ -139,13 +139,22 @@ static tvm_profile *start(tvm_profile_kind kind, unsigned hz, size_t interval)
     return p;
 }
 
+static double secs(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double t0;
+
 static void check(tvm_profile *p, const char *what)
 {
     tvm_profile_stats st;
     tvm_profile_get_stats(p, &st);
-    printf("%s: %s: %llu samples, %llu lost, %llu stacks\n", stress_name, what,
+    printf("%s: %s: %llu samples, %llu lost, %llu stacks (at %.1f s)\n", stress_name, what,
            (unsigned long long)st.samples, (unsigned long long)st.lost,
-           (unsigned long long)st.stacks);
+           (unsigned long long)st.stacks, secs() - t0);
     if (st.samples == 0)
         exit(fail("a profile without samples"));
     if (!render_all(p, true))
@@ -155,13 +164,14 @@ static void check(tvm_profile *p, const char *what)
 static void *churn(void *arg)
 {
     tvm_env *env = tvm_env_new(vm);
-    population(env, *(int *)arg);
+    population(env, *(int *)arg, 1000);
     tvm_env_free(env);
     return NULL;
 }
 
 int main(void)
 {
+    t0 = secs();
     tvm_config cfg = { .fiber_slabs = true };
     vm = tvm_new(&cfg);
     tvm_env *env = tvm_env_new(vm);
@@ -173,7 +183,7 @@ int main(void)
     atomic_store(&rendering, 1);
     pthread_t r;
     pthread_create(&r, NULL, renderer, p);
-    population(env, 5);
+    population(env, 2, PROCS);
     atomic_store(&rendering, 0);
     pthread_join(r, NULL);
     tvm_profile_stop(p);
@@ -181,7 +191,7 @@ int main(void)
     tvm_profile_free(p);
 
     /* Sessions started and stopped while a population runs. */
-    int rounds = 3;
+    int rounds = 1;
     pthread_t c;
     pthread_create(&c, NULL, churn, &rounds);
     for (int i = 0; i < 30; i++) {
@@ -191,15 +201,16 @@ int main(void)
         tvm_profile_free(p);
     }
     pthread_join(c, NULL);
+    printf("%s: 30 sessions under load (at %.1f s)\n", stress_name, secs() - t0);
 
     p = start(TVM_PROFILE_OFF, 0, 0);
-    population(env, 2);
+    population(env, 1, PROCS);
     tvm_profile_stop(p);
     check(p, "off");
     tvm_profile_free(p);
 
     p = start(TVM_PROFILE_ALLOC, 0, 1024);
-    population(env, 2);
+    population(env, 1, PROCS);
     tvm_profile_stop(p);
     check(p, "alloc");
     tvm_profile_free(p);
