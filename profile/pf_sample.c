@@ -450,9 +450,9 @@ tvm_status pf_start(tvm_profile *S, tvm_error *err)
     S->sys = vm_sched_start(S->vm, S->vm->schedulers);
     S->n = S->sys->n;
     S->sched = vm_calloc((size_t)S->n, sizeof(PfSched));
-    /* The CPU ring holds about 100 ms of samples at the rate asked for,
-     * the other about 1 MiB: the aggregator drains them every few ms. */
-    size_t sig_cap = (size_t)S->hz * 2048 / 10, thr_cap = (size_t)1 << 20;
+    /* The CPU ring holds about 200 ms of samples at the rate asked for
+     * (drained every 50 ms), the other 1 MiB (drained every 10 ms). */
+    size_t sig_cap = (size_t)S->hz * 2048 / 5, thr_cap = (size_t)1 << 20;
     for (int i = 0; i < S->n; i++) {
         bool ok = S->kind == TVM_PROFILE_CPU ? ring_init(&S->sched[i].sig, sig_cap)
                                              : ring_init(&S->sched[i].thr, thr_cap);

@@ -4,7 +4,9 @@
 #   tools/setup.sh           build and test dependencies
 #   tools/setup.sh --bench   also the peers the benchmarks compare against
 #   tools/setup.sh --viewers also Chromium (and npm if absent), for
-#                            tools/check_speedscope.sh
+#                            tools/check_speedscope.sh and tools/check_profile.sh
+#   tools/setup.sh --profile-tools  also Go, whose `go tool pprof` reads the
+#                            profiler's pprof files (tools/check_profile.sh)
 #
 # Idempotent and quick: it asks dpkg what is missing and runs apt-get only
 # for that.  Needs root (or sudo) only when something is missing.
@@ -18,12 +20,14 @@ pkgs=(
     spin babeltrace2                  # protocol model, CTF checks
     gdb                               # fiber unwinding tests
     libexpat1                         # a library the symbolizer tests dlopen
+    zlib1g-dev                        # gzip for the profiler's pprof output
 )
 for opt in "$@"; do
     case "$opt" in
     --bench) pkgs+=(lua5.4 erlang-base valgrind hyperfine) ;;
     --viewers) pkgs+=(chromium); command -v npm >/dev/null || pkgs+=(npm) ;;
-    *) echo "usage: $0 [--bench] [--viewers]" >&2; exit 2 ;;
+    --profile-tools) pkgs+=(golang-go) ;;
+    *) echo "usage: $0 [--bench] [--viewers] [--profile-tools]" >&2; exit 2 ;;
     esac
 done
 
