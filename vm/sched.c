@@ -273,21 +273,35 @@ static void cache_flush(Scheduler *s)
 /* What the profiler wants (vm/hook.h). */
 VmAtomic vm_pf_want;
 
-void vm_proc_switch_out(Process *p)
+/* To the scheduler's context; back when p is switched in again. */
+static inline void switch_to_scheduler(Process *p)
 {
-    if (!p->want_wait && vm_sched_yield_to_next(p))
-        return;
-    /* A wait, while the off-CPU profile is on: its start and end are
-     * reported (one predicted branch when it is off; a plain yield never
-     * gets here with want_wait set). */
-    bool off = p->want_wait && vm_pf_wanted(VM_PF_OFF);
-    if (off)
-        vm_hook_pf_wait_begin(p);
     vm_il_switch_out(p);
     vm_fiber_tsan_switch(p->sched->tsan);
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
-    if (off)
-        vm_hook_pf_wait_end(p);
+}
+
+/* A wait while the off-CPU profile is on: its start and end reported. */
+static __attribute__((noinline)) void wait_profiled(Process *p)
+{
+    vm_hook_pf_wait_begin(p);
+    switch_to_scheduler(p);
+    vm_hook_pf_wait_end(p);
+}
+
+void vm_proc_switch_out(Process *p)
+{
+    if (!p->want_wait) {
+        if (!vm_sched_yield_to_next(p))
+            switch_to_scheduler(p);
+        return;
+    }
+    /* A wait: one predicted branch more while no off-CPU profile runs
+     * (a plain yield, above, has none). */
+    if (vm_pf_wanted(VM_PF_OFF))
+        wait_profiled(p);
+    else
+        switch_to_scheduler(p);
 }
 
 /* A process inside a call_time-traced function (its clock stops while it
