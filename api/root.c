@@ -23,6 +23,7 @@
 #include "breakpoints/bp.h"
 #include "breakpoints/bp_session.h"
 #include "control/control.h"
+#include "profile/pf.h"
 #include "trace/tr_vm.h"
 #include "vm/native.h"
 #include "vm/progress.h"
@@ -41,6 +42,7 @@ static const Layer layers[] = {
     { "vm", NULL, NULL, NULL, vm_bif_natives },
     { "trace", tr_vm_init, tr_vm_destroy, tr_vm_release, tr_natives },
     { "breakpoints", bp_engine_init, bp_sessions_stop, bp_engine_destroy, bp_natives },
+    { "profile", NULL, pf_layer_stop, NULL, NULL },
     { "control", ctl_layer_init, tvm_control_stop, NULL, NULL },
 };
 

@@ -200,7 +200,7 @@ tvm_status tvm_session_create(tvm_vm *vm, const char *name, const tvm_trace_opti
     static const char fn[] = "tvm_session_create";
     /* The host's options as this library's struct (vm_opts_copy: the size
      * rule of include/tracevm.h); NULL is text to stderr. */
-    tvm_trace_options o = { .format = TVM_TRACE_TEXT };
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_TEXT };
     char why[512];
     if (!vm || !out)
         return fail(err, TVM_ERR_BADARG, fn, "NULL argument");

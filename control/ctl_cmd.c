@@ -1,6 +1,7 @@
 /*
  * control/ctl_cmd.c - the control endpoint's commands (docs/control.md):
- * info, procs, top, stacks and load, each on the client's own thread.
+ * info, procs, top, stacks, load and profile, each on the client's own
+ * thread.
  *
  * Every command reads the VM through the public API (tvm_processes,
  * tvm_backtrace, tvm_load_string, ...), so what a client can do is what
@@ -480,6 +481,112 @@ static void cmd_load(CtlClient *c, int argc, char **argv)
     ctl_end(c);
 }
 
+/* ==== profile ==== */
+
+/*
+ * profile --duration S [--kind cpu|off|alloc] [--hz N] [--alloc-interval KIB]
+ *         [--format F] [--merge] [--lines] --out PATH
+ * Profiles the VM for S seconds (tvm_profile_start, then stop) and writes
+ * the profile to PATH, an absolute path the client names (the client and
+ * the VM run as the same user: SO_PEERCRED), in the format F or the one
+ * PATH's extension names.  The reply's payload says what was written.
+ * The client's thread sleeps meanwhile; no scheduler waits for it.
+ */
+static void cmd_profile(CtlClient *c, int argc, char **argv)
+{
+    tvm_profile_options po = { .size = sizeof(tvm_profile_options), .kind = TVM_PROFILE_CPU };
+    tvm_profile_write_options wo = { .size = sizeof wo };
+    const char *out = NULL, *format = NULL;
+    double seconds = 0;
+    bool have_duration = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--merge") || !strcmp(a, "--lines")) {
+            *(a[2] == 'm' ? &wo.merge : &wo.lines) = true;
+            continue;
+        }
+        static const char *const valued[] = { "--duration", "--kind", "--hz",
+                                              "--alloc-interval", "--format", "--out" };
+        bool known = false;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+            known = known || !strcmp(a, valued[k]);
+        if (!known) {
+            ctl_error(c, "profile: %s '%s'", a[0] == '-' ? "unknown option" : "unexpected argument",
+                      a);
+            return;
+        }
+        const char *v = i + 1 < argc ? argv[++i] : NULL;
+        if (!v) {
+            ctl_error(c, "profile: %s needs a value", a);
+            return;
+        }
+        bool ok = true;
+        long n;
+        if (!strcmp(a, "--duration")) {
+            char *end;
+            seconds = strtod(v, &end);
+            ok = *v && !*end && seconds > 0 && seconds <= 3600;
+            have_duration = true;
+        } else if (!strcmp(a, "--kind")) {
+            ok = !strcmp(v, "cpu") || !strcmp(v, "off") || !strcmp(v, "alloc");
+            po.kind = v[0] == 'c' ? TVM_PROFILE_CPU : v[0] == 'o' ? TVM_PROFILE_OFF
+                                                                 : TVM_PROFILE_ALLOC;
+        } else if (!strcmp(a, "--hz")) {
+            ok = number(v, 1, 10000, &n);
+            po.hz = ok ? (unsigned)n : 0;
+        } else if (!strcmp(a, "--alloc-interval")) {
+            ok = number(v, 1, 1 << 20, &n);
+            po.alloc_interval = ok ? (size_t)n * 1024 : 0;
+        } else if (!strcmp(a, "--format")) {
+            ok = tvm_profile_format_parse(v, &wo.format) == TVM_OK;
+            format = v;
+        } else {
+            ok = v[0] == '/';
+            out = v;
+        }
+        if (!ok) {
+            ctl_error(c, "profile: bad value for %s: '%s'", a, v);
+            return;
+        }
+    }
+    if (!have_duration || !out) {
+        ctl_error(c, "profile: needs --duration S and --out PATH (absolute)");
+        return;
+    }
+    if (!format && tvm_profile_format_of(out, &wo.format) != TVM_OK) {
+        ctl_error(c, "profile: no format for '%s' (.folded, .json, .pb.gz, .svg): give --format",
+                  out);
+        return;
+    }
+    tvm_profile *prof;
+    tvm_error err;
+    if (tvm_profile_start(c->srv->vm, &po, &prof, &err) != TVM_OK) {
+        ctl_error(c, "profile: %s", err.message);
+        return;
+    }
+    nap(c, (long)(seconds * 1000 + 0.5));
+    tvm_profile_stop(prof);
+    tvm_profile_stats st;
+    tvm_profile_get_stats(prof, &st);
+    tvm_status ws = tvm_profile_write(prof, out, &wo, &err);
+    tvm_profile_free(prof);
+    if (ws != TVM_OK) {
+        ctl_error(c, "profile: %s", err.message);
+        return;
+    }
+    static const char *const kinds[] = { "cpu", "off", "alloc" };
+    static const char *const formats[] = { "folded", "speedscope", "pprof", "svg" };
+    ctl_ok(c);
+    ctl_linef(c, "path: %s", out);
+    ctl_linef(c, "kind: %s", kinds[po.kind]);
+    ctl_linef(c, "format: %s", formats[wo.format]);
+    ctl_linef(c, "samples: %llu", (unsigned long long)st.samples);
+    ctl_linef(c, "lost: %llu", (unsigned long long)st.lost);
+    ctl_linef(c, "stacks: %llu", (unsigned long long)st.stacks);
+    ctl_linef(c, "duration_s: %.2f", (double)st.duration_ns / 1e9);
+    ctl_end(c);
+}
+
 /* ==== dispatch ==== */
 
 static const struct {
@@ -491,6 +598,7 @@ static const struct {
     { "top", cmd_top },
     { "stacks", cmd_stacks },
     { "load", cmd_load },
+    { "profile", cmd_profile },
 };
 
 void ctl_dispatch(CtlClient *c, int argc, char **argv)

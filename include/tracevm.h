@@ -784,6 +784,102 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
 tvm_status tvm_trace_stop(tvm_vm *vm);
 
 /* ------------------------------------------------------------------ */
+/* Profiling: a sampling profiler of processes (docs/profiling.md)    */
+
+typedef enum tvm_profile_kind {
+    TVM_PROFILE_CPU,         /* on-CPU: each scheduler thread sampled by a timer of
+                                its own CPU time, whatever it runs (a process, the
+                                scheduler itself, a collection, a native); the
+                                weight is samples (nanoseconds in pprof and speedscope) */
+    TVM_PROFILE_OFF,         /* off-CPU: the time processes wait (receive, sleep, the
+                                code permission, a lossless trace wait, a native that
+                                suspended), charged to the stack they wait in; ns */
+    TVM_PROFILE_ALLOC,       /* allocation: heap words allocated by processes, sampled
+                                every alloc_interval bytes on average per process,
+                                charged to the VM stack that allocated; bytes */
+} tvm_profile_kind;
+
+typedef struct tvm_profile_options {
+    size_t size;             /* sizeof(tvm_profile_options) (see tvm_config) */
+    tvm_profile_kind kind;
+    unsigned hz;             /* CPU: samples per second of each scheduler's CPU time;
+                                0 = 99; at most 10,000 */
+    size_t alloc_interval;   /* ALLOC: mean bytes between samples; 0 = 512 KiB */
+    int signo;               /* CPU: the timer's signal, SIGRTMIN..SIGRTMAX, not the
+                                stack-capture signal; 0 = SIGRTMIN + 5 */
+} tvm_profile_options;
+
+typedef struct tvm_profile tvm_profile;
+
+/*
+ * Starts profiling the VM's processes (the schedulers are started first).
+ * Nothing stops: samples are taken by each scheduler for itself and
+ * gathered by a thread of the profiler's own.  One profile runs at a time
+ * in an OS process: TVM_ERR_EXISTS while another runs; TVM_ERR_BADARG
+ * (with a message) for bad options or when called from a process;
+ * TVM_ERR_IO when a timer cannot be set up.  Any thread that is not
+ * running a process.
+ */
+tvm_status tvm_profile_start(tvm_vm *vm, const tvm_profile_options *opts, tvm_profile **out,
+                             tvm_error *err);
+
+/* Stops sampling; what was gathered stays to be written.  Nothing when it
+ * is already stopped.  Not from a process. */
+void tvm_profile_stop(tvm_profile *prof);
+
+/* Stops it if it runs and frees it.  Before tvm_destroy of its VM. */
+void tvm_profile_free(tvm_profile *prof);
+
+typedef enum tvm_profile_format {
+    TVM_PROFILE_FOLDED,      /* "frame;frame;frame weight" lines, root first
+                                (flamegraph.pl, inferno, speedscope) */
+    TVM_PROFILE_SPEEDSCOPE,  /* speedscope's JSON file format */
+    TVM_PROFILE_PPROF,       /* pprof's profile.proto, gzipped (go tool pprof) */
+    TVM_PROFILE_SVG,         /* an interactive flame graph, one self-contained SVG */
+} tvm_profile_format;
+
+typedef struct tvm_profile_write_options {
+    size_t size;             /* sizeof(tvm_profile_write_options) (see tvm_config) */
+    tvm_profile_format format;
+    bool merge;              /* one tree for all processes (else each process is a
+                                root frame, <0.N.0>) */
+    bool lines;              /* VM frames split by the line they are at (else one
+                                frame per function, with the line it starts at) */
+    const char *title;       /* the SVG's title; NULL: one naming the kind */
+} tvm_profile_write_options;
+
+/*
+ * Writes what was gathered so far (a running profile too) to `path`
+ * (TVM_ERR_IO when it cannot be written), or renders it into a malloc'ed
+ * buffer (tvm_profile_render; *out is not NUL-terminated for pprof).
+ */
+tvm_status tvm_profile_write(tvm_profile *prof, const char *path,
+                             const tvm_profile_write_options *opts, tvm_error *err);
+tvm_status tvm_profile_render(tvm_profile *prof, const tvm_profile_write_options *opts,
+                              char **out, size_t *len, tvm_error *err);
+
+/* The format a file name asks for by its extension: .folded (or .txt),
+ * .json (speedscope), .pb.gz (or .pprof), .svg; TVM_ERR_BADARG otherwise. */
+tvm_status tvm_profile_format_of(const char *path, tvm_profile_format *fmt);
+/* A format by name: folded, speedscope, pprof, svg. */
+tvm_status tvm_profile_format_parse(const char *name, tvm_profile_format *fmt);
+
+typedef struct tvm_profile_stats {
+    tvm_profile_kind kind;
+    unsigned hz;
+    uint64_t samples;        /* samples gathered */
+    uint64_t lost;           /* samples dropped (a full buffer) */
+    uint64_t weight;         /* their total weight (samples, ns or bytes) */
+    uint64_t stacks;         /* distinct stacks */
+    uint64_t duration_ns;    /* from the start to the stop (or now) */
+    uint64_t sample_ns;      /* CPU: time spent in the signal handler, in all */
+    uint64_t overruns;       /* CPU: timer expirations merged into another sample
+                                (counted in its weight) */
+} tvm_profile_stats;
+
+void tvm_profile_get_stats(tvm_profile *prof, tvm_profile_stats *out);
+
+/* ------------------------------------------------------------------ */
 /* Live control: attaching to a running VM (docs/control.md)          */
 
 /*

@@ -14,7 +14,8 @@ compiled object), each struct with the kind that says how it may change
           passed by value (tvm_term, tvm_error, the *_info arrays,
           tvm_call_time_entry): it never changes within an ABI
   option  the host fills it in and passes it (tvm_config,
-          tvm_trace_options, tvm_backtrace_opts, tvm_spawn_opts): it begins with
+          tvm_trace_options, tvm_backtrace_opts, tvm_spawn_opts, the profile
+          options): it begins with
           `size_t size`; a later version may add fields only past the
           size it had when recorded (never in its tail padding, which an
           older host need not zero), each with 0 as its default

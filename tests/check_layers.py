@@ -35,7 +35,8 @@ import sys
 # Bottom up: a folder may include its own headers and those of any folder
 # listed before it.  include/ (the public header) includes nothing of the
 # project; every folder may include it.
-LAYERS = ['include', 'vm', 'loader', 'stacks', 'trace', 'breakpoints', 'control', 'api']
+LAYERS = ['include', 'vm', 'loader', 'stacks', 'trace', 'breakpoints', 'profile', 'control',
+          'api']
 # Embedders: the CLI and the examples see only the public header.
 EMBEDDERS = ['tools', 'examples']
 # Test and benchmark code may include any layer (white-box tests), but not

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "include/tracevm.h"
 #include "tools/cli.h"
@@ -38,7 +39,33 @@ static const char *const usage_attach =
     "                         procs every interval with the reductions made in it\n"
     "  stacks [PID...] [--running] [--group]\n"
     "                         mixed VM + native stacks; --group folds identical ones\n"
-    "  load FILE              load a new version of a module (errors: nothing changes)\n";
+    "  load FILE              load a new version of a module (errors: nothing changes)\n"
+    "  profile --duration S [--kind cpu|off|alloc] [--hz N] [--alloc-interval KIB]\n"
+    "          [--format F] [--merge] [--lines] --out FILE\n"
+    "                         profile the VM for S seconds (docs/profiling.md); the VM\n"
+    "                         writes FILE (folded, speedscope .json, pprof .pb.gz, .svg)\n";
+
+/* profile's --out FILE made absolute: the VM writes it, from its own
+ * working directory.  Returns a copy of argv to free, or NULL. */
+static char **absolute_out(int argc, char **argv)
+{
+    char **v = calloc((size_t)argc + 1, sizeof *v);
+    for (int i = 0; i < argc; i++)
+        v[i] = argv[i];
+    for (int i = 0; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--out") != 0 || argv[i + 1][0] == '/')
+            continue;
+        char cwd[4096];
+        if (!getcwd(cwd, sizeof cwd))
+            break;
+        size_t n = strlen(cwd) + strlen(argv[i + 1]) + 2;
+        v[i + 1] = malloc(n);
+        snprintf(v[i + 1], n, "%s/%s", cwd, argv[i + 1]);
+        v[argc] = v[i + 1];    /* to free */
+        break;
+    }
+    return v;
+}
 
 static void print_line(const char *line, size_t len, void *data)
 {
@@ -122,8 +149,11 @@ int cmd_attach(int argc, char **argv)
     if (!strcmp(argv[1], "load")) {
         status = load(c, argv[2]);
     } else {
-        tvm_status st = tvm_control_call(c, argc - 1, (const char *const *)argv + 1, print_line,
+        char **args = absolute_out(argc - 1, argv + 1);
+        tvm_status st = tvm_control_call(c, argc - 1, (const char *const *)args, print_line,
                                          stdout, &err);
+        free(args[argc - 1]);
+        free(args);
         status = st == TVM_OK ? 0 : 1;
         if (st != TVM_OK)
             fprintf(stderr, "tracevm attach: %s\n", err.message);

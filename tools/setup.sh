@@ -5,7 +5,9 @@
 #   tools/setup.sh --bench   also the peers the benchmarks compare against
 #                            (Lua 5.4, LuaJIT, Erlang/OTP) and valgrind
 #   tools/setup.sh --viewers also Chromium (and npm if absent), for
-#                            tools/check_speedscope.sh
+#                            tools/check_speedscope.sh and tools/check_profile.sh
+#   tools/setup.sh --profile-tools  also Go, whose `go tool pprof` reads the
+#                            profiler's pprof files (tools/check_profile.sh)
 #   tools/setup.sh --package also what building the Debian packages
 #                            needs (dpkg-buildpackage, debhelper, lintian)
 #
@@ -23,13 +25,15 @@ pkgs=(
     gdb                               # fiber unwinding tests, the ABI check
     man-db                            # the man pages test (man -l)
     libexpat1                         # a library the symbolizer tests dlopen
+    zlib1g-dev                        # gzip for the profiler's pprof output
 )
 for opt in "$@"; do
     case "$opt" in
     --bench) pkgs+=(lua5.4 luajit erlang-base valgrind hyperfine) ;;
     --viewers) pkgs+=(chromium); command -v npm >/dev/null || pkgs+=(npm) ;;
+    --profile-tools) pkgs+=(golang-go) ;;
     --package) pkgs+=(dpkg-dev debhelper fakeroot lintian) ;;
-    *) echo "usage: $0 [--bench] [--viewers] [--package]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--bench] [--viewers] [--package] [--profile-tools]" >&2; exit 2 ;;
     esac
 done
 

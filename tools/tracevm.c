@@ -26,9 +26,11 @@ static const char *const usage_main =
     "commands:\n"
     "  run FILE... [-S N] [-q] [--crash-stacks] [-e MOD:FUN] [--trace PATTERN [--local]\n"
     "      [--match SPEC]] [--flags LIST] [--format FMT] [--out PATH]\n"
-    "      [--max-events N] [--rate N/s] [--duration S] [--] [ARG...]\n"
+    "      [--max-events N] [--rate N/s] [--duration S]\n"
+    "      [--profile[=cpu|off|alloc] [--hz N] --profile-out FILE] [--] [ARG...]\n"
     "                                           load modules, run a function as a process,\n"
-    "                                           optionally tracing calls and processes\n"
+    "                                           optionally tracing calls and processes,\n"
+    "                                           or profiling them\n"
     "  check FILE...                            verify assembly files\n"
     "  dis FILE...                              disassemble assembly files\n"
     "  attach TARGET COMMAND [options]          look into and change a running VM\n"
@@ -38,7 +40,8 @@ static const char *const usage_main =
     "the version of the library it runs with.  Manual: tracevm(1).\n";
 
 static const char *const usage_run =
-    "usage: tracevm run FILE... [-S N] [-q] [--crash-stacks] [-e MOD:FUN] [TRACING] [--] [ARG...]\n"
+    "usage: tracevm run FILE... [-S N] [-q] [--crash-stacks] [-e MOD:FUN] [TRACING] [PROFILING]\n"
+    "                   [--] [ARG...]\n"
     "\n"
     "Loads every FILE (.tasm), then runs MOD:FUN with the ARGs as the first\n"
     "process, prints its result when it returns, and exits (other processes\n"
@@ -87,6 +90,19 @@ static const char *const usage_run =
     "  --duration S     S seconds (a decimal) after it started\n"
     "With a limit, or when events were lost, one line at exit on stderr says\n"
     "how many events the trace wrote and lost (and why it stopped).\n"
+    "\n"
+    "Profiling (docs/profiling.md), from the first process's start to its return:\n"
+    "  --profile[=KIND]     cpu (default): on-CPU samples of every scheduler;\n"
+    "                       off: the time processes wait, by stack; alloc: heap\n"
+    "                       allocation, by VM stack\n"
+    "  --hz N               cpu: samples per second of CPU time (default 99, <= 10000)\n"
+    "  --alloc-interval KIB alloc: mean KiB allocated between samples (default 512)\n"
+    "  --profile-out FILE   where the profile goes; the format from the extension:\n"
+    "                       .folded (folded stacks), .json (speedscope), .pb.gz\n"
+    "                       (pprof), .svg (an interactive flame graph)\n"
+    "  --profile-format F   folded, speedscope, pprof or svg, whatever the extension\n"
+    "  --profile-merge      one tree for all processes (default: a root per process)\n"
+    "  --profile-lines      VM frames split by line (default: by function)\n"
     "SIGUSR2 to the running tracevm switches the --trace patterns off and on\n"
     "again (no scheduler pauses); each switch is reported on stderr.\n"
     "Events still buffered are written before the result is printed; events\n"
@@ -175,6 +191,12 @@ typedef struct RunOpts {
     bool rate_drop;            /* --rate-policy drop */
     bool rate_policy_set;
     uint64_t duration_ms;      /* --duration */
+    bool profile;              /* --profile[=KIND] */
+    tvm_profile_options prof;  /* its kind, --hz, --alloc-interval */
+    const char *profile_out;   /* --profile-out FILE */
+    const char *profile_format; /* --profile-format, or NULL: by the extension */
+    tvm_profile_write_options pw; /* format, --profile-merge, --profile-lines */
+    bool hz_set, interval_set;
 } RunOpts;
 
 static void run_opts_free(RunOpts *o)
@@ -296,6 +318,74 @@ static bool parse_schedulers(const char *arg, tvm_config *cfg)
     return true;
 }
 
+static bool parse_number(const char *opt, const char *arg, unsigned lo, unsigned hi,
+                         unsigned *out)
+{
+    char *end = NULL;
+    long n = strtol(arg, &end, 10);
+    if (!*arg || *end || n < (long)lo || n > (long)hi) {
+        fprintf(stderr, "tracevm run: %s needs a number %u..%u, got '%s'\n", opt, lo, hi, arg);
+        return false;
+    }
+    *out = (unsigned)n;
+    return true;
+}
+
+static bool parse_profile_kind(const char *kind, RunOpts *o)
+{
+    static const char *const names[] = { "cpu", "off", "alloc" };
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(kind, names[i])) {
+            o->profile = true;
+            o->prof.kind = (tvm_profile_kind)i;
+            return true;
+        }
+    fprintf(stderr, "tracevm run: --profile: unknown kind '%s' (expected cpu, off or alloc)\n",
+            kind);
+    return false;
+}
+
+/* The profiling options go together; false with a message. */
+static bool check_profile_opts(RunOpts *o)
+{
+    const char *lone = o->profile_out      ? "--profile-out"
+                       : o->profile_format ? "--profile-format"
+                       : o->pw.merge       ? "--profile-merge"
+                       : o->pw.lines       ? "--profile-lines"
+                       : o->hz_set         ? "--hz"
+                       : o->interval_set   ? "--alloc-interval"
+                                           : NULL;
+    if (!o->profile) {
+        if (lone)
+            fprintf(stderr, "tracevm run: %s needs --profile\n", lone);
+        return !lone;
+    }
+    if (!o->profile_out) {
+        fprintf(stderr, "tracevm run: --profile needs --profile-out FILE\n");
+        return false;
+    }
+    if (o->hz_set && o->prof.kind != TVM_PROFILE_CPU) {
+        fprintf(stderr, "tracevm run: --hz is for --profile=cpu\n");
+        return false;
+    }
+    if (o->interval_set && o->prof.kind != TVM_PROFILE_ALLOC) {
+        fprintf(stderr, "tracevm run: --alloc-interval is for --profile=alloc\n");
+        return false;
+    }
+    if (o->profile_format) {
+        if (tvm_profile_format_parse(o->profile_format, &o->pw.format) != TVM_OK) {
+            fprintf(stderr, "tracevm run: --profile-format: unknown format '%s' (expected "
+                            "folded, speedscope, pprof or svg)\n", o->profile_format);
+            return false;
+        }
+    } else if (tvm_profile_format_of(o->profile_out, &o->pw.format) != TVM_OK) {
+        fprintf(stderr, "tracevm run: --profile-out %s: no format for this extension (.folded, "
+                        ".json, .pb.gz, .svg), or give --profile-format\n", o->profile_out);
+        return false;
+    }
+    return true;
+}
+
 /* One option at argv[*i]; false (with a message) on a usage error. */
 static bool parse_run_option(int argc, char **argv, int *i, RunOpts *o)
 {
@@ -357,6 +447,28 @@ static bool parse_run_option(int argc, char **argv, int *i, RunOpts *o)
                         "drop)\n", v);
         return false;
     }
+    if (!strncmp(a, "--profile", 9) && (a[9] == '\0' || a[9] == '='))
+        return parse_profile_kind(a[9] ? a + 10 : "cpu", o);
+    if (!strcmp(a, "--hz"))
+        return (v = option_value(argc, argv, i, "a rate 1..10000")) &&
+               (o->hz_set = parse_number("--hz", v, 1, 10000, &o->prof.hz));
+    if (!strcmp(a, "--alloc-interval")) {
+        unsigned kib;
+        if (!(v = option_value(argc, argv, i, "KiB")) ||
+            !parse_number("--alloc-interval", v, 1, 1u << 20, &kib))
+            return false;
+        o->prof.alloc_interval = (size_t)kib * 1024;
+        return o->interval_set = true;
+    }
+    if (!strcmp(a, "--profile-out"))
+        return (o->profile_out = option_value(argc, argv, i, "a file")) != NULL;
+    if (!strcmp(a, "--profile-format"))
+        return (o->profile_format = option_value(argc, argv, i, "folded, speedscope, pprof "
+                                                                "or svg")) != NULL;
+    if (!strcmp(a, "--profile-merge"))
+        return o->pw.merge = true;
+    if (!strcmp(a, "--profile-lines"))
+        return o->pw.lines = true;
     fprintf(stderr, "tracevm run: unknown option %s\n", a);
     return false;
 }
@@ -418,7 +530,7 @@ static int parse_run(int argc, char **argv, RunOpts *o)
     }
     if (o->nfiles == 0)
         return usage(usage_run, 2);
-    return check_trace_opts(o) ? 0 : 2;
+    return check_trace_opts(o) && check_profile_opts(o) ? 0 : 2;
 }
 
 /* An API error's message without its "tvm_function: " prefix. */
@@ -647,11 +759,29 @@ static void start_control(void)
         pthread_detach(t);
 }
 
+/* Stops the profile and writes it (--profile-out); 0 or 1. */
+static int write_profile(tvm_profile *prof, const RunOpts *o)
+{
+    tvm_profile_stop(prof);
+    tvm_error err;
+    if (tvm_profile_write(prof, o->profile_out, &o->pw, &err) != TVM_OK) {
+        fprintf(stderr, "tracevm run: --profile-out: %s\n", api_why(&err));
+        return 1;
+    }
+    tvm_profile_stats st;
+    tvm_profile_get_stats(prof, &st);
+    fprintf(stderr, "tracevm run: profile: %llu samples (%llu lost), %llu stacks, %.2f s -> %s\n",
+            (unsigned long long)st.samples, (unsigned long long)st.lost,
+            (unsigned long long)st.stacks, (double)st.duration_ns / 1e9, o->profile_out);
+    return 0;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     if (wants_help(argc, argv))
         return usage(usage_run, 0);
-    RunOpts o = { .cfg.size = sizeof(tvm_config) };
+    RunOpts o = { .cfg.size = sizeof(tvm_config), .prof.size = sizeof(tvm_profile_options),
+                  .pw.size = sizeof(tvm_profile_write_options) };
     o.cfg.control = true;   /* tracevm attach can reach it (docs/control.md) */
     int status = parse_run(argc, argv, &o);
     if (status) {
@@ -669,6 +799,14 @@ static int cmd_run(int argc, char **argv)
         status = entry_of(vm, o.entry, mod, fun);
     if (status == 0 && tracing)
         status = trace_setup(vm, &o);
+    tvm_profile *prof = NULL;
+    if (status == 0 && o.profile) {
+        tvm_error perr;
+        if (tvm_profile_start(vm, &o.prof, &prof, &perr) != TVM_OK) {
+            fprintf(stderr, "tracevm run: --profile: %s\n", api_why(&perr));
+            status = 2;
+        }
+    }
     /* Signals act from here on: the patterns are in their first state. */
     pthread_mutex_lock(&ctl_lock);
     ctl_vm = vm;
@@ -687,7 +825,10 @@ static int cmd_run(int argc, char **argv)
             trace_summary(vm, &o);
         }
         status = report(env, st, result, mod, fun, o.nargs);
+        if (prof && write_profile(prof, &o) != 0 && status == 0)
+            status = 1;
     }
+    tvm_profile_free(prof);
     pthread_mutex_lock(&ctl_lock);
     ctl_vm = NULL;
     ctl_opts = NULL;

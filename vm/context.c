@@ -20,6 +20,9 @@ static void process_start(Process *p, tvm_vm *vm)
     p->env.p = p;
     p->htop = p->heap;
     p->hend = p->heap + p->heap_min;
+    /* While allocation is profiled, the first allocation takes the slow
+     * path, which sets up the sample point (vm/heap.c). */
+    p->hlim = vm_pf_wanted(VM_PF_ALLOC) ? p->htop : p->hend;
     vm_atomic_store_relaxed(&p->heap_words, p->heap_min);
     p->stack_limit = (uint32_t)vm->stack_limit;
     Term *stack = p->stack;

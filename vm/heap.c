@@ -3,8 +3,14 @@
  */
 #include "vm/heap.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "vm/hook.h"
+
+/* The allocation profiler's switch and mean interval in words (vm/hook.h). */
+VmAtomic vm_pf_alloc_mean;
 
 /* ==== the collector ==== */
 
@@ -81,6 +87,74 @@ static void scan_to_space(Gc *gc, Term *scan)
     }
 }
 
+/*
+ * Allocation sampling.  A process allocates by bumping htop after
+ * vm_heap_ensure made room; ensure compares the room against p->hlim,
+ * which is hend while allocation is not profiled, so the fast path is the
+ * same compare as without a profiler.  While it is, hlim is the lower of
+ * hend and the next sample point, and reaching it takes the slow path
+ * (heap_slow), which counts the words allocated since the last time,
+ * reports every sample point the allocation about to be made passes
+ * (vm_hook_pf_alloc, with the allocating stack still in place), draws the
+ * next interval and sets the limit again.  Intervals are exponential with
+ * mean vm_pf_alloc_mean words (a Poisson process over the words
+ * allocated, as Go's and tcmalloc's heap samplers): a fixed interval
+ * would alias with a loop whose allocations repeat with a period that
+ * divides it, and charge one site with everything.  Words are counted
+ * ahead (an ensure's request before it is allocated); what a caller then
+ * leaves unallocated is taken back at the next slow path, since the count
+ * is the distance htop moved from where it was expected (pf_base).
+ */
+static void set_limit(Process *p)
+{
+    p->hlim = p->hend;
+    if (p->pf_left) {
+        uintptr_t mark = (uintptr_t)p->pf_base + (uint64_t)p->pf_left * sizeof(Term);
+        if (mark < (uintptr_t)p->hend)
+            p->hlim = (Term *)mark;
+    }
+}
+
+/* An exponential interval of mean `mean` words, at least 1. */
+static int64_t next_interval(Process *p, uintptr_t mean)
+{
+    /* xorshift64*: the state is the process's own. */
+    uint64_t x = p->pf_rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    p->pf_rng = x;
+    double u = (double)((x * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0; /* [0, 1) */
+    double v = -log(1.0 - u) * (double)mean;
+    return v < 1.0 ? 1 : v > 1e15 ? (int64_t)1e15 : (int64_t)v;
+}
+
+static void alloc_sample(Process *p, size_t words)
+{
+    uintptr_t mean = vm_atomic_load_relaxed(&vm_pf_alloc_mean);
+    if (!vm_pf_wanted(VM_PF_ALLOC) || mean == 0) {
+        p->pf_left = 0;
+        return;
+    }
+    if (p->pf_left == 0) {
+        if (!p->pf_rng)
+            p->pf_rng = 0x9E3779B97F4A7C15ull ^ (p->pid * 0xBF58476D1CE4E5B9ull) ^ (uintptr_t)p;
+        p->pf_left = next_interval(p, mean);
+        p->pf_base = p->htop;
+    }
+    int64_t used = (int64_t)(p->htop - p->pf_base) + (int64_t)words;
+    uint64_t k = 0;
+    while (used >= p->pf_left) {
+        used -= p->pf_left;
+        p->pf_left = next_interval(p, mean);
+        k++;
+    }
+    p->pf_left -= used;
+    p->pf_base = p->htop + words;
+    if (k)
+        vm_hook_pf_alloc(p, k);
+}
+
 static void collect_into(Process *p, size_t size, Term *extra, size_t nextra)
 {
     Term *to = vm_malloc(size * sizeof(Term));
@@ -95,10 +169,15 @@ static void collect_into(Process *p, size_t size, Term *extra, size_t nextra)
     evacuate(&gc, &p->exc_reason);
     evacuate(&gc, &p->exc_trace_term);
     scan_to_space(&gc, to);
+    /* The sample point counts from pf_base, which is relative to htop:
+     * it moves with the live data. */
+    ptrdiff_t ahead = p->pf_left ? p->pf_base - p->htop : 0;
     free(p->heap);
     p->heap = to;
     p->htop = gc.top;
     p->hend = to + size;
+    p->pf_base = p->htop + ahead;
+    set_limit(p);
     vm_atomic_store_relaxed(&p->heap_words, size);
     p->gc_count++;
 }
@@ -152,10 +231,22 @@ void vm_heap_check_max(Process *p)
     }
 }
 
-void vm_heap_ensure(Process *p, size_t words, Term *extra, size_t nextra)
+/* No room below the limit: a sample point, a collection, or both. */
+static void heap_slow(Process *p, size_t words, Term *extra, size_t nextra)
 {
+    if (p->pf_left || vm_pf_wanted(VM_PF_ALLOC))
+        alloc_sample(p, words);
     if (VM_STRESS_GC || (size_t)(p->hend - p->htop) < words)
         vm_gc(p, words, extra, nextra);
+    else
+        set_limit(p);
+}
+
+void vm_heap_ensure(Process *p, size_t words, Term *extra, size_t nextra)
+{
+    /* Signed: code that allocated without an ensure may be past hlim. */
+    if (VM_STRESS_GC || p->hlim - p->htop < (ptrdiff_t)words)
+        heap_slow(p, words, extra, nextra);
 }
 
 /* ==== copying terms ==== */

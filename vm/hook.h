@@ -23,7 +23,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "vm/atomics.h"
 #include "vm/breakpoint.h"
+#include "vm/common.h"
 #include "vm/module.h"
 #include "vm/process.h"
 
@@ -153,5 +155,46 @@ void vm_hook_note_fault(Process *p, uintptr_t pc, uintptr_t fp);
 
 /* Appends p->exc_stack (non-NULL), formatted, to a crash report. */
 void vm_hook_format_raise(const Process *p, struct StrBuf *sb);
+
+/* ==== profile/: off-CPU and allocation samples ==== */
+
+/*
+ * What the sampling profiler (profile/) wants from the VM, as bits of
+ * vm_pf_want: VM_PF_OFF, the time a process waits (a switch out with
+ * want_wait set: receive, sleep, the code permission, thread progress, a
+ * lossless trace wait, a native that suspended); VM_PF_ALLOC, a sample
+ * of its heap allocation every vm_pf_alloc_mean words on average.
+ * Written by profile/ (relaxed: a process sees a change at its next
+ * wait or collection, which is all a sampler needs); read relaxed by the
+ * VM at those points only, so nothing is paid while profiling is off but
+ * one predicted branch per wait (never per plain yield) and none per
+ * allocation (vm/heap.c keeps the sample point in the limit it compares
+ * against anyway).  Defined in vm/sched.c and vm/heap.c.
+ */
+enum { VM_PF_OFF = 1, VM_PF_ALLOC = 2 };
+extern VmAtomic vm_pf_want;
+extern VmAtomic vm_pf_alloc_mean;
+
+static inline bool vm_pf_wanted(uintptr_t what)
+{
+    return VM_UNLIKELY(vm_atomic_load_relaxed(&vm_pf_want) & what);
+}
+
+/*
+ * p, on its own fiber, is about to switch out to wait (wait_begin) and
+ * has just been switched in again after it (wait_end, which follows
+ * every wait_begin).  Called only when VM_PF_OFF was wanted as the wait
+ * began (vm_proc_switch_out), so a wait that began before profiling did
+ * is not counted.
+ */
+void vm_hook_pf_wait_begin(Process *p);
+void vm_hook_pf_wait_end(Process *p);
+
+/*
+ * p, on its own fiber, is about to allocate past a sample point of its
+ * allocation profile: `samples` sample points (each standing for
+ * vm_pf_alloc_mean words on average) fell in the allocation being made.
+ */
+void vm_hook_pf_alloc(Process *p, uint64_t samples);
 
 #endif /* VM_HOOK_H */

@@ -144,6 +144,11 @@ struct Process {
 
     /* Heap: [heap, htop) is in use, [htop, hend) free. */
     Term *heap, *htop, *hend;
+    /* What vm_heap_ensure compares against: hend, or lower while the
+     * allocation profiler waits for this process's next sample point
+     * (vm/heap.c).  Only the process's own thread touches it, and the
+     * profiler's fields below. */
+    Term *hlim;
     size_t heap_min;
     size_t gc_count;
     /*
@@ -158,6 +163,15 @@ struct Process {
     size_t mq_words;       /* words of the messages in mq */
     Term kill;             /* the reason it is being killed, or 0 */
     size_t kill_heap;      /* heap + queue words when it was (crash report) */
+    /* The allocation profile (vm/heap.c): words left to the next sample
+     * point, counted from where htop will be after the allocation that
+     * set them (pf_base; 0 words left: not sampling), and the state of
+     * the random intervals between sample points. */
+    int64_t pf_left;
+    Term *pf_base;
+    uint64_t pf_rng;
+    /* The off-CPU profile (profile/): when the current wait began. */
+    uint64_t pf_wait_t0;
 
     /* Register stack. */
     Term *stack;

@@ -41,6 +41,7 @@
  * processes and trims the fiber pool, so a grace period never waits for
  * an idle scheduler.
  */
+#define _GNU_SOURCE
 #include "vm/sched.h"
 
 #include <errno.h>
@@ -270,13 +271,38 @@ static void cache_flush(Scheduler *s)
 
 /* ==== switching out, from the process's side ==== */
 
-void vm_proc_switch_out(Process *p)
+/* What the profiler wants (vm/hook.h). */
+VmAtomic vm_pf_want;
+
+/* To the scheduler's context; back when p is switched in again. */
+static inline void switch_to_scheduler(Process *p)
 {
-    if (!p->want_wait && vm_sched_yield_to_next(p))
-        return;
     vm_il_switch_out(p);
     vm_fiber_tsan_switch(p->sched->tsan);
     vm_fiber_switch(&p->fiber->sp, p->sched->sp);
+}
+
+/* A wait while the off-CPU profile is on: its start and end reported. */
+static __attribute__((noinline)) void wait_profiled(Process *p)
+{
+    vm_hook_pf_wait_begin(p);
+    switch_to_scheduler(p);
+    vm_hook_pf_wait_end(p);
+}
+
+void vm_proc_switch_out(Process *p)
+{
+    if (!p->want_wait) {
+        if (!vm_sched_yield_to_next(p))
+            switch_to_scheduler(p);
+        return;
+    }
+    /* A wait: one predicted branch more while no off-CPU profile runs
+     * (a plain yield, above, has none). */
+    if (vm_pf_wanted(VM_PF_OFF))
+        wait_profiled(p);
+    else
+        switch_to_scheduler(p);
 }
 
 /* A process inside a call_time-traced function (its clock stops while it
@@ -446,6 +472,9 @@ static void *sched_main(void *arg)
     s->tsan = vm_fiber_tsan_current();
     tls_sched = s;
     vm_overflow_thread_start(s);
+    /* [TID1] release: pairs with [TID1'] in the profiler, which aims its
+     * per-thread CPU-time timer at this id. */
+    vm_atomic_store_release(&s->tid, (uintptr_t)gettid());
     vm_qsbr_sched_register();
     for (;;) {
         /* A VM being destroyed stops between two processes, even with work

@@ -70,6 +70,10 @@ typedef struct Scheduler {
      * scheduler's processes for their fast path (acquire,
      * trace/tr_vm_fast.h). */
     VmAtomic trace_ring[VM_SESSIONS_MAX];
+    /* The thread's kernel id, for signals and timers aimed at it (the
+     * sampling profiler's CPU-time timer).  Written once by the thread
+     * when it starts ([TID1] release); 0 until then. */
+    VmAtomic tid;
 } Scheduler;
 
 typedef struct SchedSystem {

@@ -30,7 +30,7 @@ for c in run check dis; do
     text=$("$TRACEVM" $c --help) || fail "$c --help exited $?"
     first=$(head -1 <<<"$text")
     case $c in
-    run) want='usage: tracevm run FILE... [-S N] [-q] [--crash-stacks] [-e MOD:FUN] [TRACING] [--] [ARG...]' ;;
+    run) want='usage: tracevm run FILE... [-S N] [-q] [--crash-stacks] [-e MOD:FUN] [TRACING] [PROFILING]' ;;
     *) want="usage: tracevm $c FILE..." ;;
     esac
     [[ $first == "$want" ]] || fail "$c --help begins: $first"

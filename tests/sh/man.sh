@@ -41,7 +41,7 @@ for c in $("$TRACEVM" --help | sed -n '/^commands:/,/^$/s/^  \([a-z]\+\) .*/\1/p
 done
 
 # Every name --flags takes (the lines under it in `tracevm run --help`).
-"$TRACEVM" run --help | sed -n 's/^ \{21\}\([a-z_]*\)  .*/\1/p' > "$tmp/flags"
+"$TRACEVM" run --help | sed -n 's/^ \{21\}\([a-z_]\+\)  .*/\1/p' > "$tmp/flags"
 (( $(wc -l < "$tmp/flags") >= 9 )) || fail "read only $(wc -l < "$tmp/flags") flag names"
 while read -r f; do
     grep -q "^\.B $f$" tools/man/tracevm-run.1 || fail "tracevm-run.1 does not describe --flags $f"

@@ -1,0 +1,420 @@
+/*
+ * tests/unit/profile/test_profile.c - the sampling profiler's accuracy
+ * and its API, through include/tracevm.h alone.
+ *
+ * The accuracy tests are statistical, with the tolerances of issue 18 and
+ * enough samples that a failure means a bias, not bad luck (the standard
+ * error of each measured share is under a third of its tolerance).  None
+ * assumes a duration: CPU profiles run until they hold enough samples
+ * (the CPU-time clock runs slow on a busy machine, so wall time says
+ * nothing), the others profile a fixed amount of work.
+ *   cpu_shares_75_25      processes spend 3/4 of their loop in a/1 and 1/4
+ *                         in b/1 (the same loop, 30,000 and 10,000 times):
+ *                         the shares come out 75/25 within 5 points
+ *   native_under_caller   a native that burns CPU in C appears, C frames
+ *                         and all, under the VM function that called it
+ *   off_cpu_2_to_1        sleeps of 200 and 100 ms weigh 2:1 within 10 %
+ *   alloc_4_to_1          a function allocating 4x as many words is
+ *                         charged 4x the bytes within 15 %
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zlib.h>
+
+#include "include/tracevm.h"
+#include "tests/unit/helpers.h"
+
+static const char *const prof_src =
+    "module prof\n"
+    "export cpu_worker/0, nat_worker/0, off_worker/1, alloc_worker/1\n"
+    "\n"
+    "function a/1 regs 1\n"
+    "loop:\n"
+    "    jeqi r0, 0, done\n"
+    "    addi r0, r0, -1\n"
+    "    jump loop\n"
+    "done:\n"
+    "    ret r0\n"
+    "end\n"
+    "\n"
+    "function b/1 regs 1\n"
+    "loop:\n"
+    "    jeqi r0, 0, done\n"
+    "    addi r0, r0, -1\n"
+    "    jump loop\n"
+    "done:\n"
+    "    ret r0\n"
+    "end\n"
+    "\n"
+    "function cpu_worker/0 regs 2\n"
+    "top:\n"
+    "    loadi r1, 30000\n"
+    "    call r1, r1, a/1\n"
+    "    loadi r1, 10000\n"
+    "    call r1, r1, b/1\n"
+    "    jump top\n"
+    "end\n"
+    "\n"
+    "function nat_worker/0 regs 2\n"
+    "top:\n"
+    "    loadi r1, 200000\n"
+    "    callx r1, r1, host:burn/1\n"
+    "    loadi r1, 1000\n"
+    "    call r1, r1, a/1\n"
+    "    jump top\n"
+    "end\n"
+    "\n"
+    "function long_wait/0 regs 1\n"
+    "    loadi r0, 200\n"
+    "    callx r0, r0, timer:sleep/1\n"
+    "    ret r0\n"
+    "end\n"
+    "\n"
+    "function short_wait/0 regs 1\n"
+    "    loadi r0, 100\n"
+    "    callx r0, r0, timer:sleep/1\n"
+    "    ret r0\n"
+    "end\n"
+    "\n"
+    "function off_worker/1 regs 2\n"
+    "top:\n"
+    "    jeqi r0, 0, done\n"
+    "    call r1, r1, long_wait/0\n"
+    "    call r1, r1, short_wait/0\n"
+    "    addi r0, r0, -1\n"
+    "    jump top\n"
+    "done:\n"
+    "    ret r0\n"
+    "end\n"
+    "\n"
+    "function build/1 regs 2\n"
+    "    loadk r1, []\n"
+    "loop:\n"
+    "    jeqi r0, 0, done\n"
+    "    cons r1, r0, r1\n"
+    "    addi r0, r0, -1\n"
+    "    jump loop\n"
+    "done:\n"
+    "    ret r1\n"
+    "end\n"
+    "\n"
+    "function big/0 regs 1\n"
+    "    loadi r0, 4000\n"
+    "    call r0, r0, build/1\n"
+    "    ret r0\n"
+    "end\n"
+    "\n"
+    "function small/0 regs 1\n"
+    "    loadi r0, 1000\n"
+    "    call r0, r0, build/1\n"
+    "    ret r0\n"
+    "end\n"
+    "\n"
+    "function alloc_worker/1 regs 2\n"
+    "top:\n"
+    "    jeqi r0, 0, done\n"
+    "    call r1, r1, big/0\n"
+    "    call r1, r1, small/0\n"
+    "    addi r0, r0, -1\n"
+    "    jump top\n"
+    "done:\n"
+    "    ret r0\n"
+    "end\n";
+
+/* The C function the native burns its CPU in. */
+__attribute__((noinline)) static uint64_t burn_cpu(int64_t n)
+{
+    volatile uint64_t x = 0;
+    for (int64_t i = 0; i < n; i++)
+        x += (uint64_t)i * 2654435761u;
+    return x;
+}
+
+static tvm_status nat_burn(tvm_env *e, int argc, const tvm_term *argv, tvm_term *result,
+                           void *data)
+{
+    (void)argc, (void)data;
+    int64_t n;
+    if (tvm_get_int(e, argv[0], &n) != TVM_OK)
+        return tvm_raise_badarg(e);
+    burn_cpu(n);
+    *result = argv[0];
+    return TVM_OK;
+}
+
+static tvm_vm *vm;
+static tvm_env *env;
+
+static void setup(void)
+{
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 2 };
+    vm = tvm_new(&cfg);
+    env = tvm_env_new(vm);
+    tvm_error err;
+    cr_assert_eq(tvm_register_native(vm, "host", "burn", 1, nat_burn, NULL, &err), TVM_OK, "%s",
+                 err.message);
+    load_ok(vm, "prof", prof_src);
+}
+
+static void teardown(void)
+{
+    tvm_env_free(env);
+    tvm_destroy(vm);
+}
+
+TestSuite(profile, .init = setup, .fini = teardown, .timeout = 280);
+
+static tvm_pid spawn(const char *fun, int argc, int64_t arg)
+{
+    tvm_term a;
+    cr_assert_eq(tvm_make_int(env, arg, &a), TVM_OK);
+    tvm_pid pid;
+    cr_assert_eq(tvm_spawn(env, "prof", fun, argc, &a, &pid), TVM_OK);
+    return pid;
+}
+
+static tvm_profile *start(tvm_profile_kind kind, unsigned hz, size_t interval)
+{
+    tvm_profile_options o = { .size = sizeof(tvm_profile_options), .kind = kind, .hz = hz, .alloc_interval = interval };
+    tvm_profile *p;
+    tvm_error err;
+    cr_assert_eq(tvm_profile_start(vm, &o, &p, &err), TVM_OK, "%s", err.message);
+    return p;
+}
+
+/* Waits until p holds `want` samples; fails after a generous bound (the
+ * CPU clock runs slow on a busy machine, never this slow). */
+static void wait_samples(tvm_profile *p, uint64_t want)
+{
+    for (int i = 0; i < 4000; i++) {
+        tvm_profile_stats st;
+        tvm_profile_get_stats(p, &st);
+        if (st.samples >= want)
+            return;
+        struct timespec ts = { 0, 50 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    cr_assert_fail("fewer than %llu samples after 200 s", (unsigned long long)want);
+}
+
+static char *render(tvm_profile *p, tvm_profile_format fmt, bool merge, size_t *len)
+{
+    tvm_profile_write_options w = { .size = sizeof(tvm_profile_write_options), .format = fmt, .merge = merge };
+    char *out;
+    size_t n;
+    tvm_error err;
+    cr_assert_eq(tvm_profile_render(p, &w, &out, &n, &err), TVM_OK, "%s", err.message);
+    if (len)
+        *len = n;
+    return out;
+}
+
+/* The weight of the folded lines that contain every one of the needles,
+ * in that order (NULL-terminated). */
+static uint64_t weight_of(const char *folded, const char *const *needles)
+{
+    uint64_t sum = 0;
+    for (const char *line = folded; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        char *l = strndup(line, len);
+        char *sp = strrchr(l, ' ');
+        cr_assert(sp, "a folded line without a weight: %s", l);
+        *sp = '\0';
+        const char *at = l;
+        bool all = true;
+        for (int i = 0; needles[i] && all; i++) {
+            const char *f = strstr(at, needles[i]);
+            if (f)
+                at = f + strlen(needles[i]);
+            else
+                all = false;
+        }
+        if (all)
+            sum += strtoull(sp + 1, NULL, 10);
+        free(l);
+        line += len + (nl ? 1 : 0);
+    }
+    return sum;
+}
+
+#define W(folded, ...) weight_of(folded, (const char *const[]){ __VA_ARGS__, NULL })
+
+Test(profile, cpu_shares_75_25)
+{
+    tvm_profile *p = start(TVM_PROFILE_CPU, 999, 0);
+    for (int i = 0; i < 4; i++)
+        spawn("cpu_worker", 0, 0);
+    /* 1,500 samples: the standard error of a 75 % share is 1.1 points. */
+    wait_samples(p, 1500);
+    tvm_profile_stop(p);
+    char *f = render(p, TVM_PROFILE_FOLDED, true, NULL);
+    uint64_t a = W(f, "prof:cpu_worker/0", "prof:a/1"), b = W(f, "prof:cpu_worker/0", "prof:b/1");
+    uint64_t all = W(f, "prof:cpu_worker/0");
+    double share = 100.0 * (double)a / (double)(a + b);
+    cr_log_info("cpu: a %llu, b %llu of %llu in the workers: a's share %.1f %%",
+                (unsigned long long)a, (unsigned long long)b, (unsigned long long)all, share);
+    cr_expect(a + b >= all * 9 / 10, "a and b hold %llu of %llu", (unsigned long long)(a + b),
+              (unsigned long long)all);
+    cr_expect(share >= 70.0 && share <= 80.0, "a's share %.1f %%, expected 75 +- 5", share);
+    free(f);
+    tvm_profile_free(p);
+}
+
+Test(profile, native_under_caller)
+{
+    tvm_profile *p = start(TVM_PROFILE_CPU, 999, 0);
+    for (int i = 0; i < 2; i++)
+        spawn("nat_worker", 0, 0);
+    wait_samples(p, 600);
+    tvm_profile_stop(p);
+    char *f = render(p, TVM_PROFILE_FOLDED, true, NULL);
+    uint64_t burn = W(f, "burn_cpu");
+    uint64_t under = W(f, "prof:nat_worker/0", "host:burn/1 (native)", ";nat_burn;burn_cpu");
+    uint64_t worker = W(f, "prof:nat_worker/0");
+    cr_log_info("native: burn_cpu %llu, under its caller %llu, the workers %llu",
+                (unsigned long long)burn, (unsigned long long)under, (unsigned long long)worker);
+    cr_expect(burn >= worker / 2, "burn_cpu holds %llu of %llu", (unsigned long long)burn,
+              (unsigned long long)worker);
+    cr_expect(under >= burn * 95 / 100, "burn_cpu under nat_worker/0 -> host:burn/1: %llu of %llu",
+              (unsigned long long)under, (unsigned long long)burn);
+    free(f);
+    tvm_profile_free(p);
+}
+
+Test(profile, off_cpu_2_to_1)
+{
+    tvm_profile *p = start(TVM_PROFILE_OFF, 0, 0);
+    enum { PROCS = 10, ROUNDS = 3 };
+    tvm_pid pids[PROCS];
+    for (int i = 0; i < PROCS; i++)
+        pids[i] = spawn("off_worker", 1, ROUNDS);
+    for (int i = 0; i < PROCS; i++) {
+        tvm_term r;
+        cr_assert_eq(tvm_join(env, pids[i], &r), TVM_OK);
+    }
+    tvm_profile_stop(p);
+    char *f = render(p, TVM_PROFILE_FOLDED, true, NULL);
+    uint64_t lng = W(f, "prof:long_wait/0", "timer:sleep/1"),
+             shrt = W(f, "prof:short_wait/0", "timer:sleep/1");
+    double ratio = (double)lng / (double)shrt;
+    cr_log_info("off-CPU: long %llu ns, short %llu ns, ratio %.3f", (unsigned long long)lng,
+                (unsigned long long)shrt, ratio);
+    /* Every sleep is charged: PROCS * ROUNDS * 200 ms at least. */
+    cr_expect(lng >= (uint64_t)PROCS * ROUNDS * 200 * 1000000u, "long waits: %llu ns",
+              (unsigned long long)lng);
+    cr_expect(ratio >= 1.8 && ratio <= 2.2, "ratio %.3f, expected 2 +- 10 %%", ratio);
+    free(f);
+    tvm_profile_free(p);
+}
+
+Test(profile, alloc_4_to_1)
+{
+    tvm_profile *p = start(TVM_PROFILE_ALLOC, 0, 4096);
+    enum { PROCS = 4, ROUNDS = 300 };
+    tvm_pid pids[PROCS];
+    for (int i = 0; i < PROCS; i++)
+        pids[i] = spawn("alloc_worker", 1, ROUNDS);
+    for (int i = 0; i < PROCS; i++) {
+        tvm_term r;
+        cr_assert_eq(tvm_join(env, pids[i], &r), TVM_OK);
+    }
+    tvm_profile_stop(p);
+    char *f = render(p, TVM_PROFILE_FOLDED, true, NULL);
+    uint64_t big = W(f, "prof:big/0", "prof:build/1"), small = W(f, "prof:small/0", "prof:build/1");
+    double ratio = (double)big / (double)small;
+    /* What was allocated: 2 words per cons, 5,000 conses a round. */
+    double words = (double)PROCS * ROUNDS * 5000 * 2 * 8;
+    tvm_profile_stats st;
+    tvm_profile_get_stats(p, &st);
+    cr_log_info("alloc: big %llu B, small %llu B, ratio %.3f, %llu samples, %.0f B allocated",
+                (unsigned long long)big, (unsigned long long)small, ratio,
+                (unsigned long long)st.samples, words);
+    cr_expect(ratio >= 3.4 && ratio <= 4.6, "ratio %.3f, expected 4 +- 15 %%", ratio);
+    cr_expect((double)(big + small) > words * 0.85 && (double)(big + small) < words * 1.15,
+              "charged %llu bytes for %.0f allocated", (unsigned long long)(big + small), words);
+    free(f);
+    tvm_profile_free(p);
+}
+
+/* The pprof output is a gzip member holding a protobuf whose string table
+ * names the functions. */
+Test(profile, outputs)
+{
+    tvm_profile *p = start(TVM_PROFILE_CPU, 999, 0);
+    spawn("cpu_worker", 0, 0);
+    wait_samples(p, 50);
+    tvm_profile_stop(p);
+    size_t n;
+    char *s = render(p, TVM_PROFILE_FOLDED, false, &n);
+    cr_expect(strstr(s, "<0.") == s, "a process is the root: %.60s", s);
+    cr_expect(strstr(s, ";prof:a/1 (prof:") != NULL, "VM frames with file:line");
+    free(s);
+    s = render(p, TVM_PROFILE_SPEEDSCOPE, false, &n);
+    cr_expect(!strncmp(s, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\"",
+                       60));
+    cr_expect(strstr(s, "\"type\":\"sampled\"") != NULL);
+    free(s);
+    s = render(p, TVM_PROFILE_SVG, false, &n);
+    cr_expect(strstr(s, "<svg") && strstr(s, "</svg>") && strstr(s, "function zoom("));
+    free(s);
+    s = render(p, TVM_PROFILE_PPROF, false, &n);
+    cr_assert(n > 18 && (unsigned char)s[0] == 0x1f && (unsigned char)s[1] == 0x8b, "gzip magic");
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    cr_assert_eq(inflateInit2(&z, 15 + 16), Z_OK);
+    static unsigned char raw[1 << 20];
+    z.next_in = (unsigned char *)s;
+    z.avail_in = (unsigned)n;
+    z.next_out = raw;
+    z.avail_out = sizeof raw;
+    cr_assert_eq(inflate(&z, Z_FINISH), Z_STREAM_END);
+    size_t rn = sizeof raw - z.avail_out;
+    inflateEnd(&z);
+    cr_expect(memmem(raw, rn, "prof:a/1", 8) != NULL, "the string table names prof:a/1");
+    cr_expect(memmem(raw, rn, "nanoseconds", 11) != NULL);
+    free(s);
+    tvm_profile_free(p);
+}
+
+Test(profile, api_errors)
+{
+    tvm_profile *p, *q;
+    tvm_error err;
+    tvm_profile_options o = { .size = sizeof(tvm_profile_options), .kind = TVM_PROFILE_CPU, .hz = 20000 };
+    cr_expect_eq(tvm_profile_start(vm, &o, &p, &err), TVM_ERR_BADARG);
+    o.hz = 99;
+    o.signo = SIGRTMIN + 4;   /* the stack-capture signal */
+    cr_expect_eq(tvm_profile_start(vm, &o, &p, &err), TVM_ERR_BADARG);
+    o.signo = 0;
+    cr_assert_eq(tvm_profile_start(vm, &o, &p, &err), TVM_OK, "%s", err.message);
+    cr_expect_eq(tvm_profile_start(vm, &o, &q, &err), TVM_ERR_EXISTS);
+    tvm_profile_stop(p);
+    tvm_profile_stop(p);       /* twice: nothing */
+    cr_expect_eq(tvm_profile_start(vm, &o, &q, &err), TVM_OK, "%s", err.message);
+    tvm_profile_free(q);
+    cr_expect_eq(tvm_profile_write(p, "/nonexistent/dir/x.svg", NULL, &err), TVM_ERR_IO);
+    tvm_profile_format fmt;
+    cr_expect_eq(tvm_profile_format_of("a.pb.gz", &fmt), TVM_OK);
+    cr_expect_eq(fmt, TVM_PROFILE_PPROF);
+    cr_expect_eq(tvm_profile_format_of("a.svg", &fmt), TVM_OK);
+    cr_expect_eq(fmt, TVM_PROFILE_SVG);
+    cr_expect_eq(tvm_profile_format_of("a.png", &fmt), TVM_ERR_BADARG);
+    static const char *const names[] = { "folded", "speedscope", "pprof", "svg" };
+    for (int i = 0; i < 4; i++) {
+        cr_expect_eq(tvm_profile_format_parse(names[i], &fmt), TVM_OK, "%s", names[i]);
+        cr_expect_eq(fmt, (tvm_profile_format)i, "%s", names[i]);
+    }
+    cr_expect_eq(tvm_profile_format_parse("flamegraph", &fmt), TVM_ERR_BADARG);
+    /* An option struct without its size is refused, as every one is. */
+    tvm_profile_options nosize = { .kind = TVM_PROFILE_CPU };
+    cr_expect_eq(tvm_profile_start(vm, &nosize, &q, &err), TVM_ERR_BADARG);
+    cr_expect_str_eq(err.message, "tvm_profile_start: size is 0; set it to the struct's sizeof");
+    tvm_profile_free(p);
+}
