@@ -175,16 +175,20 @@ uint32_t st_walk_fp(uintptr_t ip, uintptr_t fp, uintptr_t lo, uintptr_t hi, StNa
                     uint32_t max, bool *broken);
 /*
  * The walk of a signal handler, from an interrupted (ip, fp, sp): the
- * frame-pointer walk, and when it breaks at once (ip in code built
- * without frame pointers, a C library routine or the vDSO, whose rbp may
- * be any value) a recovery: the words above sp are scanned for the first
- * frame record (a saved frame pointer above it, then a return address
- * into tracevm's own code, which keeps frame pointers), and the walk goes
- * on from there.  The frames between ip and that record are left out.
- * Async-signal-safe: loads within [lo, hi) only.
+ * frame-pointer walk, and when it does not give a whole stack (ip in
+ * code built without frame pointers, a C library routine or the vDSO,
+ * whose rbp may be any value) a recovery: the words above sp are scanned
+ * for a frame record (a saved frame pointer above it, then a return
+ * address into tracevm's own code, which keeps frame pointers), and the
+ * walk goes on from there.  The frames between ip and that record's
+ * function are left out.  With a bottom (a fiber's: vm_fiber_entry_ret),
+ * a walk is whole only if it ends there (or fills max); a recovery that
+ * is not whole is dropped, leaving frame 0 alone and *broken set.
+ * Async-signal-safe: loads within [lo, hi) and of our own code only.
  */
 uint32_t st_walk_interrupted(uintptr_t ip, uintptr_t fp, uintptr_t sp, uintptr_t lo,
-                             uintptr_t hi, StNative *out, uint32_t max, bool *broken);
+                             uintptr_t hi, uintptr_t bottom, StNative *out, uint32_t max,
+                             bool *broken);
 /* Learns the bounds of the object holding tracevm's code (st_signal.c's
  * install, outside any handler). */
 void st_walk_learn_text(void);

@@ -92,6 +92,43 @@ ST_NO_SANITIZE static bool in_switch(uintptr_t pc)
     return pc >= (uintptr_t)&vm_fiber_switch && pc < (uintptr_t)vm_fiber_switch_end;
 }
 
+/* Whether every activation among the copied VM frames has its
+ * interpreter's frame (Frame.native_fp) in the native walk, as st_join
+ * needs to put its frames in place. */
+ST_NO_SANITIZE static bool st_has_activations(const StStack *out)
+{
+    for (uint32_t i = 0; i < out->nvm; i++) {
+        if (FRAME_KIND(out->vm[i].kind) != FRAME_ENTRY)
+            continue;
+        uint32_t j = 0;
+        while (j < out->nnative && out->native[j].fp != out->vm[i].native_fp)
+            j++;
+        if (j == out->nnative)
+            return false;
+    }
+    return true;
+}
+
+/*
+ * Whether the interrupted registers still describe the stack.  Without
+ * ThreadSanitizer the handler runs at the interruption: always.  TSan
+ * defers an asynchronous signal to its next interceptor call and then
+ * runs the handler with the registers saved at arrival; the frames they
+ * point to are still in place only if the handler runs on the same stack
+ * below them (else the stack has moved on, or the handler runs on the
+ * alternate signal stack, and the capture is tried again).
+ */
+ST_NO_SANITIZE static bool st_registers_current(uintptr_t sp, uintptr_t lo, uintptr_t hi)
+{
+#if defined(__SANITIZE_THREAD__) || defined(VM_TSAN)
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    return here >= lo && here < sp && here < hi;
+#else
+    (void)sp, (void)lo, (void)hi;
+    return true;
+#endif
+}
+
 /* Fills the slot from the interrupted context (async-signal-safe). */
 ST_NO_SANITIZE static void fill(Slot *s, const ucontext_t *uc)
 {
@@ -111,16 +148,25 @@ ST_NO_SANITIZE static void fill(Slot *s, const ucontext_t *uc)
         hi = (uintptr_t)cur->fiber->stack_hi;
         vmp = cur;
     }
-    if (sp < lo || sp >= hi) {
+    if (sp < lo || sp >= hi || !st_registers_current(sp, lo, hi)) {
         s->answer = ANS_SWITCHING;
         return;
     }
-    out->nnative = st_walk_interrupted(pc, fp, sp, lo, hi, out->native, ST_MAX_NATIVE,
+    uintptr_t bottom = s->p ? vm_fiber_entry_ret : 0;
+    out->nnative = st_walk_interrupted(pc, fp, sp, lo, hi, bottom, out->native, ST_MAX_NATIVE,
                                        &out->walk_broken);
     if (vmp)
         st_copy_vm(vmp, out);
     else
         out->nvm = out->vm_dropped = 0;
+    if (s->p && !st_has_activations(out)) {
+        /* The walk missed an interpreter frame (a chain that skipped it):
+         * joined, its VM frames would come after the fiber's bottom.
+         * Keep frame 0 and mark the cut; the VM frames follow it. */
+        out->nnative = 1;
+        out->native[0].fp = 0;
+        out->walk_broken = true;
+    }
     s->answer = ANS_OK;
 }
 

@@ -102,29 +102,133 @@ void st_walk_learn_text(void)
 /* How far above sp the recovery looks for a frame record. */
 #define ST_SCAN_BYTES 4096u
 
+static bool st_in_text(uintptr_t a)
+{
+    return a >= text_lo && a < text_hi;
+}
+
+/* The length of a ModRM operand (ModRM, SIB, displacement). */
+static unsigned st_modrm_len(uint8_t m)
+{
+    unsigned mod = m >> 6, rm = m & 7;
+    if (mod == 3)
+        return 1;
+    unsigned n = 1 + (rm == 4);
+    if (mod == 0)
+        return n + (rm == 5 ? 4 : 0);
+    return n + (mod == 1 ? 1 : 4);
+}
+
+/*
+ * Whether a word read off the stack is one of our return addresses: in
+ * our text, just after a call (E8 rel32, or FF /2 in any operand form).
+ * A function pointer or a constant that falls in our text (a callback
+ * argument, a saved r12) is not, and taking it for one made up frames.
+ */
+ST_NO_SANITIZE static bool st_after_call(uintptr_t ra)
+{
+    if (!st_in_text(ra) || ra - 8 < text_lo)
+        return false;
+    const volatile uint8_t *c = (const volatile uint8_t *)ra;
+    if (c[-5] == 0xe8)
+        return true;
+    for (unsigned k = 2; k <= 7; k++)
+        if (c[-(int)k] == 0xff && (c[1 - (int)k] & 0x38) == 0x10 &&
+            st_modrm_len(c[1 - (int)k]) == k - 1)
+            return true;
+    return false;
+}
+
+/* Whether out[0..n) is a whole walk: it reached `bottom` (the fiber's
+ * vm_fiber_entry frame, whose saved frame pointer is 0), or filled max;
+ * without a bottom (a thread's stack), any end is taken. */
+static bool st_whole(const StNative *out, uint32_t n, uint32_t max, uintptr_t bottom)
+{
+    return !bottom || n == max || (n > 0 && out[n - 1].ip == bottom && out[n - 1].fp == 0);
+}
+
+/*
+ * The frame of the record found at a (interrupted at ip, sp), into
+ * out[k], returns k + 1, or k when there is none to add.  In our code
+ * (frame pointers everywhere) the first record above sp is ip's own
+ * frame's: frame 0 gets fp a.  In foreign code, the record belongs to
+ * the function of ours it was called from (or to a foreign function that
+ * pushed rbp), whose pc is the return address of that call: the first
+ * one between sp and a.  Without that frame, a record that is the
+ * interpreter's would be skipped, and its activation joined below the
+ * fiber's bottom.
+ */
+ST_NO_SANITIZE static uint32_t st_record_owner(uintptr_t ip, uintptr_t sp, uintptr_t a,
+                                               StNative *out, uint32_t k)
+{
+    if (st_in_text(ip)) {
+        out[0].fp = a;
+        return k;
+    }
+    for (uintptr_t x = sp; x < a; x += 8) {
+        uintptr_t r = *(const volatile uintptr_t *)x;
+        if (st_after_call(r)) {
+            out[k] = (StNative){ r, a };
+            return k + 1;
+        }
+    }
+    return k;
+}
+
 ST_NO_SANITIZE
 uint32_t st_walk_interrupted(uintptr_t ip, uintptr_t fp, uintptr_t sp, uintptr_t lo,
-                             uintptr_t hi, StNative *out, uint32_t max, bool *broken)
+                             uintptr_t hi, uintptr_t bottom, StNative *out, uint32_t max,
+                             bool *broken)
 {
-    uint32_t n = st_walk_fp(ip, fp, lo, hi, out, max, broken);
-    if (!*broken || n != 1 || max < 2 || text_hi == 0 || (sp & 7) || sp < lo)
+    if (max == 0 || ip == 0)
+        return 0;
+    /* In vm_fiber_entry before its call of the body: the bottom itself. */
+    if (bottom && ip >= (uintptr_t)&vm_fiber_entry && ip <= bottom) {
+        out[0] = (StNative){ ip, 0 };
+        *broken = false;
+        return 1;
+    }
+    /* A live frame's record is at or above sp: an rbp below it points at
+     * dead frames (foreign code may leave any value there). */
+    uint32_t n = 1;
+    out[0] = (StNative){ ip, 0 };
+    *broken = true;
+    if (fp >= sp)
+        n = st_walk_fp(ip, fp, lo, hi, out, max, broken);
+    if (!*broken && st_whole(out, n, max, bottom))
         return n;
+    /* Not whole: a chain cut short in our code stays as far as it went
+     * (marked broken); from foreign code, whose rbp may be any value,
+     * nothing past frame 0 is kept unless the recovery gives a whole
+     * walk. */
+    *broken = true;
+    if (st_in_text(ip) && n > 1)
+        return n;
+    out[0].fp = 0;
+    if (max < 3 || text_hi == 0 || (sp & 7) || sp < lo || sp > hi - 16)
+        return 1;
     uintptr_t end = sp + ST_SCAN_BYTES < hi - 16 ? sp + ST_SCAN_BYTES : hi - 16;
     for (uintptr_t a = sp; a <= end; a += 8) {
         const volatile uintptr_t *w = (const volatile uintptr_t *)a;
         uintptr_t next = w[0], ret = w[1];
-        if (ret < text_lo || ret >= text_hi || (next & 7))
+        if ((next & 7) || !st_after_call(ret))
             continue;
         if (next != 0 && (next <= a || next > hi - 16 || next - a > ST_MAX_FRAME))
             continue;
         /* A frame record at a: its function's return address and the
-         * caller's frame pointer; walk on from the caller. */
+         * caller's frame pointer; walk on from the caller.  Taken only if
+         * that walk is whole (a word pair that merely looks like a record
+         * leads nowhere near the fiber's bottom). */
+        uint32_t k = st_record_owner(ip, sp, a, out, 1);
         bool b;
-        n = 1 + st_walk_fp(ret, next, lo, hi, out + 1, max - 1, &b);
-        *broken = b;
-        return n;
+        uint32_t m = k + st_walk_fp(ret, next, lo, hi, out + k, max - k, &b);
+        if (!b && st_whole(out, m, max, bottom)) {
+            *broken = false;
+            return m;
+        }
+        out[0].fp = 0;
     }
-    return n;
+    return 1;
 }
 
 /*

@@ -58,8 +58,10 @@ void vm_fiber_switch_peer(void **save_sp, void *next_sp);
 /* Code bounds of both switches, from vm_fiber_switch (a sample in there
  * is mid-switch). */
 extern const char vm_fiber_switch_end[];
-/* The bottom frame of every fiber. */
+/* The bottom frame of every fiber, and the return address of its call of
+ * the body (the last frame of every whole walk of a fiber). */
 void vm_fiber_entry(void);
+extern const uintptr_t vm_fiber_entry_ret;
 
 /*
  * Prepares `f` so that the first vm_fiber_switch() into f->sp runs

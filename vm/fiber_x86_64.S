@@ -121,9 +121,22 @@ vm_fiber_entry:
     xorl    %ebp, %ebp
     movq    %r13, %rdi
     call    *%r12
+1:
     /* A fiber body never returns: it switches away for good. */
     ud2
     .cfi_endproc
     .size   vm_fiber_entry, . - vm_fiber_entry
+
+    /* The return address of the body's frame (1 above): a frame-pointer
+     * walk that reaches it, with a saved rbp of 0, has reached the fiber's
+     * bottom.  A word of data, not a code label, so that no symbolizer
+     * names that address after it. */
+    .section .data.rel.ro, "aw"
+    .p2align 3
+    .globl  vm_fiber_entry_ret
+    .type   vm_fiber_entry_ret, @object
+vm_fiber_entry_ret:
+    .quad   1b
+    .size   vm_fiber_entry_ret, 8
 
     .section .note.GNU-stack,"",@progbits
