@@ -195,15 +195,15 @@ ST_NO_SANITIZE static void sample_cpu(PfSched *ps, Scheduler *s, const ucontext_
     if (cur && sp >= lo && sp < hi && !in_switch(pc)) {
         rec->what = PF_WHAT_PROCESS;
         rec->pid = cur->pid;
-        rec->nnative = (uint16_t)st_walk_interrupted(pc, fp, sp, lo, hi, nat, ST_MAX_NATIVE,
-                                                     &broken);
+        rec->nnative = (uint16_t)st_walk_interrupted(pc, fp, sp, lo, hi, vm_fiber_entry_ret,
+                                                     nat, ST_MAX_NATIVE, &broken);
         copy_vm(cur, rec);
     } else {
         rec->what = PF_WHAT_SCHED;
         rec->pid = 0;
         if (sp >= ps->stack_lo && sp < ps->stack_hi)
             rec->nnative = (uint16_t)st_walk_interrupted(pc, fp, sp, ps->stack_lo, ps->stack_hi,
-                                                         nat, ST_MAX_NATIVE, &broken);
+                                                         0, nat, ST_MAX_NATIVE, &broken);
         else {
             /* On another stack (a fiber in the middle of a switch, an
              * alternate signal stack): the pc alone. */
