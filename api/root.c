@@ -23,6 +23,7 @@
 #include "breakpoints/bp.h"
 #include "breakpoints/bp_session.h"
 #include "control/control.h"
+#include "loader/loader.h"
 #include "profile/pf.h"
 #include "trace/tr_vm.h"
 #include "vm/native.h"
@@ -40,6 +41,7 @@ typedef struct Layer {
 
 static const Layer layers[] = {
     { "vm", NULL, NULL, NULL, vm_bif_natives },
+    { "loader", NULL, NULL, NULL, ld_natives },
     { "trace", tr_vm_init, tr_vm_destroy, tr_vm_release, tr_natives },
     { "breakpoints", bp_engine_init, bp_sessions_stop, bp_engine_destroy, bp_natives },
     { "profile", NULL, pf_layer_stop, NULL, NULL },

@@ -178,7 +178,7 @@ static void match_functions(tvm_vm *vm, const BpPattern *pat, FnList *out)
 {
     for (uint32_t i = 0; i < vm->nmodules; i++) {
         Module *m = vm->modules[i];
-        if (!pat->any_mod && m->name != pat->mod)
+        if (m->deleted || (!pat->any_mod && m->name != pat->mod))
             continue;
         for (uint32_t j = 0; j < m->nfuncs; j++)
             if (pattern_matches(pat, m->funcs[j]))

@@ -31,6 +31,62 @@ static void set_error(tvm_error *err, tvm_status st, const char *msg)
     err->message[n] = '\0';
 }
 
+tvm_status ld_load(tvm_vm *vm, const char *name, const char *text, size_t len, Atom expect,
+                   bool beam_rules, StrBuf *diag)
+{
+    tvm_status built;
+    Module *m = ld_build_status(vm, name, text ? text : "", len, diag, &built);
+    if (!m)
+        return built;
+    if (expect && m->name != expect) {
+        StrBuf want, got;
+        sb_init(&want);
+        sb_init(&got);
+        vm_print_atom(&want, expect);
+        vm_print_atom(&got, m->name);
+        sb_printf(diag, "%s:1:1: error: the text defines module %s, not %s\n", name, got.s,
+                  want.s);
+        sb_free(&want);
+        sb_free(&got);
+        ld_module_free(m);
+        return TVM_ERR_LOAD;
+    }
+    /* The permission first: a load excludes trace_pattern, and a new
+     * version starts untraced (the old one's breakpoints go first). */
+    vm_code_perm_acquire(vm);
+    pthread_mutex_lock(&vm->code_lock);
+    Module *old = vm_module_find_locked(vm, m->name);
+    bool not_purged = beam_rules && old && vm_module_old(old);
+    pthread_mutex_unlock(&vm->code_lock);
+    tvm_status st = TVM_OK;
+    if (not_purged) {
+        sb_printf(diag, "%s:1:1: error: the module's old code is not purged\n", name);
+        ld_module_free(m);
+        vm_code_perm_release(vm);
+        return TVM_ERR_EXISTS;
+    }
+    if (old)
+        vm_hook_module_replaced(vm, old);
+    pthread_mutex_lock(&vm->code_lock);
+    if (vm_module_has_natives_locked(vm, m->name)) {
+        StrBuf sb;
+        sb_init(&sb);
+        vm_print_atom(&sb, m->name);
+        sb_printf(diag, "%s:1:1: error: module %s is provided by natives and cannot be "
+                  "loaded from assembly\n", name, sb.s);
+        sb_free(&sb);
+        ld_module_free(m);
+        st = TVM_ERR_LOAD;
+    } else {
+        /* on_load patterns: armed before the install publishes m. */
+        vm_hook_module_loading(vm, m);
+        vm_module_install_locked(vm, m);
+    }
+    pthread_mutex_unlock(&vm->code_lock);
+    vm_code_perm_release(vm);
+    return st;
+}
+
 tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,
                            size_t len, tvm_error *err)
 {
@@ -41,35 +97,7 @@ tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,
     }
     StrBuf diag;
     sb_init(&diag);
-    tvm_status st;
-    Module *m = ld_build_status(vm, name, text ? text : "", len, &diag, &st);
-    if (m) {
-        /* The permission first: a load excludes trace_pattern, and a new
-         * version starts untraced (the old one's breakpoints go first). */
-        vm_code_perm_acquire(vm);
-        pthread_mutex_lock(&vm->code_lock);
-        Module *old = vm_module_find_locked(vm, m->name);
-        pthread_mutex_unlock(&vm->code_lock);
-        if (old)
-            vm_hook_module_replaced(vm, old);
-        pthread_mutex_lock(&vm->code_lock);
-        if (vm_module_has_natives_locked(vm, m->name)) {
-            StrBuf sb;
-            sb_init(&sb);
-            vm_print_atom(&sb, m->name);
-            sb_printf(&diag, "%s:1:1: error: module %s is provided by natives and cannot be "
-                      "loaded from assembly\n", name, sb.s);
-            sb_free(&sb);
-            ld_module_free(m);
-            st = TVM_ERR_LOAD;
-        } else {
-            /* on_load patterns: armed before the install publishes m. */
-            vm_hook_module_loading(vm, m);
-            vm_module_install_locked(vm, m);
-        }
-        pthread_mutex_unlock(&vm->code_lock);
-        vm_code_perm_release(vm);
-    }
+    tvm_status st = ld_load(vm, name, text, len, 0, false, &diag);
     set_error(err, st, diag.s);
     sb_free(&diag);
     return st;

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "vm/module.h"
+#include "vm/native.h"
 #include "vm/strbuf.h"
 
 /*
@@ -30,6 +31,24 @@ Module *ld_build_status(tvm_vm *vm, const char *file, const char *text, size_t l
 
 /* Frees a module that was built but not installed. */
 void ld_module_free(Module *m);
+
+/*
+ * Builds module text and installs it (tvm_load_string and code:load_binary
+ * share it): under the code-modification permission, the breakpoints of
+ * the version it replaces go first, the on_load patterns are armed in the
+ * new one, and one code-index commit publishes it.  `expect`, when not 0,
+ * is the module the text must define (TVM_ERR_LOAD otherwise, with a
+ * diagnostic); `beam_rules` refuses, with TVM_ERR_EXISTS, a module whose
+ * old code was not purged (code:load_binary's not_purged).  Diagnostics
+ * go to diag.  Any thread; a calling process is suspended while it waits.
+ */
+tvm_status ld_load(tvm_vm *vm, const char *name, const char *text, size_t len, Atom expect,
+                   bool beam_rules, StrBuf *diag);
+
+/* The loader's natives: code:load_binary/3, erlang:delete_module/1,
+ * erlang:purge_module/1, erlang:check_old_code/1, erlang:module_loaded/1
+ * (loader/ld_natives.c; installed by api/root.c). */
+VmNativeTable ld_natives(void);
 
 /* Appends a disassembly of `m` to out. */
 void ld_disassemble(const Module *m, StrBuf *out);

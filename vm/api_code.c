@@ -27,12 +27,17 @@ size_t tvm_modules(tvm_vm *vm, tvm_module_info *out, size_t max)
     if (!vm)
         return 0;
     pthread_mutex_lock(&vm->code_lock);
-    size_t n = vm->nmodules;
-    for (size_t i = 0; out && i < n && i < max; i++) {
+    size_t n = 0;
+    for (size_t i = 0; i < vm->nmodules; i++) {
         const Module *m = vm->modules[i];
-        copy_name(out[i].name, m->name);
-        out[i].file = m->file;
-        out[i].functions = (int)m->nfuncs;
+        if (m->deleted)
+            continue;   /* old code only: not loaded */
+        if (out && n < max) {
+            copy_name(out[n].name, m->name);
+            out[n].file = m->file;
+            out[n].functions = (int)m->nfuncs;
+        }
+        n++;
     }
     pthread_mutex_unlock(&vm->code_lock);
     return n;
@@ -47,7 +52,7 @@ tvm_status tvm_functions(tvm_vm *vm, const char *module, tvm_function_info *out,
     if (!vm_atom_lookup(module, strlen(module), &a))
         return TVM_ERR_NOTFOUND;
     pthread_mutex_lock(&vm->code_lock);
-    const Module *m = vm_module_find_locked(vm, a);
+    const Module *m = vm_module_current_locked(vm, a);
     if (m) {
         *count = m->nfuncs;
         for (size_t i = 0; i < m->nfuncs && i < max; i++) {

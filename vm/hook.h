@@ -89,10 +89,11 @@ void vm_hook_time_out(Process *p);
 void vm_hook_time_in(Process *p);
 
 /*
- * Loading a new version of module `old->name` (loader/): removes every
- * breakpoint of the old version (its functions and the trampolines of its
- * exports) with the full sequence, so neither old nor new code is traced
- * afterwards.  Called with the code-modification permission held.
+ * Loading a new version of module `old->name`, or deleting its current
+ * code (loader/): removes every breakpoint of that version (its functions
+ * and the trampolines of its exports) with the full sequence, so neither
+ * old nor new code is traced afterwards.  Called with the
+ * code-modification permission held.
  */
 void vm_hook_module_replaced(tvm_vm *vm, const Module *old);
 

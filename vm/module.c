@@ -187,6 +187,30 @@ Module *vm_module_find_locked(tvm_vm *vm, Atom name)
     return NULL;
 }
 
+Module *vm_module_current_locked(tvm_vm *vm, Atom name)
+{
+    Module *m = vm_module_find_locked(vm, name);
+    return m && !m->deleted ? m : NULL;
+}
+
+Module *vm_module_old(Module *m)
+{
+    Module *old = m->deleted ? m : m->older;
+    return old && !old->purged ? old : NULL;
+}
+
+void vm_module_delete_locked(tvm_vm *vm, Module *m)
+{
+    unsigned staging = stage_begin(vm);
+    for (uint32_t i = 0; i < m->nfuncs; i++) {
+        Export *e = m->funcs[i]->export;
+        if (e)
+            vm_atomic_store_release(&e->addr[staging], (uintptr_t)e->stub);
+    }
+    stage_commit(vm, staging);
+    m->deleted = true;
+}
+
 bool vm_module_has_natives_locked(tvm_vm *vm, Atom mod)
 {
     for (uint32_t i = 0; i < vm->nnatives; i++)
@@ -199,8 +223,9 @@ void vm_module_install_locked(tvm_vm *vm, Module *m)
 {
     Module *old = vm_module_find_locked(vm, m->name);
     unsigned staging = stage_begin(vm);
-    if (old) {
-        /* Exports of the old version that the new one lacks become undefined. */
+    if (old && !old->deleted) {
+        /* Exports of the old version that the new one lacks become undefined
+         * (a deleted version's are already). */
         for (uint32_t i = 0; i < old->nfuncs; i++) {
             Export *e = old->funcs[i]->export;
             if (e)

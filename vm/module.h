@@ -103,6 +103,14 @@ typedef struct Module {
     uint32_t nfuncs;
     LitBlock *lits;             /* boxed literals the code refers to */
     struct Module *older;       /* replaced versions, kept while the VM lives */
+    /* Under perm and code_lock (read under either):
+     *   deleted  this version was the current code until delete_module
+     *            made it old: the module has no current code;
+     *   purged   this version (old code) was purged: it counts as gone
+     *            for check_old_code and loading, but stays allocated, as
+     *            all code does while the VM lives (a process still running
+     *            it, or a frame returning into it, keeps working). */
+    bool deleted, purged;
 } Module;
 
 static inline unsigned vm_code_ix(const tvm_vm *vm)
@@ -148,6 +156,24 @@ tvm_status vm_native_install_locked(tvm_vm *vm, Export *e, FuncInfo *fi);
 
 /* True if some native belongs to module `mod` (perm or code_lock held). */
 bool vm_module_has_natives_locked(tvm_vm *vm, Atom mod);
+
+/* The current version of module `name`: NULL when none is loaded or it
+ * was deleted.  code_lock held. */
+Module *vm_module_current_locked(tvm_vm *vm, Atom name);
+
+/* The version that is old code of the module whose chain head is m (m
+ * itself when deleted, else m->older), or NULL when there is none or it
+ * was purged. */
+Module *vm_module_old(Module *m);
+
+/*
+ * Deletes the current code of m (erlang:delete_module): every export of
+ * it becomes undefined (remote calls raise undef) in one code-index
+ * commit, and m becomes old code.  Processes running it go on; their
+ * local calls stay in it.  Call with the permission and code_lock held,
+ * after vm_hook_module_replaced removed its breakpoints.
+ */
+void vm_module_delete_locked(tvm_vm *vm, Module *m);
 
 /* Frees a module and every older version chained to it. */
 void vm_module_free(Module *m);

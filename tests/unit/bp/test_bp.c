@@ -25,12 +25,14 @@
 
 /* The natives every VM has: erlang's 39 of vm/bif.c, erlang:trace/3 and
  * trace/4 (trace/tr_bif.c), erlang:trace_pattern/3 and /4 and
- * erlang:trace_info/2 and /3 (breakpoints/); and lists 4, timer 1, io 2
- * (vm/bif.c), trace 5 (OTP 27's trace module: session_create/3,
- * session_destroy/1, function/4, process/4, info/3).  A native added or
- * lost changes what a pattern matches: update these. */
-#define ERLANG_NATIVES 45
-#define OTHER_NATIVES 12
+ * erlang:trace_info/2 and /3 (breakpoints/), erlang:delete_module/1,
+ * purge_module/1, check_old_code/1 and module_loaded/1 (loader/); and
+ * lists 4, timer 1, io 2 (vm/bif.c), trace 5 (OTP 27's trace module:
+ * session_create/3, session_destroy/1, function/4, process/4, info/3),
+ * code:load_binary/3 (loader/).  A native added or lost changes what a
+ * pattern matches: update these. */
+#define ERLANG_NATIVES 49
+#define OTHER_NATIVES 13
 
 static const char *const bt_src =
     "module bt\n"
