@@ -997,7 +997,10 @@ typedef struct tvm_session_info {
     bool live;               /* false once a limit stopped it: its settings are
                                 removed and its last record written by then */
     const char *stopped;     /* why it stopped: "max_events", "rate", "duration",
-                                "owner_exit"; NULL while live */
+                                "owner_exit", "destroyed"; set as soon as it is
+                                asked to stop (it admits no event from then on),
+                                while live may stay true until the stop is done;
+                                NULL before */
     uint64_t written;        /* events written into its sink (or messages sent) */
     uint64_t lost;           /* events lost: full rings (drop policy), the rate */
 } tvm_session_info;

@@ -212,7 +212,9 @@ bool tr_session_info(tvm_vm *vm, TrSession *s, uint64_t id, char *name, size_t n
          * record written): a caller that sees it stopped sees all that. */
         *live = st == TR_SESS_LIVE || st == TR_SESS_STOPPING;
         TrStopReason r = (TrStopReason)vm_atomic_load_relaxed(&s->reason);
-        *stopped = *live || r == TR_STOP_NONE ? NULL : tr_stop_reason_name(r);
+        /* Why, from the moment a limit or the owner's exit asked (its gate
+         * admits nothing from then on), while the stop may still run. */
+        *stopped = r == TR_STOP_NONE ? NULL : tr_stop_reason_name(r);
     }
     pthread_mutex_unlock(&vm->sessions->lock);
     return ok;
@@ -556,16 +558,17 @@ void tr_session_add_counts(tvm_vm *vm, TrSession *s, uint64_t written, uint64_t 
     pthread_mutex_unlock(&S->lock);
 }
 
-void tr_session_counts(tvm_vm *vm, TrSession *s, uint64_t *written, uint64_t *lost)
+/* The counts with t, the session's pipeline (NULL: none, or one
+ * already unpublished that the caller passes instead). */
+static void counts_with(tvm_vm *vm, TrSession *s, TrVm *t, uint64_t *written, uint64_t *lost)
 {
     TrSessions *S = vm->sessions;
     pthread_mutex_lock(&S->lock);
     uint64_t w = s->written_done + vm_atomic_load_relaxed(&s->sent);
     uint64_t l = s->lost_done + vm_atomic_load_relaxed(&s->rate_dropped);
     pthread_mutex_unlock(&S->lock);
-    /* The running pipeline's rings (tr_vm.c keeps it alive: the caller
-     * holds trace_lock or the permission, as every pipeline stop does). */
-    TrVm *t = vm_atomic_load_ptr_acquire(&s->out);
+    /* The pipeline's rings (tr_vm.c keeps it alive: the caller holds
+     * trace_lock or the permission, as every pipeline stop does). */
     if (t) {
         TrStats *st = tr_pipeline_stats(t->tp);
         for (int i = 0; i < st->nrings; i++) {
@@ -581,13 +584,23 @@ void tr_session_counts(tvm_vm *vm, TrSession *s, uint64_t *written, uint64_t *lo
     *lost = l;
 }
 
+void tr_session_counts(tvm_vm *vm, TrSession *s, uint64_t *written, uint64_t *lost)
+{
+    counts_with(vm, s, vm_atomic_load_ptr_acquire(&s->out), written, lost);
+}
+
 void tr_session_final_record(tvm_vm *vm, TrSession *s)
+{
+    tr_session_final_record_in(vm, s, vm_atomic_load_ptr_acquire(&s->out));
+}
+
+void tr_session_final_record_in(tvm_vm *vm, TrSession *s, TrVm *t)
 {
     if (s->final_written)
         return;
     s->final_written = true;
     uint64_t written, lost;
-    tr_session_counts(vm, s, &written, &lost);
+    counts_with(vm, s, t, &written, &lost);
     TrStopReason why = (TrStopReason)vm_atomic_load_relaxed(&s->reason);
     Atom reason;
     const char *name = tr_stop_reason_name(why);
@@ -597,7 +610,6 @@ void tr_session_final_record(tvm_vm *vm, TrSession *s)
         tr_deliver_stopped(vm, s, make_atom(reason), written, lost);
         return;
     }
-    TrVm *t = vm_atomic_load_ptr_acquire(&s->out);
     if (!t)
         return;
     Term terms[3] = { make_atom(reason), make_small((int64_t)written), make_small((int64_t)lost) };

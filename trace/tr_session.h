@@ -248,6 +248,10 @@ void tr_session_stopped(tvm_vm *vm, TrSession *s);
  * (bp_session.c).
  */
 void tr_session_final_record(tvm_vm *vm, TrSession *s);
+/* The same into t, the session's pipeline that its stop has unpublished
+ * (after the grace period, before the pipeline is freed). */
+struct TrVm;
+void tr_session_final_record_in(tvm_vm *vm, TrSession *s, struct TrVm *t);
 
 /* A freed pipeline's totals, added to s's counts. */
 void tr_session_add_counts(tvm_vm *vm, TrSession *s, uint64_t written, uint64_t lost);

@@ -322,6 +322,13 @@ static bool stop_pipeline(tvm_vm *vm, TrSession *s)
     if (!t)
         return false;
     vm_progress_sync(vm_progress_get(vm), NULL);              /* (2) */
+    /* A limit or the owner's exit asked for the session's stop and the
+     * stopper has not written its last record yet (tvm_trace_stop came
+     * first): it goes in now, after every event of the session (the
+     * sync above), before the pipeline drains and closes.  The stopper,
+     * under the same permission later, finds it written. */
+    if (vm_atomic_load_relaxed(&s->reason) != TR_STOP_NONE)
+        tr_session_final_record_in(vm, s, t);
     tr_vm_free(vm, t);
     return true;
 }
