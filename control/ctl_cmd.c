@@ -1,7 +1,7 @@
 /*
  * control/ctl_cmd.c - the control endpoint's commands (docs/control.md):
  * info, procs, top, stacks, load and profile, each on the client's own
- * thread.
+ * thread (trace is in ctl_trace.c).
  *
  * Every command reads the VM through the public API (tvm_processes,
  * tvm_backtrace, tvm_load_string, ...), so what a client can do is what
@@ -94,7 +94,7 @@ typedef struct Opts {
 } Opts;
 
 /* Parses a whole number in [lo, hi]; false if it is not one. */
-static bool number(const char *s, long lo, long hi, long *out)
+bool ctl_number(const char *s, long lo, long hi, long *out)
 {
     char *end;
     long v = strtol(s, &end, 10);
@@ -139,11 +139,11 @@ static bool options(CtlClient *c, int argc, char **argv, const char *allowed, Op
                  !strcmp(v, "heap");
             o->sort = v;
         } else if (!strcmp(a, "--limit")) {
-            ok = number(v, 1, 1000000, &o->limit);
+            ok = ctl_number(v, 1, 1000000, &o->limit);
         } else if (!strcmp(a, "--interval")) {
-            ok = number(v, 10, 3600000, &o->interval);
+            ok = ctl_number(v, 10, 3600000, &o->interval);
         } else {
-            ok = number(v, 1, 1000000, &o->count);
+            ok = ctl_number(v, 1, 1000000, &o->count);
         }
         if (!ok) {
             ctl_error(c, "%s: bad value for %s: '%s'", argv[0], a, v);
@@ -266,7 +266,7 @@ static void cmd_procs(CtlClient *c, int argc, char **argv)
 }
 
 /* Sleeps ms, in steps, returning false early when the endpoint stops. */
-static bool nap(CtlClient *c, long ms)
+bool ctl_nap(CtlClient *c, long ms)
 {
     while (ms > 0) {
         long step = ms < 50 ? ms : 50;
@@ -294,7 +294,7 @@ static void cmd_top(CtlClient *c, int argc, char **argv)
     size_t nbefore;
     Row *before = snapshot(vm, &nbefore);
     for (long k = 0; k < o.count && !c->gone; k++) {
-        if (!nap(c, o.interval))
+        if (!ctl_nap(c, o.interval))
             break;
         size_t n;
         Row *rows = snapshot(vm, &n);
@@ -443,7 +443,7 @@ static void cmd_stacks(CtlClient *c, int argc, char **argv)
 static void cmd_load(CtlClient *c, int argc, char **argv)
 {
     long bytes;
-    if (argc != 3 || !number(argv[2], 0, CTL_LOAD_MAX, &bytes)) {
+    if (argc != 3 || !ctl_number(argv[2], 0, CTL_LOAD_MAX, &bytes)) {
         ctl_error(c, "load: expects NAME BYTES (BYTES at most %u)", CTL_LOAD_MAX);
         if (argc == 3)
             c->gone = true;   /* the bytes that may follow cannot be told from requests */
@@ -532,10 +532,10 @@ static void cmd_profile(CtlClient *c, int argc, char **argv)
             po.kind = v[0] == 'c' ? TVM_PROFILE_CPU : v[0] == 'o' ? TVM_PROFILE_OFF
                                                                  : TVM_PROFILE_ALLOC;
         } else if (!strcmp(a, "--hz")) {
-            ok = number(v, 1, 10000, &n);
+            ok = ctl_number(v, 1, 10000, &n);
             po.hz = ok ? (unsigned)n : 0;
         } else if (!strcmp(a, "--alloc-interval")) {
-            ok = number(v, 1, 1 << 20, &n);
+            ok = ctl_number(v, 1, 1 << 20, &n);
             po.alloc_interval = ok ? (size_t)n * 1024 : 0;
         } else if (!strcmp(a, "--format")) {
             ok = tvm_profile_format_parse(v, &wo.format) == TVM_OK;
@@ -564,7 +564,7 @@ static void cmd_profile(CtlClient *c, int argc, char **argv)
         ctl_error(c, "profile: %s", err.message);
         return;
     }
-    nap(c, (long)(seconds * 1000 + 0.5));
+    ctl_nap(c, (long)(seconds * 1000 + 0.5));
     tvm_profile_stop(prof);
     tvm_profile_stats st;
     tvm_profile_get_stats(prof, &st);
@@ -599,6 +599,7 @@ static const struct {
     { "stacks", cmd_stacks },
     { "load", cmd_load },
     { "profile", cmd_profile },
+    { "trace", ctl_cmd_trace },
 };
 
 void ctl_dispatch(CtlClient *c, int argc, char **argv)

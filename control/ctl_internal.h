@@ -109,6 +109,13 @@ bool ctl_flush(CtlClient *c);
 /* Runs one request of a client (its words); the reply is written to c. */
 void ctl_dispatch(CtlClient *c, int argc, char **argv);
 
+/* A whole number in [lo, hi] (false if s is not one). */
+bool ctl_number(const char *s, long lo, long hi, long *out);
+/* Sleeps ms in steps of 50; false as soon as the endpoint stops. */
+bool ctl_nap(CtlClient *c, long ms);
+/* The trace command (ctl_trace.c). */
+void ctl_cmd_trace(CtlClient *c, int argc, char **argv);
+
 /* Clients being served now (info). */
 int ctl_clients(CtlServer *srv);
 

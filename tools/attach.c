@@ -43,7 +43,14 @@ static const char *const usage_attach =
     "  profile --duration S [--kind cpu|off|alloc] [--hz N] [--alloc-interval KIB]\n"
     "          [--format F] [--merge] [--lines] --out FILE\n"
     "                         profile the VM for S seconds (docs/profiling.md); the VM\n"
-    "                         writes FILE (folded, speedscope .json, pprof .pb.gz, .svg)\n";
+    "                         writes FILE (folded, speedscope .json, pprof .pb.gz, .svg)\n"
+    "  trace PATTERN... [--match SPEC] [--local] [--flags LIST] [--max-events N]\n"
+    "        [--duration S] [--rate N]\n"
+    "                         trace calls of the matching functions (MOD:FUN/ARITY,\n"
+    "                         _ for any part) in a session of this client's own, and\n"
+    "                         print each event until a limit (default 1000 events),\n"
+    "                         then the session's last record; interrupting it stops\n"
+    "                         the trace\n";
 
 /* profile's --out FILE made absolute: the VM writes it, from its own
  * working directory.  Returns a copy of argv to free, or NULL. */

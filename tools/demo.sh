@@ -21,4 +21,20 @@ run "$tv" run -S 1 examples/sleep.tasm
 run "$tv" run -S 2 examples/callcount.tasm
 run "$tv" run -S 2 examples/tracedemo.tasm --flags call
 run "$tv" dis examples/fib.tasm
+
+# What tracevm is for: tracing switched on in a running system from
+# another process, and off again, without a pause.  The ticker's two
+# workers call ticker:tick/2 every 10 ms; attach traces six calls, then
+# the session is gone and the program runs on untraced.
+echo "\$ $tv run -S 2 examples/ticker.tasm -e ticker:main 3000 &"
+"$tv" run -S 2 examples/ticker.tasm -e ticker:main 3000 &
+ticker=$!
+for _ in $(seq 100); do
+    "$tv" attach $ticker info >/dev/null 2>&1 && break
+    sleep 0.05
+done
+sleep 0.2
+run "$tv" attach $ticker trace ticker:tick/2 --max-events 6
+run "$tv" attach $ticker procs
+wait $ticker
 exit 0

@@ -13,6 +13,7 @@ check '{done,1000}' "$TRACEVM" run examples/pingpong.tasm -e pingpong:main 1000
 check '{ring,200,20,4000}' "$TRACEVM" run -S 2 examples/ring.tasm -e ring:main 200 20
 check '{8,18,20672}' "$TRACEVM" run -S 2 examples/parallel.tasm -e parallel:main 8 18
 check '[100,200,300]' "$TRACEVM" run -S 1 examples/sleep.tasm
+check done "$TRACEVM" run -S 2 examples/ticker.tasm -e ticker:main 50
 # tracedemo: call events only while the pattern is on, and only of work/1.
 # How many calls fall into its 60 ms window is the machine's business; what
 # is exact: every event is a call of work/1 by one of the two workers, and

@@ -1,0 +1,223 @@
+/*
+ * control/ctl_trace.c - the control endpoint's trace command: call
+ * tracing switched on in a running VM from another OS process, and off
+ * again, through a trace session of the client's own (docs/control.md,
+ * docs/tracing.md "Sessions").
+ *
+ *   trace PATTERN... [--match SPEC] [--local] [--flags LIST]
+ *         [--max-events N] [--duration S] [--rate N]
+ *
+ * The reply is `ok`, then each event as a payload line in the text format
+ * (as `tracevm run --trace` writes them), then the session's last record,
+ * {trace_stopped,Reason,Written,Lost}, then the end of the reply.
+ *
+ * Why nothing here pauses the VM, or can be held up by the client:
+ *  - the session is one of the VM's sixteen: its patterns and process
+ *    flags are its own, set and removed by the same non-blocking sequence
+ *    as trace_pattern; the program's own tracing and other clients'
+ *    sessions are untouched;
+ *  - its sink writes to the client's socket from the session's collector
+ *    thread, with the drop policy and without blocking (trace/tr_fdout.c):
+ *    a client that does not read loses events, which the last record
+ *    counts; no scheduler ever waits for it;
+ *  - it always ends: at its first limit (with neither --max-events nor
+ *    --duration, after CTL_TRACE_EVENTS events, as recon_trace insists on
+ *    a limit), when the client hangs up, or when the endpoint stops; the
+ *    session is destroyed then, and with it every setting it made.
+ * Events are text lines that begin with '{', never with '.', so the
+ * sink's lines need no dot-stuffing.
+ */
+#define _GNU_SOURCE
+#include "control/ctl_internal.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The events a trace without a limit of its own stops after. */
+#define CTL_TRACE_EVENTS 1000
+/* Patterns one request may name. */
+#define CTL_TRACE_PATTERNS 16
+
+typedef struct TraceReq {
+    const char *patterns[CTL_TRACE_PATTERNS];
+    int npatterns;
+    const char *match;         /* --match, or NULL */
+    bool local;                /* --local: local patterns (every call) */
+    unsigned flags;            /* --flags (default call) */
+    long max_events, rate;     /* 0: none */
+    double seconds;            /* --duration, 0: none */
+} TraceReq;
+
+/* An API error's message without the function's name in front. */
+static const char *why(const tvm_error *err)
+{
+    const char *colon = strstr(err->message, ": ");
+    return !strncmp(err->message, "tvm_", 4) && colon ? colon + 2 : err->message;
+}
+
+/* One option with its value; false after an error reply. */
+static bool option(CtlClient *c, const char *a, const char *v, TraceReq *r)
+{
+    tvm_error err;
+    bool ok = true;
+    if (!strcmp(a, "--match")) {
+        r->match = v;
+    } else if (!strcmp(a, "--flags")) {
+        if (tvm_trace_flags_parse(v, &r->flags, &err) != TVM_OK) {
+            ctl_error(c, "trace: --flags: %s", why(&err));
+            return false;
+        }
+    } else if (!strcmp(a, "--max-events")) {
+        ok = ctl_number(v, 1, 1000000000, &r->max_events);
+    } else if (!strcmp(a, "--rate")) {
+        ok = ctl_number(v, 1, 1000000000, &r->rate);
+    } else {
+        char *end;
+        r->seconds = strtod(v, &end);
+        ok = *v && !*end && r->seconds > 0 && r->seconds <= 3600;
+    }
+    if (!ok)
+        ctl_error(c, "trace: bad value for %s: '%s'", a, v);
+    return ok;
+}
+
+static bool parse(CtlClient *c, int argc, char **argv, TraceReq *r)
+{
+    static const char *const valued[] = { "--match", "--flags", "--max-events", "--duration",
+                                          "--rate" };
+    *r = (TraceReq){ .flags = TVM_TRACE_CALL };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-') {
+            if (r->npatterns == CTL_TRACE_PATTERNS) {
+                ctl_error(c, "trace: at most %d patterns", CTL_TRACE_PATTERNS);
+                return false;
+            }
+            r->patterns[r->npatterns++] = a;
+            continue;
+        }
+        if (!strcmp(a, "--local")) {
+            r->local = true;
+            continue;
+        }
+        bool known = false;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+            known = known || !strcmp(a, valued[k]);
+        if (!known) {
+            ctl_error(c, "trace: unknown option '%s'", a);
+            return false;
+        }
+        if (i + 1 >= argc) {
+            ctl_error(c, "trace: %s needs a value", a);
+            return false;
+        }
+        if (!option(c, a, argv[++i], r))
+            return false;
+    }
+    if (!r->npatterns) {
+        ctl_error(c, "trace: needs a pattern (MOD:FUN/ARITY, _ for any part)");
+        return false;
+    }
+    if (!r->max_events && r->seconds == 0)
+        r->max_events = CTL_TRACE_EVENTS;
+    return true;
+}
+
+/* Sets r's patterns in session s; the functions matched, or -1 with the
+ * reason in err (and the pattern in *bad). */
+static int set_patterns(tvm_vm *vm, tvm_session s, const TraceReq *r, const char **bad,
+                        tvm_error *err)
+{
+    int total = 0;
+    for (int i = 0; i < r->npatterns; i++) {
+        int n = 0;
+        if (tvm_session_trace_pattern(vm, s, r->patterns[i], r->match, TVM_TP_TRUE,
+                                      r->local ? TVM_TP_LOCAL : TVM_TP_GLOBAL, 0, &n,
+                                      err) != TVM_OK) {
+            *bad = r->patterns[i];
+            return -1;
+        }
+        total += n;
+    }
+    return total;
+}
+
+/*
+ * The patterns are tried first in a session whose sink is /dev/null, so
+ * that a bad pattern or spec, or one that matches nothing, gets an error
+ * reply before anything is written to the client (a session writes its
+ * last record when it is destroyed).
+ */
+static bool check_patterns(CtlClient *c, const TraceReq *r)
+{
+    tvm_vm *vm = c->srv->vm;
+    tvm_trace_options o = { .size = sizeof o, .format = TVM_TRACE_TEXT, .path = "/dev/null" };
+    tvm_session s;
+    tvm_error err, derr;
+    if (tvm_session_create(vm, "control-check", &o, &s, &err) != TVM_OK) {
+        ctl_error(c, "trace: %s", why(&err));
+        return false;
+    }
+    const char *bad = NULL;
+    int n = set_patterns(vm, s, r, &bad, &err);
+    tvm_session_destroy(vm, s, &derr);
+    if (n < 0)
+        ctl_error(c, "trace: %s: %s", bad, why(&err));
+    else if (n == 0)
+        ctl_error(c, "trace: the patterns match no function%s",
+                  r->local ? "" : " (without --local, exported ones only)");
+    return n > 0;
+}
+
+/* Whether the client is still connected (it has not shut its end). */
+static bool client_here(CtlClient *c)
+{
+    struct pollfd p = { .fd = c->fd, .events = POLLRDHUP };
+    return poll(&p, 1, 0) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+void ctl_cmd_trace(CtlClient *c, int argc, char **argv)
+{
+    TraceReq r;
+    if (!parse(c, argc, argv, &r) || !check_patterns(c, &r))
+        return;
+    tvm_vm *vm = c->srv->vm;
+    tvm_trace_options o = {
+        .size = sizeof o,
+        .format = TVM_TRACE_TEXT,
+        .use_fd = true,
+        .fd = c->fd,
+        .policy = TVM_TRACE_DROP,
+        .max_events = (uint64_t)r.max_events,
+        .rate = (uint64_t)r.rate,
+        .duration_ms = (uint64_t)(r.seconds * 1000 + 0.5),
+    };
+    char name[64];
+    snprintf(name, sizeof name, "control-%d", c->fd);
+    tvm_session s;
+    tvm_error err;
+    if (tvm_session_create(vm, name, &o, &s, &err) != TVM_OK) {
+        ctl_error(c, "trace: %s", why(&err));
+        return;
+    }
+    /* From here the session's sink shares the socket: the status line
+     * goes first, before any pattern can make an event. */
+    ctl_ok(c);
+    ctl_flush(c);
+    const char *bad = NULL;
+    bool ok = set_patterns(vm, s, &r, &bad, &err) >= 0 &&
+              tvm_session_trace_flags_all(vm, s, TVM_TRACE_ALL, r.flags, true, &err) == TVM_OK;
+    tvm_session_info in;
+    while (ok && ctl_nap(c, 50) && client_here(c) &&
+           tvm_session_info_get(vm, s, &in) == TVM_OK && !in.stopped)
+        ;
+    /* Its settings are removed, its last record written and its sink
+     * drained (a client that stopped reading is given up on). */
+    tvm_error derr;
+    tvm_session_destroy(vm, s, &derr);
+    if (!ok)
+        ctl_linef(c, "trace: %s%s%s", bad ? bad : "", bad ? ": " : "", why(&err));
+    ctl_end(c);
+}
