@@ -1,7 +1,7 @@
 /*
  * control/ctl_cmd.c - the control endpoint's commands (docs/control.md):
  * info, procs, top, stacks, load and profile, each on the client's own
- * thread (trace is in ctl_trace.c).
+ * thread (trace is in ctl_trace.c, count and time in ctl_calls.c).
  *
  * Every command reads the VM through the public API (tvm_processes,
  * tvm_backtrace, tvm_load_string, ...), so what a client can do is what
@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "trace/tr_session.h"
 #include "vm/common.h"
 #include "vm/sched.h"
 #include "vm/timer.h"
@@ -187,6 +188,7 @@ static void cmd_info(CtlClient *c, int argc, char **argv)
     ctl_linef(c, "memory_kib: %ld", resident_kib());
     ctl_linef(c, "uptime_s: %.1f", (double)(vm_now_ns() - c->srv->started_ns) / 1e9);
     ctl_linef(c, "clients: %d", ctl_clients(c->srv));
+    ctl_linef(c, "sessions: %u", tr_sessions_live(vm));
     ctl_end(c);
 }
 
@@ -600,6 +602,8 @@ static const struct {
     { "load", cmd_load },
     { "profile", cmd_profile },
     { "trace", ctl_cmd_trace },
+    { "count", ctl_cmd_calls },
+    { "time", ctl_cmd_calls },
 };
 
 void ctl_dispatch(CtlClient *c, int argc, char **argv)

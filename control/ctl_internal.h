@@ -115,6 +115,8 @@ bool ctl_number(const char *s, long lo, long hi, long *out);
 bool ctl_nap(CtlClient *c, long ms);
 /* The trace command (ctl_trace.c). */
 void ctl_cmd_trace(CtlClient *c, int argc, char **argv);
+/* The count and time commands (ctl_calls.c; argv[0] says which). */
+void ctl_cmd_calls(CtlClient *c, int argc, char **argv);
 
 /* Clients being served now (info). */
 int ctl_clients(CtlServer *srv);

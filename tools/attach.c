@@ -50,7 +50,11 @@ static const char *const usage_attach =
     "                         _ for any part) in a session of this client's own, and\n"
     "                         print each event until a limit (default 1000 events),\n"
     "                         then the session's last record; interrupting it stops\n"
-    "                         the trace\n";
+    "                         the trace\n"
+    "  count PATTERN... --duration S [--limit N]\n"
+    "                         call counts of the matching functions over S seconds\n"
+    "  time PATTERN... --duration S [--limit N]\n"
+    "                         call times: calls, exclusive time, per call, share\n";
 
 /* profile's --out FILE made absolute: the VM writes it, from its own
  * working directory.  Returns a copy of argv to free, or NULL. */

@@ -547,6 +547,19 @@ void tr_sessions_owner_exit(tvm_vm *vm, uint64_t pid)
     }
 }
 
+unsigned tr_sessions_live(tvm_vm *vm)
+{
+    TrSessions *S = vm->sessions;
+    unsigned n = 0;
+    pthread_mutex_lock(&S->lock);
+    for (int i = 0; i < VM_SESSIONS_MAX; i++) {
+        TrSessState st = tr_sess_st(vm_atomic_load_relaxed(&S->s[i].state));
+        n += st == TR_SESS_LIVE || st == TR_SESS_STOPPING;
+    }
+    pthread_mutex_unlock(&S->lock);
+    return n;
+}
+
 /* ==== counts and the final record ==== */
 
 void tr_session_add_counts(tvm_vm *vm, TrSession *s, uint64_t written, uint64_t lost)

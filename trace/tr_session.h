@@ -247,6 +247,9 @@ void tr_session_stopped(tvm_vm *vm, TrSession *s);
  * process, after the grace period that ended every earlier emit
  * (bp_session.c).
  */
+/* The sessions live now (or stopping), the default one included (the
+ * control endpoint's info). */
+unsigned tr_sessions_live(tvm_vm *vm);
 void tr_session_final_record(tvm_vm *vm, TrSession *s);
 /* The same into t, the session's pipeline that its stop has unpublished
  * (after the grace period, before the pipeline is freed). */

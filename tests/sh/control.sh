@@ -32,9 +32,10 @@ grep -qx "$vm  *$sock  $TRACEVM run -q -S 2 tests/sh/data/control.tasm 60000" "$
 
 # info: every key, the counts exact.
 attach $vm info >"$tmp/info" || fail "info exited $?"
-[[ "$(cut -d: -f1 "$tmp/info" | tr '\n' ' ')" == "protocol pid schedulers processes modules memory_kib uptime_s clients " ]] ||
+[[ "$(cut -d: -f1 "$tmp/info" | tr '\n' ' ')" == "protocol pid schedulers processes modules memory_kib uptime_s clients sessions " ]] ||
     fail "info keys: $(cat "$tmp/info")"
-for want in "protocol: 1" "pid: $vm" "schedulers: 2" "processes: 5" "modules: 1" "clients: 1"; do
+for want in "protocol: 1" "pid: $vm" "schedulers: 2" "processes: 5" "modules: 1" "clients: 1" \
+            "sessions: 1"; do
     grep -qx "$want" "$tmp/info" || fail "info lacks '$want': $(cat "$tmp/info")"
 done
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tracevm attach PID trace (docs/control.md): call tracing switched on in
+# tracevm attach PID trace, count and time (docs/control.md): call tracing switched on in
 # a running program from another OS process, and off again, in a session
 # of the client's own.  examples/ticker.tasm runs two workers that call
 # ticker:tick(Id, N) every 10 ms with N counting up.  Checked: the exact
@@ -7,7 +7,8 @@
 # match spec that keeps one worker's calls, --duration, the exact error
 # replies (nothing traced after them), a client killed mid-trace, and
 # twenty traces one after another (more than the VM's sixteen sessions:
-# each one's session is gone when it ends); the program never notices.
+# each one's session is gone when it ends); count and time tables and
+# their errors; the program never notices.
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d)
@@ -84,6 +85,12 @@ tc=$!
 sleep 0.3
 kill -9 $tc
 wait $tc 2>/dev/null
+# ...its session is destroyed within moments (the default one stays).
+for _ in $(seq 100); do
+    grep -qx 'sessions: 1' <(attach $vm info) && break
+    sleep 0.05
+done
+grep -qx 'sessions: 1' <(attach $vm info) || fail "the killed client's session is still there"
 
 # Twenty traces in a row, more than the sixteen sessions a VM has at once.
 for i in $(seq 20); do
@@ -91,8 +98,42 @@ for i in $(seq 20); do
     [[ $(tail -1 <<<"$got") == '{trace_stopped,max_events,1,0}' ]] || fail "trace $i: $got"
 done
 
+# count and time: a table of the interval, the function's row and the
+# total agreeing.
+attach $vm count ticker:_/_ --duration 0.3 >"$tmp/c" || fail "count exited $?"
+python3 - "$tmp/c" <<'PY' || fail "count: $(cat "$tmp/c")"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert re.fullmatch(r'FUNCTION +CALLS', lines[0]), lines[0]
+m = re.fullmatch(r'ticker:tick/2 +(\d+)', lines[1])
+assert m and int(m.group(1)) > 0, lines[1]
+assert lines[2] == '1 functions, %s calls in 0.30 s' % m.group(1), lines[2]
+assert len(lines) == 3
+PY
+attach $vm time ticker:tick/2 --duration 0.3 >"$tmp/t" || fail "time exited $?"
+python3 - "$tmp/t" <<'PY' || fail "time: $(cat "$tmp/t")"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert re.fullmatch(r'FUNCTION +CALLS +TIME_US +US/CALL +SHARE', lines[0]), lines[0]
+m = re.fullmatch(r'ticker:tick/2 +(\d+) +([\d.]+) +([\d.]+) +100\.00%', lines[1])
+assert m and int(m.group(1)) > 0, lines[1]
+assert lines[2] == '1 functions, %s calls, %s us in 0.30 s' % (m.group(1), m.group(2)), lines[2]
+assert len(lines) == 3
+PY
+for args in "count" "count ticker:tick/2" "time ticker:tick/2 --duration" "count zz:_/_ --duration 1" \
+            "time ticker:tick/2 --duration 1 --bogus"; do
+    attach $vm $args >"$tmp/o" 2>"$tmp/e" && fail "$args succeeded"
+    echo "$(cat "$tmp/e")" >>"$tmp/errors"
+done
+[[ "$(cat "$tmp/errors")" == "tracevm attach: count: needs a pattern (MOD:FUN/ARITY, _ for any part) and --duration S
+tracevm attach: count: needs a pattern (MOD:FUN/ARITY, _ for any part) and --duration S
+tracevm attach: time: --duration needs a value
+tracevm attach: count: the patterns match no function
+tracevm attach: time: unknown option '--bogus'" ]] || fail "count/time errors: $(cat "$tmp/errors")"
+
 # The program went on throughout, untraced now.
 grep -qx 'processes: 3' <(attach $vm info) || fail "the program after the traces"
+grep -qx 'sessions: 1' <(attach $vm info) || fail "a session left after the traces"
 [[ ! -s "$tmp/out" && ! -s "$tmp/err" ]] || fail "the program printed: $(cat "$tmp/out" "$tmp/err")"
 kill $vm
 wait $vm 2>/dev/null
