@@ -25,7 +25,8 @@ run "$tv" dis examples/fib.tasm
 # What tracevm is for: tracing switched on in a running system from
 # another process, and off again, without a pause.  The ticker's two
 # workers call ticker:tick/2 every 10 ms; attach traces six calls, then
-# the session is gone and the program runs on untraced.
+# the session is gone and the program runs on untraced; then its
+# processes and their mixed stacks, grouped.
 echo "\$ $tv run -S 2 examples/ticker.tasm -e ticker:main 3000 &"
 "$tv" run -S 2 examples/ticker.tasm -e ticker:main 3000 &
 ticker=$!
@@ -36,5 +37,6 @@ done
 sleep 0.2
 run "$tv" attach $ticker trace ticker:tick/2 --max-events 6
 run "$tv" attach $ticker procs
+run "$tv" attach $ticker stacks --group
 wait $ticker
 exit 0
