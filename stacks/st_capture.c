@@ -39,7 +39,17 @@
 enum { ST_RETRIES = 8 };
 
 /* Context mode, steps 4's first half: reads the saved context (p is
- * SUSPENDED and its sp is saved).  Validated by the caller. */
+ * SUSPENDED and its sp is saved).  Validated by the caller.
+ *
+ * The saved words: written by the switch (vm_fiber_switch's pushes, then
+ * its store of fiber->sp), over stack words p's own code wrote before;
+ * those writes are ordered before these reads by [IL1] (the release
+ * store of SUSPENDED) and our load of the word, and these reads before
+ * p's next writes by [IL2]/[IL2'] (traced).  The one case left is the
+ * window the interlock leaves to validation: a switch-in that checked
+ * traced before we set it runs p while we read here, so the reads are
+ * relaxed atomic loads (racy by design, not by accident), and attempt()
+ * throws the result away when the word or the saved sp has changed. */
 static void read_context(Process *p, const uintptr_t *saved, StStack *out, const StOptions *o)
 {
     uintptr_t lo = (uintptr_t)p->fiber->stack_lo, hi = (uintptr_t)p->fiber->stack_hi;
@@ -48,7 +58,9 @@ static void read_context(Process *p, const uintptr_t *saved, StStack *out, const
         out->nnative = 0;
         out->walk_broken = true;
     } else {
-        out->nnative = st_walk_fp(saved[FIBER_SAVED_RIP], saved[FIBER_SAVED_RBP], lo, hi,
+        uintptr_t rip = vm_atomic_peek_relaxed(&saved[FIBER_SAVED_RIP]);
+        uintptr_t rbp = vm_atomic_peek_relaxed(&saved[FIBER_SAVED_RBP]);
+        out->nnative = st_walk_fp(rip, rbp, lo, hi,
                                   out->native, ST_MAX_NATIVE, &out->walk_broken);
         if (out->walk_broken && o && o->unwind) {
             StNative alt[ST_MAX_NATIVE];
@@ -85,7 +97,10 @@ ST_NO_SANITIZE static bool is_waiting(Process *p)
 /* One attempt (steps 3 and 4); ST_R_SWITCHING asks for another. */
 static StResult attempt(Process *p, StStack *out, const StOptions *o, unsigned timeout_ms)
 {
-    /* Step 2's load: sequentially consistent (the reaper's Dekker). */
+    /* Step 2's load: sequentially consistent (the reaper's Dekker); also
+     * [IL1'], the acquire that pairs with the release store of SUSPENDED
+     * ([IL1], vm_il_switch_out): p's stack writes before it come before
+     * our reads of its saved context. */
     uintptr_t w = vm_atomic_load_rmw_full(&p->il.word);
     if (p->il.gen != out->pid)
         return ST_R_NOPROC;
@@ -161,6 +176,8 @@ StResult st_capture(Process *p, StStack *out, const StOptions *o)
         out->nnative = out->nvm = 0;
         r = attempt(p, out, o, timeout_ms);
     }
+    /* [IL2] release: our reads of p's stack before the clear; pairs with
+     * [IL2'], the acquire check of traced when p is switched in again. */
     vm_atomic_store_release(&p->il.traced, 0);
     pthread_mutex_unlock(&p->il.lock);
     if (r != ST_R_OK)

@@ -99,6 +99,19 @@ static inline void vm_atomic_fence_full(void)
     AO_nop_full();
 }
 
+/*
+ * A relaxed atomic load of a word that is not a VmAtomic (a stack word,
+ * say): for a read that races by design with a writer the protocol does
+ * not stop, whose value is validated afterwards and thrown away if the
+ * writer moved (stacks/st_capture.c: a capture reading the saved context
+ * of a process switched in meanwhile).  One aligned load, never torn or
+ * repeated by the compiler; the call site says what validates it.
+ */
+static inline uintptr_t vm_atomic_peek_relaxed(const uintptr_t *at)
+{
+    return (uintptr_t)AO_load((const volatile AO_t *)at);
+}
+
 /* Pointer-typed conveniences over the same operations. */
 #define vm_atomic_load_ptr_acquire(a) ((void *)vm_atomic_load_acquire(a))
 #define vm_atomic_load_ptr_relaxed(a) ((void *)vm_atomic_load_relaxed(a))

@@ -14,7 +14,11 @@
  *   The switch paths, below, check traced before they switch a process
  *   in or out and wait while it is set: a captured process does not pass
  *   its context switch.  Then they publish the new state with a plain
- *   store (IL_NEXT: the switch count goes up).  No fence: the one window
+ *   store (IL_NEXT: the switch count goes up; a release store when
+ *   switching out, and the check of traced an acquire load when switching
+ *   in: both plain moves on x86-64, which order the process's stack
+ *   writes and a capture's reads of them for the C memory model and
+ *   ThreadSanitizer as TSO does for the CPU).  No fence: the one window
  *   this leaves (traced set after the check, the state read before the
  *   store is visible) is caught by the validation, because on x86-64
  *   (TSO) a tracer that read any word the process wrote after its switch
@@ -57,17 +61,22 @@ enum { IL_CREATED = 0, IL_NOSTACK, IL_RUNNING, IL_SUSPENDED, IL_EXITED };
 #define IL_NEXT(w, s) (((w) & ~IL_STATE_MASK) + (IL_STATE_MASK + 1 + (uintptr_t)(s)))
 
 typedef struct VmInterlock {
-    /* state | switch count << IL_STATE_BITS.  Written (relaxed, no RMW)
-     * only by the thread that owns the process at that moment: the
-     * spawner, the thread switching it in, the process switching itself
-     * out, the reaper (full store).  Read by tracers (acquire, and again
-     * after the walk to validate it). */
+    /* state | switch count << IL_STATE_BITS.  Written (no RMW) only by
+     * the thread that owns the process at that moment: the spawner and
+     * the thread switching it in (relaxed), the process switching itself
+     * out (release, [IL1]: its stack writes before SUSPENDED), the reaper
+     * (full store).  Read by tracers (sequentially consistent, [IL1'],
+     * and again relaxed after the walk to validate it). */
     VmAtomic word;
     /* 1 while a capture holds the process ("stop the process").  Written
      * by the tracer holding `lock` (a full store to set, a release store
-     * to clear); read relaxed by the switch paths before they switch, and
-     * by the reaper after its full store of EXITED (Dekker with the
-     * tracer's full store and load of `word`). */
+     * to clear, [IL2]: the capture's reads of the stack before it); read
+     * by the switch paths before they switch (acquire when switching in,
+     * [IL2']: the process's later writes to its stack come after the
+     * capture's reads; relaxed when switching out, as a running process's
+     * stack is read only on its own thread), and by the reaper after its
+     * full store of EXITED (Dekker with the tracer's full store and load
+     * of `word`). */
     VmAtomic traced;
     /* 1 while the process's switch (or its reaper) waits in
      * vm_il_wait_untraced for `traced` to clear.  Written by that thread

@@ -22,7 +22,11 @@ void vm_il_wait_untraced(Process *p);
  */
 static inline void *vm_il_switch_in(Process *q)
 {
-    if (VM_UNLIKELY(vm_atomic_load_relaxed(&q->il.traced)))
+    /* [IL2'] acquire: pairs with [IL2], the release clear of traced at
+     * the end of a capture (stacks/st_capture.c): the capture's reads of
+     * q's stack come before everything q writes once it runs again (its
+     * new frames reuse the words the capture read). */
+    if (VM_UNLIKELY(vm_atomic_load_acquire(&q->il.traced)))
         vm_il_wait_untraced(q);
     uintptr_t w = vm_atomic_load_relaxed(&q->il.word);
     vm_atomic_store_relaxed(&q->il.word, IL_NEXT(w, IL_RUNNING));
@@ -42,7 +46,12 @@ static inline void vm_il_switch_out(Process *p)
     if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->il.traced)))
         vm_il_wait_untraced(p);
     uintptr_t w = vm_atomic_load_relaxed(&p->il.word);
-    vm_atomic_store_relaxed(&p->il.word, IL_NEXT(w, IL_SUSPENDED));
+    /* [IL1] release: everything p wrote on its stack so far (frames the
+     * saved context's words overwrite) before SUSPENDED; pairs with [IL1'],
+     * the capture's load of the word (sequentially consistent), which then
+     * reads the saved context.  A plain move on x86-64, like the relaxed
+     * store it replaces. */
+    vm_atomic_store_release(&p->il.word, IL_NEXT(w, IL_SUSPENDED));
 }
 
 /* A process spawned (before it is published): generation and NOSTACK. */

@@ -269,6 +269,14 @@ Test(profile, cpu_shares_75_25)
 
 Test(profile, native_under_caller)
 {
+    /* Checked with a backtrace taken in the sample handler: burn_cpu was
+     * interrupted (the saved pc in it, fp = sp = its frame), but the
+     * handler ran only later, from the interpreter's next
+     * __tsan_atomic64_load, after burn_cpu and the native had returned. */
+    SKIP_UNDER_TSAN("it delays the profiler's signal: ThreadSanitizer runs a handler only at its "
+                    "next interceptor or atomic, which burn_cpu's loop has none of, so every "
+                    "sample of burn_cpu runs after the native has returned, with registers "
+                    "whose frames are gone (frame 0 alone, marked broken)");
     tvm_profile *p = start(TVM_PROFILE_CPU, 999, 0);
     for (int i = 0; i < 2; i++)
         spawn("nat_worker", 0, 0);
