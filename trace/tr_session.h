@@ -82,7 +82,8 @@ typedef struct TrSession {
      * acquire by emitters and API calls (relaxed under the lock). */
     VmAtomic state;
     /* The running pipeline (struct TrVm *) or 0: [TP1] release store by
-     * its start, relaxed NULL by its stop before a grace period; [TP1']
+     * its start (before the schedulers' ring pointers, [TP2]), release
+     * NULL by its stop (after them) before a grace period; [TP1']
      * acquire by emitters (trace/tr_vm.c). */
     VmAtomic out;
 

@@ -25,13 +25,31 @@
  * Start.  The TrVm is built whole (pipeline, sink, collector running) and
  * then published ([TP1] release): an emitter that sees the pointer sees
  * it initialised.  Each scheduler also gets its ring's address
- * (Scheduler.trace_ring[slot], stored the same way just before `out`):
+ * (Scheduler.trace_ring[slot], stored the same way just after `out`):
  * the fast path of call and return events (trace/tr_vm_fast.h) loads
  * that one pointer instead of the session, its TrVm and the scheduler
  * id.  It is the same pointer in another place, under the same rule: used
  * only while online, cleared in step (1).  A session whose events must
  * pass its gate (limits) or go to a tracer process gets no ring pointers,
  * so the fast path never skips the gate.
+ *
+ * Order of the two pointers ([TP2]).  Writer: the starting or stopping
+ * thread (under the code permission).  Readers: every emitter, the fast
+ * path loading the ring pointer and, when it finds none or the ring full,
+ * the general path loading `out`.  A process's events must be in the
+ * file from one point on and up to another (a lossless file may have no
+ * hole in the middle), so the general path must find `out` whenever the
+ * fast path found the ring: the start stores `out` first and the rings
+ * after it (release), so an emitter that loaded a ring (acquire) loads
+ * `out` set; the stop clears the rings first and `out` after them
+ * (release), so an emitter that loaded `out` NULL (acquire) then loads
+ * no ring.  The other way round, a fast-path emit that found the ring
+ * full (lossless: the collector had not made room yet) fell back to a
+ * general path that had no `out` yet and dropped the event, while the
+ * next events found room and were written: a hole of as long as the
+ * starting thread was delayed between its stores (stress_trace_vm).  An
+ * emitter that finds `out` but no ring writes through the general path
+ * into the same ring.
  *
  * Stop.  (1) out := NULL, and the session's slot of every
  * Scheduler.trace_ring.  (2) Wait for thread progress (vm_progress_sync):
@@ -223,15 +241,18 @@ tvm_status tr_vm_start(tvm_vm *vm, TrSession *s, const tvm_trace_options *o, cha
     if (st != TVM_OK)
         return st;
     /* [TP1] release: the TrVm whole before its pointers; pairs with
-     * [TP1'] in the emitters (tr_vm_sess.c) and tr_vm_emit_fast().  The
-     * rings first: a process that sees one but not `out` yet takes the
-     * general path, which finds `out` or writes nothing. */
+     * [TP1'] in the emitters (tr_vm_sess.c) and tr_vm_emit_fast(). */
     for (int i = 0; i < t->tp->nrings; i++)
         t->tp->rings[i].tag = s->sid;
+    vm_atomic_store_ptr_release(&s->out, t);
+    /* [TP2] `out` before the rings (release): an emitter that loads a
+     * ring ([TP1'] acquire) and finds it full finds `out` in the general
+     * path, never a NULL that would drop the event between two written
+     * ones.  A process that sees `out` but no ring yet writes by the
+     * general path into the same ring. */
     if (!vm_atomic_load_relaxed(&s->gated) && !s->tracer)   /* written by this thread */
         for (int i = 0; i < sys->n; i++)
             vm_atomic_store_ptr_release(&sys->scheds[i].trace_ring[s->slot], &t->tp->rings[i]);
-    vm_atomic_store_ptr_release(&s->out, t);
     return TVM_OK;
 }
 
@@ -248,7 +269,10 @@ TrVm *tr_vm_unpublish(tvm_vm *vm, TrSession *s)
 {
     TrVm *t = vm_atomic_load_ptr_relaxed(&s->out);
     tr_vm_unpublish_rings(vm, s);                         /* (1) */
-    vm_atomic_store_relaxed(&s->out, 0);
+    /* [TP2] the rings before `out` (release): an emitter whose general
+     * path loaded `out` NULL ([TP1'] acquire) loads no ring afterwards,
+     * so nothing of its is written after an event it dropped. */
+    vm_atomic_store_ptr_release(&s->out, NULL);
     return t;
 }
 

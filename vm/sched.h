@@ -63,8 +63,8 @@ typedef struct Scheduler {
     void *alt_stack;          /* its alternate signal stack (vm/overflow.c), or NULL */
     Process *current;
     /* Each trace session's ring for this scheduler (a struct TrRing *),
-     * or 0, by session slot.  Stored by the session's start before it
-     * publishes the session's pipeline ([TP1] release), only for sessions
+     * or 0, by session slot.  Stored by the session's start after it
+     * published the session's pipeline ([TP1], [TP2] release), only for sessions
      * whose events need no other check (no limits), and cleared by its
      * stop before its grace period (trace/tr_vm.c); loaded by this
      * scheduler's processes for their fast path (acquire,
