@@ -341,12 +341,19 @@ Test(profile, alloc_4_to_1)
     double words = (double)PROCS * ROUNDS * 5000 * 2 * 8;
     tvm_profile_stats st;
     tvm_profile_get_stats(p, &st);
-    cr_log_info("alloc: big %llu B, small %llu B, ratio %.3f, %llu samples, %.0f B allocated",
-                (unsigned long long)big, (unsigned long long)small, ratio,
-                (unsigned long long)st.samples, words);
+    cr_log_info("alloc: big %llu B, small %llu B, ratio %.3f, %llu samples, %llu lost, "
+                "%.0f B allocated", (unsigned long long)big, (unsigned long long)small, ratio,
+                (unsigned long long)st.samples, (unsigned long long)st.lost, words);
     cr_expect(ratio >= 3.4 && ratio <= 4.6, "ratio %.3f, expected 4 +- 15 %%", ratio);
-    cr_expect((double)(big + small) > words * 0.85 && (double)(big + small) < words * 1.15,
-              "charged %llu bytes for %.0f allocated", (unsigned long long)(big + small), words);
+    /* Samples the aggregator had no room for are counted as lost, not
+     * charged (a loaded machine delays its drain): the total is that of
+     * the samples kept. */
+    double kept = st.samples + st.lost ? (double)st.samples / (double)(st.samples + st.lost) : 1;
+    double want = words * kept;
+    cr_expect((double)(big + small) > want * 0.85 && (double)(big + small) < want * 1.15,
+              "charged %llu bytes for %.0f allocated (%llu samples kept, %llu lost)",
+              (unsigned long long)(big + small), words, (unsigned long long)st.samples,
+              (unsigned long long)st.lost);
     free(f);
     tvm_profile_free(p);
 }
