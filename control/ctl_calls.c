@@ -37,12 +37,6 @@ typedef struct CallRow {
     uint64_t calls, ns;
 } CallRow;
 
-static const char *why(const tvm_error *err)
-{
-    const char *colon = strstr(err->message, ": ");
-    return !strncmp(err->message, "tvm_", 4) && colon ? colon + 2 : err->message;
-}
-
 static bool parse(CtlClient *c, int argc, char **argv, CallsReq *r)
 {
     const char *cmd = argv[0];
@@ -205,7 +199,7 @@ void ctl_cmd_calls(CtlClient *c, int argc, char **argv)
     tvm_session s;
     tvm_error err, derr;
     if (tvm_session_create(vm, name, &o, &s, &err) != TVM_OK) {
-        ctl_error(c, "%s: %s", argv[0], why(&err));
+        ctl_error(c, "%s: %s", argv[0], ctl_api_why(&err));
         return;
     }
     unsigned flag = r.time ? TVM_TP_CALL_TIME : TVM_TP_CALL_COUNT;
@@ -215,7 +209,7 @@ void ctl_cmd_calls(CtlClient *c, int argc, char **argv)
         if (tvm_session_trace_pattern(vm, s, r.patterns[i], NULL, TVM_TP_TRUE, flag, 0, &n,
                                       &err) != TVM_OK) {
             tvm_session_destroy(vm, s, &derr);
-            ctl_error(c, "%s: %s: %s", argv[0], r.patterns[i], why(&err));
+            ctl_error(c, "%s: %s: %s", argv[0], r.patterns[i], ctl_api_why(&err));
             return;
         }
         total += n;
@@ -231,7 +225,7 @@ void ctl_cmd_calls(CtlClient *c, int argc, char **argv)
     if (r.time && tvm_session_trace_flags_all(vm, s, TVM_TRACE_ALL, TVM_TRACE_CALL, true,
                                               &err) != TVM_OK) {
         tvm_session_destroy(vm, s, &derr);
-        ctl_error(c, "%s: %s", argv[0], why(&err));
+        ctl_error(c, "%s: %s", argv[0], ctl_api_why(&err));
         return;
     }
     ctl_nap(c, (long)(r.seconds * 1000 + 0.5));

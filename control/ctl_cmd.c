@@ -84,6 +84,13 @@ void ctl_error(CtlClient *c, const char *fmt, ...)
     ctl_flush(c);
 }
 
+/* An API error's message without the function's name in front. */
+const char *ctl_api_why(const tvm_error *err)
+{
+    const char *colon = strstr(err->message, ": ");
+    return !strncmp(err->message, "tvm_", 4) && colon ? colon + 2 : err->message;
+}
+
 /* ==== options ==== */
 
 typedef struct Opts {

@@ -109,6 +109,8 @@ bool ctl_flush(CtlClient *c);
 /* Runs one request of a client (its words); the reply is written to c. */
 void ctl_dispatch(CtlClient *c, int argc, char **argv);
 
+/* An API error's message without the "tvm_name: " in front. */
+const char *ctl_api_why(const tvm_error *err);
 /* A whole number in [lo, hi] (false if s is not one). */
 bool ctl_number(const char *s, long lo, long hi, long *out);
 /* Sleeps ms in steps of 50; false as soon as the endpoint stops. */

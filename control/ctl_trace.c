@@ -50,13 +50,6 @@ typedef struct TraceReq {
     double seconds;            /* --duration, 0: none */
 } TraceReq;
 
-/* An API error's message without the function's name in front. */
-static const char *why(const tvm_error *err)
-{
-    const char *colon = strstr(err->message, ": ");
-    return !strncmp(err->message, "tvm_", 4) && colon ? colon + 2 : err->message;
-}
-
 /* One option with its value; false after an error reply. */
 static bool option(CtlClient *c, const char *a, const char *v, TraceReq *r)
 {
@@ -66,7 +59,7 @@ static bool option(CtlClient *c, const char *a, const char *v, TraceReq *r)
         r->match = v;
     } else if (!strcmp(a, "--flags")) {
         if (tvm_trace_flags_parse(v, &r->flags, &err) != TVM_OK) {
-            ctl_error(c, "trace: --flags: %s", why(&err));
+            ctl_error(c, "trace: --flags: %s", ctl_api_why(&err));
             return false;
         }
     } else if (!strcmp(a, "--max-events")) {
@@ -157,14 +150,14 @@ static bool check_patterns(CtlClient *c, const TraceReq *r)
     tvm_session s;
     tvm_error err, derr;
     if (tvm_session_create(vm, "control-check", &o, &s, &err) != TVM_OK) {
-        ctl_error(c, "trace: %s", why(&err));
+        ctl_error(c, "trace: %s", ctl_api_why(&err));
         return false;
     }
     const char *bad = NULL;
     int n = set_patterns(vm, s, r, &bad, &err);
     tvm_session_destroy(vm, s, &derr);
     if (n < 0)
-        ctl_error(c, "trace: %s: %s", bad, why(&err));
+        ctl_error(c, "trace: %s: %s", bad, ctl_api_why(&err));
     else if (n == 0)
         ctl_error(c, "trace: the patterns match no function%s",
                   r->local ? "" : " (without --local, exported ones only)");
@@ -199,7 +192,7 @@ void ctl_cmd_trace(CtlClient *c, int argc, char **argv)
     tvm_session s;
     tvm_error err;
     if (tvm_session_create(vm, name, &o, &s, &err) != TVM_OK) {
-        ctl_error(c, "trace: %s", why(&err));
+        ctl_error(c, "trace: %s", ctl_api_why(&err));
         return;
     }
     /* From here the session's sink shares the socket: the status line
@@ -218,6 +211,6 @@ void ctl_cmd_trace(CtlClient *c, int argc, char **argv)
     tvm_error derr;
     tvm_session_destroy(vm, s, &derr);
     if (!ok)
-        ctl_linef(c, "trace: %s%s%s", bad ? bad : "", bad ? ": " : "", why(&err));
+        ctl_linef(c, "trace: %s%s%s", bad ? bad : "", bad ? ": " : "", ctl_api_why(&err));
     ctl_end(c);
 }

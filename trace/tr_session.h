@@ -99,8 +99,10 @@ typedef struct TrSession {
      * TrSessions.lock). */
     uint64_t written_done, lost_done;
     /* The stop's progress, so that a destroy after a stop does not do it
-     * twice: written and read under the code-modification permission
-     * (breakpoints/bp_session.c), reset by a create or a restart. */
+     * twice: written and read under the code-modification permission (the
+     * stopper and destroy in breakpoints/bp_session.c; final_written also
+     * by a pipeline stop in trace/tr_vm.c that comes before the stopper),
+     * reset by a create or a restart. */
     bool settings_removed, final_written;
     bool final_in_pipe;        /* the last record went into a pipeline (counted there) */
 } TrSession;
@@ -172,7 +174,8 @@ bool tr_session_resolve(tvm_vm *vm, uint64_t id, unsigned *sid, tvm_status *st, 
 uint64_t tr_session_id(tvm_vm *vm, TrSession *s);
 
 /* What tvm_session_info_get shows of s, if it is still session `id`:
- * its name, whether it is live, and why it stopped (NULL while live). */
+ * its name, whether it is live (until its stop is done), and why it
+ * stopped, from the moment the stop was asked (NULL before). */
 bool tr_session_info(tvm_vm *vm, TrSession *s, uint64_t id, char *name, size_t namelen,
                      bool *live, const char **stopped);
 

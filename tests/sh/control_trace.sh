@@ -10,7 +10,7 @@
 # each one's session is gone when it ends); count and time tables and
 # their errors; the program never notices.
 set -uo pipefail
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d)
 export TRACEVM_CONTROL_DIR=$tmp/ctl
 vm=
