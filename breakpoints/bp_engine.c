@@ -367,7 +367,15 @@ BpSess *bp_entry(BpEngine *E, BpRecord *r, unsigned s, unsigned sid, bool create
     if (!create)
         return NULL;
     /* Safe to reallocate: nobody reads the staging generation. */
-    g->sess = vm_realloc(g->sess, (g->nsess + 1) * sizeof *g->sess);
+    if (!g->nsess) {
+        g->sess = &r->one[s];
+    } else if (g->nsess == 1) {
+        BpSess *v = vm_malloc(2 * sizeof *v);
+        v[0] = g->sess[0];
+        g->sess = v;
+    } else {
+        g->sess = vm_realloc(g->sess, (g->nsess + 1) * sizeof *g->sess);
+    }
     memmove(&g->sess[i + 1], &g->sess[i], (g->nsess - i) * sizeof *g->sess);
     g->nsess++;
     g->sess[i] = (BpSess){ .sid = sid };
@@ -375,8 +383,23 @@ BpSess *bp_entry(BpEngine *E, BpRecord *r, unsigned s, unsigned sid, bool create
     return &g->sess[i];
 }
 
-void bp_gen_summarize(BpEngine *E, BpGen *g)
+/* Where a generation of k entries keeps them: the record's own slot for
+ * one, an array for more (ours, as it is, or a new one). */
+static void sess_settle(BpRecord *r, unsigned s, uint32_t k)
 {
+    BpGen *g = &r->gen[s];
+    const bool heap = g->sess && g->sess != &r->one[s];
+    if (k == 1 && heap)
+        r->one[s] = g->sess[0];
+    if (k <= 1 && heap)
+        free(g->sess);
+    g->sess = k == 0 ? NULL : k == 1 ? &r->one[s] : g->sess;
+    g->nsess = k;
+}
+
+void bp_gen_summarize(BpEngine *E, BpRecord *r, unsigned s)
+{
+    BpGen *g = &r->gen[s];
     uint32_t k = 0, ncount = 0, ncall = 0, flags = 0;
     bool plain = true;
     BpCount *count = NULL;
@@ -389,11 +412,7 @@ void bp_gen_summarize(BpEngine *E, BpGen *g)
         }
         g->sess[k++] = *e;
     }
-    g->nsess = k;
-    if (!k) {
-        free(g->sess);
-        g->sess = NULL;
-    }
+    sess_settle(r, s, k);
     for (uint32_t i = 0; i < k; i++) {
         const BpSess *e = &g->sess[i];
         flags |= e->flags;
@@ -419,14 +438,14 @@ void bp_gen_summarize(BpEngine *E, BpGen *g)
     g->call_sid = ncall == 1 ? call->sid : 0;
 }
 
-/* Drops every entry of g (references released) and its summary. */
-static void gen_release(BpEngine *E, BpGen *g)
+/* Drops every entry of r's generation s (references released) and its
+ * summary. */
+static void gen_release(BpEngine *E, BpRecord *r, unsigned s)
 {
+    BpGen *g = &r->gen[s];
     for (uint32_t i = 0; i < g->nsess; i++)
         bp_entry_clear(E, &g->sess[i]);
-    free(g->sess);
-    g->sess = NULL;
-    g->nsess = 0;
+    sess_settle(r, s, 0);
     g->flags = 0;
     g->count = NULL;
     g->call_tf = 0;
@@ -438,13 +457,10 @@ static void gen_release(BpEngine *E, BpGen *g)
  * shared object never reaches 0 on the way). */
 void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from)
 {
-    BpGen *to = &r->gen[from ^ 1u], *g = &r->gen[from];
-    BpSess *old = to->sess;
-    uint32_t nold = to->nsess;
-    BpSess *nw = g->nsess ? vm_malloc(g->nsess * sizeof *nw) : NULL;
+    const unsigned t = from ^ 1u;
+    BpGen *to = &r->gen[t], *g = &r->gen[from];
     for (uint32_t i = 0; i < g->nsess; i++) {
         const BpSess *e = &g->sess[i];
-        nw[i] = *e;
         count_ref(e->count);
         time_ref(e->time);
         if (e->match_spec)
@@ -452,18 +468,27 @@ void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from)
         if (e->meta_spec)
             tr_ms_retain(e->meta_spec);
     }
-    for (uint32_t i = 0; i < nold; i++)
-        bp_entry_clear(E, &old[i]);
-    free(old);
+    for (uint32_t i = 0; i < to->nsess; i++)
+        bp_entry_clear(E, &to->sess[i]);
+    /* An array of the right size is kept (a session's change in a record
+     * of several rewrites it in place); otherwise to's storage follows g's
+     * count. */
+    BpSess *keep = to->nsess == g->nsess && g->nsess > 1 ? to->sess : NULL;
+    if (!keep)
+        sess_settle(r, t, 0);
+    BpSess *dst = keep ? keep : g->nsess == 1 ? &r->one[t]
+                : g->nsess ? vm_malloc(g->nsess * sizeof *dst) : NULL;
+    if (g->nsess)
+        memcpy(dst, g->sess, g->nsess * sizeof *dst);
     *to = *g;
-    to->sess = nw;
+    to->sess = dst;
 }
 
 /* Drops both generations' entries. */
 static void gens_release(BpEngine *E, BpRecord *r)
 {
-    gen_release(E, &r->gen[0]);
-    gen_release(E, &r->gen[1]);
+    gen_release(E, r, 0);
+    gen_release(E, r, 1);
 }
 
 /* ==== arming ==== */
@@ -563,7 +588,7 @@ void bp_commit(tvm_vm *vm)
     /* Stage 1's end: each touched generation's summary from its entries
      * (the hit reads the summary; sessions' entries stay out of line). */
     for (size_t i = 0; i < E->ntouched; i++)
-        bp_gen_summarize(E, &E->touched[i]->gen[staging]);
+        bp_gen_summarize(E, E->touched[i], staging);
     /* What earlier calls unlinked (records, trampolines) and released
      * (counters): their free stage comes after this call's first wait. */
     BpRecord *dead = E->free_list;

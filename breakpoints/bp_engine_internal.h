@@ -52,8 +52,9 @@ void bp_stage_ms(BpEngine *E, struct TrMs **slot, struct TrMs *ms);
 void bp_stage_call_ms(BpEngine *E, BpSess *e, struct TrMs *ms);
 /* Drops everything e holds (its flags become 0). */
 void bp_entry_clear(BpEngine *E, BpSess *e);
-/* Recomputes g's summary from its entries, dropping empty ones. */
-void bp_gen_summarize(BpEngine *E, BpGen *g);
+/* Recomputes the summary of r's generation s from its entries, dropping
+ * empty ones. */
+void bp_gen_summarize(BpEngine *E, BpRecord *r, unsigned s);
 void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from);
 int64_t bp_count_sum(const BpCount *c);
 void bp_arm_unpublished(BpRecord *r);

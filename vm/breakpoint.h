@@ -25,10 +25,12 @@
  *
  * Trace sessions.  A generation holds every session's settings: a summary
  * in the generation itself (what the hot path reads) and one entry per
- * session out of line (BpGen.sess).  Each generation owns its array of
- * entries: the engine reallocates and rewrites it only while that
- * generation is the staging one, so the argument above covers the
- * entries too, and a change by one session stages, flips and
+ * session out of line (BpGen.sess).  Each generation owns its entries:
+ * the only one in the record itself (BpRecord.one, the common case of a
+ * single session, so that staging it allocates nothing), two or more in
+ * an array of their own; the engine reallocates and rewrites them only
+ * while that generation is the staging one, so the argument above covers
+ * the entries too, and a change by one session stages, flips and
  * consolidates the others' entries unchanged (the same sequence, one
  * permission for all: breakpoints/bp_engine.c).
  */
@@ -129,7 +131,9 @@ typedef struct BpGen {
      * entries call-trace (the hit then takes its slow path). */
     uint32_t call_tf;
     BpCount *count;             /* BP_COUNT_ACTIVE: the one active counter */
-    BpSess *sess;               /* nsess entries, ordered by slot */
+    BpSess *sess;               /* nsess entries, ordered by slot: the
+                                 * record's one[] slot of this generation
+                                 * when nsess is 1, an array when more */
     uint32_t nsess;
     uint32_t call_sid;          /* the one call-tracing entry's session */
     const void *pad[4];         /* to 64 bytes: a hit indexes gen[] with a shift */
@@ -142,6 +146,8 @@ typedef struct BpRecord {
     Instr orig;                 /* local: the word BREAKPOINT replaced */
     const FuncInfo *target;     /* global: the function the trampoline enters */
     BpGen gen[2];               /* indexed by vm->bp_ix */
+    /* gen[i]'s entry when it has exactly one; written like gen[i]. */
+    BpSess one[2];
 
     /* Engine only, under the code-modification permission. */
     FuncInfo *fi;               /* the function or trampoline it hangs off */
