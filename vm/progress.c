@@ -61,6 +61,7 @@ struct VmProgress {
     pthread_cond_t done;       /* blocked threads wait for completions */
     uint64_t started, requested;
     bool stop;
+    bool running;              /* `thread` was started and not joined: the stopper only */
     Waiter *waiters;           /* suspended processes */
     VmAtomic completed;        /* [PG1] release by the progress thread; [PG1'] acquire by waiters */
 };
@@ -117,39 +118,70 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
+/*
+ * Lifetime.  The service is made on first use (vm->code_lock serializes
+ * the makers) and lives as long as the VM: tvm_destroy stops its thread
+ * before it stops the schedulers (the thread wakes processes through the
+ * scheduler system, which vm_sched_stop frees), and frees it last, in
+ * vm_release.  Between the two, a process still running on a scheduler may
+ * ask for progress (VM code calling trace_pattern while the VM is being
+ * destroyed): it gets the stopped service, whose tickets are never
+ * reached, so the process stays suspended until its scheduler stops, and
+ * no thread is started that nobody would join.  (Before, the service was
+ * freed at the stop and such a process started a new thread, which then
+ * read the freed VM: found by fuzz/fuzz_run.c.)
+ */
+static VmProgress *progress_new(tvm_vm *vm, bool start)
+{
+    VmProgress *bp = vm_calloc(1, sizeof *bp);
+    bp->vm = vm;
+    bp->stop = !start;
+    pthread_mutex_init(&bp->lock, NULL);
+    pthread_cond_init(&bp->work, NULL);
+    pthread_cond_init(&bp->done, NULL);
+    if (start && pthread_create(&bp->thread, NULL, progress_main, bp) != 0)
+        vm_die("cannot start the thread-progress thread");
+    bp->running = start;
+    /* [PR1] release: the service's initialisation before its use. */
+    vm_atomic_store_ptr_release(&vm->progress, bp);
+    return bp;
+}
+
 VmProgress *vm_progress_get(tvm_vm *vm)
 {
-    /* [PR1'] acquire; pairs with [PR1] below. */
+    /* [PR1'] acquire; pairs with [PR1] in progress_new(). */
     VmProgress *bp = vm_atomic_load_ptr_acquire(&vm->progress);
     if (bp)
         return bp;
     pthread_mutex_lock(&vm->code_lock);
     bp = vm_atomic_load_ptr_relaxed(&vm->progress);
-    if (!bp) {
-        bp = vm_calloc(1, sizeof *bp);
-        bp->vm = vm;
-        pthread_mutex_init(&bp->lock, NULL);
-        pthread_cond_init(&bp->work, NULL);
-        pthread_cond_init(&bp->done, NULL);
-        if (pthread_create(&bp->thread, NULL, progress_main, bp) != 0)
-            vm_die("cannot start the thread-progress thread");
-        /* [PR1] release: the service's initialisation before its use. */
-        vm_atomic_store_ptr_release(&vm->progress, bp);
-    }
+    if (!bp)
+        bp = progress_new(vm, true);
     pthread_mutex_unlock(&vm->code_lock);
     return bp;
 }
 
 void vm_progress_stop(tvm_vm *vm)
 {
-    VmProgress *bp = vm_atomic_load_ptr_acquire(&vm->progress);
+    pthread_mutex_lock(&vm->code_lock);
+    VmProgress *bp = vm_atomic_load_ptr_relaxed(&vm->progress);
     if (!bp)
-        return;
+        bp = progress_new(vm, false);   /* never used: none will start */
+    pthread_mutex_unlock(&vm->code_lock);
     pthread_mutex_lock(&bp->lock);
     bp->stop = true;
     pthread_cond_signal(&bp->work);
     pthread_mutex_unlock(&bp->lock);
-    pthread_join(bp->thread, NULL);
+    if (bp->running)
+        pthread_join(bp->thread, NULL);
+    bp->running = false;
+}
+
+void vm_progress_free(tvm_vm *vm)
+{
+    VmProgress *bp = vm_atomic_load_ptr_relaxed(&vm->progress);
+    if (!bp)
+        return;
     while (bp->waiters) {
         Waiter *n = bp->waiters->next;
         free(bp->waiters);
@@ -159,7 +191,7 @@ void vm_progress_stop(tvm_vm *vm)
     pthread_cond_destroy(&bp->work);
     pthread_cond_destroy(&bp->done);
     free(bp);
-    vm_atomic_store_ptr_release(&vm->progress, NULL);
+    vm_atomic_store_relaxed(&vm->progress, (uintptr_t)0);
 }
 
 uint64_t vm_progress_ticket(VmProgress *bp)

@@ -19,8 +19,11 @@ typedef struct VmProgress VmProgress;
 
 /* The VM's progress service, started on first use.  Any thread. */
 VmProgress *vm_progress_get(tvm_vm *vm);
-/* Stops the progress thread (tvm_destroy). */
+/* Stops the progress thread for good (tvm_destroy, before the schedulers
+ * stop): later tickets are never reached. */
 void vm_progress_stop(tvm_vm *vm);
+/* Frees the service (vm_release, once no thread of the VM runs). */
+void vm_progress_free(tvm_vm *vm);
 
 /*
  * Takes a ticket for a grace period that starts after every write the

@@ -10,6 +10,7 @@
 #include "vm/atom.h"
 #include "vm/config.h"
 #include "vm/module.h"
+#include "vm/progress.h"
 
 tvm_vm *vm_create(const tvm_config *cfgp)
 {
@@ -49,6 +50,7 @@ tvm_vm *vm_create(const tvm_config *cfgp)
 
 void vm_release(tvm_vm *vm)
 {
+    vm_progress_free(vm);
     vm_modules_destroy(vm);
     pthread_mutex_destroy(&vm->trace_lock);
     free(vm);

@@ -8,7 +8,11 @@
  *      for thread progress, then poisons and frees the old one; a reader
  *      that saw a freed object fails (and ASan/TSan would report it);
  *   3. a VM process that waits for progress is suspended and its (only)
- *      scheduler keeps running another process.
+ *      scheduler keeps running another process;
+ *   4. the VM destroyed while its processes are about to ask for progress
+ *      for the first time: the service must not start a thread after
+ *      tvm_destroy stopped it (one did, and read the freed VM: a finding
+ *      of fuzz/fuzz_run.c; ASan and TSan report the read).
  * A plain program (exit 0 = pass), run under TSan by `scons mode=tsan test`.
  */
 #include <stdio.h>
@@ -60,14 +64,17 @@ static tvm_status wait_progress(tvm_env *env, int argc, const tvm_term *argv, tv
 
 static const char *const src =
     "module pg\n"
-    "export spin/1, reader/1, waiter/1\n"
+    "export spin/1, reader/1, waiter/1, later/1\n"
     "function spin/1 regs 1\n"
     "loop:\n    jeqi r0, 0, done\n    addi r0, r0, -1\n    jump loop\n"
     "done:\n    ret r0\nend\n"
     "function reader/1 regs 3\n"
     "loop:\n    jeqi r0, 0, done\n    callx r1, r1, t:peek/0\n    addi r0, r0, -1\n    jump loop\n"
     "done:\n    ret r0\nend\n"
-    "function waiter/1 regs 1\n    callx r0, r0, t:wait_progress/1\n    ret r0\nend\n";
+    "function waiter/1 regs 1\n    callx r0, r0, t:wait_progress/1\n    ret r0\nend\n"
+    "function later/1 regs 1\n"
+    "loop:\n    jeqi r0, 0, done\n    addi r0, r0, -1\n    jump loop\n"
+    "done:\n    loadi r0, 1000\n    callx r0, r0, t:wait_progress/1\n    ret r0\nend\n";
 
 static tvm_vm *start(int schedulers)
 {
@@ -140,6 +147,20 @@ int main(void)
         return fail("the spinner");
     tvm_env_free(env);
     tvm_destroy(vm);
+
+    /* 4: destroyed while processes are about to ask (after spinning for
+     * 0 to 30,000 iterations): whatever moment the destroy meets, it ends
+     * and nothing of the VM is read after it. */
+    for (int round = 0; round < 40; round++) {
+        vm = start(2);
+        env = tvm_env_new(vm);
+        for (int i = 0; i < 4; i++)
+            spawn1(env, "later", (int64_t)(round % 4) * 10000 + i * 10);
+        if (round % 2)
+            usleep(200);
+        tvm_env_free(env);
+        tvm_destroy(vm);
+    }
     free(vm_atomic_load_ptr_relaxed(&shared));
     return 0;
 }
