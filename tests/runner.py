@@ -33,7 +33,9 @@ plus the largest `.timeout = N` a Criterion program declares (Criterion
 enforces a case's own limit; the runner's must never be the shorter one).
 
 The last line printed is "N passed, N failed, N skipped"; a filter= that
-matches no test is an error.
+matches no test is an error.  Before it, the wall time of each kind and
+the five slowest programs, so that the cost of a CI mode can be read off
+its log.
 """
 import glob
 import json
@@ -43,6 +45,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 
 TIMEOUT = 300
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,11 +53,20 @@ SANITIZER_REPORT = re.compile(r'WARNING: ThreadSanitizer|ERROR: AddressSanitizer
                               r'ERROR: LeakSanitizer|runtime error: ')
 
 
+TIMES = []  # (seconds, program) of every run()
+
+
 def run(cmd, timeout=TIMEOUT, **kw):
+    start = time.monotonic()
     try:
         return subprocess.run(cmd, capture_output=True, timeout=timeout, cwd=ROOT, **kw)
     except subprocess.TimeoutExpired:
         return None
+    finally:
+        # a shell script, a .tasm file run or checked by tracevm, or a program
+        prog = (cmd[1] if cmd[0] == 'bash' else
+                cmd[2] if os.path.basename(cmd[0]) == 'tracevm' else cmd[0])
+        TIMES.append((time.monotonic() - start, os.path.relpath(prog, ROOT)))
 
 
 class Tally:
@@ -249,11 +261,15 @@ def main(env, units, stress, tracevm, embed):
                 TRACEVM_TEST_SKIP=env['skip'])
     if env['mode'] == 'tsan':
         penv['TSAN_OPTIONS'] = ('halt_on_error=1 ' + os.environ.get('TSAN_OPTIONS', '')).strip()
-    unit_tests(t, units, penv)
-    stress_tests(t, stress, penv)
-    e2e_tests(t, tracevm, penv)
-    bad_tests(t, tracevm, penv)
-    shell_tests(t, penv)
+    kinds = []
+    for kind, fn, arg in (('unit', unit_tests, units), ('stress', stress_tests, stress),
+                          ('e2e', e2e_tests, tracevm), ('bad', bad_tests, tracevm),
+                          ('shell', shell_tests, None)):
+        start = time.monotonic()
+        fn(t, arg, penv) if arg is not None else fn(t, penv)
+        kinds.append('%s %.0f s' % (kind, time.monotonic() - start))
+    print('time: ' + ', '.join(kinds) + '; slowest: ' +
+          ', '.join('%s %.0f s' % (p, s) for s, p in sorted(TIMES, reverse=True)[:5]))
     if t.filter and not t.matched:
         print('filter=%s matches no test' % t.filter)
         t.failed += 1
