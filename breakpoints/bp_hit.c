@@ -453,6 +453,10 @@ static __attribute__((noinline)) bool hit_multi_plain(Process *p, const BpGen *g
     const VmTraceTab *tab =
         vm_trace_sid(pf) == VM_SID_MULTI ? vm_atomic_load_ptr_acquire(&p->trace_tab) : NULL;
     bool hook = false;
+    /* One clock read for every session's event: the same call, and a
+     * read is a good part of an event's cost (a second session's event
+     * costs less than the first). */
+    const uint64_t now = tr_clock_ticks();
     /* The entries' bounds in locals: the emits store to memory, and the
      * compiler would reload them from g after each. */
     const BpSess *e = g->sess, *const end = e + g->nsess;
@@ -467,7 +471,7 @@ static __attribute__((noinline)) bool hit_multi_plain(Process *p, const BpGen *g
             want = bp_frame_needed(p, fn, h.sid, want);
         unsigned xf = (want & BP_TF_RETURN) ? TR_F_RETURNS : 0;
         hook |= h.sid == 0;
-        if (!tr_vm_call_fast(p, h.sid, fn, h.sf, xf, args)) {
+        if (!tr_vm_call_fast_at(p, h.sid, fn, h.sf, xf, args, now)) {
             h.tf = want;
             if (!plain_rest(p, g, (uint32_t)(e - g->sess) + 1, h, fn, pf, tab, args, &hook))
                 return false;

@@ -35,8 +35,13 @@
  * 1024 measured the same. */
 #define TR_FAST_PREFETCH 512u
 
-static inline __attribute__((always_inline)) bool tr_ring_put_imm(TrRing *r,
-                                                                   const TrEmit *ev)
+/* The same at a given time `ticks` (tr_clock_ticks()), or, for 0 (a
+ * constant: the test folds away), read as the record is written: the
+ * events one call writes into several sessions' rings share one clock
+ * read, a single event reads it as late as it can. */
+static inline __attribute__((always_inline)) bool tr_ring_put_imm_at(TrRing *r,
+                                                                      const TrEmit *ev,
+                                                                      uint64_t ticks)
 {
     const unsigned n = ev->nterms;
     const size_t most = sizeof(TrRecord) + (size_t)n * TR_IMM_MAX;
@@ -64,7 +69,7 @@ static inline __attribute__((always_inline)) bool tr_ring_put_imm(TrRing *r,
     h->flags = (uint8_t)ev->flags;
     h->arity = (uint8_t)ev->arity;
     h->nterms = (uint8_t)n;
-    h->ticks = tr_clock_ticks();
+    h->ticks = ticks ? ticks : tr_clock_ticks();
     h->pid = ev->pid;
     h->mod = ev->mod;
     h->fun = ev->fun;
@@ -73,6 +78,12 @@ static inline __attribute__((always_inline)) bool tr_ring_put_imm(TrRing *r,
     vm_atomic_store_release(&r->head, (uintptr_t)r->head_local);
     vm_atomic_store_relaxed(&r->emitted, vm_atomic_load_relaxed(&r->emitted) + 1);
     return true;
+}
+
+static inline __attribute__((always_inline)) bool tr_ring_put_imm(TrRing *r,
+                                                                   const TrEmit *ev)
+{
+    return tr_ring_put_imm_at(r, ev, 0);
 }
 
 #endif /* TRACE_TR_FAST_H */

@@ -27,7 +27,7 @@
  */
 static inline __attribute__((always_inline)) bool tr_vm_emit_fast_in(Process *p, unsigned sid,
                                                                      const TrEmit *ev,
-                                                                     bool live)
+                                                                     bool live, uint64_t ticks)
 {
     /* [TP1'] acquire: pairs with [TP1] in tr_vm_start; the ring stays
      * alive while this thread is an online reader, as the TrVm does.  A
@@ -41,29 +41,38 @@ static inline __attribute__((always_inline)) bool tr_vm_emit_fast_in(Process *p,
                     ? vm_atomic_load_ptr_acquire(&p->sched->trace_ring[vm_sid_slot(sid)])
                     : NULL;
     if (VM_LIKELY(r != NULL && (live || r->tag == sid)))
-        return tr_ring_put_imm(r, ev);
+        return tr_ring_put_imm_at(r, ev, ticks);
     return false;
 }
 
 static inline __attribute__((always_inline)) bool tr_vm_emit_fast(Process *p, unsigned sid,
                                                                   const TrEmit *ev)
 {
-    return tr_vm_emit_fast_in(p, sid, ev, false);
+    return tr_vm_emit_fast_in(p, sid, ev, false, 0);
 }
 
 /* tr_vm_call(p, sid, fn, tf, NULL, 0, xflags)'s fast path (no arity
- * flag); `args` is the top activation's register window; sid the live
- * session whose breakpoint was hit. */
-static inline __attribute__((always_inline)) bool tr_vm_call_fast(Process *p, unsigned sid,
-                                                                  const FuncInfo *fn,
-                                                                  uintptr_t tf, unsigned xflags,
-                                                                  const Term *args)
+ * flag) at time `ticks` (0: read at the write); `args` is the top activation's register window;
+ * sid the live session whose breakpoint was hit. */
+static inline __attribute__((always_inline)) bool tr_vm_call_fast_at(Process *p, unsigned sid,
+                                                                     const FuncInfo *fn,
+                                                                     uintptr_t tf, unsigned xflags,
+                                                                     const Term *args,
+                                                                     uint64_t ticks)
 {
     if (tf & VM_TRACE_ARITY)
         return false;
     TrEmit ev = tr_vm_fn_event(p, TR_K_CALL, fn, tr_vm_record_flags(tf) | xflags,
                                args, fn->arity);
-    return tr_vm_emit_fast_in(p, sid, &ev, true);
+    return tr_vm_emit_fast_in(p, sid, &ev, true, ticks);
+}
+
+static inline __attribute__((always_inline)) bool tr_vm_call_fast(Process *p, unsigned sid,
+                                                                  const FuncInfo *fn,
+                                                                  uintptr_t tf, unsigned xflags,
+                                                                  const Term *args)
+{
+    return tr_vm_call_fast_at(p, sid, fn, tf, xflags, args, 0);
 }
 
 /* tr_vm_return_from's fast path, for a caller that checked that p's
@@ -79,7 +88,7 @@ static inline __attribute__((always_inline)) bool tr_vm_return_from_fast(Process
 {
     TrEmit ev = tr_vm_fn_event(p, TR_K_RETURN_FROM, fn, tr_vm_record_flags(tf),
                                &value, 1);
-    return tr_vm_emit_fast_in(p, sid, &ev, true);
+    return tr_vm_emit_fast_in(p, sid, &ev, true, 0);
 }
 
 #endif /* TRACE_TR_VM_FAST_H */
