@@ -659,19 +659,24 @@ void bp_commit(tvm_vm *vm)
     if (disarmed_any)
         wait_progress(vm);
 
-    /* 5 consolidate.  Safe: readers use only the active generation; the
-     * old one, written here, has had no reader since the wait after the
-     * flip.  An empty record is unlinked: off the engine's list, and its
-     * function's `bp` slot (or its export's trampoline) forgets it, which
-     * no reader reads any more since the disarm wait (a never-armed record
-     * was never reachable). */
+    /* 5 consolidate.  Safe: readers use only the active generation, and
+     * nothing here writes it; the old one, written here, has had no reader
+     * since the wait after the flip.  An empty record is unlinked: off the
+     * engine's list, and its function's `bp` slot (or its export's
+     * trampoline) forgets it.  No BREAKPOINT reaches it since the disarm
+     * wait, but a call_time charge may still look the function's record up
+     * (bp_time.c reads fn->bp when a time frame returns) until its next
+     * quiescent state: it finds the active generation empty, as the
+     * summary left it (no entry, no flags), which is why the empty record's
+     * generations are not released here (the mirror emptied the old one;
+     * writing the active one again, even with the same values, would race
+     * with that read), and why it is freed only after the next call's
+     * first wait. */
     for (size_t i = 0; i < E->ntouched; i++) {
         BpRecord *r = E->touched[i];
         bp_gen_mirror(E, r, staging);
-        if (!r->gen[staging].flags) {
-            gens_release(E, r);
+        if (!r->gen[staging].flags)
             unlink_record(E, r);
-        }
     }
     E->ntouched = 0;
     E->mark++;
