@@ -18,9 +18,10 @@
  *
  * Writers.  Every change of a process's flags, by any thread (an API
  * call, erlang:trace, a fold of the changes for all, a match spec's
- * {silent, B} on the process's own thread), takes p->lock, reads the sessions' words (from the word or
- * the table), changes one, and writes the table (allocated on first need)
- * and then the word, so the union always matches the table a reader finds
+ * {silent, B} on the process's own thread), takes p->lock, reads the
+ * sessions' words (from the word or the table: tr_state_words), changes
+ * them, and writes the table (allocated on first need) and then the word
+ * (tr_state_store), so the union always matches the table a reader finds
  * through it.  The table is published ([TF1] release) before the first
  * word that says VM_SID_MULTI; readers load it ([TF1'] acquire) after
  * such a word.  A table is never freed before its process: a reader may

@@ -205,7 +205,8 @@ static void unreserve(SchedSystem *sys)
  * union always matches the table it came with (a writer may be changing
  * the defaults meanwhile: p then gets one state or the other per session,
  * and a change for all existing processes reaches p through its
- * generation: trace/tr_flags_all.c).  Under the table lock, before p is visible.
+ * generation: trace/tr_flags_all.c).  Under the table lock, before p is
+ * visible.
  */
 static uintptr_t inherit_trace_tab(tvm_vm *vm, Process *p)
 {
