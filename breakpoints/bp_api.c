@@ -423,20 +423,52 @@ static tvm_status trace_info_fn(Process *p, unsigned sid, Term what, Term item, 
     return TVM_OK;
 }
 
+/* trace_info of a pid or of new processes (the defaults), Item flags:
+ * {flags, [Flag]} of session sid ({flags, undefined} for a process that is
+ * not alive), with every change for all folded in. */
+static tvm_status trace_info_proc(Process *p, unsigned sid, Term what, Term item,
+                                  tvm_term *result)
+{
+    if (!named(item, "flags"))
+        return badarg(p);
+    Term v;
+    if (!term_is_pid(what)) {
+        v = tr_flags_term(p, tr_flags_new(p->vm, sid));
+    } else {
+        Process *t = tr_proc_get(p->vm, pid_value(what));
+        unsigned f = t ? tr_pflags(t, tr_pword(t), sid) : 0;
+        if (t)
+            vm_proc_put(vm_sched_of(p->vm), t);
+        v = t ? tr_flags_term(p, f) : make_atom(ATOM_UNDEFINED);
+    }
+    tvm_term hv = vm_root_push(p, v);
+    Term e[2] = { item, vm_root_get(p, hv) };
+    *result = vm_root_push(p, vm_make_tuple(p, 2, e));
+    return TVM_OK;
+}
+
+/* trace_info(PidOrFunc, Item) for session sid. */
+static tvm_status trace_info_in(Process *p, unsigned sid, Term what, Term item,
+                                tvm_term *result)
+{
+    if (term_is_pid(what) || named(what, "new") || named(what, "new_processes"))
+        return trace_info_proc(p, sid, what, item, result);
+    return trace_info_fn(p, sid, what, item, result);
+}
+
+/* erlang:trace_info(PidOrFunc, Item): of the default session. */
 static tvm_status nif_trace_info(tvm_env *env, int argc, const tvm_term *argv,
                                  tvm_term *result, void *data)
 {
     (void)argc;
     (void)data;
     Process *p = env->p;
-    return trace_info_fn(p, 0, vm_root_get(p, argv[0]), vm_root_get(p, argv[1]), result);
+    return trace_info_in(p, 0, vm_root_get(p, argv[0]), vm_root_get(p, argv[1]), result);
 }
 
 /*
- * trace:info(Session, PidOrFunc, Item), erlang:trace_info/3: a function
- * (or on_load) as trace_info/2 for the session; a pid, or new (the
- * defaults of new processes), with Item flags: {flags, [Flag]} in the
- * session ({flags, undefined} for a process that is not alive).
+ * trace:info(Session, PidOrFunc, Item), erlang:trace_info/3: as
+ * trace_info/2 for the session.
  */
 static tvm_status nif_trace_info3(tvm_env *env, int argc, const tvm_term *argv,
                                   tvm_term *result, void *data)
@@ -447,26 +479,7 @@ static tvm_status nif_trace_info3(tvm_env *env, int argc, const tvm_term *argv,
     unsigned sid;
     if (!tr_session_term(p->vm, vm_root_get(p, argv[0]), &sid))
         return badarg(p);
-    Term what = vm_root_get(p, argv[1]), item = vm_root_get(p, argv[2]);
-    bool is_new = named(what, "new") || named(what, "new_processes");
-    if (!term_is_pid(what) && !is_new)
-        return trace_info_fn(p, sid, what, item, result);
-    if (!named(item, "flags"))
-        return badarg(p);
-    Term v;
-    if (is_new) {
-        v = tr_flags_term(p, tr_flags_new(p->vm, sid));
-    } else {
-        Process *t = tr_proc_get(p->vm, pid_value(what));
-        unsigned f = t ? tr_pflags(t, vm_atomic_load_relaxed(&t->trace), sid) : 0;
-        if (t)
-            vm_proc_put(vm_sched_of(p->vm), t);
-        v = t ? tr_flags_term(p, f) : make_atom(ATOM_UNDEFINED);
-    }
-    tvm_term hv = vm_root_push(p, v);
-    Term e[2] = { item, vm_root_get(p, hv) };
-    *result = vm_root_push(p, vm_make_tuple(p, 2, e));
-    return TVM_OK;
+    return trace_info_in(p, sid, vm_root_get(p, argv[1]), vm_root_get(p, argv[2]), result);
 }
 
 static const VmNativeDef natives[] = {

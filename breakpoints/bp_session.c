@@ -20,8 +20,10 @@
  *      sequence (bp_remove_session: the same stages and waits as
  *      trace_pattern, for every record that has an entry of the session;
  *      other sessions' entries are mirrored unchanged);
- *   3. clears its process flags: the defaults for new processes first,
- *      then every process (trace/tr_flags.c's walk and its argument);
+ *   3. clears its process flags: the defaults for new processes and a
+ *      generation of flags for all that clears every flag of the session,
+ *      which each process folds in before it next runs (the wait of step
+ *      4 is the one the change needs: trace/tr_flags_all.c);
  *   4. waits for a grace period: every emit that passed the gate before
  *      step 1 (an emitter is an online reader) has finished, so
  *   5. its last record (stopped, with the reason and the events written
@@ -47,8 +49,10 @@
  * happen any more, and whatever did happen is finished.  Why nothing the
  * session set survives: breakpoint entries and process flags are set only
  * while the session is live, checked under the permission (trace_pattern)
- * or under the process's lock (flags), and steps 2 and 3 take the same
- * permission and locks after the state changed.
+ * or, for flags, under the flags lock or after a fold under the
+ * process's lock, and steps 2 and 3 take the same permission and the
+ * flags lock after the state changed (trace/tr_flags_all.c, "A session's
+ * end").
  */
 #include "breakpoints/bp_session.h"
 
@@ -79,7 +83,7 @@ static void remove_settings(tvm_vm *vm, TrSession *s, unsigned sid)
         return;
     tr_vm_unpublish_rings(vm, s);
     bp_remove_session(vm, sid);
-    tr_flags_all(vm, sid, TVM_TRACE_ALL, VM_TRACE_ALL, false, true);
+    tr_flags_all_publish(vm, sid, TVM_TRACE_ALL, VM_TRACE_ALL, false, true);
     vm_progress_sync(vm_progress_get(vm), vm_running_process());
     s->settings_removed = true;
 }

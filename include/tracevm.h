@@ -674,13 +674,15 @@ typedef enum tvm_trace_scope {
 
 /*
  * Sets or clears `flags` for a scope of processes without stopping any
- * scheduler: the default for new processes first, then each process in
- * the table, one atomic update of its flags word at a time.  A process
- * spawned meanwhile gets the new default or is changed by the walk,
- * never neither.  Call contexts (tvm_env_new) are not processes here.
- * Between chunks of 4096 processes the walk gives way (sched_yield; from
- * a process, a yield of its scheduler), so it takes longer on a busy
- * machine but never holds a scheduler's CPU for long.
+ * scheduler and without visiting them: the change is recorded once and
+ * each process takes it in before it next runs (or when its flags are
+ * read); for existing processes the call then waits for thread progress
+ * (a calling process is suspended meanwhile), so that once it returns,
+ * every later event of every process follows the new flags and
+ * tvm_trace_flags_get reports them.  The time does not depend on how
+ * many processes there are.  A process spawned meanwhile is covered.  A
+ * later change of one process (tvm_trace_flags) overrides this one for
+ * that process.  Call contexts (tvm_env_new) are not processes here.
  * TVM_ERR_BADARG for an unknown scope or flags.  Any thread.
  */
 tvm_status tvm_trace_flags_all(tvm_vm *vm, tvm_trace_scope scope, unsigned flags, bool on);

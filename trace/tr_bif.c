@@ -13,10 +13,11 @@
  *               running, send, 'receive'
  *     Session   {trace_session, Id} from trace:session_create/3
  *   N is the number of processes changed: 1 (0 if the pid is not alive)
- *   or the number the walk changed, as BEAM answers.  Bad arguments (a
- *   destroyed or stopped session, a {tracer, _} option: a session's
- *   tracer is fixed) raise badarg and change nothing.  Nothing stops any
- *   scheduler (trace/tr_flags.c).
+ *   or the number of live processes (0 for new alone), as BEAM answers.
+ *   Bad arguments (a destroyed or stopped session, a {tracer, _} option:
+ *   a session's tracer is fixed) raise badarg and change nothing.
+ *   Nothing stops any scheduler; for all or existing processes the
+ *   calling process waits for thread progress (trace/tr_flags_all.c).
  */
 #include <string.h>
 

@@ -1,7 +1,8 @@
 /*
- * trace/tr_flags.c - process trace flags per session: tvm_trace_flags
- * for one process, tvm_trace_flags_all for every process and for new
- * ones, tvm_trace_calls on top of them, and the session variants.
+ * trace/tr_flags.c - process trace flags per session: the flags by
+ * name, tvm_trace_flags for one process, tvm_trace_calls on top of it,
+ * the trace word's state that every change writes, and the session
+ * variants (for all processes and new ones: trace/tr_flags_all.c).
  *
  * Protocol: one word for the hot paths, a table for several sessions.
  *
@@ -16,10 +17,11 @@
  * for new processes (vm->trace_new, vm->trace_new_tab) have the same form.
  *
  * Writers.  Every change of a process's flags, by any thread (an API
- * call, erlang:trace, a walk, a match spec's {silent, B} on the process's
- * own thread), takes p->lock, reads the sessions' words (from the word or
- * the table), changes one, and writes the table (allocated on first need)
- * and then the word, so the union always matches the table a reader finds
+ * call, erlang:trace, a fold of the changes for all, a match spec's
+ * {silent, B} on the process's own thread), takes p->lock, reads the
+ * sessions' words (from the word or the table: tr_state_words), changes
+ * them, and writes the table (allocated on first need) and then the word
+ * (tr_state_store), so the union always matches the table a reader finds
  * through it.  The table is published ([TF1] release) before the first
  * word that says VM_SID_MULTI; readers load it ([TF1'] acquire) after
  * such a word.  A table is never freed before its process: a reader may
@@ -27,9 +29,9 @@
  * several again (then it reads each session's word as it was before or
  * after, which is what racing with a change means anyway).  The defaults
  * have the same protocol under the sessions' flags_lock.  A change of a
- * session that is not live is refused under the same lock that orders it
- * with the session's destroy (whose walk takes every p->lock after the
- * session stopped being live), so a destroyed session leaves no flags.
+ * session that is not live is refused, tested after the fold under the
+ * same lock (why a destroyed session so leaves no flags:
+ * trace/tr_flags_all.c, "A session's end").
  *
  * Readers load the word relaxed: a process reads its own word at each
  * breakpoint hit, spawn, exit and its other events, and a change applies
@@ -37,28 +39,16 @@
  * process running on another scheduler may still emit (or not) one event
  * under the old flags while the change becomes visible.
  *
- * All processes without stopping the world.  tvm_trace_flags_all changes
- * the default for new processes first, then walks the process table
- * (vm_proc_each_chunked) and changes each process's flags.  vm_spawn
- * reads the defaults under the table lock (sys->lock), in the critical
- * section that inserts the new process into the table.  So a spawn racing
- * with the walk either reads the new default (its critical section comes
- * after the default changed) or inserted the process before the walk took
- * the lock for the first time, and then the walk visits it (every process
- * in the table from the walk's start to its end is visited): no process
- * misses the change.  The walk holds the table lock only while it takes
- * references to a chunk of VM_PROC_WALK_CHUNK processes and changes
- * their flags without it, so spawns, sends and lookups wait at most for
- * one chunk; schedulers never take the table lock to run processes.
- * Between chunks the walk gives way (a calling process yields its
- * scheduler, another thread its CPU): the walk is background work and a
- * scheduler waiting for the walker's CPU should not wait for the whole
- * walk.  bench/run events measures it (docs/benchmarks.md).
+ * All processes and new processes: trace/tr_flags_all.c (a generation
+ * that each process folds in before it next runs, or when another thread
+ * looks at its flags; tr_pflags_change folds first, so a change of one
+ * process made after a change for all comes after it).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace/tr_flags_internal.h"
 #include "trace/tr_session.h"
 #include "trace/tr_vm.h"
 #include "vm/atom.h"
@@ -156,32 +146,19 @@ unsigned tr_pflags(const Process *p, uintptr_t pf, unsigned sid)
     return vm_trace_sid(w) == sid ? VM_TRACE_FLAGS(w) : 0;
 }
 
-/*
- * Session sid's flags become `set` or lose `clear` in the state (*word,
- * table `tab`, which exists when the word says VM_SID_MULTI), written by
- * the caller under the state's lock: the table first (allocated into
- * *tabp if needed), then the word.  Returns whether anything changed.
- */
-static bool change_state(VmAtomic *word, VmAtomic *tabp, VmTraceTab *fixed, unsigned sid,
-                         unsigned flags, bool on)
+void tr_state_words(const VmAtomic *word, const VmTraceTab *tab, uintptr_t w[VM_SESSIONS_MAX])
 {
     uintptr_t pf = vm_atomic_load_relaxed(word);
     unsigned wsid = vm_trace_sid(pf);
-    VmTraceTab *tab = fixed ? fixed : vm_atomic_load_ptr_relaxed(tabp);
-    /* Every session's word now, by slot. */
-    uintptr_t w[VM_SESSIONS_MAX] = { 0 };
-    if (wsid == VM_SID_MULTI) {
-        for (unsigned i = 0; i < VM_SESSIONS_MAX; i++)
-            w[i] = vm_atomic_load_relaxed(&tab->w[i]);
-    } else if (VM_TRACE_FLAGS(pf)) {
+    for (unsigned i = 0; i < VM_SESSIONS_MAX; i++)
+        w[i] = wsid == VM_SID_MULTI ? vm_atomic_load_relaxed(&tab->w[i]) : 0;
+    if (wsid != VM_SID_MULTI && VM_TRACE_FLAGS(pf))
         w[vm_sid_slot(wsid)] = pf;
-    }
-    unsigned slot = vm_sid_slot(sid);
-    unsigned cur = vm_trace_sid(w[slot]) == sid ? VM_TRACE_FLAGS(w[slot]) : 0;
-    unsigned nw = on ? cur | flags : cur & ~flags;
-    if (nw == cur && (nw || !w[slot]))
-        return false;
-    w[slot] = nw ? vm_trace_word(sid, nw) : 0;
+}
+
+void tr_state_store(VmAtomic *word, VmAtomic *tabp, VmTraceTab *fixed,
+                    const uintptr_t w[VM_SESSIONS_MAX])
+{
     unsigned n = 0, all = 0;
     uintptr_t one = 0;
     for (unsigned i = 0; i < VM_SESSIONS_MAX; i++)
@@ -192,8 +169,9 @@ static bool change_state(VmAtomic *word, VmAtomic *tabp, VmTraceTab *fixed, unsi
         }
     if (n <= 1) {
         vm_atomic_store_relaxed(word, one);
-        return true;
+        return;
     }
+    VmTraceTab *tab = fixed ? fixed : vm_atomic_load_ptr_relaxed(tabp);
     if (!tab) {
         tab = vm_calloc(1, sizeof *tab);
         /* [TF1] release: the table (zeroed) before any word names it. */
@@ -204,15 +182,33 @@ static bool change_state(VmAtomic *word, VmAtomic *tabp, VmTraceTab *fixed, unsi
     /* [TF1] release: the table's words before the word that sends
      * readers to them. */
     vm_atomic_store_release(word, vm_trace_word(VM_SID_MULTI, all));
+}
+
+bool tr_state_change(VmAtomic *word, VmAtomic *tabp, VmTraceTab *fixed, unsigned sid,
+                     unsigned flags, bool on)
+{
+    uintptr_t w[VM_SESSIONS_MAX];
+    tr_state_words(word, fixed ? fixed : vm_atomic_load_ptr_relaxed(tabp), w);
+    unsigned slot = vm_sid_slot(sid);
+    unsigned cur = vm_trace_sid(w[slot]) == sid ? VM_TRACE_FLAGS(w[slot]) : 0;
+    unsigned nw = on ? cur | flags : cur & ~flags;
+    if (nw == cur && (nw || !w[slot]))
+        return false;
+    w[slot] = nw ? vm_trace_word(sid, nw) : 0;
+    tr_state_store(word, tabp, fixed, w);
     return true;
 }
 
 bool tr_pflags_change(Process *p, unsigned sid, unsigned flags, bool on, bool force)
 {
     pthread_mutex_lock(&p->lock);
+    /* The changes for all first: this one comes after them.  And before
+     * the test of the session: a stop that the test does not see records
+     * its clearing after this fold, so p folds it in later. */
+    tr_fold_locked(p);
     bool ok = force || tr_session_live(p->vm, sid);
     if (ok)
-        change_state(&p->trace, &p->trace_tab, NULL, sid, flags, on);
+        tr_state_change(&p->trace, &p->trace_tab, NULL, sid, flags, on);
     pthread_mutex_unlock(&p->lock);
     return ok;
 }
@@ -257,7 +253,7 @@ tvm_status tvm_trace_flags_get(tvm_env *env, tvm_pid pid, unsigned *flags)
     Process *p = target(env, pid, &held);
     if (!p)
         return TVM_ERR_NOTFOUND;
-    *flags = tr_pflags(p, vm_atomic_load_relaxed(&p->trace), 0);
+    *flags = tr_pflags(p, tr_pword(p), 0);
     if (held)
         vm_proc_put(vm_sched_of(env->p->vm), p);
     return TVM_OK;
@@ -266,73 +262,6 @@ tvm_status tvm_trace_flags_get(tvm_env *env, tvm_pid pid, unsigned *flags)
 tvm_status tvm_trace_calls(tvm_env *env, tvm_pid pid, bool on)
 {
     return tvm_trace_flags(env, pid, VM_TRACE_CALL, on);
-}
-
-/* ==== all processes, new processes ==== */
-
-/* Session sid's defaults for new processes; flags_lock held. */
-static unsigned tr_pflags_new_locked(tvm_vm *vm, unsigned sid)
-{
-    uintptr_t pf = vm_atomic_load_relaxed(&vm->trace_new);
-    if (vm_trace_sid(pf) == sid)
-        return VM_TRACE_FLAGS(pf);
-    if (vm_trace_sid(pf) != VM_SID_MULTI)
-        return 0;
-    uintptr_t w = vm_atomic_load_relaxed(&vm->trace_new_tab.w[vm_sid_slot(sid)]);
-    return vm_trace_sid(w) == sid ? VM_TRACE_FLAGS(w) : 0;
-}
-
-typedef struct FlagsChange {
-    unsigned sid, flags;
-    bool on, force;
-    int count;
-} FlagsChange;
-
-static void change_one(Process *p, void *data)
-{
-    FlagsChange *c = data;
-    if (tr_pflags_change(p, c->sid, c->flags, c->on, c->force))
-        c->count++;
-}
-
-int tr_flags_all(tvm_vm *vm, unsigned sid, tvm_trace_scope scope, unsigned flags, bool on,
-                 bool force)
-{
-    /* The default first, then the walk (the order argument above). */
-    TrSessions *S = vm->sessions;
-    pthread_mutex_lock(&S->flags_lock);
-    bool ok = force || tr_session_live(vm, sid);
-    if (ok && (scope & TVM_TRACE_NEW))
-        change_state(&vm->trace_new, NULL, &vm->trace_new_tab, sid, flags, on);
-    pthread_mutex_unlock(&S->flags_lock);
-    if (!ok)
-        return -1;
-    SchedSystem *sys = vm_sched_of(vm);
-    FlagsChange c = { sid, flags, on, force, 0 };
-    if ((scope & TVM_TRACE_EXISTING) && sys)
-        vm_proc_each_chunked(sys, change_one, &c);
-    return c.count;
-}
-
-tvm_status tvm_trace_flags_all(tvm_vm *vm, tvm_trace_scope scope, unsigned flags, bool on)
-{
-    if (!vm || !tr_flags_valid(flags) || (scope & ~(unsigned)TVM_TRACE_ALL) || !scope)
-        return TVM_ERR_BADARG;
-    return tr_flags_all(vm, 0, scope, flags, on, false) < 0 ? TVM_ERR_BADARG : TVM_OK;
-}
-
-unsigned tr_flags_new(tvm_vm *vm, unsigned sid)
-{
-    TrSessions *S = vm->sessions;
-    pthread_mutex_lock(&S->flags_lock);
-    unsigned f = tr_pflags_new_locked(vm, sid);
-    pthread_mutex_unlock(&S->flags_lock);
-    return f;
-}
-
-unsigned tvm_trace_flags_new(tvm_vm *vm)
-{
-    return vm ? tr_flags_new(vm, 0) : 0;
 }
 
 /* ==== the session variants ==== */
@@ -419,7 +348,7 @@ tvm_status tvm_session_trace_flags_get(tvm_vm *vm, tvm_session s, tvm_pid pid,
         snprintf(why, sizeof why, "no process <0.%llu.0>", (unsigned long long)pid);
         return sfail(err, TVM_ERR_NOTFOUND, fn, why);
     }
-    *flags = tr_pflags(p, vm_atomic_load_relaxed(&p->trace), sid);
+    *flags = tr_pflags(p, tr_pword(p), sid);
     vm_proc_put(vm_sched_of(vm), p);
     return sok(err);
 }

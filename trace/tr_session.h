@@ -107,6 +107,21 @@ typedef struct TrSession {
     bool final_in_pipe;        /* the last record went into a pipeline (counted there) */
 } TrSession;
 
+/*
+ * The changes of one slot's flags for all existing processes, as a
+ * process that has not folded them in yet needs them: for each flag, the
+ * generation (tvm_vm.trace_gen) of its last change and the value it was
+ * given; applying "every flag changed after my generation takes its last
+ * value" is applying every change after it, in order.  Written and read
+ * under TrSessions.flags_lock (trace/tr_flags_all.c has the protocol).
+ */
+typedef struct TrFlagsAll {
+    unsigned sid;              /* the session of the slot's last change */
+    unsigned on;               /* each flag's value after its last change */
+    uint64_t last;             /* the newest generation in gen[] (0: none) */
+    uint64_t gen[32];          /* by flag bit: its last change's generation */
+} TrFlagsAll;
+
 typedef struct TrSessions {
     /* lock protects: the states' transitions, `pending`, `quit`,
      * `serial`, written_done/lost_done; the stopper waits on `cond`. */
@@ -118,9 +133,11 @@ typedef struct TrSessions {
     uint64_t serial;
     /* Live sessions with an owner (relaxed: the exit hook's cheap test). */
     VmAtomic owned;
-    /* The defaults for new processes (vm->trace_new, trace_new_tab):
-     * their writers (trace/tr_flags.c). */
+    /* flags_lock protects the defaults for new processes
+     * (vm->trace_new, trace_new_tab: their writers, trace/tr_flags.c),
+     * `all` and the bumps of vm->trace_gen (trace/tr_flags_all.c). */
     pthread_mutex_t flags_lock;
+    TrFlagsAll all[VM_SESSIONS_MAX];
     TrSession s[VM_SESSIONS_MAX];
 } TrSessions;
 

@@ -91,12 +91,25 @@ static inline unsigned tr_pflags_of(const Process *p, uintptr_t pf, unsigned sid
 bool tr_pflags_change(Process *p, unsigned sid, unsigned flags, bool on, bool force);
 
 /*
- * tvm_trace_flags_all for session sid: the default of new processes
- * first, then every process; returns how many processes the walk
- * changed, or -1 when sid is not live (unless `force`).
+ * tvm_trace_flags_all for session sid (trace/tr_flags_all.c): the default
+ * of new processes and a new generation of flags for all existing
+ * processes, then (for existing processes) a thread-progress wait, after
+ * which every process runs and is seen with the change.  Returns the
+ * number of live processes (0 for TVM_TRACE_NEW alone), or -1 when sid is
+ * not live (unless `force`: a stop clearing what its session left).  Any
+ * thread; a calling process is suspended during the wait.
  */
 int tr_flags_all(tvm_vm *vm, unsigned sid, tvm_trace_scope scope, unsigned flags, bool on,
                  bool force);
+
+/* The same without the wait, for a caller that waits for thread progress
+ * itself before it relies on the change (a session's stop). */
+int tr_flags_all_publish(tvm_vm *vm, unsigned sid, tvm_trace_scope scope, unsigned flags,
+                         bool on, bool force);
+
+/* p's trace word with every change for all folded in: for a thread that
+ * looks at another process's flags (trace_info).  Any thread. */
+uintptr_t tr_pword(Process *p);
 
 /* [Flag] atoms of `flags`, in the order tvm_trace_flags_parse names
  * them, on p's heap. */

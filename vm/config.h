@@ -84,18 +84,6 @@
 #define VM_FIBER_SLAB_STACKS 64
 #endif
 
-/*
- * VM_PROC_WALK_CHUNK: processes a walk of the whole table (flags for all,
- * trace/tr_flags.c) handles per hold of the table lock.  Large enough
- * that the walk's work between two holds (~100 us) outlasts the wake-up of
- * a sender that blocked on the lock meanwhile: with 256 the walk re-took
- * the lock before a woken sender could (a mutex does not hand over), and
- * the senders' gaps grew to 14-22 ms on a quiet machine.
- */
-#ifndef VM_PROC_WALK_CHUNK
-#define VM_PROC_WALK_CHUNK 4096
-#endif
-
 /* VM_MAX_REGS: registers one function may declare (fits the A field). */
 #ifndef VM_MAX_REGS
 #define VM_MAX_REGS 1024

@@ -137,6 +137,15 @@ void vm_hook_sched_exit(Process *p);
 void vm_hook_send(Process *from, uint64_t to, Term msg);
 void vm_hook_receive(Process *p, const Message *m);
 
+/*
+ * p's trace word has not taken in every change of flags for all
+ * processes yet (Process.trace_gen differs from tvm_vm.trace_gen): folds
+ * them in (trace/tr_flags_all.c has the protocol).  Called by the
+ * scheduler right before it switches into p, after its quiescent state;
+ * takes p->lock.
+ */
+void vm_hook_trace_fold(Process *p);
+
 /* ==== stacks/: the stack of a raise, for crash reports ==== */
 
 /*

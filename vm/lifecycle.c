@@ -13,7 +13,6 @@
  */
 #include "vm/sched.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,68 +85,6 @@ void vm_proc_each(SchedSystem *sys, void (*fn)(Process *p, void *data), void *da
             fn(p, data);
     }
     pthread_mutex_unlock(&sys->lock);
-}
-
-/* Between two chunks of a walk (not after the last): the walk is
- * background work, so it lets whoever waits for its CPU run first.  A
- * process (erlang:trace/3 on all processes) yields its scheduler to the
- * others on its queue; any other thread (the embedder's, the CLI's)
- * yields its CPU, so a scheduler thread the OS put on the same CPU runs
- * now rather than after the walk's time slice.  Measured in
- * docs/benchmarks.md (flags for all). */
-static void give_way(void)
-{
-    Process *self = vm_running_process();
-    if (self)
-        vm_proc_yield(self);
-    else
-        sched_yield();
-}
-
-/*
- * Walks the table a chunk at a time: under the lock, takes a reference to
- * each of up to VM_PROC_WALK_CHUNK processes, then runs fn on them without
- * the lock and drops the references, so spawns, sends and lookups wait at
- * most for one chunk's collection, not for the whole walk.  Every process
- * in the table from the start to the end of the walk is visited: one that
- * stays keeps its slot unless the table is rebuilt (table_grow), and then
- * the walk starts over (fn must not mind a second call).  Processes
- * inserted during the walk may or may not be visited.
- */
-void vm_proc_each_chunked(SchedSystem *sys, void (*fn)(Process *p, void *data), void *data)
-{
-    /* On the heap: the caller may be a process on its fiber's stack. */
-    Process **chunk = vm_malloc(VM_PROC_WALK_CHUNK * sizeof *chunk);
-    size_t i = 0;
-    pthread_mutex_lock(&sys->lock);
-    Process **table = sys->table;
-    while (i < sys->cap) {
-        size_t n = 0;
-        for (; i < sys->cap && n < VM_PROC_WALK_CHUNK; i++) {
-            Process *p = sys->table[i];
-            if (p && p != TOMBSTONE) {
-                /* Relaxed: the table's reference keeps refs above 0 (as in
-                 * vm_proc_get). */
-                vm_atomic_fetch_add_relaxed(&p->refs, 1);
-                chunk[n++] = p;
-            }
-        }
-        bool more = i < sys->cap;
-        pthread_mutex_unlock(&sys->lock);
-        for (size_t k = 0; k < n; k++) {
-            fn(chunk[k], data);
-            vm_proc_put(sys, chunk[k]);
-        }
-        if (more)
-            give_way();
-        pthread_mutex_lock(&sys->lock);
-        if (sys->table != table) {
-            table = sys->table;
-            i = 0;
-        }
-    }
-    pthread_mutex_unlock(&sys->lock);
-    free(chunk);
 }
 
 Process *vm_proc_get(SchedSystem *sys, uint64_t pid)
@@ -267,8 +204,9 @@ static void unreserve(SchedSystem *sys)
  * the VM's table of defaults and a word computed from that copy, so the
  * union always matches the table it came with (a writer may be changing
  * the defaults meanwhile: p then gets one state or the other per session,
- * and tvm_trace_flags_all's walk, which comes after the change, visits
- * p).  Under the table lock, before p is visible.
+ * and a change for all existing processes reaches p through its
+ * generation: trace/tr_flags_all.c).  Under the table lock, before p is
+ * visible.
  */
 static uintptr_t inherit_trace_tab(tvm_vm *vm, Process *p)
 {
@@ -338,8 +276,12 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
     p->max_heap = max_heap;
     pthread_mutex_lock(&sys->lock);
     p->pid = sys->next_pid++;
-    /* The default trace flags, read under the table lock: the order
-     * argument of tvm_trace_flags_all (trace/tr_flags.c) needs it here. */
+    /* The generation of flags for all and the default trace flags, read
+     * in one critical section of the table lock, which a change for all
+     * holds too (trace/tr_flags_all.c): p gets both from before the
+     * change, and the scheduler folds the change in before p first runs,
+     * or both from after it. */
+    vm_atomic_store_relaxed(&p->trace_gen, vm_atomic_load_relaxed(&vm->trace_gen));
     uintptr_t tw = vm_atomic_load_relaxed(&vm->trace_new);
     if (VM_UNLIKELY(vm_trace_sid(tw) == VM_SID_MULTI))
         tw = inherit_trace_tab(vm, p);

@@ -213,9 +213,11 @@ struct Process {
      * under p->lock (trace/tr_flags.c: the union is recomputed from the
      * sessions' words there) and at spawn, before the process is
      * visible, from vm->trace_new; read relaxed by the process itself at
-     * breakpoint hits, spawn, exit and its other events.  A change
-     * applies from the process's next read (no barrier: no scheduler is
-     * stopped or waited for). */
+     * breakpoint hits, spawn, exit and its other events, and by other
+     * threads after folding (trace_info).  A change of this process
+     * applies from its next read (no barrier); a change for all
+     * processes is folded in before the process next runs
+     * (trace_gen below). */
     VmAtomic trace;
     /* Each session's word while several sessions trace p (VmTraceTab *,
      * or 0).  Allocated by the first writer that needs it, under
@@ -224,6 +226,13 @@ struct Process {
      * ([TF1'] acquire) by readers that saw VM_SID_MULTI.  Freed only with
      * the process: a reader may still hold it while the word changes. */
     VmAtomic trace_tab;
+    /* The generation of flags for all (tvm_vm.trace_gen) this trace word
+     * has taken in: written under p->lock by whoever folds the changes in
+     * (trace/tr_flags_all.c), and by vm_spawn before p is visible; read
+     * relaxed by the scheduler switching p in, which folds when it
+     * differs.  0 forever for a call context (pid 0), which flags for all
+     * do not reach. */
+    VmAtomic trace_gen;
 
     /* Stack capture: the interlock's state, flag and lock (vm/interlock.h). */
     VmInterlock il;

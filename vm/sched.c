@@ -367,6 +367,22 @@ static bool after_wait_or_exit(Scheduler *s, Process *p)
     return again;
 }
 
+/*
+ * Right before switching into p, after this scheduler's quiescent state:
+ * the changes of flags for all processes that p's word has not taken in
+ * are folded in now.  The thread-progress wait that ends each
+ * tvm_trace_flags_all orders its bump before this relaxed load (as it
+ * orders the flip of vm->bp_ix before a breakpoint hit): a switch that
+ * comes after the wait sees the bump (trace/tr_flags_all.c).  Two loads
+ * and a predicted branch per switch.
+ */
+static inline void trace_catch_up(Process *p)
+{
+    if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->trace_gen) !=
+                    vm_atomic_load_relaxed(&p->vm->trace_gen)))
+        vm_hook_trace_fold(p);
+}
+
 static void run(Scheduler *s, Process *p)
 {
     /* A process queued again after a yield is still RUNNING (nobody else
@@ -377,6 +393,7 @@ static void run(Scheduler *s, Process *p)
     p->bp_slot = 1 + (uint32_t)s->id;
     p->reds = VM_REDUCTIONS;
     s->current = p;
+    trace_catch_up(p);
     vm_fiber_tsan_switch(p->fiber->tsan);
     vm_fiber_switch(&s->sp, vm_il_switch_in(p));
     /* The process that switched back to us: not necessarily p, which may
@@ -429,6 +446,7 @@ bool vm_sched_yield_to_next(Process *p)
     q->bp_slot = 1 + (uint32_t)s->id;
     q->reds = VM_REDUCTIONS;
     s->current = q;
+    trace_catch_up(q);
     vm_il_switch_out(p);
     void *sp = vm_il_switch_in(q);
     vm_fiber_tsan_switch(q->fiber->tsan);

@@ -147,11 +147,6 @@ VmSend vm_send(tvm_vm *vm, Process *from, uint64_t pid, Term msg);
 /* Calls fn(p, data) for every process in the table, with the table lock
  * held (fn must not take it, nor a run-queue lock). */
 void vm_proc_each(SchedSystem *sys, void (*fn)(Process *p, void *data), void *data);
-/* The same with fn called without the table lock, on a reference, a chunk
- * of processes at a time (vm/proc.c: what is visited).  Between chunks
- * it gives way: a calling process yields (and may resume on another
- * scheduler), any other thread calls sched_yield. */
-void vm_proc_each_chunked(SchedSystem *sys, void (*fn)(Process *p, void *data), void *data);
 
 /* Looks a process up (a reference the caller must drop with vm_proc_put). */
 Process *vm_proc_get(SchedSystem *sys, uint64_t pid);

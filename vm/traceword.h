@@ -2,7 +2,8 @@
  * vm/traceword.h - the trace word: one word that says, for a process or
  * for the processes spawned next, what every trace session asks of it.
  * The VM reads it on hot paths (the breakpoint hit, scheduling, spawn);
- * the trace layer writes it (trace/tr_flags.c has the protocol).
+ * the trace layer writes it (trace/tr_flags.c has the protocol; for all
+ * processes at once, trace/tr_flags_all.c).
  */
 #ifndef VM_TRACEWORD_H
 #define VM_TRACEWORD_H

@@ -104,6 +104,14 @@ struct tvm_vm {
      * process table's lock (the order argument is in trace/tr_flags.c). */
     VmAtomic trace_new;
     VmTraceTab trace_new_tab;
+    /* The generation of flags for all existing processes: bumped by each
+     * tvm_trace_flags_all with TVM_TRACE_EXISTING, under the trace
+     * layer's flags lock, after the change it numbers is recorded there
+     * ([TG1] release: trace/tr_flags_all.c has the protocol); read
+     * relaxed by a scheduler switching a process in (the thread-progress
+     * wait that follows each bump orders it), and by vm_spawn under the
+     * process table's lock, which the writer holds too. */
+    VmAtomic trace_gen;
 };
 
 typedef struct VmCallHook {

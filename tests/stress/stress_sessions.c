@@ -347,7 +347,8 @@ int main(void)
             return 1;
         }
     }
-    /* White box: the workers' trace words hold the default session's
+    /* White box: the workers' trace words (with the changes for all
+     * folded in, as any reader sees them) hold the default session's
      * flags and nothing else, the defaults for new processes nothing, and
      * c:a/1's record the default session's entry only. */
     if (vm_atomic_load_relaxed(&vm->trace_new) != 0)
@@ -357,7 +358,7 @@ int main(void)
         Process *p = tr_proc_get(vm, pids[i]);
         if (!p)
             continue;     /* exited already */
-        uintptr_t w = vm_atomic_load_relaxed(&p->trace);
+        uintptr_t w = tr_pword(p);
         vm_proc_put(vm_sched_of(vm), p);
         if (w != TVM_TRACE_CALL) {
             fprintf(stderr, "%s: worker %d's trace word is %#lx\n", stress_name, i,
