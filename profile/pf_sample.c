@@ -301,11 +301,14 @@ __attribute__((noinline)) ST_NO_SANITIZE static void sample_self(PfSched *ps, Pr
 void vm_hook_pf_wait_begin(Process *p)
 {
     p->pf_wait_t0 = vm_now_ns();
+    p->pf_woken = 0;
 }
 
 __attribute__((noinline)) void vm_hook_pf_wait_end(Process *p)
 {
-    uint64_t t1 = vm_now_ns();
+    /* Up to the wake (vm/mailbox.c), or to now for a wait no waker ended
+     * (a wake that came before the switch, a yield to the scheduler). */
+    uint64_t t1 = p->pf_woken > p->pf_wait_t0 ? p->pf_woken : vm_now_ns();
     PfSched *ps;
     tvm_profile *S = enter(p, TVM_PROFILE_OFF, &ps);
     if (S) {

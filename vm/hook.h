@@ -195,7 +195,8 @@ static inline bool vm_pf_wanted(uintptr_t what)
  * has just been switched in again after it (wait_end, which follows
  * every wait_begin).  Called only when VM_PF_OFF was wanted as the wait
  * began (vm_proc_switch_out), so a wait that began before profiling did
- * is not counted.
+ * is not counted.  The wait ends at Process.pf_woken when a waker noted
+ * it (vm/mailbox.c), else at wait_end.
  */
 void vm_hook_pf_wait_begin(Process *p);
 void vm_hook_pf_wait_end(Process *p);

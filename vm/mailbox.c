@@ -54,6 +54,10 @@ static void wake_locked(Process *p, bool *enqueue)
     if (p->state == PS_WAITING) {
         p->state = PS_RUNNABLE;
         *enqueue = true;
+        /* Its wait ends here for the off-CPU profile: the time it then
+         * spends queued is the schedulers' contention, not its wait. */
+        if (vm_pf_wanted(VM_PF_OFF))
+            p->pf_woken = vm_now_ns();
     } else {
         p->signaled = true;
     }

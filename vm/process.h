@@ -170,8 +170,13 @@ struct Process {
     int64_t pf_left;
     Term *pf_base;
     uint64_t pf_rng;
-    /* The off-CPU profile (profile/): when the current wait began. */
+    /* The off-CPU profile (profile/): when the current wait began (p's
+     * own thread), and when a waker made p runnable again (the waker,
+     * under p->lock, only while the profile runs; 0 if none did: a wake
+     * that came before p switched out).  p reads it after its scheduler
+     * took p->lock to run it again, which orders the two. */
     uint64_t pf_wait_t0;
+    uint64_t pf_woken;
 
     /* Register stack. */
     Term *stack;
