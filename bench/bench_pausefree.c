@@ -124,7 +124,7 @@ static tvm_status nat_tick(tvm_env *env, int argc, const tvm_term *argv, tvm_ter
 {
     (void)argc, (void)data;
     int64_t idx;
-    if (tvm_get_int(env, argv[0], &idx) != TVM_OK || idx < 0 || idx >= MAX_WORKERS)
+    if (!bench_tick_index(env, argv, MAX_WORKERS, &idx))
         return tvm_raise_badarg(env);
     Worker *w = &workers[idx];
     uint64_t t = mono_ns();
