@@ -41,6 +41,16 @@
  *                               the stacks call, and during a no-op window
  *                               (a sleep) as long; medians over --runs
  *   stacks_gap_max_us_worst, noop_gap_max_us_worst: the largest of all
+ *   stacks_worker_vcsw, noop_worker_vcsw   the voluntary context switches
+ *                               of the first worker's scheduler thread in
+ *                               those windows (it blocked: what a scheduler
+ *                               made to wait would do; a spinning worker
+ *                               has none otherwise); stacks_worker_runq_us,
+ *                               noop_worker_runq_us: its time runnable but
+ *                               waiting for a CPU (the machine's noise, a
+ *                               gap's usual cause on a shared machine);
+ *                               medians over the windows the worker did
+ *                               not migrate in (stacks_windows_unmigrated)
  * Printed as key=value lines.
  *
  * usage: bench_attach [--runs R] [--attaches N] [--procs N] [--window-ms MS]
@@ -53,6 +63,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "bench/bench_util.h"
@@ -109,6 +120,7 @@ typedef struct Worker {
     uint64_t prev;                 /* its last tick, ns */
     _Atomic uint64_t seen;         /* the generation its counts belong to */
     _Atomic uint64_t max_gap, ticks;
+    _Atomic long tid;              /* the scheduler thread of its last tick */
     char pad[64];
 } Worker;
 
@@ -116,6 +128,7 @@ static Worker workers[MAX_WORKERS];
 static _Atomic uint64_t generation;
 static _Atomic int stop;
 static int nworkers = 1;
+static __thread long my_tid;       /* a scheduler thread's id, once asked */
 
 static tvm_status nat_tick(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result,
                            void *data)
@@ -137,21 +150,55 @@ static tvm_status nat_tick(tvm_env *env, int argc, const tvm_term *argv, tvm_ter
         atomic_fetch_add_explicit(&w->ticks, 1, memory_order_relaxed);
     }
     w->prev = t;
+    if (!my_tid)
+        my_tid = (long)syscall(SYS_gettid);
+    atomic_store_explicit(&w->tid, my_tid, memory_order_relaxed);
     return tvm_make_int(env, atomic_load_explicit(&stop, memory_order_relaxed), result);
+}
+
+/* The OS's view of the first worker's scheduler thread over a window:
+ * its voluntary context switches (it blocked or slept: a worker that
+ * spins throughout never does unless its scheduler was made to wait) and
+ * its time runnable but waiting for a CPU (the machine's noise).  A
+ * migration to the other scheduler thread voids the window's figures. */
+typedef struct Window {
+    long tid;
+    double rq0, runq_us;
+    long vcsw0, vcsw;
+    bool migrated;
+} Window;
+
+/* Thread tid's voluntary context switches so far. */
+static long voluntary_switches(long tid)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
+    FILE *f = fopen(path, "r");
+    long n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
 }
 
 /* A measuring window: starts a generation and waits until every worker
  * counts in it. */
-static void window_begin(void)
+static void window_begin(Window *win)
 {
     uint64_t g = atomic_fetch_add(&generation, 1) + 1;
     for (int i = 0; i < nworkers; i++)
         while (atomic_load_explicit(&workers[i].seen, memory_order_acquire) != g)
             ;
+    *win = (Window){ .tid = atomic_load_explicit(&workers[0].tid, memory_order_relaxed) };
+    double cpu = 0;
+    schedstat(win->tid, &cpu, &win->rq0);
+    win->vcsw0 = voluntary_switches(win->tid);
 }
 
 /* The window's largest gap (us) and calls of ba:work/1 over all workers. */
-static void window_end(double *gap_us, double *calls)
+static void window_end(Window *win, double *gap_us, double *calls)
 {
     uint64_t gap = 0, ticks = 0;
     for (int i = 0; i < nworkers; i++) {
@@ -161,6 +208,11 @@ static void window_end(double *gap_us, double *calls)
     }
     *gap_us = (double)gap / 1000.0;
     *calls = (double)ticks * CALLS_PER_TICK;
+    double cpu = 0, rq = 0;
+    schedstat(win->tid, &cpu, &rq);
+    win->vcsw = voluntary_switches(win->tid) - win->vcsw0;
+    win->migrated = atomic_load_explicit(&workers[0].tid, memory_order_relaxed) != win->tid;
+    win->runq_us = (rq - win->rq0) / 1000.0;
 }
 
 static void sleep_ms(double ms)
@@ -273,11 +325,12 @@ static double window_calls(const char *path, const char *pattern, double ms, dou
         sleep_ms(300);          /* connected, checked, armed; streaming */
     }
     uint64_t l0 = atomic_load(&s.lines);
-    window_begin();
+    Window win;
+    window_begin(&win);
     double t0 = now_ns();
     sleep_ms(ms);
     double gap, calls;
-    window_end(&gap, &calls);
+    window_end(&win, &gap, &calls);
     double dt = (now_ns() - t0) / 1e9;
     *events = (double)(atomic_load(&s.lines) - l0) / dt;
     *lost = 0;
@@ -328,22 +381,31 @@ static void bench_stacks(tvm_env *env, const char *path, int runs, int procs)
     }
     sleep_ms(1000);             /* every one in its receive */
     static const char *const req[] = { "stacks" };
-    double ms[64], gap[64], noop[64], calls, worst = 0, noop_worst = 0;
+    double ms[64], gap[64], noop[64], blocked[64], noop_blocked[64], runq[64], noop_runq[64];
+    double calls, worst = 0, noop_worst = 0;
     long lines = 0;
+    int valid = 0;
     for (int r = 0; r < runs; r++) {
         tvm_control_client *c = connect_to(path);
         lines = 0;
-        window_begin();
+        Window a, b;
+        window_begin(&a);
         double t0 = now_ns();
         call(c, 1, req, on_count, &lines);
         ms[r] = (now_ns() - t0) / 1e6;
-        window_end(&gap[r], &calls);
+        window_end(&a, &gap[r], &calls);
         tvm_control_close(c);
-        window_begin();
+        window_begin(&b);
         sleep_ms(ms[r]);
-        window_end(&noop[r], &calls);
+        window_end(&b, &noop[r], &calls);
         worst = gap[r] > worst ? gap[r] : worst;
         noop_worst = noop[r] > noop_worst ? noop[r] : noop_worst;
+        if (!a.migrated && !b.migrated) {
+            blocked[valid] = (double)a.vcsw;
+            noop_blocked[valid] = (double)b.vcsw;
+            runq[valid] = a.runq_us;
+            noop_runq[valid++] = b.runq_us;
+        }
     }
     printf("stacks_procs=%d\n", procs);
     printf("stacks_lines=%ld\n", lines);
@@ -352,6 +414,13 @@ static void bench_stacks(tvm_env *env, const char *path, int runs, int procs)
     printf("noop_gap_max_us=%.1f\n", median(noop, runs));
     printf("stacks_gap_max_us_worst=%.1f\n", worst);
     printf("noop_gap_max_us_worst=%.1f\n", noop_worst);
+    printf("stacks_windows_unmigrated=%d\n", valid);
+    if (valid) {
+        printf("stacks_worker_vcsw=%.1f\n", median(blocked, valid));
+        printf("noop_worker_vcsw=%.1f\n", median(noop_blocked, valid));
+        printf("stacks_worker_runq_us=%.1f\n", median(runq, valid));
+        printf("noop_worker_runq_us=%.1f\n", median(noop_runq, valid));
+    }
 }
 
 int main(int argc, char **argv)
@@ -397,7 +466,8 @@ int main(int argc, char **argv)
         if (tvm_spawn(env, "ba", "worker", 1, &idx, &pids[i]) != TVM_OK)
             die("spawn worker", NULL);
     }
-    window_begin();             /* the workers run */
+    Window w0;
+    window_begin(&w0);          /* the workers run */
     printf("workers=%d\n", nworkers);
     bench_first_event(path, attaches);
     bench_stream(path, runs, window_ms);

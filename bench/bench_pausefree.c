@@ -267,25 +267,6 @@ static tvm_vm *make_vm(int schedulers, bool stw, const char *genmod, size_t genl
     return vm;
 }
 
-/* ---- OS run-queue delay ---- */
-
-/* A thread's time on a CPU and time runnable but waiting for one, ns
- * (fields 1 and 2 of its schedstat). */
-static void schedstat(long tid, double *run_ns, double *wait_ns)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", tid);
-    FILE *f = fopen(path, "r");
-    unsigned long long run = 0, wait = 0;
-    if (f) {
-        if (fscanf(f, "%llu %llu", &run, &wait) != 2)
-            run = wait = 0;
-        fclose(f);
-    }
-    *run_ns += (double)run;
-    *wait_ns += (double)wait;
-}
-
 /* ---- one mode, one round ---- */
 
 typedef struct Result {
