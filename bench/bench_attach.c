@@ -427,7 +427,7 @@ int main(int argc, char **argv)
 {
     int runs = 5, attaches = 200, procs = 20000;
     double window_ms = 1000;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--runs"))
             runs = (int)arg_long("--runs", v, 1, 64);
@@ -442,7 +442,6 @@ int main(int argc, char **argv)
         else
             die("usage: bench_attach [--runs R] [--attaches N] [--procs N] [--window-ms MS] "
                 "[--workers W]", NULL);
-        i++;
     }
     char dir[] = "/tmp/bench_attach.XXXXXX";
     if (!mkdtemp(dir))
