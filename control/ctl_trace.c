@@ -19,23 +19,23 @@
  *    flags are its own, set and removed by the same non-blocking sequence
  *    as trace_pattern; the program's own tracing and other clients'
  *    sessions are untouched;
- *  - its sink writes to the client's socket from the session's collector
- *    thread, with the drop policy and without blocking (trace/tr_fdout.c):
- *    a client that does not read loses events, which the last record
- *    counts; no scheduler ever waits for it;
+ *  - its sink writes, from the session's collector thread, with the drop
+ *    policy and without blocking (trace/tr_fdout.c), into a pipe that the
+ *    client's thread relays to the socket whole lines at a time
+ *    (control/ctl_relay.c): a client that does not read loses events,
+ *    which the last record counts, and never a reply's framing; no
+ *    scheduler ever waits for it;
  *  - it always ends: at its first limit (with neither --max-events nor
  *    --duration, after CTL_TRACE_EVENTS events, as recon_trace insists on
  *    a limit), when the client hangs up, or when the endpoint stops; the
  *    session is destroyed then, and with it every setting it made.
- * Every line the three stream formats write begins with '{' (or ']', the
- * chrome format's closing line), never with '.', so
- * the sink's lines need no dot-stuffing.  CTF is not a stream (a
- * directory of files) and is refused.
+ * CTF is not a stream (a directory of files) and is refused.
  */
 #define _GNU_SOURCE
 #include "control/ctl_internal.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,17 +267,56 @@ static bool client_here(CtlClient *c)
     return poll(&p, 1, 0) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
+/* A session destroyed on a thread of its own, while the client's thread
+ * keeps relaying what its sink writes until then (its last record). */
+typedef struct Destroyer {
+    tvm_vm *vm;
+    tvm_session s;
+    VmAtomic done;             /* release store by the destroyer, acquire load by the relay */
+} Destroyer;
+
+static void *destroy_main(void *arg)
+{
+    Destroyer *d = arg;
+    tvm_error err;
+    tvm_session_destroy(d->vm, d->s, &err);
+    vm_atomic_store_release(&d->done, 1);
+    return NULL;
+}
+
+/* Destroys s (its settings removed, its last record written, its sink
+ * drained) while relaying the sink's output to the client. */
+static void destroy_relaying(CtlClient *c, tvm_session s, CtlRelay *rl)
+{
+    Destroyer d = { .vm = c->srv->vm, .s = s };
+    pthread_t th;
+    if (pthread_create(&th, NULL, destroy_main, &d) != 0) {
+        destroy_main(&d);   /* the sink drops what the pipe cannot take */
+    } else {
+        while (!vm_atomic_load_acquire(&d.done))
+            ctl_relay_pump(c, rl, 20, true);
+        pthread_join(th, NULL);
+    }
+    ctl_relay_pump(c, rl, 0, true);
+    ctl_relay_finish(c, rl);
+}
+
 void ctl_cmd_trace(CtlClient *c, int argc, char **argv)
 {
     TraceReq r;
     if (!parse(c, argc, argv, &r) || !check_patterns(c, &r))
         return;
     tvm_vm *vm = c->srv->vm;
+    CtlRelay rl;
+    if (!ctl_relay_open(&rl)) {
+        ctl_error(c, "trace: no pipe for the events (the process is out of descriptors?)");
+        return;
+    }
     tvm_trace_options o = {
         .size = sizeof o,
         .format = r.format,
         .use_fd = true,
-        .fd = c->fd,
+        .fd = rl.wr,
         .policy = TVM_TRACE_DROP,
         .max_events = (uint64_t)r.max_events,
         .rate = (uint64_t)r.rate,
@@ -288,23 +327,20 @@ void ctl_cmd_trace(CtlClient *c, int argc, char **argv)
     tvm_session s;
     tvm_error err;
     if (tvm_session_create(vm, name, &o, &s, &err) != TVM_OK) {
+        ctl_relay_close(&rl);
         ctl_error(c, "trace: %s", ctl_api_why(&err));
         return;
     }
-    /* From here the session's sink shares the socket: the status line
-     * goes first, before any pattern can make an event. */
     ctl_ok(c);
     ctl_flush(c);
     const char *bad = NULL;
     bool ok = set_patterns(vm, s, &r, &bad, &err) >= 0 && set_flags(vm, s, &r, &err);
     tvm_session_info in;
-    while (ok && ctl_nap(c, 50) && client_here(c) &&
+    while (ok && !c->gone && !vm_atomic_load_acquire(&c->srv->stopping) && client_here(c) &&
            tvm_session_info_get(vm, s, &in) == TVM_OK && !in.stopped)
-        ;
-    /* Its settings are removed, its last record written and its sink
-     * drained (a client that stopped reading is given up on). */
-    tvm_error derr;
-    tvm_session_destroy(vm, s, &derr);
+        ctl_relay_pump(c, &rl, 50, false);
+    destroy_relaying(c, s, &rl);
+    ctl_relay_close(&rl);
     if (!ok)
         ctl_linef(c, "trace: %s%s%s", bad ? bad : "", bad ? ": " : "", ctl_api_why(&err));
     ctl_end(c);
