@@ -191,7 +191,7 @@ static tvm_status nat_tick(tvm_env *env, int argc, const tvm_term *argv, tvm_ter
 {
     (void)argc, (void)data;
     int64_t k;
-    if (tvm_get_int(env, argv[0], &k) != TVM_OK || k < 0 || k >= MAX_WORKERS)
+    if (!bench_tick_index(env, argv, MAX_WORKERS, &k))
         return tvm_raise_badarg(env);
     double now = now_ns();
     if (workers[k].last > 0) {

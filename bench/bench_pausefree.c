@@ -124,7 +124,7 @@ static tvm_status nat_tick(tvm_env *env, int argc, const tvm_term *argv, tvm_ter
 {
     (void)argc, (void)data;
     int64_t idx;
-    if (tvm_get_int(env, argv[0], &idx) != TVM_OK || idx < 0 || idx >= MAX_WORKERS)
+    if (!bench_tick_index(env, argv, MAX_WORKERS, &idx))
         return tvm_raise_badarg(env);
     Worker *w = &workers[idx];
     uint64_t t = mono_ns();
@@ -265,25 +265,6 @@ static tvm_vm *make_vm(int schedulers, bool stw, const char *genmod, size_t genl
         tvm_load_string(vm, "pfdrv.tasm", drv_text, sizeof drv_text - 1, &err) != TVM_OK)
         die("loading", err.message);
     return vm;
-}
-
-/* ---- OS run-queue delay ---- */
-
-/* A thread's time on a CPU and time runnable but waiting for one, ns
- * (fields 1 and 2 of its schedstat). */
-static void schedstat(long tid, double *run_ns, double *wait_ns)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", tid);
-    FILE *f = fopen(path, "r");
-    unsigned long long run = 0, wait = 0;
-    if (f) {
-        if (fscanf(f, "%llu %llu", &run, &wait) != 2)
-            run = wait = 0;
-        fclose(f);
-    }
-    *run_ns += (double)run;
-    *wait_ns += (double)wait;
 }
 
 /* ---- one mode, one round ---- */

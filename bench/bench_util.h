@@ -5,9 +5,13 @@
 #ifndef BENCH_BENCH_UTIL_H
 #define BENCH_BENCH_UTIL_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "include/tracevm.h"
 
 #ifndef BENCH_PROG
 #error "define BENCH_PROG before including bench/bench_util.h"
@@ -60,6 +64,32 @@ static inline long arg_long(const char *opt, const char *val, long lo, long hi)
         exit(2);
     }
     return v;
+}
+
+/* A thread's time on a CPU and time runnable but waiting for one, ns
+ * (fields 1 and 2 of /proc/self/task/TID/schedstat), added to *run_ns
+ * and *wait_ns. */
+static inline void schedstat(long tid, double *run_ns, double *wait_ns)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", tid);
+    FILE *f = fopen(path, "r");
+    unsigned long long run = 0, wait = 0;
+    if (f) {
+        if (fscanf(f, "%llu %llu", &run, &wait) != 2)
+            run = wait = 0;
+        fclose(f);
+    }
+    *run_ns += (double)run;
+    *wait_ns += (double)wait;
+}
+
+/* A worker's tick native (the worker-gap method of bench_pausefree.c,
+ * bench_events.c, bench_attach.c): its index, argv[0], an integer in
+ * 0..max-1; false if it is not one (the native raises badarg). */
+static inline bool bench_tick_index(tvm_env *env, const tvm_term *argv, int max, int64_t *idx)
+{
+    return tvm_get_int(env, argv[0], idx) == TVM_OK && *idx >= 0 && *idx < max;
 }
 
 #endif /* BENCH_BENCH_UTIL_H */

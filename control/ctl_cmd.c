@@ -112,6 +112,17 @@ bool ctl_number(const char *s, long lo, long hi, long *out)
     return true;
 }
 
+bool ctl_pid(const char *s, uint64_t *out)
+{
+    unsigned long long v;
+    char tail;
+    if (s[0] == '-' || (sscanf(s, "<0.%llu.0>%c", &v, &tail) != 1 &&
+                        sscanf(s, "%llu%c", &v, &tail) != 1))
+        return false;
+    *out = v;
+    return true;
+}
+
 /* Parses argv[1..] against the options named in `allowed` (a
  * space-separated list); false after replying with the error. */
 static bool options(CtlClient *c, int argc, char **argv, const char *allowed, Opts *o)
@@ -379,10 +390,8 @@ static void cmd_stacks(CtlClient *c, int argc, char **argv)
         rows = vm_calloc((size_t)o.npos, sizeof *rows);
         n = 0;
         for (int i = 0; i < o.npos; i++) {
-            unsigned long long v;
-            char tail;
-            if (sscanf(o.pos[i], "<0.%llu.0>%c", &v, &tail) != 1 &&
-                sscanf(o.pos[i], "%llu%c", &v, &tail) != 1) {
+            uint64_t v;
+            if (!ctl_pid(o.pos[i], &v)) {
                 free(rows);
                 ctl_error(c, "stacks: bad pid '%s' (N or <0.N.0>)", o.pos[i]);
                 return;
@@ -609,6 +618,7 @@ static const struct {
     { "load", cmd_load },
     { "profile", cmd_profile },
     { "trace", ctl_cmd_trace },
+    { "trace_info", ctl_cmd_trace_info },
     { "count", ctl_cmd_calls },
     { "time", ctl_cmd_calls },
 };

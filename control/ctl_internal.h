@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "include/tracevm.h"
 #include "vm/atomics.h"
@@ -113,12 +114,38 @@ void ctl_dispatch(CtlClient *c, int argc, char **argv);
 const char *ctl_api_why(const tvm_error *err);
 /* A whole number in [lo, hi] (false if s is not one). */
 bool ctl_number(const char *s, long lo, long hi, long *out);
+/* A process id as N or <0.N.0> (false if s is neither). */
+bool ctl_pid(const char *s, uint64_t *out);
 /* Sleeps ms in steps of 50; false as soon as the endpoint stops. */
 bool ctl_nap(CtlClient *c, long ms);
 /* The trace command (ctl_trace.c). */
 void ctl_cmd_trace(CtlClient *c, int argc, char **argv);
 /* The count and time commands (ctl_calls.c; argv[0] says which). */
 void ctl_cmd_calls(CtlClient *c, int argc, char **argv);
+
+/* The pipe from a trace session's sink to the client (ctl_relay.c): the
+ * sink writes wr; the client's thread reads rd and sends whole lines. */
+typedef struct CtlRelay {
+    int rd, wr;
+    StrBuf pend;               /* read, not yet a whole line */
+    StrBuf out;                /* whole lines for the client, out.s[sent..] not sent yet */
+    size_t sent;
+} CtlRelay;
+
+/* False when the OS gives no pipe. */
+bool ctl_relay_open(CtlRelay *rl);
+void ctl_relay_close(CtlRelay *rl);
+/* Waits up to wait_ms for the sink's bytes or room at the client, takes
+ * the whole lines there are (all of them when unbounded, else up to a
+ * bound of bytes waiting for the client) and sends what the client takes
+ * without waiting (drops it all once the client is gone). */
+void ctl_relay_pump(CtlClient *c, CtlRelay *rl, int wait_ms, bool unbounded);
+/* Sends what is still waiting, waiting for the client (the reply's end
+ * follows). */
+void ctl_relay_finish(CtlClient *c, CtlRelay *rl);
+
+/* The trace_info command (ctl_trace_info.c). */
+void ctl_cmd_trace_info(CtlClient *c, int argc, char **argv);
 
 /* Clients being served now (info). */
 int ctl_clients(CtlServer *srv);

@@ -4,33 +4,38 @@
  * again, through a trace session of the client's own (docs/control.md,
  * docs/tracing.md "Sessions").
  *
- *   trace PATTERN... [--match SPEC] [--local] [--flags LIST]
- *         [--max-events N] [--duration S] [--rate N]
+ *   trace PATTERN... [--match SPEC] [--local] [--flags LIST] [--pids PID,...]
+ *         [--max-events N] [--duration S] [--rate N] [--format text|jsonl|chrome]
  *
- * The reply is `ok`, then each event as a payload line in the text format
- * (as `tracevm run --trace` writes them), then the session's last record,
- * {trace_stopped,Reason,Written,Lost}, then the end of the reply.
+ * The reply is `ok`, then each event as a payload line in the format
+ * asked for (text by default, as `tracevm run --trace` writes them), then
+ * the session's last record ({trace_stopped,Reason,Written,Lost} in the
+ * text format), then the end of the reply.  --pids traces the given
+ * processes only (their flags set one by one) instead of every process,
+ * new ones included.
  *
  * Why nothing here pauses the VM, or can be held up by the client:
  *  - the session is one of the VM's sixteen: its patterns and process
  *    flags are its own, set and removed by the same non-blocking sequence
  *    as trace_pattern; the program's own tracing and other clients'
  *    sessions are untouched;
- *  - its sink writes to the client's socket from the session's collector
- *    thread, with the drop policy and without blocking (trace/tr_fdout.c):
- *    a client that does not read loses events, which the last record
- *    counts; no scheduler ever waits for it;
+ *  - its sink writes, from the session's collector thread, with the drop
+ *    policy and without blocking (trace/tr_fdout.c), into a pipe that the
+ *    client's thread relays to the socket whole lines at a time
+ *    (control/ctl_relay.c): a client that does not read loses events,
+ *    which the last record counts, and never a reply's framing; no
+ *    scheduler ever waits for it;
  *  - it always ends: at its first limit (with neither --max-events nor
  *    --duration, after CTL_TRACE_EVENTS events, as recon_trace insists on
  *    a limit), when the client hangs up, or when the endpoint stops; the
  *    session is destroyed then, and with it every setting it made.
- * Events are text lines that begin with '{', never with '.', so the
- * sink's lines need no dot-stuffing.
+ * CTF is not a stream (a directory of files) and is refused.
  */
 #define _GNU_SOURCE
 #include "control/ctl_internal.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +44,8 @@
 #define CTL_TRACE_EVENTS 1000
 /* Patterns one request may name. */
 #define CTL_TRACE_PATTERNS 16
+/* Processes one --pids may name. */
+#define CTL_TRACE_PIDS 64
 
 typedef struct TraceReq {
     const char *patterns[CTL_TRACE_PATTERNS];
@@ -46,16 +53,71 @@ typedef struct TraceReq {
     const char *match;         /* --match, or NULL */
     bool local;                /* --local: local patterns (every call) */
     unsigned flags;            /* --flags (default call) */
+    tvm_pid pids[CTL_TRACE_PIDS];   /* --pids; none: every process */
+    int npids;
+    tvm_trace_format format;   /* --format (default text) */
     long max_events, rate;     /* 0: none */
     double seconds;            /* --duration, 0: none */
 } TraceReq;
+
+/* --pids PID,...: each N or <0.N.0>; false after an error reply. */
+static bool parse_pids(CtlClient *c, const char *v, TraceReq *r)
+{
+    char *list = strdup(v), *save = NULL;
+    bool ok = true;
+    r->npids = 0;
+    for (char *p = strtok_r(list, ",", &save); ok && p; p = strtok_r(NULL, ",", &save)) {
+        uint64_t pid;
+        if (!ctl_pid(p, &pid) || pid == 0) {
+            ctl_error(c, "trace: bad pid '%s' in --pids (N or <0.N.0>, comma-separated)", p);
+            ok = false;
+        } else if (r->npids == CTL_TRACE_PIDS) {
+            ctl_error(c, "trace: at most %d pids in --pids", CTL_TRACE_PIDS);
+            ok = false;
+        } else {
+            r->pids[r->npids++] = pid;
+        }
+    }
+    if (ok && !r->npids) {
+        ctl_error(c, "trace: --pids names no process");
+        ok = false;
+    }
+    free(list);
+    return ok;
+}
+
+/* --format: the formats a stream can carry; false after an error reply. */
+static bool parse_format(CtlClient *c, const char *v, TraceReq *r)
+{
+    static const struct {
+        const char *name;
+        tvm_trace_format format;
+    } formats[] = { { "text", TVM_TRACE_TEXT }, { "jsonl", TVM_TRACE_JSONL },
+                    { "chrome", TVM_TRACE_CHROME } };
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+        if (!strcmp(v, formats[i].name)) {
+            r->format = formats[i].format;
+            return true;
+        }
+    }
+    if (!strcmp(v, "ctf"))
+        ctl_error(c, "trace: --format ctf writes a directory, not a stream (tracevm run "
+                     "--format ctf --out DIR traces to one)");
+    else
+        ctl_error(c, "trace: bad value for --format: '%s' (expected text, jsonl or chrome)", v);
+    return false;
+}
 
 /* One option with its value; false after an error reply. */
 static bool option(CtlClient *c, const char *a, const char *v, TraceReq *r)
 {
     tvm_error err;
     bool ok = true;
-    if (!strcmp(a, "--match")) {
+    if (!strcmp(a, "--pids")) {
+        return parse_pids(c, v, r);
+    } else if (!strcmp(a, "--format")) {
+        return parse_format(c, v, r);
+    } else if (!strcmp(a, "--match")) {
         r->match = v;
     } else if (!strcmp(a, "--flags")) {
         if (tvm_trace_flags_parse(v, &r->flags, &err) != TVM_OK) {
@@ -79,8 +141,8 @@ static bool option(CtlClient *c, const char *a, const char *v, TraceReq *r)
 static bool parse(CtlClient *c, int argc, char **argv, TraceReq *r)
 {
     static const char *const valued[] = { "--match", "--flags", "--max-events", "--duration",
-                                          "--rate" };
-    *r = (TraceReq){ .flags = TVM_TRACE_CALL };
+                                          "--rate",  "--pids",  "--format" };
+    *r = (TraceReq){ .flags = TVM_TRACE_CALL, .format = TVM_TRACE_TEXT };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-') {
@@ -98,6 +160,11 @@ static bool parse(CtlClient *c, int argc, char **argv, TraceReq *r)
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             known = known || !strcmp(a, valued[k]);
+        if (!known && !strcmp(a, "--out")) {
+            ctl_error(c, "trace: --out is the client's option (tracevm attach writes the "
+                         "stream to the file), not the VM's");
+            return false;
+        }
         if (!known) {
             ctl_error(c, "trace: unknown option '%s'", a);
             return false;
@@ -137,11 +204,39 @@ static int set_patterns(tvm_vm *vm, tvm_session s, const TraceReq *r, const char
     return total;
 }
 
+/* Sets r's process flags in session s: on every process (and new ones),
+ * or on each of --pids; false with the reason in err. */
+static bool set_flags(tvm_vm *vm, tvm_session s, const TraceReq *r, tvm_error *err)
+{
+    if (!r->npids)
+        return tvm_session_trace_flags_all(vm, s, TVM_TRACE_ALL, r->flags, true, err) == TVM_OK;
+    for (int i = 0; i < r->npids; i++)
+        if (tvm_session_trace_flags(vm, s, r->pids[i], r->flags, true, err) != TVM_OK)
+            return false;
+    return true;
+}
+
+/* Whether every process of --pids exists (checked in session s, whose
+ * flags it leaves off); false after an error reply. */
+static bool check_pids(CtlClient *c, tvm_session s, const TraceReq *r)
+{
+    tvm_error err;
+    for (int i = 0; i < r->npids; i++) {
+        if (tvm_session_trace_flags(c->srv->vm, s, r->pids[i], r->flags, false, &err) !=
+            TVM_OK) {
+            ctl_error(c, "trace: --pids: %s", ctl_api_why(&err));
+            return false;
+        }
+    }
+    return true;
+}
+
 /*
- * The patterns are tried first in a session whose sink is /dev/null, so
- * that a bad pattern or spec, or one that matches nothing, gets an error
- * reply before anything is written to the client (a session writes its
- * last record when it is destroyed).
+ * The patterns and pids are tried first in a session whose sink is
+ * /dev/null, so that a bad pattern or spec, one that matches nothing, or
+ * a process that does not exist, gets an error reply before anything is
+ * written to the client (a session writes its last record when it is
+ * destroyed).
  */
 static bool check_patterns(CtlClient *c, const TraceReq *r)
 {
@@ -155,13 +250,14 @@ static bool check_patterns(CtlClient *c, const TraceReq *r)
     }
     const char *bad = NULL;
     int n = set_patterns(vm, s, r, &bad, &err);
-    tvm_session_destroy(vm, s, &derr);
     if (n < 0)
         ctl_error(c, "trace: %s: %s", bad, ctl_api_why(&err));
     else if (n == 0)
         ctl_error(c, "trace: the patterns match no function%s",
                   r->local ? "" : " (without --local, exported ones only)");
-    return n > 0;
+    bool ok = n > 0 && check_pids(c, s, r);
+    tvm_session_destroy(vm, s, &derr);
+    return ok;
 }
 
 /* Whether the client is still connected (it has not shut its end). */
@@ -171,17 +267,56 @@ static bool client_here(CtlClient *c)
     return poll(&p, 1, 0) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
+/* A session destroyed on a thread of its own, while the client's thread
+ * keeps relaying what its sink writes until then (its last record). */
+typedef struct Destroyer {
+    tvm_vm *vm;
+    tvm_session s;
+    VmAtomic done;             /* release store by the destroyer, acquire load by the relay */
+} Destroyer;
+
+static void *destroy_main(void *arg)
+{
+    Destroyer *d = arg;
+    tvm_error err;
+    tvm_session_destroy(d->vm, d->s, &err);
+    vm_atomic_store_release(&d->done, 1);
+    return NULL;
+}
+
+/* Destroys s (its settings removed, its last record written, its sink
+ * drained) while relaying the sink's output to the client. */
+static void destroy_relaying(CtlClient *c, tvm_session s, CtlRelay *rl)
+{
+    Destroyer d = { .vm = c->srv->vm, .s = s };
+    pthread_t th;
+    if (pthread_create(&th, NULL, destroy_main, &d) != 0) {
+        destroy_main(&d);   /* the sink drops what the pipe cannot take */
+    } else {
+        while (!vm_atomic_load_acquire(&d.done))
+            ctl_relay_pump(c, rl, 20, true);
+        pthread_join(th, NULL);
+    }
+    ctl_relay_pump(c, rl, 0, true);
+    ctl_relay_finish(c, rl);
+}
+
 void ctl_cmd_trace(CtlClient *c, int argc, char **argv)
 {
     TraceReq r;
     if (!parse(c, argc, argv, &r) || !check_patterns(c, &r))
         return;
     tvm_vm *vm = c->srv->vm;
+    CtlRelay rl;
+    if (!ctl_relay_open(&rl)) {
+        ctl_error(c, "trace: no pipe for the events (the process is out of descriptors?)");
+        return;
+    }
     tvm_trace_options o = {
         .size = sizeof o,
-        .format = TVM_TRACE_TEXT,
+        .format = r.format,
         .use_fd = true,
-        .fd = c->fd,
+        .fd = rl.wr,
         .policy = TVM_TRACE_DROP,
         .max_events = (uint64_t)r.max_events,
         .rate = (uint64_t)r.rate,
@@ -192,24 +327,20 @@ void ctl_cmd_trace(CtlClient *c, int argc, char **argv)
     tvm_session s;
     tvm_error err;
     if (tvm_session_create(vm, name, &o, &s, &err) != TVM_OK) {
+        ctl_relay_close(&rl);
         ctl_error(c, "trace: %s", ctl_api_why(&err));
         return;
     }
-    /* From here the session's sink shares the socket: the status line
-     * goes first, before any pattern can make an event. */
     ctl_ok(c);
     ctl_flush(c);
     const char *bad = NULL;
-    bool ok = set_patterns(vm, s, &r, &bad, &err) >= 0 &&
-              tvm_session_trace_flags_all(vm, s, TVM_TRACE_ALL, r.flags, true, &err) == TVM_OK;
+    bool ok = set_patterns(vm, s, &r, &bad, &err) >= 0 && set_flags(vm, s, &r, &err);
     tvm_session_info in;
-    while (ok && ctl_nap(c, 50) && client_here(c) &&
+    while (ok && !c->gone && !vm_atomic_load_acquire(&c->srv->stopping) && client_here(c) &&
            tvm_session_info_get(vm, s, &in) == TVM_OK && !in.stopped)
-        ;
-    /* Its settings are removed, its last record written and its sink
-     * drained (a client that stopped reading is given up on). */
-    tvm_error derr;
-    tvm_session_destroy(vm, s, &derr);
+        ctl_relay_pump(c, &rl, 50, false);
+    destroy_relaying(c, s, &rl);
+    ctl_relay_close(&rl);
     if (!ok)
         ctl_linef(c, "trace: %s%s%s", bad ? bad : "", bad ? ": " : "", ctl_api_why(&err));
     ctl_end(c);

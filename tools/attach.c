@@ -7,7 +7,9 @@
  *
  * The command and its arguments go to the VM as they are (it checks
  * them and answers with an error naming what is wrong), except `load
- * FILE`, whose file is read here and sent as module text.  The reply's
+ * FILE`, whose file is read here and sent as module text, and trace's
+ * `--out PATH`, the file this client writes the stream to (instead of
+ * stdout).  The reply's
  * lines are printed as they arrive, so `top` shows each table when it is
  * made.  Exit status: 0 on success, 1 when the VM answered with an error
  * or could not be reached, 2 on a usage error.
@@ -44,13 +46,17 @@ static const char *const usage_attach =
     "          [--format F] [--merge] [--lines] --out FILE\n"
     "                         profile the VM for S seconds (docs/profiling.md); the VM\n"
     "                         writes FILE (folded, speedscope .json, pprof .pb.gz, .svg)\n"
-    "  trace PATTERN... [--match SPEC] [--local] [--flags LIST] [--max-events N]\n"
-    "        [--duration S] [--rate N]\n"
+    "  trace PATTERN... [--match SPEC] [--local] [--flags LIST] [--pids PID,...]\n"
+    "        [--max-events N] [--duration S] [--rate N] [--format text|jsonl|chrome]\n"
+    "        [--out FILE]\n"
     "                         trace calls of the matching functions (MOD:FUN/ARITY,\n"
-    "                         _ for any part) in a session of this client's own, and\n"
-    "                         print each event until a limit (default 1000 events),\n"
-    "                         then the session's last record; interrupting it stops\n"
-    "                         the trace\n"
+    "                         _ for any part) in a session of this client's own, of\n"
+    "                         every process or of --pids only, and print each event\n"
+    "                         (to FILE with --out) until a limit (default 1000\n"
+    "                         events), then the session's last record; interrupting\n"
+    "                         it stops the trace\n"
+    "  trace_info MOD:FUN/ARITY [ITEM]\n"
+    "                         what each live trace session has set on the function\n"
     "  count PATTERN... --duration S [--limit N]\n"
     "                         call counts of the matching functions over S seconds\n"
     "  time PATTERN... --duration S [--limit N]\n"
@@ -76,6 +82,34 @@ static char **absolute_out(int argc, char **argv)
         break;
     }
     return v;
+}
+
+/* trace's --out FILE: taken out of args (*argc shrinks), the file opened
+ * in *out.  Returns 0, or the exit status after a message. */
+static int trace_out(int *argc, char **args, FILE **out)
+{
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(args[i], "--out") != 0)
+            continue;
+        if (i + 1 == *argc) {
+            fprintf(stderr, "tracevm attach: trace: --out needs a FILE\n");
+            return 2;
+        }
+        if (*out != stdout) {
+            fprintf(stderr, "tracevm attach: trace: --out given twice\n");
+            return 2;
+        }
+        *out = fopen(args[i + 1], "w");
+        if (!*out) {
+            fprintf(stderr, "tracevm attach: %s: %s\n", args[i + 1], strerror(errno));
+            *out = stdout;
+            return 1;
+        }
+        memmove(args + i, args + i + 2, sizeof *args * (size_t)(*argc - i - 2));
+        *argc -= 2;
+        i--;
+    }
+    return 0;
 }
 
 static void print_line(const char *line, size_t len, void *data)
@@ -134,6 +168,36 @@ static int load(tvm_control_client *c, const char *path)
     return 1;
 }
 
+/* Any other command: its reply's payload to stdout (or trace's --out). */
+static int call(tvm_control_client *c, int argc, char **argv)
+{
+    FILE *out = stdout;
+    char **args;
+    int nargs = argc, status = 0;
+    if (!strcmp(argv[0], "trace")) {
+        args = calloc((size_t)argc + 1, sizeof *args);
+        memcpy(args, argv, sizeof *args * (size_t)argc);
+        status = trace_out(&nargs, args, &out);
+    } else {
+        args = absolute_out(argc, argv);
+    }
+    if (!status) {
+        tvm_error err;
+        tvm_status st = tvm_control_call(c, nargs, (const char *const *)args, print_line, out,
+                                         &err);
+        status = st == TVM_OK ? 0 : 1;
+        if (st != TVM_OK)
+            fprintf(stderr, "tracevm attach: %s\n", err.message);
+    }
+    if (out != stdout && fclose(out) != 0 && !status) {
+        fprintf(stderr, "tracevm attach: --out: %s\n", strerror(errno));
+        status = 1;
+    }
+    free(args[argc]);
+    free(args);
+    return status;
+}
+
 int cmd_attach(int argc, char **argv)
 {
     if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
@@ -160,14 +224,7 @@ int cmd_attach(int argc, char **argv)
     if (!strcmp(argv[1], "load")) {
         status = load(c, argv[2]);
     } else {
-        char **args = absolute_out(argc - 1, argv + 1);
-        tvm_status st = tvm_control_call(c, argc - 1, (const char *const *)args, print_line,
-                                         stdout, &err);
-        free(args[argc - 1]);
-        free(args);
-        status = st == TVM_OK ? 0 : 1;
-        if (st != TVM_OK)
-            fprintf(stderr, "tracevm attach: %s\n", err.message);
+        status = call(c, argc - 1, argv + 1);
     }
     tvm_control_close(c);
     return status;

@@ -23,20 +23,30 @@ run "$tv" run -S 2 examples/tracedemo.tasm --flags call
 run "$tv" dis examples/fib.tasm
 
 # What tracevm is for: tracing switched on in a running system from
-# another process, and off again, without a pause.  The ticker's two
-# workers call ticker:tick/2 every 10 ms; attach traces six calls, then
-# the session is gone and the program runs on untraced; then its
-# processes and their mixed stacks, grouped.
-echo "\$ $tv run -S 2 examples/ticker.tasm -e ticker:main 3000 &"
-"$tv" run -S 2 examples/ticker.tasm -e ticker:main 3000 &
-ticker=$!
+# another process, and off again, without a pause.  busy.tasm's two
+# workers call busy:tick/2 as fast as they can and print the calls per
+# second every 500 ms (the "busy:" lines): before, while and after attach
+# traces busy:batch/2 (called once every 65,536 ticks) for a second into
+# a file, in a session of its own that is gone when it ends; then the hot
+# function itself for 5 events (tracing a call costs its event, nothing
+# else pauses); then the processes' mixed stacks, grouped.
+tmp=$(mktemp -d)
+echo "\$ $tv run -S 2 examples/busy.tasm -e busy:main 4500 &"
+"$tv" run -q -S 2 examples/busy.tasm -e busy:main 4500 &
+busy=$!
 for _ in $(seq 100); do
-    "$tv" attach $ticker info >/dev/null 2>&1 && break
+    "$tv" attach $busy info >/dev/null 2>&1 && break
     sleep 0.05
 done
-sleep 0.2
-run "$tv" attach $ticker trace ticker:tick/2 --max-events 6
-run "$tv" attach $ticker procs
-run "$tv" attach $ticker stacks --group
-wait $ticker
+sleep 1.1
+echo "\$ $tv attach $busy trace busy:batch/2 --duration 1 --out batch.txt   # on, 1 s, off"
+"$tv" attach $busy trace busy:batch/2 --duration 1 --out "$tmp/batch.txt"
+echo "\$ head -2 batch.txt; tail -1 batch.txt"
+head -2 "$tmp/batch.txt"
+tail -1 "$tmp/batch.txt"
+sleep 1.2
+run "$tv" attach $busy trace busy:tick/2 --max-events 5
+run "$tv" attach $busy stacks --group
+wait $busy
+rm -rf "$tmp"
 exit 0

@@ -27,10 +27,11 @@
  *     Timestamps come from one clock on all threads (tr_clock.h).
  *
  *   Losses: a LOST marker in a ring is delivered as a LOST event in its
- *   place.  At shutdown, drops that no marker reported yet (the producer
- *   dropped and then wrote nothing more) are delivered as one final LOST
- *   event per ring, so every sink sees the total: emitted + lost equals
- *   what producers generated.
+ *   place.  Just before a session's last record (STOPPED), and at
+ *   shutdown, drops that no marker reported yet (the producer dropped
+ *   and then wrote nothing more) are delivered as one LOST event per
+ *   ring, so every sink sees the total (emitted + lost equals what
+ *   producers generated) and the last record stays last.
  *
  *   Memory: nothing here grows with the event rate; the sinks keep what
  *   their formats need (the Chrome sink one open-call stack per process).
@@ -56,8 +57,16 @@ static void deliver(TrPipeline *tp, const TrEvent *ev)
         tp->sinks[i]->ops->event(tp->sinks[i], ev);
 }
 
+static void report_pending_losses(TrPipeline *tp);
+
 static void deliver_record(TrPipeline *tp, TrRing *r, const TrRecord *h, uint64_t ts)
 {
+    /* A session's last record is the last thing its sinks see: the drops
+     * that no marker reported yet go before it (its Lost counts them
+     * already), not after it at shutdown.  It is written once the
+     * session admits no more events, so no producer drops any more. */
+    if (h->kind == TR_K_STOPPED)
+        report_pending_losses(tp);
     TrEvent ev = {
         .ts = ts,
         .sched = r->sched,
@@ -139,7 +148,8 @@ static size_t drain(TrPipeline *tp, bool all)
     return n;
 }
 
-/* Shutdown: drops no marker reported yet, one LOST event per ring. */
+/* Shutdown, and before a session's last record: drops no marker
+ * reported yet, one LOST event per ring. */
 static void report_pending_losses(TrPipeline *tp)
 {
     for (int i = 0; i < tp->nrings; i++) {

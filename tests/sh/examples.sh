@@ -14,6 +14,11 @@ check '{ring,200,20,4000}' "$TRACEVM" run -S 2 examples/ring.tasm -e ring:main 2
 check '{8,18,20672}' "$TRACEVM" run -S 2 examples/parallel.tasm -e parallel:main 8 18
 check '[100,200,300]' "$TRACEVM" run -S 1 examples/sleep.tasm
 check done "$TRACEVM" run -S 2 examples/ticker.tasm -e ticker:main 50
+# busy: a line of calls per second every 500 ms (how many is the
+# machine's business; at least one batch of 65,536 in 500 ms), then done.
+out=$("$TRACEVM" run -S 2 examples/busy.tasm -e busy:main 1000 2>&1) || fail "busy.tasm: $out"
+[[ "$out" =~ ^busy:\ [1-9][0-9]*\ calls/s$'\n'busy:\ [1-9][0-9]*\ calls/s$'\n'done$ ]] ||
+    fail "busy.tasm: $out"
 # tracedemo: call events only while the pattern is on, and only of work/1.
 # How many calls fall into its 60 ms window is the machine's business; what
 # is exact: every event is a call of work/1 by one of the two workers, and
