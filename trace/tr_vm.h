@@ -43,7 +43,8 @@ void tr_vm_return_from(Process *p, unsigned sid, const FuncInfo *fn, Term value,
 void tr_vm_exception_from(Process *p, unsigned sid, const FuncInfo *fn, Term cls, Term reason,
                           uintptr_t tf);
 
-/* Execution returned into fn (a return_to frame, or a catch in fn). */
+/* Execution returned into fn (a return_to frame, or a catch in fn);
+ * fn NULL: to the bottom of the process ({M,F,A} is undefined). */
 void tr_vm_return_to(Process *p, unsigned sid, const FuncInfo *fn, uintptr_t tf);
 
 /*

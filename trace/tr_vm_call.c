@@ -78,5 +78,12 @@ void tr_vm_exception_from(Process *p, unsigned sid, const FuncInfo *fn, Term cls
 
 void tr_vm_return_to(Process *p, unsigned sid, const FuncInfo *fn, uintptr_t tf)
 {
-    emit_fn(p, sid, TR_K_RETURN_TO, fn, tf, NULL, 0);
+    if (fn) {
+        emit_fn(p, sid, TR_K_RETURN_TO, fn, tf, NULL, 0);
+        return;
+    }
+    /* Nothing to return into (the bottom of the process): undefined. */
+    TrEmit ev = { .kind = TR_K_RETURN_TO, .flags = tr_vm_record_flags(tf) | TR_F_NO_MFA,
+                  .pid = p->pid };
+    tr_sess_emit(p, sid, &ev);
 }
