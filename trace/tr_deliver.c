@@ -178,6 +178,14 @@ static Term *scratch(void)
 
 bool tr_deliver(Process *p, TrSession *s, const TrEmit *ev)
 {
+    if (!tr_deliver_to(p, s->tracer, ev))
+        return false;
+    vm_atomic_fetch_add_relaxed(&s->sent, 1);
+    return true;
+}
+
+bool tr_deliver_to(Process *p, uint64_t tracer, const TrEmit *ev)
+{
     if ((unsigned)ev->kind >= TR_K__COUNT)
         return false;
     const TrKindInfo *k = &tr_kinds[ev->kind];
@@ -199,11 +207,7 @@ bool tr_deliver(Process *p, TrSession *s, const TrEmit *ev)
     Term msg = tuple(&b, e, n);
     if (msg == THE_NONE)
         return false;
-    (void)p;
-    if (vm_send(p->vm, NULL, s->tracer, msg) != VM_SEND_OK)
-        return false;
-    vm_atomic_fetch_add_relaxed(&s->sent, 1);
-    return true;
+    return vm_send(p->vm, NULL, tracer, msg) == VM_SEND_OK;
 }
 
 Term tr_session_handle(Term *hp, uint64_t id)

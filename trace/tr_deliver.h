@@ -20,6 +20,10 @@ struct TrSession;
  */
 bool tr_deliver(Process *p, struct TrSession *s, const TrEmit *ev);
 
+/* The same to the process `tracer` (a process's own tracer, erlang:trace/3's
+ * {tracer, T}); false when it is not alive (nothing sent). */
+bool tr_deliver_to(Process *p, uint64_t tracer, const TrEmit *ev);
+
 /* The last message: {trace_stopped, Session, Reason, Written, Lost}. */
 void tr_deliver_stopped(tvm_vm *vm, struct TrSession *s, Term reason, uint64_t written,
                         uint64_t lost);

@@ -92,6 +92,15 @@ static inline unsigned tr_pflags_of(const Process *p, uintptr_t pf, unsigned sid
 bool tr_pflags_change(Process *p, unsigned sid, unsigned flags, bool on, bool force);
 
 /*
+ * erlang:trace(Pid, How, [... {tracer, T}]) in the default session: on
+ * sets `flags` with T as p's own tracer (its events go to T as messages:
+ * VM_TRACE_TRACER); false when p has another tracer that is alive (one
+ * tracer per process, as BEAM).  Off clears `flags`, and the tracer with
+ * the last of them.  Any thread.
+ */
+bool tr_pflags_own_tracer(Process *p, uint64_t tracer, unsigned flags, bool on);
+
+/*
  * tvm_trace_flags_all for session sid: the default of new processes
  * first, then every process; returns how many processes the walk
  * changed, or -1 when sid is not live (unless `force`).

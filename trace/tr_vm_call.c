@@ -60,7 +60,7 @@ static inline __attribute__((always_inline)) void emit_fn(Process *p, unsigned s
                                                           const Term *terms, unsigned n)
 {
     TrEmit ev = tr_vm_fn_event(p, kind, fn, tr_vm_record_flags(tf), terms, n);
-    if (!tr_vm_emit_fast(p, sid, &ev))
+    if ((tf & VM_TRACE_TRACER) || !tr_vm_emit_fast(p, sid, &ev))
         fn_general(p, sid, kind, fn, tf, terms, n);
 }
 

@@ -59,7 +59,7 @@ static inline __attribute__((always_inline)) bool tr_vm_call_fast(Process *p, un
                                                                   uintptr_t tf, unsigned xflags,
                                                                   const Term *args)
 {
-    if (tf & VM_TRACE_ARITY)
+    if (tf & (VM_TRACE_ARITY | VM_TRACE_TRACER))
         return false;
     TrEmit ev = tr_vm_fn_event(p, TR_K_CALL, fn, tr_vm_record_flags(tf) | xflags,
                                args, fn->arity);
@@ -77,6 +77,8 @@ static inline __attribute__((always_inline)) bool tr_vm_return_from_fast(Process
                                                                          Term value,
                                                                          uintptr_t tf)
 {
+    if (tf & VM_TRACE_TRACER)
+        return false;
     TrEmit ev = tr_vm_fn_event(p, TR_K_RETURN_FROM, fn, tr_vm_record_flags(tf),
                                &value, 1);
     return tr_vm_emit_fast_in(p, sid, &ev, true);
