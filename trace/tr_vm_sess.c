@@ -48,15 +48,15 @@ static TrStatus to_own_tracer(Process *p, unsigned sid, const TrEmit *ev)
         t = vm_atomic_load_relaxed(&p->tracer);
         pthread_mutex_unlock(&p->lock);
     }
-    if (t && tr_deliver_to(p, t, ev))
-        return TR_OK;
-    tr_pflags_change(p, sid, VM_TRACE_ALL | VM_TRACE_TRACER, false, true);
-    return TR_DROPPED;
+    VmSend r = t ? tr_deliver_to(p, t, ev) : VM_SEND_NOPROC;
+    if (r == VM_SEND_NOPROC)
+        tr_pflags_change(p, sid, VM_TRACE_ALL | VM_TRACE_TRACER, false, true);
+    return r == VM_SEND_OK ? TR_OK : TR_DROPPED;
 }
 
 TrStatus tr_sess_emit(Process *p, unsigned sid, const TrEmit *ev)
 {
-    if (VM_UNLIKELY(sid == 0) &&
+    if (sid == 0 &&
         (tr_pflags_of(p, vm_atomic_load_relaxed(&p->trace), 0) & VM_TRACE_TRACER))
         return to_own_tracer(p, sid, ev);
     TrSession *s = tr_session_at(p->vm, vm_sid_slot(sid));
