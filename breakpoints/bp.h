@@ -28,7 +28,6 @@ typedef struct BpPattern {
  * reason.  Makes no atom (a name that is none matches nothing). */
 bool bp_pattern_parse(const char *text, BpPattern *out, char *why, size_t whylen);
 
-/* Checks that an action and flags go together; false with a reason. */
 /*
  * What one trace_pattern does to each function it matches.  `ms` is the
  * match spec of the call trace, or with TVM_TP_META of the meta trace
@@ -41,11 +40,10 @@ typedef struct BpRequest {
     uint64_t meta_tracer;      /* TVM_TP_META: the tracer's pid */
 } BpRequest;
 
-bool bp_request_check(const BpRequest *req, char *why, size_t whylen);
-
-/* The request's checks that depend on the pattern being on_load (true or
- * false, no match spec, no meta); false with a reason. */
-bool bp_on_load_check(const BpPattern *pat, const BpRequest *req, char *why, size_t whylen);
+/* Checks that the action and flags go together for the pattern (on_load
+ * takes no meta; pause and restart change nothing on it, as BEAM, which
+ * returns 0); false with a reason. */
+bool bp_request_check(const BpPattern *pat, const BpRequest *req, char *why, size_t whylen);
 
 /*
  * Runs trace_pattern for session sid (the request must have passed the

@@ -88,8 +88,7 @@ static tvm_status pattern_ms(tvm_vm *vm, uint64_t id, const char *fn, const char
         return fail(err, st, fn, why);
     unsigned sid;
     st = TVM_ERR_BADARG;
-    if (!bp_request_check(&req, why, sizeof why) ||
-        !bp_on_load_check(&pat, &req, why, sizeof why) ||
+    if (!bp_request_check(&pat, &req, why, sizeof why) ||
         !tr_session_resolve(vm, id, &sid, &st, why, sizeof why)) {
         tr_ms_free(req.ms);
         return fail(err, st, fn, why);
@@ -342,45 +341,65 @@ static bool flags_term(Term l, BpRequest *req)
 }
 
 /*
- * erlang:trace_pattern(MFA, How, Flags) for session sid: How is true,
- * false, pause, restart or a match spec (a list: true with that spec; []
- * is true).  A bad argument raises badarg; a bad spec raises
- * {badarg, <<"match spec clause N: ...">>} so that the program sees why.
+ * trace_pattern(MFA, How, Flags) for session sid: How is true, false,
+ * pause, restart or a match spec (a list: true with that spec; [] is
+ * true).  Returns the number of functions matched, or -1 with `why`
+ * saying what was wrong (nothing changed).
  */
-static tvm_status trace_pattern_in(Process *p, unsigned sid, Term mfa, Term how, Term flags,
-                                   tvm_term *result)
+static int trace_pattern_do(Process *p, unsigned sid, Term mfa, Term how, Term flags, char *why,
+                            size_t whylen)
 {
     BpPattern pat;
     BpRequest req = { TVM_TP_TRUE, 0, NULL, 0 };
-    char why[200];
-    if (!mfa_term(mfa, &pat) || (!term_is_list(how) && !action_term(how, &req.how)) ||
-        !flags_term(flags, &req))
-        return badarg(p);
+    if (!mfa_term(mfa, &pat)) {
+        snprintf(why, whylen, "bad function: expected {Mod, Fun, Arity} with trailing '_' "
+                              "wildcards, or on_load");
+        return -1;
+    }
+    if (!term_is_list(how) && !action_term(how, &req.how)) {
+        snprintf(why, whylen, "bad action: expected true, false, pause, restart or a match spec");
+        return -1;
+    }
+    if (!flags_term(flags, &req)) {
+        snprintf(why, whylen, "bad flags: expected a list of global, local, call_count, "
+                              "call_time, meta or {meta, Pid}");
+        return -1;
+    }
     if (sid != 0) {
         /* A session's tracer is fixed: {meta, Pid} is refused, and meta
          * reports to the session's tracer (OTP 27's trace:function/4). */
-        if (req.meta_tracer)
-            return badarg(p);
+        if (req.meta_tracer) {
+            snprintf(why, whylen, "a session's meta tracer is its tracer: {meta, Pid} is refused");
+            return -1;
+        }
         if (req.flags & TVM_TP_META)
             req.meta_tracer = tr_session_tracer(p->vm, sid);
     }
     if (term_is_cons(how)) {
-        req.ms = tr_ms_compile(how, pat.any_arity || pat.on_load ? -1 : pat.arity, why, sizeof why);
-        if (!req.ms) {
-            Term e[2] = { make_atom(ATOM_BADARG), vm_make_binary(p, why, strlen(why)) };
-            vm_exception_set(p, make_atom(ATOM_ERROR), vm_make_tuple(p, 2, e), NULL);
-            return TVM_EXCEPTION;
-        }
+        req.ms = tr_ms_compile(how, pat.any_arity || pat.on_load ? -1 : pat.arity, why, whylen);
+        if (!req.ms)
+            return -1;
     }
-    if (!bp_request_check(&req, why, sizeof why) ||
-        !bp_on_load_check(&pat, &req, why, sizeof why)) {
+    if (!bp_request_check(&pat, &req, why, whylen)) {
         tr_ms_free(req.ms);
-        return badarg(p);
+        return -1;
     }
     int n = bp_trace_pattern(p->vm, sid, &pat, &req);
     tr_ms_free(req.ms);
     if (n < 0)
-        return badarg(p);     /* the session ended meanwhile: nothing changed */
+        snprintf(why, whylen, "the session ended");   /* meanwhile: nothing changed */
+    return n;
+}
+
+/* As BEAM: the count, or plain badarg whatever was wrong
+ * (tracevm:trace_pattern/3 below says what). */
+static tvm_status trace_pattern_in(Process *p, unsigned sid, Term mfa, Term how, Term flags,
+                                   tvm_term *result)
+{
+    char why[200];
+    int n = trace_pattern_do(p, sid, mfa, how, flags, why, sizeof why);
+    if (n < 0)
+        return badarg(p);
     *result = vm_root_push(p, make_small(n));
     return TVM_OK;
 }
@@ -393,6 +412,31 @@ static tvm_status nif_trace_pattern(tvm_env *env, int argc, const tvm_term *argv
     Process *p = env->p;
     return trace_pattern_in(p, 0, vm_root_get(p, argv[0]), vm_root_get(p, argv[1]),
                             vm_root_get(p, argv[2]), result);
+}
+
+/*
+ * tracevm:trace_pattern(MFA, How, Flags): erlang:trace_pattern/3 that
+ * says why instead of raising badarg: the count, or {error, Text} with
+ * the C API's message (`match spec clause 1: guard 1: unknown function
+ * foo/1`); nothing changes then.
+ */
+static tvm_status nif_tracevm_trace_pattern(tvm_env *env, int argc, const tvm_term *argv,
+                                            tvm_term *result, void *data)
+{
+    (void)argc;
+    (void)data;
+    Process *p = env->p;
+    char why[200];
+    int n = trace_pattern_do(p, 0, vm_root_get(p, argv[0]), vm_root_get(p, argv[1]),
+                             vm_root_get(p, argv[2]), why, sizeof why);
+    if (n >= 0) {
+        *result = vm_root_push(p, make_small(n));
+        return TVM_OK;
+    }
+    tvm_term text = vm_root_push(p, vm_make_binary(p, why, strlen(why)));
+    Term e[2] = { make_atom(ATOM_ERROR), vm_root_get(p, text) };
+    *result = vm_root_push(p, vm_make_tuple(p, 2, e));
+    return TVM_OK;
 }
 
 /* erlang:trace_pattern(Session, MFA, How, Flags), trace:function/4. */
@@ -488,6 +532,7 @@ static const VmNativeDef natives[] = {
     { "erlang", "trace_info", 2, nif_trace_info },
     { "erlang", "trace_info", 3, nif_trace_info3 },
     { "trace", "function", 4, nif_trace_pattern4 },
+    { "tracevm", "trace_pattern", 3, nif_tracevm_trace_pattern },
     { "trace", "info", 3, nif_trace_info3 },
     { "trace", "session_create", 3, bp_nif_session_create },
     { "trace", "session_destroy", 1, bp_nif_session_destroy },

@@ -56,21 +56,36 @@
 
 const Instr bp_return_trace_code[1] = { (Instr)OP_RETURN_TRACE };
 
+/* erlang:apply/2 and apply/3, which call their function in an
+ * activation of their own: BEAM has no frame for them (its apply
+ * instructions call the function directly), so they are not a caller. */
+static bool is_apply(const FuncInfo *fn)
+{
+    return fn->mod == ATOM_ERLANG && fn->name == ATOM_APPLY && !fn->module;
+}
+
 /* The nearest call frame below frame `i` (trace frames skipped, an
- * activation's entry frame crossed to the native that started it). */
-static const FuncInfo *caller_below(const Process *p, uint32_t i)
+ * activation's entry frame crossed to the native that started it,
+ * apply crossed to its caller). */
+static const Frame *caller_frame_below(const Process *p, uint32_t i)
 {
     while (i-- > 0) {
         const Frame *f = &p->frames[i];
-        if (FRAME_KIND(f->kind) == FRAME_CALL && f->fn)
-            return f->fn;
+        if (FRAME_KIND(f->kind) == FRAME_CALL && f->fn && !is_apply(f->fn))
+            return f;
     }
     return NULL;
 }
 
-const FuncInfo *bp_frame_caller(const Process *p)
+static const FuncInfo *caller_below(const Process *p, uint32_t i)
 {
-    return caller_below(p, p->nframes - 1);
+    const Frame *f = caller_frame_below(p, i);
+    return f ? f->fn : NULL;
+}
+
+const Frame *bp_frame_caller(const Process *p)
+{
+    return caller_frame_below(p, p->nframes - 1);
 }
 
 /* Events for a session's output: only while the process is call traced
@@ -98,11 +113,10 @@ static __attribute__((noinline)) void frame_return_slow(Process *p)
         tr_vm_return_from(p, sid, fn, p->stack[t->base], sf);
     if (tf & (BP_TF_META_RETURN | BP_TF_META_EXCEPTION))
         bp_meta_return(p, fn, sid, t->base);
-    if ((tf & BP_TF_RETURN_TO) && reporting(sf) && (sf & VM_TRACE_RETURN_TO)) {
-        const FuncInfo *to = caller_below(p, ti);
-        if (to)
-            tr_vm_return_to(p, sid, to, sf);
-    }
+    /* No caller below: the bottom of the process, return_to undefined
+     * (as BEAM). */
+    if ((tf & BP_TF_RETURN_TO) && reporting(sf) && (sf & VM_TRACE_RETURN_TO))
+        tr_vm_return_to(p, sid, caller_below(p, ti), sf);
 }
 
 Term *vm_hook_trace_return(Process *p)
@@ -125,8 +139,30 @@ Term *vm_hook_trace_return(Process *p)
     return window;
 }
 
+/*
+ * The frame whose handler will catch an exception that leaves the
+ * activation whose entry frame is `lo`, when only erlang:apply natives
+ * are between (they pass the exception on, and BEAM's apply has no frame,
+ * so its return_to names the catching function); -1 otherwise.
+ */
+static int catcher_beyond(const Process *p, uint32_t lo)
+{
+    if (!p->nhandlers)
+        return -1;
+    uint32_t hf = p->handlers[p->nhandlers - 1].frame;
+    for (uint32_t i = lo; i > hf; i--) {
+        const Frame *below = &p->frames[i - 1];
+        if (FRAME_KIND(p->frames[i].kind) == FRAME_ENTRY &&
+            (FRAME_KIND(below->kind) != FRAME_CALL || !below->fn || !is_apply(below->fn)))
+            return -1;
+    }
+    return (int)hf;
+}
+
 void vm_hook_trace_unwind(Process *p, uint32_t lo, int catcher, bool bottom)
 {
+    if (catcher < 0 && !bottom)
+        catcher = catcher_beyond(p, lo);
     uint32_t rbase = p->nroots;
     /* What the process will exit with, if the exception is not caught:
      * an uncaught throw ends it as error {nocatch, Value}. */

@@ -105,11 +105,13 @@ static inline bool bp_frame_push(Process *p, uint32_t tflags, unsigned sid, void
 }
 
 /*
- * The function the top activation will return to: the nearest call frame
- * below it, trace frames skipped and a native's activation crossed to
- * the native.  NULL when there is none (the process's first function).
+ * The frame of the function the top activation will return to: the
+ * nearest call frame below it, trace frames skipped, a native's
+ * activation crossed to the native, erlang:apply crossed to its caller
+ * (BEAM's apply has no frame).  Its pc is where it resumes, just after
+ * the call.  NULL when there is none (the bottom of the process).
  */
-const FuncInfo *bp_frame_caller(const Process *p);
+const Frame *bp_frame_caller(const Process *p);
 
 /* RETURN_TRACE and the exception unwinding call vm_hook_trace_return and
  * vm_hook_trace_unwind (declared in vm/hook.h, defined in bp_frame.c). */

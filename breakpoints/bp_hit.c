@@ -67,12 +67,19 @@ void bp_ms_ctx(const Process *p, const TrMs *ms, TrMsCtx *ctx)
     if (needs & TR_MS_NEED_SELF)
         ctx->self = p->pid ? make_pid(p->pid) : 0;
     if (needs & TR_MS_NEED_CALLER) {
-        const FuncInfo *c = bp_frame_caller(p);
-        if (c) {
+        const Frame *f = bp_frame_caller(p);
+        if (f) {
+            const FuncInfo *c = f->fn;
             ctx->caller_known = true;
             ctx->caller_mod = c->mod;
             ctx->caller_fun = c->name;
             ctx->caller_arity = c->arity;
+            /* {caller_line}: the line of the call, just before the pc
+             * the caller resumes at (natives have none) */
+            if (!c->native && f->pc) {
+                ctx->caller_file = c->file;
+                ctx->caller_line = vm_func_line(c, f->pc - 1);
+            }
         }
     }
 }

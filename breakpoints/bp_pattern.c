@@ -7,8 +7,9 @@
  * Rules (after BEAM's erl_bif_trace.c, as OTP's call_trace_SUITE,
  * trace_local_SUITE and trace_call_count_SUITE check them):
  *   - global traces remote calls of exported functions; local traces every
- *     call.  Setting one on a function clears the other; `false` clears
- *     only the kind named.  global on a function that is not exported
+ *     call.  Setting one on a function clears the other, and global on
+ *     clears meta, call_count and call_time too; `false` clears only the
+ *     kind named.  global on a function that is not exported
  *     matches nothing but still clears its local trace.
  *   - call_count: true starts a fresh counter at 0 (also when one exists),
  *     pause stops counting (the value stays readable), restart starts a
@@ -96,7 +97,7 @@ bool bp_pattern_parse(const char *text, BpPattern *out, char *why, size_t whylen
     return true;
 }
 
-bool bp_request_check(const BpRequest *req, char *why, size_t whylen)
+bool bp_request_check(const BpPattern *pat, const BpRequest *req, char *why, size_t whylen)
 {
     const unsigned known =
         TVM_TP_GLOBAL | TVM_TP_LOCAL | TVM_TP_CALL_COUNT | TVM_TP_META | TVM_TP_CALL_TIME;
@@ -115,7 +116,14 @@ bool bp_request_check(const BpRequest *req, char *why, size_t whylen)
         snprintf(why, whylen, "global cannot be combined with local, call_count or call_time");
         return false;
     }
-    if ((how == TVM_TP_PAUSE || how == TVM_TP_RESTART) && (!flags || (flags & ~data))) {
+    if (pat->on_load && (flags & TVM_TP_META)) {
+        snprintf(why, whylen, "on_load takes no meta trace");
+        return false;
+    }
+    /* on_load keeps no counts to pause or restart: BEAM returns 0 for
+     * any flags, and so does bp_trace_pattern, changing nothing. */
+    if ((how == TVM_TP_PAUSE || how == TVM_TP_RESTART) && !pat->on_load &&
+        (!flags || (flags & ~data))) {
         snprintf(why, whylen, "%s applies only to call_count and call_time",
                  how == TVM_TP_PAUSE ? "pause" : "restart");
         return false;
@@ -126,22 +134,6 @@ bool bp_request_check(const BpRequest *req, char *why, size_t whylen)
     }
     if (req->ms && how != TVM_TP_TRUE) {
         snprintf(why, whylen, "a match spec goes only with true");
-        return false;
-    }
-    return true;
-}
-
-bool bp_on_load_check(const BpPattern *pat, const BpRequest *req, char *why, size_t whylen)
-{
-    if (!pat->on_load)
-        return true;
-    if (req->how == TVM_TP_PAUSE || req->how == TVM_TP_RESTART) {
-        snprintf(why, whylen, "on_load takes true or false, not %s",
-                 req->how == TVM_TP_PAUSE ? "pause" : "restart");
-        return false;
-    }
-    if (req->flags & TVM_TP_META) {
-        snprintf(why, whylen, "on_load takes no meta trace");
         return false;
     }
     return true;
@@ -310,6 +302,13 @@ static void stage_function(const Stage *st, FuncInfo *fn, const BpRequest *req,
 {
     if (req->flags & (TVM_TP_GLOBAL | TVM_TP_LOCAL))
         stage_call_trace(st, fn, call);
+    if ((req->flags & TVM_TP_GLOBAL) && req->how == TVM_TP_TRUE) {
+        /* As BEAM: global on clears every other kind of the session. */
+        const BpRequest off = { .how = TVM_TP_FALSE };
+        stage_meta(st, fn, &off);
+        stage_data(st, fn, TVM_TP_FALSE, &count_kind);
+        stage_data(st, fn, TVM_TP_FALSE, &time_kind);
+    }
     if (req->flags & TVM_TP_META)
         stage_meta(st, fn, req);
     if (req->flags & TVM_TP_CALL_COUNT)
@@ -370,7 +369,8 @@ int bp_trace_pattern(tvm_vm *vm, unsigned sid, const BpPattern *pat, const BpReq
         return -1;
     }
     if (pat->on_load) {
-        set_on_load(E, sid, &req);
+        if (req.how == TVM_TP_TRUE || req.how == TVM_TP_FALSE)
+            set_on_load(E, sid, &req);
         bp_end(vm);
         return 0;
     }
@@ -605,9 +605,13 @@ static Term ms_value(const Info *in)
     return (in->fl & BP_CALL_TRACE) ? in->ms : TERM_FALSE;
 }
 
+/* trace_info(MFA, meta) alone: [] for a function with breakpoints but no
+ * meta trace, false for one without any (BEAM; `all` says false). */
 static Term meta_value(const Info *in)
 {
-    return (in->fl & BP_META) ? make_pid(in->meta_tracer) : TERM_FALSE;
+    if (in->fl & BP_META)
+        return make_pid(in->meta_tracer);
+    return in->fl && !in->on_load ? TERM_NIL : TERM_FALSE;
 }
 
 static Term meta_ms_value(const Info *in)
@@ -615,6 +619,8 @@ static Term meta_ms_value(const Info *in)
     return (in->fl & BP_META) ? in->meta_ms : TERM_FALSE;
 }
 
+/* BEAM's list (OTP 25.2.3): call_time before call_count, and for on_load
+ * no call_time at all. */
 static Term all_value(Process *p, const Info *in)
 {
     if (!in->fl)
@@ -622,13 +628,15 @@ static Term all_value(Process *p, const Info *in)
     Term items[6] = {
         pair(p, make_atom(ATOM_TRACED), traced_value(in->fl)),
         pair(p, make_atom(ATOM_MATCH_SPEC), ms_value(in)),
-        pair(p, make_atom(ATOM_META), meta_value(in)),
+        pair(p, make_atom(ATOM_META), in->fl & BP_META ? meta_value(in) : TERM_FALSE),
         pair(p, make_atom(ATOM_META_MATCH_SPEC), meta_ms_value(in)),
-        pair(p, make_atom(ATOM_CALL_COUNT), count_value(in)),
         pair(p, make_atom(ATOM_CALL_TIME), time_value(p, in)),
+        pair(p, make_atom(ATOM_CALL_COUNT), count_value(in)),
     };
+    if (in->on_load)
+        items[4] = items[5];
     Term list = TERM_NIL;
-    for (int i = 5; i >= 0; i--)
+    for (int i = in->on_load ? 4 : 5; i >= 0; i--)
         list = cons(p, items[i], list);
     return list;
 }

@@ -65,7 +65,8 @@ static const char *const usage_run =
     "  --local          the patterns are local: every call, local ones too\n"
     "  --match SPEC     a match spec for the patterns, e.g.\n"
     "                   \"[{['$1'],[{'>','$1',20}],[{return_trace}]}]\"\n"
-    "  --flags LIST     process flags, comma-separated (default: call):\n"
+    "  --flags LIST     process flags, comma-separated (default: call; '' for\n"
+    "                   none: the pipeline runs, erlang:trace/3 chooses):\n"
     "                     call       call events {trace,<0.1.0>,call,{fib,fib,[10]}}\n"
     "                     arity      the arity instead of the arguments\n"
     "                     timestamp  trace_ts with the timestamp (ns) last (text)\n"
@@ -216,10 +217,16 @@ static const char *option_value(int argc, char **argv, int *i, const char *what)
     return argv[++*i];
 }
 
-/* --flags LIST; false with a message. */
+/* --flags LIST; false with a message.  An empty list starts the
+ * pipeline with no process traced: the program chooses with
+ * erlang:trace/3. */
 static bool parse_trace_flags(const char *list, unsigned *flags)
 {
     tvm_error err;
+    if (!*list) {
+        *flags = 0;
+        return true;
+    }
     if (tvm_trace_flags_parse(list, flags, &err) == TVM_OK)
         return true;
     fprintf(stderr, "tracevm run: --flags: %s\n", err.message);

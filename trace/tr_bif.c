@@ -10,14 +10,17 @@
  *               existing_processes and new_processes too)
  *     How       true sets the flags, false clears them
  *     FlagList  atoms: call, arity, timestamp, procs, return_to, silent,
- *               running, send, 'receive'
+ *               running, send, 'receive'; and {tracer, T} for one pid
+ *               in the default session: its own tracer process
+ *               (tr_pflags_own_tracer)
  *     Session   {trace_session, Id} from trace:session_create/3
  *   N is the number of processes changed: 1 (0 if the pid is not alive)
  *   or the number of live processes (0 for new alone), as BEAM answers.
- *   Bad arguments (a destroyed or stopped session, a {tracer, _} option:
- *   a session's tracer is fixed) raise badarg and change nothing.
- *   Nothing stops any scheduler; for all or existing processes the
- *   calling process waits for thread progress (trace/tr_flags_all.c).
+ *   Bad arguments (a destroyed or stopped session, a {tracer, _} option in
+ *   a session, whose tracer is fixed, or with all/existing/new, a second
+ *   live tracer) raise badarg and change nothing.  Nothing stops any
+ *   scheduler; for all or existing processes the calling process waits
+ *   for thread progress (trace/tr_flags_all.c).
  */
 #include <string.h>
 
@@ -32,11 +35,20 @@ static tvm_status badarg(Process *p)
     return TVM_EXCEPTION;
 }
 
-static bool flag_list(Term l, unsigned *flags)
+/* The flags named in l; a {tracer, Pid} element gives *tracer (0 when
+ * there is none). */
+static bool flag_list(Term l, unsigned *flags, uint64_t *tracer)
 {
     *flags = 0;
+    *tracer = 0;
     for (; term_is_cons(l); l = cons_tail(l)) {
         Term h = cons_head(l);
+        if (term_is_tuple(h) && tuple_arity(h) == 2 && term_is_atom(tuple_elems(h)[0]) &&
+            !strcmp(vm_atom_name(atom_value(tuple_elems(h)[0]), NULL), "tracer") &&
+            term_is_pid(tuple_elems(h)[1])) {
+            *tracer = pid_value(tuple_elems(h)[1]);
+            continue;
+        }
         size_t n;
         const char *name = term_is_atom(h) ? vm_atom_name(atom_value(h), &n) : NULL;
         unsigned bit = name ? tr_flag_bit(name, n) : 0;
@@ -82,17 +94,24 @@ static tvm_status trace_flags(tvm_env *env, unsigned sid, Term who, Term how, Te
 {
     Process *p = env->p;
     unsigned flags;
+    uint64_t tracer;
     tvm_trace_scope scope = TVM_TRACE_EXISTING;
     bool on = how == make_atom(ATOM_TRUE);
-    if ((!on && how != make_atom(ATOM_FALSE)) || !flag_list(flist, &flags) ||
+    if ((!on && how != make_atom(ATOM_FALSE)) || !flag_list(flist, &flags, &tracer) ||
         (!term_is_pid(who) && !scope_of(who, &scope)))
+        return badarg(p);
+    /* A process's own tracer: the default session's, for one process
+     * (a session's tracer is fixed; `all` and `new` take none). */
+    if (tracer && (sid != 0 || !term_is_pid(who)))
         return badarg(p);
     int n;
     if (term_is_pid(who)) {
         Process *t = tr_proc_get(p->vm, pid_value(who));
         n = 0;
         if (t) {
-            bool ok = tr_pflags_change(t, sid, flags, on, false);
+            bool ok = sid == 0 && (tracer || !on)
+                          ? tr_pflags_own_tracer(t, tracer, flags, on)
+                          : tr_pflags_change(t, sid, flags, on, false);
             vm_proc_put(vm_sched_of(p->vm), t);
             if (!ok)
                 return badarg(p);

@@ -178,8 +178,16 @@ static Term *scratch(void)
 
 bool tr_deliver(Process *p, TrSession *s, const TrEmit *ev)
 {
-    if ((unsigned)ev->kind >= TR_K__COUNT)
+    if (tr_deliver_to(p, s->tracer, ev) != VM_SEND_OK)
         return false;
+    vm_atomic_fetch_add_relaxed(&s->sent, 1);
+    return true;
+}
+
+VmSend tr_deliver_to(Process *p, uint64_t tracer, const TrEmit *ev)
+{
+    if ((unsigned)ev->kind >= TR_K__COUNT)
+        return VM_SEND_TOO_BIG;
     const TrKindInfo *k = &tr_kinds[ev->kind];
     Term *buf = scratch();
     Build b = { buf, buf + TR_DELIVER_WORDS, ev, 0, ev->nterms };
@@ -195,15 +203,11 @@ bool tr_deliver(Process *p, TrSession *s, const TrEmit *ev)
         e[n++] = make_small((int64_t)tr_mono_ns());
     for (unsigned i = 0; i < n; i++)
         if (e[i] == THE_NONE)
-            return false;      /* cannot happen: the scratch fits the largest */
+            return VM_SEND_TOO_BIG;   /* cannot happen: the scratch fits the largest */
     Term msg = tuple(&b, e, n);
     if (msg == THE_NONE)
-        return false;
-    (void)p;
-    if (vm_send(p->vm, NULL, s->tracer, msg) != VM_SEND_OK)
-        return false;
-    vm_atomic_fetch_add_relaxed(&s->sent, 1);
-    return true;
+        return VM_SEND_TOO_BIG;
+    return vm_send(p->vm, NULL, tracer, msg);
 }
 
 Term tr_session_handle(Term *hp, uint64_t id)

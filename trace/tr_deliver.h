@@ -10,6 +10,7 @@
 
 #include "trace/tr.h"
 #include "vm/process.h"
+#include "vm/sched.h"
 
 struct TrSession;
 
@@ -19,6 +20,11 @@ struct TrSession;
  * suspends; any thread that may emit for p.
  */
 bool tr_deliver(Process *p, struct TrSession *s, const TrEmit *ev);
+
+/* The same to the process `tracer` (a process's own tracer, erlang:trace/3's
+ * {tracer, T}): VM_SEND_OK when delivered, VM_SEND_NOPROC when it is not
+ * alive, VM_SEND_TOO_BIG when the message is not sent for its size. */
+VmSend tr_deliver_to(Process *p, uint64_t tracer, const TrEmit *ev);
 
 /* The last message: {trace_stopped, Session, Reason, Written, Lost}. */
 void tr_deliver_stopped(tvm_vm *vm, struct TrSession *s, Term reason, uint64_t written,

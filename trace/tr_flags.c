@@ -213,6 +213,47 @@ bool tr_pflags_change(Process *p, unsigned sid, unsigned flags, bool on, bool fo
     return ok;
 }
 
+/* Whether pid is a live process (a snapshot). */
+static bool alive(tvm_vm *vm, uint64_t pid)
+{
+    Process *t = pid ? tr_proc_get(vm, pid) : NULL;
+    if (!t)
+        return false;
+    pthread_mutex_lock(&t->lock);
+    bool a = t->state != PS_EXITED && !t->exiting;
+    pthread_mutex_unlock(&t->lock);
+    vm_proc_put(vm_sched_of(vm), t);
+    return a;
+}
+
+bool tr_pflags_own_tracer(Process *p, uint64_t tracer, unsigned flags, bool on)
+{
+    const unsigned own = VM_TRACE_TRACER;
+    if (on) {
+        uint64_t old = vm_atomic_load_relaxed(&p->tracer);
+        bool other = old && old != tracer && alive(p->vm, old);
+        pthread_mutex_lock(&p->lock);
+        /* The changes for all first, as in tr_pflags_change. */
+        tr_fold_locked(p);
+        bool has = tr_pflags(p, vm_atomic_load_relaxed(&p->trace), 0) & own;
+        bool ok = !(has && other);
+        if (ok) {
+            vm_atomic_store_relaxed(&p->tracer, tracer);
+            tr_state_change(&p->trace, &p->trace_tab, NULL, 0, flags | own, true);
+        }
+        pthread_mutex_unlock(&p->lock);
+        return ok;
+    }
+    pthread_mutex_lock(&p->lock);
+    tr_fold_locked(p);
+    tr_state_change(&p->trace, &p->trace_tab, NULL, 0, flags, false);
+    /* Nothing left to send to the tracer: it is forgotten (BEAM). */
+    if (tr_pflags(p, vm_atomic_load_relaxed(&p->trace), 0) == own)
+        tr_state_change(&p->trace, &p->trace_tab, NULL, 0, own, false);
+    pthread_mutex_unlock(&p->lock);
+    return true;
+}
+
 Process *tr_proc_get(tvm_vm *vm, uint64_t pid)
 {
     SchedSystem *sys = vm_sched_of(vm);
@@ -253,7 +294,7 @@ tvm_status tvm_trace_flags_get(tvm_env *env, tvm_pid pid, unsigned *flags)
     Process *p = target(env, pid, &held);
     if (!p)
         return TVM_ERR_NOTFOUND;
-    *flags = tr_pflags(p, tr_pword(p), 0);
+    *flags = tr_pflags(p, tr_pword(p), 0) & VM_TRACE_ALL;
     if (held)
         vm_proc_put(vm_sched_of(env->p->vm), p);
     return TVM_OK;

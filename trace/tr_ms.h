@@ -34,7 +34,7 @@
  *   TR_MS_MAX_VARS          distinct '$N' variables in a clause
  *   TR_MS_MAX_STACK         values an expression holds at once
  *   TR_MS_SCRATCH_WORDS     words a clause builds (tuples, lists, '$_',
- *                           '$$', {caller}); '$_' counts 2 words per
+ *                           '$$', {caller}, {caller_line}); '$_' counts 2 words per
  *                           argument, VM_MAX_ARITY arguments when the
  *                           arity is not known at compile time
  *   TR_MS_MAX_DISPLAY       {display, X} actions in a clause
@@ -110,10 +110,17 @@ typedef struct TrMsCtx {
     bool caller_known;       /* {caller}: {mod, fun, arity} of the function returned to */
     Atom caller_mod, caller_fun;
     unsigned caller_arity;
+    /* {caller_line}: the caller's source file (NULL: unknown) and the
+     * line of the call in it (0: unknown). */
+    const char *caller_file;
+    uint32_t caller_line;
 } TrMsCtx;
 
+/* {caller_line} gives at most this many bytes of the file name. */
+#define TR_MS_FILE_MAX 255
+
 enum {
-    TR_MS_NEED_CALLER = 1u << 0,   /* the spec uses {caller} */
+    TR_MS_NEED_CALLER = 1u << 0,   /* the spec uses {caller} or {caller_line} */
     TR_MS_NEED_SELF = 1u << 1,     /* the spec uses {self} */
 };
 

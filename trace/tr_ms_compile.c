@@ -63,7 +63,7 @@ const MsFun tr_ms_funs[] = {
     { "message", 1, F_MESSAGE }, { "return_trace", 0, F_RETURN_TRACE },
     { "exception_trace", 0, F_EXCEPTION_TRACE }, { "caller", 0, F_CALLER },
     { "silent", 1, F_SILENT }, { "display", 1, F_DISPLAY },
-    { "backtrace", 0, F_BACKTRACE },
+    { "backtrace", 0, F_BACKTRACE }, { "caller_line", 0, F_CALLER_LINE },
 };
 const size_t tr_ms_nfuns = sizeof tr_ms_funs / sizeof tr_ms_funs[0];
 
@@ -350,12 +350,9 @@ static bool c_head(Comp *c, Term head)
     bool open = var_kind(t, &num) == V_ANY;
     if (!open && !term_is_nil(t))
         return cfail(c, "not a proper list");
-    if (c->arity >= 0 && (open ? (unsigned)c->arity < n : (unsigned)c->arity != n)) {
-        /* "clause 1: head has 2 arguments, ..." reads better than "head: has". */
-        c->where[strlen(c->where) - strlen(": head")] = 0;
-        return cfail(c, "head has %s%u argument%s, the function takes %d",
-                     open ? "at least " : "", n, n == 1 ? "" : "s", c->arity);
-    }
+    /* A head of another length than a known arity is accepted, as BEAM
+     * accepts it (erlang:trace_pattern/3 returns the count and the
+     * function is traced): MS_ARITY fails the clause at every run. */
     if (n > VM_MAX_ARITY)
         return cfail(c, "more than %d arguments", VM_MAX_ARITY);
     emit(c, INSN(open ? MS_ARITY_GE : MS_ARITY, n));
@@ -423,6 +420,12 @@ static bool c_call_effects(Comp *c, unsigned id)
     if (id == F_CALLER) {
         c->needs |= TR_MS_NEED_CALLER;
         return use_heap(c, 4);
+    }
+    if (id == F_CALLER_LINE) {
+        /* {M, F, A, {File, Line}}, File a binary of at most
+         * TR_MS_FILE_MAX bytes */
+        c->needs |= TR_MS_NEED_CALLER;
+        return use_heap(c, 5 + 3 + binary_words(TR_MS_FILE_MAX));
     }
     if (id == F_SELF)
         c->needs |= TR_MS_NEED_SELF;

@@ -320,6 +320,33 @@ static Term caller_term(Run *r)
     return build_tuple(r, e, 3);
 }
 
+/* {M, F, A, {File, Line}} of the caller, as OTP 26's {caller_line} (File
+ * a binary, as this VM's stack traces have it); {M, F, A, undefined}
+ * when the caller has no line (a native); undefined without a caller. */
+static Term caller_line_term(Run *r)
+{
+    const TrMsCtx *ctx = r->ctx;
+    r->res->flags |= TR_MS_CALLER;
+    if (!ctx || !ctx->caller_known)
+        return make_atom(ATOM_UNDEFINED);
+    Term loc = make_atom(ATOM_UNDEFINED);
+    if (ctx->caller_file && ctx->caller_line) {
+        size_t n = strlen(ctx->caller_file);
+        if (n > TR_MS_FILE_MAX)
+            n = TR_MS_FILE_MAX;
+        size_t words = binary_words(n);
+        Term *b = halloc(r, words);
+        b[words - 1] = 0;   /* the padding of the last word */
+        b[0] = MAKE_HEADER(IMM_HDR_BINARY, n);
+        memcpy(b + 1, ctx->caller_file, n);
+        Term fl[2] = { make_boxed(b), make_small(ctx->caller_line) };
+        loc = build_tuple(r, fl, 2);
+    }
+    Term e[4] = { make_atom(ctx->caller_mod), make_atom(ctx->caller_fun),
+                  make_small(ctx->caller_arity), loc };
+    return build_tuple(r, e, 4);
+}
+
 /* Body actions: record the effect in the result; each returns true. */
 static bool action(Run *r, unsigned id, Term a, Term *out)
 {
@@ -343,6 +370,9 @@ static bool action(Run *r, unsigned id, Term a, Term *out)
     case F_DISPLAY:
         res->flags |= TR_MS_DISPLAY;
         res->display[res->ndisplay++] = a;
+        return true;
+    case F_CALLER_LINE:
+        *out = caller_line_term(r);
         return true;
     default:
         *out = caller_term(r);

@@ -43,7 +43,8 @@ void tr_vm_return_from(Process *p, unsigned sid, const FuncInfo *fn, Term value,
 void tr_vm_exception_from(Process *p, unsigned sid, const FuncInfo *fn, Term cls, Term reason,
                           uintptr_t tf);
 
-/* Execution returned into fn (a return_to frame, or a catch in fn). */
+/* Execution returned into fn (a return_to frame, or a catch in fn);
+ * fn NULL: to the bottom of the process ({M,F,A} is undefined). */
 void tr_vm_return_to(Process *p, unsigned sid, const FuncInfo *fn, uintptr_t tf);
 
 /*
@@ -89,6 +90,15 @@ static inline unsigned tr_pflags_of(const Process *p, uintptr_t pf, unsigned sid
  * session left).  Any thread.
  */
 bool tr_pflags_change(Process *p, unsigned sid, unsigned flags, bool on, bool force);
+
+/*
+ * erlang:trace(Pid, How, [... {tracer, T}]) in the default session: on
+ * sets `flags` with T as p's own tracer (its events go to T as messages:
+ * VM_TRACE_TRACER); false when p has another tracer that is alive (one
+ * tracer per process, as BEAM).  Off clears `flags`, and the tracer with
+ * the last of them.  Any thread.
+ */
+bool tr_pflags_own_tracer(Process *p, uint64_t tracer, unsigned flags, bool on);
 
 /*
  * tvm_trace_flags_all for session sid (trace/tr_flags_all.c): the default

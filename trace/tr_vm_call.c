@@ -60,7 +60,7 @@ static inline __attribute__((always_inline)) void emit_fn(Process *p, unsigned s
                                                           const Term *terms, unsigned n)
 {
     TrEmit ev = tr_vm_fn_event(p, kind, fn, tr_vm_record_flags(tf), terms, n);
-    if (!tr_vm_emit_fast(p, sid, &ev))
+    if ((tf & VM_TRACE_TRACER) || !tr_vm_emit_fast(p, sid, &ev))
         fn_general(p, sid, kind, fn, tf, terms, n);
 }
 
@@ -78,5 +78,12 @@ void tr_vm_exception_from(Process *p, unsigned sid, const FuncInfo *fn, Term cls
 
 void tr_vm_return_to(Process *p, unsigned sid, const FuncInfo *fn, uintptr_t tf)
 {
-    emit_fn(p, sid, TR_K_RETURN_TO, fn, tf, NULL, 0);
+    if (fn) {
+        emit_fn(p, sid, TR_K_RETURN_TO, fn, tf, NULL, 0);
+        return;
+    }
+    /* Nothing to return into (the bottom of the process): undefined. */
+    TrEmit ev = { .kind = TR_K_RETURN_TO, .flags = tr_vm_record_flags(tf) | TR_F_NO_MFA,
+                  .pid = p->pid };
+    tr_sess_emit(p, sid, &ev);
 }

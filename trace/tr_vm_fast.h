@@ -52,15 +52,16 @@ static inline __attribute__((always_inline)) bool tr_vm_emit_fast(Process *p, un
 }
 
 /* tr_vm_call(p, sid, fn, tf, NULL, 0, xflags)'s fast path (no arity
- * flag) at time `ticks` (0: read at the write); `args` is the top activation's register window;
- * sid the live session whose breakpoint was hit. */
+ * flag, no tracer process of p's own) at time `ticks` (0: read at the
+ * write); `args` is the top activation's register window; sid the live
+ * session whose breakpoint was hit. */
 static inline __attribute__((always_inline)) bool tr_vm_call_fast_at(Process *p, unsigned sid,
                                                                      const FuncInfo *fn,
                                                                      uintptr_t tf, unsigned xflags,
                                                                      const Term *args,
                                                                      uint64_t ticks)
 {
-    if (tf & VM_TRACE_ARITY)
+    if (tf & (VM_TRACE_ARITY | VM_TRACE_TRACER))
         return false;
     TrEmit ev = tr_vm_fn_event(p, TR_K_CALL, fn, tr_vm_record_flags(tf) | xflags,
                                args, fn->arity);
@@ -86,6 +87,8 @@ static inline __attribute__((always_inline)) bool tr_vm_return_from_fast(Process
                                                                          Term value,
                                                                          uintptr_t tf)
 {
+    if (tf & VM_TRACE_TRACER)
+        return false;
     TrEmit ev = tr_vm_fn_event(p, TR_K_RETURN_FROM, fn, tr_vm_record_flags(tf),
                                &value, 1);
     return tr_vm_emit_fast_in(p, sid, &ev, true, 0);

@@ -31,8 +31,34 @@ static unsigned record_flags(unsigned tf)
     return (tf & VM_TRACE_TIMESTAMP) ? TR_F_TIMESTAMP : 0;
 }
 
+/*
+ * An event of a process with its own tracer (VM_TRACE_TRACER in the
+ * default session): a message to the tracer instead of the session's
+ * sink.  A tracer that is gone ends the process's tracing in the session
+ * (as BEAM: a dead tracer's tracees are no longer traced), from this
+ * event on.
+ */
+static TrStatus to_own_tracer(Process *p, unsigned sid, const TrEmit *ev)
+{
+    uint64_t t = vm_atomic_load_relaxed(&p->tracer);
+    if (!t) {
+        /* The flag was seen before the tracer it goes with: both are
+         * written under p->lock, which orders them for us. */
+        pthread_mutex_lock(&p->lock);
+        t = vm_atomic_load_relaxed(&p->tracer);
+        pthread_mutex_unlock(&p->lock);
+    }
+    VmSend r = t ? tr_deliver_to(p, t, ev) : VM_SEND_NOPROC;
+    if (r == VM_SEND_NOPROC)
+        tr_pflags_change(p, sid, VM_TRACE_ALL | VM_TRACE_TRACER, false, true);
+    return r == VM_SEND_OK ? TR_OK : TR_DROPPED;
+}
+
 TrStatus tr_sess_emit(Process *p, unsigned sid, const TrEmit *ev)
 {
+    if (sid == 0 &&
+        (tr_pflags_of(p, vm_atomic_load_relaxed(&p->trace), 0) & VM_TRACE_TRACER))
+        return to_own_tracer(p, sid, ev);
     TrSession *s = tr_session_at(p->vm, vm_sid_slot(sid));
     /* [SS1'] acquire: the session's fields before we read them. */
     uintptr_t w = vm_atomic_load_acquire(&s->state);

@@ -47,6 +47,11 @@ enum {
     VM_TRACE_ALL = VM_TRACE_CALL | VM_TRACE_ARITY | VM_TRACE_TIMESTAMP | VM_TRACE_PROCS |
                    VM_TRACE_RETURN_TO | VM_TRACE_SILENT | VM_TRACE_RUNNING | VM_TRACE_SEND |
                    VM_TRACE_RECEIVE,
+    /* Internal, default session only (erlang:trace/3's {tracer, T}): the
+     * process's events go to the process Process.tracer as messages
+     * instead of the session's sink (trace/tr_vm_sess.c).  Not one of
+     * the API's flags; the fast paths leave such events to tr_sess_emit. */
+    VM_TRACE_TRACER = 1u << 16,
 };
 
 enum {
@@ -224,6 +229,11 @@ struct Process {
      * processes is folded in before the process next runs
      * (trace_gen below). */
     VmAtomic trace;
+    /* The pid of the tracer of VM_TRACE_TRACER, or 0.  Written under
+     * p->lock by erlang:trace/3 before the flag is set (both under the
+     * lock, the flag's word store after it); read relaxed by p itself
+     * when its word has the flag. */
+    VmAtomic tracer;
     /* Each session's word while several sessions trace p (VmTraceTab *,
      * or 0).  Allocated by the first writer that needs it, under
      * p->lock (or by vm_spawn before p is visible), and published

@@ -498,7 +498,7 @@ int main(void)
             return fail("trace_info");
         tvm_format_term(env, t, buf, sizeof buf);
         if (strcmp(buf, "{all,[{traced,false},{match_spec,false},{meta,false},"
-                        "{meta_match_spec,false},{call_count,0},{call_time,false}]}") != 0) {
+                        "{meta_match_spec,false},{call_time,false},{call_count,0}]}") != 0) {
             fprintf(stderr, "%s: trace_info(%s, all) = %s\n", stress_name, expected[k].mfa, buf);
             return 1;
         }

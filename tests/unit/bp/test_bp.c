@@ -29,10 +29,10 @@
  * purge_module/1, check_old_code/1 and module_loaded/1 (loader/); and
  * lists 4, timer 1, io 2 (vm/bif.c), trace 5 (OTP 27's trace module:
  * session_create/3, session_destroy/1, function/4, process/4, info/3),
- * code:load_binary/3 (loader/).  A native added or lost changes what a
- * pattern matches: update these. */
+ * code:load_binary/3 (loader/), tracevm:trace_pattern/3.  A native added
+ * or lost changes what a pattern matches: update these. */
 #define ERLANG_NATIVES 49
-#define OTHER_NATIVES 13
+#define OTHER_NATIVES 14
 
 static const char *const bt_src =
     "module bt\n"
@@ -281,7 +281,7 @@ static void send_int(tvm_pid pid, int64_t v)
 
 #define ALL_FALSE_BUT(traced, ms, cc)                                                      \
     "{all,[{traced," traced "},{match_spec," ms "},{meta,false},{meta_match_spec,false},"  \
-    "{call_count," cc "},{call_time,false}]}"
+    "{call_time,false},{call_count," cc "}]}"
 
 /* ==== item 1: global traces remote calls only ==== */
 
@@ -572,7 +572,8 @@ Test(bp, bad_requests_are_badarg_and_change_nothing)
     cr_assert_str_eq(info("bt:ex/1", "traced"), "{traced,false}");
 }
 
-/* the natives' argument checks: error:badarg, nothing changes */
+/* the natives' argument checks: error:badarg, nothing changes;
+ * tracevm:trace_pattern/3 gives {error, Why} for each */
 Test(bp, bad_requests_from_vm_code_are_badarg)
 {
     cr_assert_eq(tp("bt:ex/1", TVM_TP_TRUE, TVM_TP_LOCAL), 1);
@@ -586,6 +587,20 @@ Test(bp, bad_requests_from_vm_code_are_badarg)
         { "{bt, ex, 1}", "pause", "[local]" },    { "{bt, ex, 1}", "restart", "[]" },
         { "{\"bt\", ex, 1}", "false", "[local]" }, { "{bt, 1, 1}", "false", "[local]" },
     };
+#define BAD_FN "{error,<<\"bad function: expected {Mod, Fun, Arity} with trailing '_' wildcards, " \
+               "or on_load\">>}"
+#define BAD_FLAGS "{error,<<\"bad flags: expected a list of global, local, call_count, " \
+                  "call_time, meta or {meta, Pid}\">>}"
+    static const char *const bad_why[] = {
+        BAD_FN, BAD_FN, BAD_FN, BAD_FN, BAD_FN, BAD_FN, BAD_FN,
+        "{error,<<\"bad action: expected true, false, pause, restart or a match spec\">>}",
+        BAD_FLAGS, BAD_FLAGS, BAD_FLAGS,
+        "{error,<<\"global cannot be combined with local, call_count or call_time\">>}",
+        "{error,<<\"pause applies only to call_count and call_time\">>}",
+        "{error,<<\"restart applies only to call_count and call_time\">>}",
+        BAD_FN, BAD_FN,
+    };
+    _Static_assert(sizeof bad_why / sizeof bad_why[0] == sizeof bad / sizeof bad[0], "one each");
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         tvm_term a[3], r;
         tvm_error err;
@@ -599,6 +614,12 @@ Test(bp, bad_requests_from_vm_code_are_badarg)
         tvm_format_term(env, reason, rs, sizeof rs);
         cr_assert_str_eq(c, "error", "case %zu", i);
         cr_assert_str_eq(rs, "badarg", "case %zu: %s %s %s", i, bad[i][0], bad[i][1], bad[i][2]);
+        tvm_clear_exception(env);
+        /* tracevm:trace_pattern/3 gives the reason instead. */
+        char why[200];
+        cr_assert_eq(tvm_call(env, "tracevm", "trace_pattern", 3, a, &r), TVM_OK, "case %zu", i);
+        tvm_format_term(env, r, why, sizeof why);
+        cr_assert_str_eq(why, bad_why[i], "case %zu", i);
     }
     cr_assert_str_eq(take_events(), "");
     cr_assert_str_eq(call("bt", "ex", 1, 3, 0), "3");
@@ -608,7 +629,7 @@ Test(bp, bad_requests_from_vm_code_are_badarg)
 /* Match specs through the C API: a spec filters the hook's calls, a bad
  * spec is refused with the compiler's message and changes nothing, a
  * spec goes only with true, meta needs a tracer, a bad one from VM code
- * raises {badarg, Why}. */
+ * raises badarg (as BEAM) and tracevm:trace_pattern/3 gives {error, Why}. */
 Test(bp, match_specs_from_c_and_bad_specs_change_nothing)
 {
     tvm_error err;
@@ -643,11 +664,12 @@ Test(bp, match_specs_from_c_and_bad_specs_change_nothing)
     cr_assert_str_eq(err.message, "tvm_trace_pattern: meta needs a tracer process");
     /* Nothing changed: the first spec still filters, trace_info gives it. */
     cr_assert_str_eq(info("bt:ex/1", "match_spec"), "{match_spec,[{['$1'],[{'>','$1',5}],[]}]}");
-    cr_assert_str_eq(info("bt:ex/1", "meta"), "{meta,false}");
+    /* local trace but no meta: [] (BEAM) */
+    cr_assert_str_eq(info("bt:ex/1", "meta"), "{meta,[]}");
     cr_assert_str_eq(call("bt", "ex", 1, 4, 0), "4");
     cr_assert_str_eq(call("bt", "ex", 1, 9, 0), "9");
     cr_assert_str_eq(take_events(), "bt:ex/1(9) local");
-    /* From VM code the reason says why. */
+    /* From VM code: badarg, as BEAM. */
     tvm_term a[3], r, cls, reason;
     cr_assert_eq(tvm_parse_term(env, "{bt, ex, 1}", &a[0], &err), TVM_OK);
     cr_assert_eq(tvm_parse_term(env, "[{['$1'],[{foo,'$1'}],[]}]", &a[1], &err), TVM_OK);
@@ -656,8 +678,12 @@ Test(bp, match_specs_from_c_and_bad_specs_change_nothing)
     cr_assert_eq(tvm_get_exception(env, &cls, &reason), TVM_OK);
     char rs[200];
     tvm_format_term(env, reason, rs, sizeof rs);
-    cr_assert_str_eq(rs, "{badarg,<<\"match spec clause 1: guard 1: unknown function foo/1\">>}");
+    cr_assert_str_eq(rs, "badarg");
     tvm_clear_exception(env);
+    /* tracevm:trace_pattern/3 says why, and changes nothing either. */
+    cr_assert_eq(tvm_call(env, "tracevm", "trace_pattern", 3, a, &r), TVM_OK);
+    tvm_format_term(env, r, rs, sizeof rs);
+    cr_assert_str_eq(rs, "{error,<<\"match spec clause 1: guard 1: unknown function foo/1\">>}");
     cr_assert_str_eq(info("bt:ex/1", "match_spec"), "{match_spec,[{['$1'],[{'>','$1',5}],[]}]}");
     /* true without a spec: every call again, trace_info []. */
     tp("bt:ex/1", TVM_TP_TRUE, TVM_TP_LOCAL);
@@ -754,15 +780,22 @@ Test(bp, switching_global_and_local_replaces_the_other)
     cr_assert_str_eq(call("bt", "both", 1, 3, 0), "13");
     cr_assert_str_eq(take_events(), "bt:ex/1(3) local | bt:ex/1(13) local");
     cr_assert_eq(count_of("bt:ex/1"), 2);
-    /* true global clears local, keeps call_count (and its value) */
+    /* true global clears local and call_count (OTP 25.2.3: after true
+     * [global] on a function with local trace and a counter,
+     * trace_info(MFA, all) is {traced,global} ... {call_count,false}) */
     cr_assert_eq(tp("bt:ex/1", TVM_TP_TRUE, TVM_TP_GLOBAL), 1);
-    cr_assert_str_eq(info("bt:ex/1", "all"), ALL_FALSE_BUT("global", "[]", "2"));
+    cr_assert_str_eq(info("bt:ex/1", "all"), ALL_FALSE_BUT("global", "[]", "false"));
     cr_assert_str_eq(call("bt", "both", 1, 4, 0), "14");
     cr_assert_str_eq(take_events(), "bt:ex/1(14) global");
-    cr_assert_eq(count_of("bt:ex/1"), 4);
-    /* true local clears global, keeps call_count */
+    /* a counter again; true local clears global, keeps call_count */
+    cr_assert_eq(tp("bt:ex/1", TVM_TP_TRUE, TVM_TP_CALL_COUNT), 1);
+    cr_assert_str_eq(call("bt", "both", 1, 4, 0), "14");
+    cr_assert_str_eq(take_events(), "bt:ex/1(14) global");
     cr_assert_eq(tp("bt:ex/1", TVM_TP_TRUE, TVM_TP_LOCAL), 1);
-    cr_assert_str_eq(info("bt:ex/1", "all"), ALL_FALSE_BUT("local", "[]", "4"));
+    cr_assert_str_eq(info("bt:ex/1", "all"), ALL_FALSE_BUT("local", "[]", "2"));
+    cr_assert_str_eq(call("bt", "both", 1, 5, 0), "15");
+    cr_assert_str_eq(take_events(), "bt:ex/1(5) local | bt:ex/1(15) local");
+    cr_assert_eq(count_of("bt:ex/1"), 4);
     /* call_count false leaves local */
     cr_assert_eq(tp("bt:ex/1", TVM_TP_FALSE, TVM_TP_CALL_COUNT), 1);
     cr_assert_str_eq(info("bt:ex/1", "all"), ALL_FALSE_BUT("local", "[]", "false"));
@@ -1103,7 +1136,9 @@ Test(bp, trace_pattern_from_a_process_while_others_run)
         cr_assert_str_eq(join(busy[i]), "200000");
     /* the last round left neither local nor global trace */
     cr_assert_str_eq(info("bt:ex/1", "traced"), "{traced,false}");
-    tvm_pid p = spawn_terms("bt", "tp", "[{bt, ex, 1}, restart, [call_count]]");
+    /* and no counter: true, [global] removed it (as BEAM's does) */
+    cr_assert_str_eq(info("bt:ex/1", "call_count"), "{call_count,false}");
+    tvm_pid p = spawn_terms("bt", "tp", "[{bt, ex, 1}, true, [call_count]]");
     cr_assert_str_eq(join(p), "1");
     cr_assert_str_eq(info("bt:ex/1", "all"), ALL_FALSE_BUT("false", "false", "0"));
     /* and over the whole module from a process */
@@ -1303,7 +1338,7 @@ Test(bp_one, trace_pattern_from_many_processes_on_one_scheduler)
     for (int i = 0; i < 2; i++)
         busy[i] = spawn_terms("bt", "loop", "[20000, 1]");
     static const char *const reqs[] = {
-        "[{bt, ex, 1}, true, [local]]", "[{bt, '_', '_'}, true, [global]]",
+        "[{bt, ex, 1}, true, [local]]", "[{bt, '_', '_'}, false, [global]]",
         "[{bt, ex, '_'}, false, [local]]", "[{bt, loop, 2}, true, [call_count]]",
     };
     for (int round = 0; round < 5; round++) {
@@ -1316,8 +1351,8 @@ Test(bp_one, trace_pattern_from_many_processes_on_one_scheduler)
     }
     for (int i = 0; i < 2; i++)
         cr_assert_str_eq(join(busy[i]), "20000");
-    /* which of local and global is left depends on the order they ran in;
-     * the counter was never touched */
+    /* the counter was never touched (global off, unlike global on,
+     * leaves call counts alone) */
     cr_assert_str_eq(info("bt:ex/1", "call_count"), "{call_count,80000}");
     cr_assert_str_eq(take_events(), "");
 }

@@ -321,7 +321,7 @@ Test(time_acct, pause_restart_false)
     cr_assert_eq(tvm_trace_info(env, "ct:g/0", "all", &t, NULL), TVM_OK);
     tvm_format_term(env, t, out, sizeof out);
     cr_assert_str_eq(out, "{all,[{traced,false},{match_spec,false},{meta,false},"
-                          "{meta_match_spec,false},{call_count,false},{call_time,[]}]}");
+                          "{meta_match_spec,false},{call_time,[]},{call_count,false}]}");
 }
 
 /* the C API's arguments */
