@@ -207,8 +207,9 @@ import re, sys
 lines = open(sys.argv[1]).read().splitlines()
 assert len(lines) == 6, lines
 assert lines[0] == lines[3].replace('traced', 'all') == 'session 0 default: {all,false}', lines
+# (BEAM's order: call_time before call_count)
 armed = '{all,[{traced,global},{match_spec,[]},{meta,false},{meta_match_spec,false},' \
-        '{call_count,false},{call_time,false}]}'
+        '{call_time,false},{call_count,false}]}'
 got = sorted(re.sub(r'^session [1-9]\d* control-\d+: ', '', l) for l in lines[1:3])
 assert got == sorted([armed, '{all,false}']), lines
 got = sorted(re.sub(r'^session [1-9]\d* control-\d+: ', '', l) for l in lines[4:6])
