@@ -566,6 +566,19 @@ static void free_dead(BpEngine *E, BpRecord *recs, BpCount *counts, BpTime *time
     }
 }
 
+/* The running commit's free stage (or the destroy's, if its process
+ * never came back from the wait before it). */
+static void free_dying(BpEngine *E)
+{
+    free_dead(E, E->dying, E->dying_counts, E->dying_times);
+    ms_release(E->dying_ms, E->ndying_ms);
+    E->dying = NULL;
+    E->dying_counts = NULL;
+    E->dying_times = NULL;
+    E->dying_ms = NULL;
+    E->ndying_ms = 0;
+}
+
 static void free_unlinked(BpEngine *E)
 {
     free_dead(E, E->free_list, E->count_free, E->time_free);
@@ -591,11 +604,11 @@ void bp_commit(tvm_vm *vm)
         bp_gen_summarize(E, E->touched[i], staging);
     /* What earlier calls unlinked (records, trampolines) and released
      * (counters): their free stage comes after this call's first wait. */
-    BpRecord *dead = E->free_list;
-    BpCount *dead_counts = E->count_free;
-    BpTime *dead_times = E->time_free;
-    TrMs **dead_ms = E->ms_dead;
-    size_t ndead_ms = E->nms_dead;
+    E->dying = E->free_list;
+    E->dying_counts = E->count_free;
+    E->dying_times = E->time_free;
+    E->dying_ms = E->ms_dead;
+    E->ndying_ms = E->nms_dead;
     E->free_list = NULL;
     E->count_free = NULL;
     E->time_free = NULL;
@@ -613,8 +626,7 @@ void bp_commit(tvm_vm *vm)
      * was never armed, and no reader ever reached it); a released counter
      * belongs to a generation no reader has used since the wait after its
      * call's flip. */
-    free_dead(E, dead, dead_counts, dead_times);
-    ms_release(dead_ms, ndead_ms);
+    free_dying(E);
 
     /* 2 arm.  Safe: a reader that hits a newly armed function reads its
      * active generation, which is empty for a new record (flags 0: it just
@@ -736,6 +748,7 @@ void bp_engine_destroy(tvm_vm *vm)
         unlink_record(E, r);
     }
     free_unlinked(E);
+    free_dying(E);
     ms_release(E->ms_dead, E->nms_dead);
     while (E->pool) {
         BpRecord *r = E->pool;

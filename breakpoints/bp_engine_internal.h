@@ -24,6 +24,16 @@ typedef struct BpEngine {
     struct TrMs *on_load_ms[VM_SESSIONS_MAX];
     struct TrMs **ms_dead;      /* match-spec references dropped, released */
     size_t nms_dead, ms_dead_cap; /* at the next free stage */
+    /* What the running commit frees after its first wait (the lists
+     * above, taken over at its start).  Kept here rather than in the
+     * commit's locals: a commit whose process never resumes (the VM
+     * destroyed while it waits, vm/progress.c) would leak them;
+     * bp_engine_destroy frees them instead.  Under the permission. */
+    BpRecord *dying;
+    BpCount *dying_counts;
+    struct BpTime *dying_times;
+    struct TrMs **dying_ms;
+    size_t ndying_ms;
     BpRecord *pool;             /* freed records kept for reuse (via next_free) */
     size_t npool;
     BpRecord **touched;         /* records the running call staged */

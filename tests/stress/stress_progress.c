@@ -12,7 +12,11 @@
  *   4. the VM destroyed while its processes are about to ask for progress
  *      for the first time: the service must not start a thread after
  *      tvm_destroy stopped it (one did, and read the freed VM: a finding
- *      of fuzz/fuzz_run.c; ASan and TSan report the read).
+ *      of fuzz/fuzz_run.c; ASan and TSan report the read); and while
+ *      others switch a breakpoint on and off from VM code, so that the VM
+ *      goes while one of them is suspended in a wait of trace_pattern
+ *      (which then never returns: what it was to free is the engine's to
+ *      free, breakpoints/bp_engine.c, `dying`).
  * A plain program (exit 0 = pass), run under TSan by `scons mode=tsan test`.
  */
 #include <stdio.h>
@@ -64,7 +68,7 @@ static tvm_status wait_progress(tvm_env *env, int argc, const tvm_term *argv, tv
 
 static const char *const src =
     "module pg\n"
-    "export spin/1, reader/1, waiter/1, later/1\n"
+    "export spin/1, reader/1, waiter/1, later/1, toggler/1\n"
     "function spin/1 regs 1\n"
     "loop:\n    jeqi r0, 0, done\n    addi r0, r0, -1\n    jump loop\n"
     "done:\n    ret r0\nend\n"
@@ -74,7 +78,15 @@ static const char *const src =
     "function waiter/1 regs 1\n    callx r0, r0, t:wait_progress/1\n    ret r0\nend\n"
     "function later/1 regs 1\n"
     "loop:\n    jeqi r0, 0, done\n    addi r0, r0, -1\n    jump loop\n"
-    "done:\n    loadi r0, 1000\n    callx r0, r0, t:wait_progress/1\n    ret r0\nend\n";
+    "done:\n    loadi r0, 1000\n    callx r0, r0, t:wait_progress/1\n    ret r0\nend\n"
+    "function toggler/1 regs 4\n"
+    "loop:\n    jeqi r0, 0, done\n"
+    "    loadk r1, {pg, spin, 1}\n    loadk r2, true\n    loadk r3, [local]\n"
+    "    callx r1, r1, erlang:trace_pattern/3\n"
+    "    loadk r1, {pg, spin, 1}\n    loadk r2, false\n    loadk r3, [local]\n"
+    "    callx r1, r1, erlang:trace_pattern/3\n"
+    "    addi r0, r0, -1\n    jump loop\n"
+    "done:\n    ret r0\nend\n";
 
 static tvm_vm *start(int schedulers)
 {
@@ -156,8 +168,9 @@ int main(void)
         env = tvm_env_new(vm);
         for (int i = 0; i < 4; i++)
             spawn1(env, "later", (int64_t)(round % 4) * 10000 + i * 10);
-        if (round % 2)
-            usleep(200);
+        spawn1(env, "toggler", 1000000);
+        spawn1(env, "toggler", 1000000);
+        usleep(round % 2 ? 200 : 2000);
         tvm_env_free(env);
         tvm_destroy(vm);
     }
