@@ -13,6 +13,7 @@
  *                                         (2 schedulers + the shared ring,
  *                                         small rings, drop policy) into
  *                                         CTF; prints "emitted=E lost=L"
+ *   trace_gen pipeline-ctf-raw DIR N      the same into raw CTF
  *   trace_gen pipeline-chrome FILE N      the same into Chrome JSON, with
  *                                         calls left open at the end
  */
@@ -93,6 +94,8 @@ static int pipeline(const char *kind, const char *path, long n)
     if (!strcmp(kind, "chrome")) {
         f = fopen(path, "w");
         s = f ? tr_sink_chrome_new(f, getpid()) : NULL;
+    } else if (!strcmp(kind, "ctf-raw")) {
+        s = tr_sink_ctf_raw_new(path, tr_ctf_clock_offset(), err, sizeof err);
     } else {
         s = tr_sink_ctf_new(path, tr_ctf_clock_offset(), err, sizeof err);
     }
@@ -153,6 +156,6 @@ int main(int argc, char **argv)
     if (argc == 4 && !strncmp(argv[1], "pipeline-", 9))
         return pipeline(argv[1] + 9, argv[2], atol(argv[3]));
     fprintf(stderr, "usage: trace_gen text|jsonl|chrome [FILE] | ctf DIR | ctf-losses DIR | "
-                    "pipeline-ctf DIR N | pipeline-chrome FILE N\n");
+                    "pipeline-ctf DIR N | pipeline-ctf-raw DIR N | pipeline-chrome FILE N\n");
     return 2;
 }
