@@ -60,7 +60,9 @@
  *
  * usage: bench_events [--procs N] [--schedulers S] [--rounds R]
  *                     [--window-ms W] [--events N] [--only flags|pipeline|fib]
- *                     [--tasm FILE]
+ *                     [--tasm FILE] [--fib-ring-bytes B]
+ * (--fib-ring-bytes: the fib runs' rings instead of the default, to see
+ * what a run needs to lose nothing)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,6 +258,8 @@ static double fib_procs(tvm_env *env, int nprocs)
 
 /* One traced run into raw CTF on tmpfs under `policy`: wall ms; the
  * events written and lost. */
+static size_t fib_ring_bytes;   /* --fib-ring-bytes; 0: the default */
+
 static double fib_traced(tvm_vm *vm, tvm_env *env, int nprocs, tvm_trace_policy policy,
                          uint64_t *written, uint64_t *lost)
 {
@@ -263,7 +267,7 @@ static double fib_traced(tvm_vm *vm, tvm_env *env, int nprocs, tvm_trace_policy 
     if (!mkdtemp(dir))
         die("mkdtemp in /dev/shm", NULL);
     tvm_trace_options o = { .size = sizeof o, .format = TVM_TRACE_CTF_RAW, .path = dir,
-                            .policy = policy };
+                            .policy = policy, .ring_bytes = fib_ring_bytes };
     tvm_error err;
     if (tvm_trace_start(vm, &o, &err) != TVM_OK)
         die("tvm_trace_start", err.message);
@@ -506,10 +510,12 @@ int main(int argc, char **argv)
             only = val, i++;
         else if (!strcmp(argv[i], "--tasm") && val)
             tasm = val, i++;
+        else if (!strcmp(argv[i], "--fib-ring-bytes"))
+            fib_ring_bytes = (size_t)arg_long(argv[i], val, 4096, 1L << 30), i++;
         else {
             fprintf(stderr, "usage: bench_events [--procs N] [--schedulers S] [--rounds R] "
                             "[--window-ms W] [--events N] [--only flags|pipeline|fib] "
-                            "[--tasm FILE]\n");
+                            "[--tasm FILE] [--fib-ring-bytes B]\n");
             return 2;
         }
     }
