@@ -6,7 +6,8 @@
 # every one named through the atom table in the metadata, with exact
 # payload bytes (trace/tr_encode.h) for main's first events and its
 # result; a pipeline whose rings wrap and overflow (trace_gen) gives every
-# event it kept, and its lost events' counts add up to what it dropped.
+# event it kept, and its lost events' counts add up to what it dropped;
+# lossless through small rings gives every event.
 # Needs babeltrace2 and python3 (tests/sh/lib.sh: need).
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -77,6 +78,16 @@ events "$tmp/pipe" >"$tmp/ev" || fail "decoding: $(cat "$tmp/ev")"
     fail "babeltrace2 read $(grep -vc '^lost' "$tmp/ev") events, the pipeline emitted $emitted"
 reported=$(awk '$1 == "lost" {s += $2} END {print s + 0}' "$tmp/ev")
 [[ $reported == "$lost" ]] || fail "lost events count $reported, the pipeline lost $lost"
+# Lossless through 4 KiB rings: the producer waits for room many times
+# while the collector writes; every event arrives (pids 0..29999, each
+# once), and nothing is lost.
+counts=$("$GEN" lossless-ctf-raw "$tmp/lossless" 30000) || fail "trace_gen lossless-ctf-raw: $counts"
+[[ $counts =~ emitted=30000\ waits=[1-9] ]] || fail "expected waits: $counts"
+events "$tmp/lossless" >"$tmp/ev" || fail "decoding: $(cat "$tmp/ev")"
+[[ $(grep -c '^call [0-9]* fib:fib 01 0e$' "$tmp/ev") == 30000 ]] ||
+    fail "babeltrace2 read $(grep -c '^call' "$tmp/ev") calls of 30000 ($(grep -vm1 '^call' "$tmp/ev"))"
+awk '{print $2}' "$tmp/ev" | sort -n | awk '$1 != NR - 1 {print "missing pid", NR - 1; exit 1}' ||
+    fail "a pid is missing"
 # A directory that is not empty is refused.
 "$TRACEVM" run tests/sh/data/trace_fib.tasm --trace tf:main/0 --format ctf-raw \
     --out "$tmp/fib" >/dev/null 2>"$tmp/err" && fail "a full directory was accepted"
