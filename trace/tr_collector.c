@@ -34,7 +34,7 @@
  *   producers generated) and the last record stays last.
  *
  *   A raw sink (tr_sink.h) gets none of this: each ring's records go to it
- *   as byte ranges, ring by ring, without a merge or a window (the raw
+ *   as byte ranges, a range of each ring in turn, without a merge or a window (the raw
  *   CTF format's readers merge by timestamp), and a range's space goes
  *   back to its producer as soon as the sink returns.
  *
@@ -106,19 +106,24 @@ static void flush_sinks(TrPipeline *tp)
 
 /*
  * A pass for a raw sink: each ring's records as ranges (tr_ring_range),
- * ring after ring, each handed back to its producer once written.  No
- * merge window: readers of the raw format merge by timestamp.  Returns
- * the records delivered.
+ * one range of each ring in turn (so that a long write into one stream
+ * does not leave the other rings to fill up), each range's space handed
+ * back to its producer once written.  No merge window: readers of the
+ * raw format merge by timestamp.  Returns the records delivered.
  */
 static size_t drain_raw(TrPipeline *tp)
 {
     TrSink *s = tp->sinks[0];
     size_t n = 0;
-    for (int i = 0; i < tp->nrings; i++) {
-        TrRing *r = &tp->rings[i];
-        if (!tr_ring_snapshot(r))
-            continue;
-        while (r->tail_local != r->head_seen) {
+    bool more = false;
+    for (int i = 0; i < tp->nrings; i++)
+        more |= tr_ring_snapshot(&tp->rings[i]);
+    while (more) {
+        more = false;
+        for (int i = 0; i < tp->nrings; i++) {
+            TrRing *r = &tp->rings[i];
+            if (r->tail_local == r->head_seen)
+                continue;
             TrRange rg;
             r->tail_local += tr_ring_range(r, r->size / TR_RAW_CHUNK_DIV, &rg);
             if (rg.nrecords) {
@@ -127,6 +132,7 @@ static size_t drain_raw(TrPipeline *tp)
                 n += rg.nrecords;
             }
             tr_ring_release(tp, r);
+            more |= r->tail_local != r->head_seen;
         }
     }
     return n;
