@@ -37,10 +37,32 @@
  *   <sink>_mev_s      collector throughput, million events per second,
  *                     draining pre-filled rings into one sink: text, jsonl
  *                     and chrome write to /dev/null, ctf to a temporary
- *                     directory, callback calls an empty function
+ *                     directory, callback calls an empty function;
+ *                     ctf_raw (one ring, so one stream) to a directory on
+ *                     tmpfs (/dev/shm); raw_null a raw sink that writes
+ *                     nothing (the collector's part of ctf_raw)
+ *
+ * Fully traced fib (--only fib, and in the default run): a VM with
+ * --schedulers schedulers runs one process per scheduler, each computing
+ * interp:fib(27) (bench/interp.tasm: 635,621 calls), with interp:fib/1
+ * traced [{'_',[],[{return_trace}]}] for every new process (a call and a
+ * return_from event per call: 2,542,484 events) into raw CTF on tmpfs
+ * with the default rings (1 MiB per scheduler), under the drop policy and
+ * the lossless one, against the same run untraced (no pattern, no flag);
+ * wall time from the first spawn to the last join, median of --rounds
+ * rounds (the three runs of a round back to back):
+ *   fib_untraced_ms, fib_ctf_drop_ms, fib_ctf_lossless_ms
+ *   fib_ctf_lost       events the drop policy lost (median over rounds;
+ *                      fib_ctf_lost_max the largest)
+ *   fib_ctf_written    events the lossless run wrote (must be 2,542,484
+ *                      per process)
+ *   fib_ctf_lossless_ratio   fib_ctf_lossless_ms / fib_untraced_ms
  *
  * usage: bench_events [--procs N] [--schedulers S] [--rounds R]
- *                     [--window-ms W] [--events N] [--only flags|pipeline]
+ *                     [--window-ms W] [--events N] [--only flags|pipeline|fib]
+ *                     [--tasm FILE] [--fib-ring-bytes B]
+ * (--fib-ring-bytes: the fib runs' rings instead of the default, to see
+ * what a run needs to lose nothing)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +77,38 @@
 #include "vm/atom.h"
 #include "vm/atomics.h"
 
+#define MAX_WORKERS 64
+#define MAX_ROUNDS 1000
+
 /* ==== the pipeline ==== */
+
+#define MAX_FIB_PROCS 64
+
+/* A raw sink that writes nothing: the collector's own cost of handing
+ * ranges over (raw_null_mev_s), without a file system's. */
+static void null_range(TrSink *s, const TrRange *r)
+{
+    (void)s, (void)r;
+}
+static void null_event(TrSink *s, const TrEvent *ev)
+{
+    (void)s, (void)ev;
+}
+static void null_close(TrSink *s)
+{
+    (void)s;
+}
+static const TrSinkOps null_raw_ops = {
+    .name = "null-raw", .event = null_event, .close = null_close, .range = null_range,
+};
+
+static void remove_dir(const char *dir)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench_events: could not remove %s\n", dir);
+}
 
 #define BATCH 20000
 #define ROUNDS 31
@@ -164,17 +217,115 @@ static void pipeline_costs(long n)
         exit(1);
     }
     printf("ctf_mev_s=%.2f\n", sink_rate(ctf, n));
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "bench_events: could not remove %s\n", dir);
+    remove_dir(dir);
+    char shm[] = "/dev/shm/bench_events_XXXXXX";
+    if (!mkdtemp(shm)) {
+        perror("bench_events: /dev/shm");
+        exit(1);
+    }
+    TrSink *raw = tr_sink_ctf_raw_new(shm, 0, err, sizeof err);
+    if (!raw) {
+        fprintf(stderr, "bench_events: %s\n", err);
+        exit(1);
+    }
+    printf("ctf_raw_mev_s=%.2f\n", sink_rate(raw, n));
+    static TrSink null_raw = { &null_raw_ops };
+    printf("raw_null_mev_s=%.2f\n", sink_rate(&null_raw, n));
+    remove_dir(shm);
     fclose(null);
+}
+
+/* ==== fully traced fib into raw CTF ==== */
+
+#define FIB_N 27
+#define FIB_CALLS 635621
+
+/* Wall ms to run interp:fib(FIB_N) in nprocs processes at once. */
+static double fib_procs(tvm_env *env, int nprocs)
+{
+    tvm_pid pids[MAX_FIB_PROCS];
+    tvm_term arg, res;
+    tvm_make_int(env, FIB_N, &arg);
+    double t0 = now_ns();
+    for (int i = 0; i < nprocs; i++)
+        if (tvm_spawn(env, "interp", "fib", 1, &arg, &pids[i]) != TVM_OK)
+            die("spawning fib", NULL);
+    for (int i = 0; i < nprocs; i++)
+        if (tvm_join(env, pids[i], &res) != TVM_OK)
+            die("fib failed", NULL);
+    return (now_ns() - t0) / 1e6;
+}
+
+/* One traced run into raw CTF on tmpfs under `policy`: wall ms; the
+ * events written and lost. */
+static size_t fib_ring_bytes;   /* --fib-ring-bytes; 0: the default */
+
+static double fib_traced(tvm_vm *vm, tvm_env *env, int nprocs, tvm_trace_policy policy,
+                         uint64_t *written, uint64_t *lost)
+{
+    char dir[] = "/dev/shm/bench_fib_XXXXXX";
+    if (!mkdtemp(dir))
+        die("mkdtemp in /dev/shm", NULL);
+    tvm_trace_options o = { .size = sizeof o, .format = TVM_TRACE_CTF_RAW, .path = dir,
+                            .policy = policy, .ring_bytes = fib_ring_bytes };
+    tvm_error err;
+    if (tvm_trace_start(vm, &o, &err) != TVM_OK)
+        die("tvm_trace_start", err.message);
+    if (tvm_trace_pattern_ms(vm, "interp:fib/1", "[{'_',[],[{return_trace}]}]", TVM_TP_TRUE,
+                             TVM_TP_LOCAL, 0, NULL, &err) != TVM_OK)
+        die("tvm_trace_pattern_ms", err.message);
+    tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL, true);
+    double ms = fib_procs(env, nprocs);
+    tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL, false);
+    if (tvm_trace_pattern(vm, "interp:fib/1", TVM_TP_FALSE, TVM_TP_LOCAL, NULL, &err) != TVM_OK)
+        die("tvm_trace_pattern", err.message);
+    tvm_session_flush(vm, TVM_SESSION_DEFAULT);
+    tvm_session_info info;
+    tvm_session_info_get(vm, TVM_SESSION_DEFAULT, &info);
+    *written = info.written;
+    *lost = info.lost;
+    tvm_trace_stop(vm);
+    remove_dir(dir);
+    return ms;
+}
+
+static void fib_ctf(const char *tasm, int nscheds, int rounds)
+{
+    int nprocs = nscheds < MAX_FIB_PROCS ? nscheds : MAX_FIB_PROCS;
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = nscheds,
+                       .quiet_crashes = true };
+    tvm_vm *vm = tvm_new(&cfg);
+    tvm_error err;
+    if (!vm || tvm_load_file(vm, tasm, &err) != TVM_OK)
+        die("loading", vm ? err.message : "tvm_new");
+    tvm_env *env = tvm_env_new(vm);
+    static double plain[MAX_ROUNDS], drop[MAX_ROUNDS], lossless[MAX_ROUNDS];
+    static double lost[MAX_ROUNDS];
+    double lost_max = 0;
+    uint64_t written = 0, dropped = 0, w;
+    fib_procs(env, nprocs);   /* warm-up */
+    for (int r = 0; r < rounds; r++) {
+        plain[r] = fib_procs(env, nprocs);
+        drop[r] = fib_traced(vm, env, nprocs, TVM_TRACE_DROP, &w, &dropped);
+        lost[r] = (double)dropped;
+        lost_max = lost[r] > lost_max ? lost[r] : lost_max;
+        lossless[r] = fib_traced(vm, env, nprocs, TVM_TRACE_LOSSLESS, &written, &dropped);
+        if (written != 2 * (uint64_t)FIB_CALLS * (uint64_t)nprocs || dropped)
+            fprintf(stderr, "bench_events: the lossless run wrote %llu events, lost %llu\n",
+                    (unsigned long long)written, (unsigned long long)dropped);
+    }
+    double u = median(plain, rounds), l = median(lossless, rounds);
+    printf("fib_procs=%d\nfib_untraced_ms=%.2f\nfib_ctf_drop_ms=%.2f\n", nprocs, u,
+           median(drop, rounds));
+    printf("fib_ctf_lossless_ms=%.2f\nfib_ctf_lossless_ratio=%.2f\n", l, l / u);
+    printf("fib_ctf_lost=%.0f\nfib_ctf_lost_max=%.0f\nfib_ctf_written=%llu\n",
+           median(lost, rounds), lost_max, (unsigned long long)written);
+    tvm_env_free(env);
+    tvm_destroy(vm);
 }
 
 /* ==== flags for all processes ==== */
 
-#define MAX_WORKERS 64
-#define MAX_ROUNDS 1000
 
 /* Per worker (written by its scheduler thread in tick, read by the host
  * between windows: relaxed, a stale value only blurs a window's edge). */
@@ -341,7 +492,7 @@ int main(int argc, char **argv)
     long n = 2000000, nprocs = 300000;
     int nscheds = 2, rounds = 10;
     double window_ms = 300;
-    const char *only = NULL;
+    const char *only = NULL, *tasm = "bench/interp.tasm";
     for (int i = 1; i < argc; i++) {
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--events"))
@@ -355,11 +506,16 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--window-ms"))
             window_ms = (double)arg_long(argv[i], val, 1, 100000), i++;
         else if (!strcmp(argv[i], "--only") && val &&
-                 (!strcmp(val, "flags") || !strcmp(val, "pipeline")))
+                 (!strcmp(val, "flags") || !strcmp(val, "pipeline") || !strcmp(val, "fib")))
             only = val, i++;
+        else if (!strcmp(argv[i], "--tasm") && val)
+            tasm = val, i++;
+        else if (!strcmp(argv[i], "--fib-ring-bytes"))
+            fib_ring_bytes = (size_t)arg_long(argv[i], val, 4096, 1L << 30), i++;
         else {
             fprintf(stderr, "usage: bench_events [--procs N] [--schedulers S] [--rounds R] "
-                            "[--window-ms W] [--events N] [--only flags|pipeline]\n");
+                            "[--window-ms W] [--events N] [--only flags|pipeline|fib] "
+                            "[--tasm FILE] [--fib-ring-bytes B]\n");
             return 2;
         }
     }
@@ -367,5 +523,7 @@ int main(int argc, char **argv)
         flags_for_all(nprocs, nscheds, rounds, window_ms);
     if (!only || !strcmp(only, "pipeline"))
         pipeline_costs(n);
+    if (!only || !strcmp(only, "fib"))
+        fib_ctf(tasm, nscheds, rounds);
     return 0;
 }

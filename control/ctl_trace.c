@@ -100,9 +100,9 @@ static bool parse_format(CtlClient *c, const char *v, TraceReq *r)
             return true;
         }
     }
-    if (!strcmp(v, "ctf"))
-        ctl_error(c, "trace: --format ctf writes a directory, not a stream (tracevm run "
-                     "--format ctf --out DIR traces to one)");
+    if (!strcmp(v, "ctf") || !strcmp(v, "ctf-raw"))
+        ctl_error(c, "trace: --format %s writes a directory, not a stream (tracevm run "
+                     "--format %s --out DIR traces to one)", v, v);
     else
         ctl_error(c, "trace: bad value for --format: '%s' (expected text, jsonl or chrome)", v);
     return false;

@@ -696,6 +696,9 @@ typedef enum tvm_trace_format {
     TVM_TRACE_CHROME,        /* Chrome trace event JSON (Perfetto, speedscope) */
     TVM_TRACE_CTF,           /* CTF 1.8 into a directory (babeltrace2, Trace Compass) */
     TVM_TRACE_CALLBACK,      /* each event to a C function (callback, below) */
+    TVM_TRACE_CTF_RAW,       /* CTF 1.8 into a directory, each scheduler's records
+                                copied as they are: the fastest format, streams not
+                                merged (docs/tracing.md, "Raw CTF") */
 } tvm_trace_format;
 
 /* One event as the callback format hands it over (valid during the call). */

@@ -76,11 +76,13 @@ static const char *const usage_run =
     "                     running    in/out events when scheduled in and out\n"
     "                     send       send events {trace,Pid,send,Msg,To}\n"
     "                     receive    receive events {trace,Pid,'receive',Msg}\n"
-    "  --format FMT     text (default), jsonl, chrome or ctf\n"
+    "  --format FMT     text (default), jsonl, chrome, ctf or ctf-raw (each\n"
+    "                   scheduler's records copied as they are: the fastest)\n"
     "  --policy POLICY  drop (default: a full buffer drops events, counted) or\n"
     "                   lossless (a traced process waits for room instead)\n"
-    "  --out PATH       where events go (default: stderr); a file, for ctf a new\n"
-    "                   or empty directory; required for chrome and ctf\n"
+    "  --out PATH       where events go (default: stderr); a file, for ctf and\n"
+    "                   ctf-raw a new or empty directory; required for chrome,\n"
+    "                   ctf and ctf-raw\n"
     "  --trace-off      the --trace patterns start switched off\n"
     "Limits (the trace stops by itself: its patterns and flags are removed, the\n"
     "last record says why, {trace_stopped,Reason,Written,Lost}):\n"
@@ -235,14 +237,19 @@ static bool parse_trace_flags(const char *list, unsigned *flags)
 
 static bool parse_trace_format(const char *name, tvm_trace_format *fmt)
 {
-    static const char *const names[] = { "text", "jsonl", "chrome", "ctf" };
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(name, names[i])) {
-            *fmt = (tvm_trace_format)i;
+    static const struct {
+        const char *name;
+        tvm_trace_format fmt;
+    } names[] = { { "text", TVM_TRACE_TEXT }, { "jsonl", TVM_TRACE_JSONL },
+                  { "chrome", TVM_TRACE_CHROME }, { "ctf", TVM_TRACE_CTF },
+                  { "ctf-raw", TVM_TRACE_CTF_RAW } };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i].name)) {
+            *fmt = names[i].fmt;
             return true;
         }
     fprintf(stderr, "tracevm run: --format: unknown format '%s' "
-                    "(expected text, jsonl, chrome or ctf)\n", name);
+                    "(expected text, jsonl, chrome, ctf or ctf-raw)\n", name);
     return false;
 }
 
@@ -425,7 +432,7 @@ static bool parse_run_option(int argc, char **argv, int *i, RunOpts *o)
         return (v = option_value(argc, argv, i, "a list of flags")) &&
                (o->flags_set = parse_trace_flags(v, &o->flags));
     if (!strcmp(a, "--format"))
-        return (o->format = option_value(argc, argv, i, "text, jsonl, chrome or ctf")) &&
+        return (o->format = option_value(argc, argv, i, "text, jsonl, chrome, ctf or ctf-raw")) &&
                parse_trace_format(o->format, &o->fmt);
     if (!strcmp(a, "--policy"))
         return (o->policy = option_value(argc, argv, i, "drop or lossless")) &&
@@ -506,9 +513,10 @@ static bool check_trace_opts(RunOpts *o)
         fprintf(stderr, "tracevm run: %s needs --trace or --flags\n", lone);
         return false;
     }
-    if ((o->fmt == TVM_TRACE_CHROME || o->fmt == TVM_TRACE_CTF) && !o->out) {
+    bool dir = o->fmt == TVM_TRACE_CTF || o->fmt == TVM_TRACE_CTF_RAW;
+    if ((o->fmt == TVM_TRACE_CHROME || dir) && !o->out) {
         fprintf(stderr, "tracevm run: --format %s needs --out %s\n", o->format,
-                o->fmt == TVM_TRACE_CTF ? "DIR (a new or empty directory)" : "FILE");
+                dir ? "DIR (a new or empty directory)" : "FILE");
         return false;
     }
     if (!o->flags_set)

@@ -320,6 +320,36 @@ const TrRecord *tr_ring_peek(TrRing *r)
     return NULL;
 }
 
+size_t tr_ring_range(TrRing *r, size_t limit, TrRange *rg)
+{
+    size_t off = (size_t)(r->tail_local & (r->size - 1));
+    size_t avail = (size_t)(r->head_seen - r->tail_local);
+    if (avail > r->size - off)
+        avail = r->size - off;   /* records never wrap: the rest starts at 0 */
+    const uint8_t *base = r->data + off;
+    size_t pos = 0;
+    *rg = (TrRange){ .sched = r->sched, .data = base };
+    while (pos < avail && pos < limit) {
+        const TrRecord *h = (const TrRecord *)(const void *)(base + pos);
+        if (h->kind == TR_K_PAD) {
+            /* It runs to the end of the array: the range ends before it
+             * and the caller steps over it. */
+            rg->len = pos;
+            return pos + h->size;
+        }
+        if (!rg->nrecords)
+            rg->first_ticks = h->ticks;
+        rg->last_ticks = h->ticks;
+        rg->last_pad = h->size - sizeof(TrRecord) - h->paylen;
+        if (h->kind == TR_K_LOST)
+            rg->lost += h->pid;
+        rg->nrecords++;
+        pos += h->size;
+    }
+    rg->len = pos;
+    return pos;
+}
+
 void tr_ring_release(TrPipeline *tp, TrRing *r)
 {
     /* Only the collector writes tail: a relaxed read of our own value. */

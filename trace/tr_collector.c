@@ -33,6 +33,11 @@
  *   ring, so every sink sees the total (emitted + lost equals what
  *   producers generated) and the last record stays last.
  *
+ *   A raw sink (tr_sink.h) gets none of this: each ring's records go to it
+ *   as byte ranges, a range of each ring in turn, without a merge or a window (the raw
+ *   CTF format's readers merge by timestamp), and a range's space goes
+ *   back to its producer as soon as the sink returns.
+ *
  *   Memory: nothing here grows with the event rate; the sinks keep what
  *   their formats need (the Chrome sink one open-call stack per process).
  */
@@ -48,6 +53,9 @@
 
 /* Records a long pass consumes before it hands their space back. */
 #define TR_RELEASE_EVERY 256
+/* A raw sink gets at most this part of a ring at once, so that a waiting
+ * producer has room again while the rest is written. */
+#define TR_RAW_CHUNK_DIV 4
 
 /* ==== delivery ==== */
 
@@ -97,11 +105,47 @@ static void flush_sinks(TrPipeline *tp)
 }
 
 /*
+ * A pass for a raw sink: each ring's records as ranges (tr_ring_range),
+ * one range of each ring in turn (so that a long write into one stream
+ * does not leave the other rings to fill up), each range's space handed
+ * back to its producer once written.  No merge window: readers of the
+ * raw format merge by timestamp.  Returns the records delivered.
+ */
+static size_t drain_raw(TrPipeline *tp)
+{
+    TrSink *s = tp->sinks[0];
+    size_t n = 0;
+    bool more = false;
+    for (int i = 0; i < tp->nrings; i++)
+        more |= tr_ring_snapshot(&tp->rings[i]);
+    while (more) {
+        more = false;
+        for (int i = 0; i < tp->nrings; i++) {
+            TrRing *r = &tp->rings[i];
+            if (r->tail_local == r->head_seen)
+                continue;
+            TrRange rg;
+            r->tail_local += tr_ring_range(r, r->size / TR_RAW_CHUNK_DIV, &rg);
+            if (rg.nrecords) {
+                s->ops->range(s, &rg);
+                r->lost_reported += rg.lost;
+                n += rg.nrecords;
+            }
+            tr_ring_release(tp, r);
+            more |= r->tail_local != r->head_seen;
+        }
+    }
+    return n;
+}
+
+/*
  * One pass over the rings (see the essay).  `all`: ignore the merge
  * window (flush, shutdown).  Returns the records delivered.
  */
 static size_t drain(TrPipeline *tp, bool all)
 {
+    if (tp->raw)
+        return drain_raw(tp);
     uint64_t limit = UINT64_MAX;
     bool pressed = false;
     for (int i = 0; i < tp->nrings; i++) {
@@ -300,6 +344,8 @@ TrPipeline *tr_pipeline_new(const TrOptions *opts, char *err, size_t errlen)
 void tr_pipeline_add_sink(TrPipeline *tp, TrSink *sink)
 {
     VM_ASSERT(!tp->started, "sinks are added before start");
+    VM_ASSERT(!tp->nsinks || (!sink->ops->range && !tp->sinks[0]->ops->range),
+              "a raw sink is its pipeline's only sink");
     tp->sinks = vm_realloc(tp->sinks, (size_t)(tp->nsinks + 1) * sizeof *tp->sinks);
     tp->sinks[tp->nsinks++] = sink;
 }
@@ -318,6 +364,7 @@ bool tr_pipeline_start(TrPipeline *tp)
         tp->sinks[kept++] = s;
     }
     tp->nsinks = kept;
+    tp->raw = kept == 1 && tp->sinks[0]->ops->range;
     if (pthread_create(&tp->thread, NULL, collector_main, tp) != 0)
         return false;
     tp->started = true;

@@ -89,6 +89,9 @@ struct TrPipeline {
 
     TrSink **sinks;          /* collector only after start */
     int nsinks;
+    /* The one sink is a raw sink (tr_sink.h): the collector hands it
+     * ranges.  Set by tr_pipeline_start before the collector starts. */
+    bool raw;
 
     /*
      * lock protects: stop, flush_req, flush_done, sleeping; the collector
@@ -125,6 +128,15 @@ static inline size_t tr_ring_used(const TrRing *r)
 {
     return (size_t)(r->head_seen - r->tail_local);
 }
+
+/*
+ * Collector: the records from tail_local on, up to head_seen, the end of
+ * the array or the first record that reaches `limit` bytes, whichever
+ * comes first, as a range for a raw sink (headers walked, no payload
+ * read; nrecords 0 when there is only a PAD).  Returns the bytes to add
+ * to tail_local (the range and a PAD after it).
+ */
+size_t tr_ring_range(TrRing *r, size_t limit, TrRange *rg);
 
 /* Collector: publishes tail_local ([TB2]) and wakes a waiting producer. */
 void tr_ring_release(TrPipeline *tp, TrRing *r);

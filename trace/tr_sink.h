@@ -10,6 +10,13 @@
  *   flush  at tr_flush() and when the collector goes idle;
  *   close  once, after the last event: finish the output and free the sink.
  * Sinks that write to a FILE * never close it (it is the caller's).
+ *
+ * A raw sink (one with `range`) takes the rings' records as they are
+ * instead of decoded events: the collector hands it each ring's
+ * published records as contiguous ranges, per ring in ring order, with
+ * no merge across rings; `event` then only gets the LOST events the
+ * collector makes up for drops no marker reported (at shutdown).  A raw
+ * sink is its pipeline's only sink (tr_pipeline_add_sink).
  */
 #ifndef TRACE_TR_SINK_H
 #define TRACE_TR_SINK_H
@@ -26,6 +33,23 @@ typedef struct TrSinkInfo {
 
 typedef struct TrSink TrSink;
 
+/*
+ * Records of one ring for a raw sink: whole records (trace/tr_event.h),
+ * no PAD among them, in the ring's memory (valid during the call only;
+ * the space goes back to the producer after it).  The collector walks
+ * the headers (sizes, kinds, ticks) to fill in the rest; it decodes no
+ * payload.
+ */
+typedef struct TrRange {
+    int sched;                 /* the ring: scheduler id, -1 for shared */
+    const uint8_t *data;
+    size_t len;                /* bytes: a multiple of 8 */
+    uint64_t nrecords;         /* records, LOST markers included (>= 1) */
+    uint64_t first_ticks, last_ticks;
+    uint64_t lost;             /* the LOST markers' counts added up */
+    size_t last_pad;           /* bytes after the last record's payload */
+} TrRange;
+
 typedef struct TrSinkOps {
     const char *name;
     /* Returns 0, or -1 with a message on stderr (the sink is then closed
@@ -34,6 +58,8 @@ typedef struct TrSinkOps {
     void (*event)(TrSink *s, const TrEvent *ev);
     void (*flush)(TrSink *s);
     void (*close)(TrSink *s);
+    /* Raw sinks only (above); NULL for the others. */
+    void (*range)(TrSink *s, const TrRange *r);
 } TrSinkOps;
 
 struct TrSink {
@@ -63,6 +89,16 @@ TrSink *tr_sink_chrome_new(FILE *out, int os_pid);
 TrSink *tr_sink_ctf_new(const char *dir, int64_t clock_offset_ns, char *err, size_t errlen);
 /* CLOCK_REALTIME - CLOCK_MONOTONIC now, in ns. */
 int64_t tr_ctf_clock_offset(void);
+
+/*
+ * Raw CTF 1.8 into directory `dir` (created if missing, must be empty):
+ * each ring's records copied as they are into its stream file, the
+ * metadata describing the record layout (docs/tracing.md, "Raw CTF").
+ * clock_offset_ns as for tr_sink_ctf_new.  NULL and a message in err if
+ * the directory cannot be made.
+ */
+TrSink *tr_sink_ctf_raw_new(const char *dir, int64_t clock_offset_ns, char *err,
+                            size_t errlen);
 
 /* A C callback for embedders: fn(ev, data) for every event (LOST included).
  * ev and its payload are valid during the call only; format payload terms

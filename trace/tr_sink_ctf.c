@@ -4,13 +4,12 @@
  * babeltrace2 2.0 reads, with one event class per kind).
  *
  * The directory holds `metadata` (TSDL text) and one binary stream file
- * per ring that carried anything: sched_0 ... sched_N-1 and `shared`
- * (babeltrace reads every other regular file as a stream, so the
- * directory must start empty).  All integers are little-endian and
- * byte-aligned; strings are NUL-terminated.
+ * per ring that carried anything (trace/tr_ctf.h).  All integers are
+ * little-endian and byte-aligned; strings are NUL-terminated.  (The raw
+ * CTF sink, trace/tr_sink_ctf_raw.c, writes the rings' records as they
+ * are instead.)
  *
- *   packet header   u32 magic 0xC1FC1FC1, u8 uuid[16], u32 stream_id (0),
- *                   u64 stream_instance_id (ring: sched id, nscheds for shared)
+ *   packet header   as trace/tr_ctf.h says
  *   packet context  u64 timestamp_begin, u64 timestamp_end,
  *                   u64 content_size, u64 packet_size (bits),
  *                   u64 packet_seq_num, u64 events_discarded (cumulative),
@@ -36,26 +35,18 @@
  */
 #include "trace/tr_sink.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "trace/tr_ctf.h"
 #include "vm/atom.h"
 #include "vm/common.h"
 
-#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "the CTF sink writes host integers and declares them little-endian"
-#endif
-
 #define TR_CTF_PACKET (64 * 1024)
-#define CTF_MAGIC 0xC1FC1FC1u
 /* Header (32) + context (52) bytes. */
-#define CTF_PACKET_HEAD 84
+#define CTF_PACKET_HEAD (TR_CTF_HEADER + 52)
 
 typedef struct CtfStream {
     FILE *f;                 /* opened with the first packet */
@@ -70,13 +61,10 @@ typedef struct CtfStream {
 
 typedef struct CtfSink {
     TrSink base;
-    char *dir;
-    int64_t clock_offset;
-    uint8_t uuid[16];
+    TrCtfOut out;
     int nscheds;
     CtfStream *streams;      /* nscheds + 1; the last is shared */
     StrBuf vals;
-    bool failed;             /* a write failed: reported once, then ignored */
 } CtfSink;
 
 /* ==== bytes ==== */
@@ -106,33 +94,14 @@ static void put_str(CtfStream *s, const char *p, size_t n)
 
 /* ==== packets ==== */
 
-static void stream_name(const CtfSink *c, int i, char *out, size_t n)
-{
-    if (i == c->nscheds)
-        snprintf(out, n, "%s/shared", c->dir);
-    else
-        snprintf(out, n, "%s/sched_%d", c->dir, i);
-}
-
-static void report_error(CtfSink *c, const char *what)
-{
-    if (!c->failed)
-        fprintf(stderr, "trace: CTF %s in %s: %s\n", what, c->dir, strerror(errno));
-    c->failed = true;
-}
-
 /* Writes the current packet (even if empty) and starts the next one. */
 static void write_packet(CtfSink *c, int i)
 {
     CtfStream *s = &c->streams[i];
     uint8_t *h = s->buf;
-    uint32_t magic = CTF_MAGIC, stream_id = 0;
-    uint64_t instance = (uint64_t)i, bits = (uint64_t)s->len * 8;
+    uint64_t bits = (uint64_t)s->len * 8;
     int32_t sched = i == c->nscheds ? -1 : i;
-    memcpy(h, &magic, 4);
-    memcpy(h + 4, c->uuid, 16);
-    memcpy(h + 20, &stream_id, 4);
-    memcpy(h + 24, &instance, 8);
+    tr_ctf_packet_header(h, c->out.uuid, i);
     memcpy(h + 32, &s->ts_begin, 8);
     memcpy(h + 40, &s->ts_end, 8);
     memcpy(h + 48, &bits, 8);     /* content_size */
@@ -140,15 +109,15 @@ static void write_packet(CtfSink *c, int i)
     memcpy(h + 64, &s->seq, 8);
     memcpy(h + 72, &s->discarded, 8);
     memcpy(h + 80, &sched, 4);
-    if (!s->f && !c->failed) {
+    if (!s->f && !c->out.failed) {
         char path[4096];
-        stream_name(c, i, path, sizeof path);
+        tr_ctf_stream_path(c->out.dir, i, c->nscheds, path, sizeof path);
         s->f = fopen(path, "wb");
         if (!s->f)
-            report_error(c, "cannot create a stream file");
+            tr_ctf_report(&c->out, "cannot create a stream file");
     }
     if (s->f && fwrite(s->buf, 1, s->len, s->f) != s->len)
-        report_error(c, "write failed");
+        tr_ctf_report(&c->out, "write failed");
     s->seq++;
     s->discard_pending = false;
     s->len = CTF_PACKET_HEAD;
@@ -244,78 +213,38 @@ static void put_event_class(FILE *f, TrKind k)
 
 static int write_metadata(CtfSink *c)
 {
-    char path[4096], uuid[37];
-    snprintf(path, sizeof path, "%s/metadata", c->dir);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/metadata", c->out.dir);
     FILE *f = fopen(path, "w");
     if (!f) {
-        report_error(c, "cannot create metadata");
+        tr_ctf_report(&c->out, "cannot create metadata");
         return -1;
     }
-    const uint8_t *u = c->uuid;
-    snprintf(uuid, sizeof uuid,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
-             u[12], u[13], u[14], u[15]);
-    int64_t off = c->clock_offset;
-    int64_t off_s = off / 1000000000, off_ns = off % 1000000000;
-    if (off_ns < 0) {
-        off_s--;
-        off_ns += 1000000000;
-    }
-    fprintf(f,
-            "/* CTF 1.8 */\n\n"
-            "typealias integer { size = 8;  align = 8; signed = false; } := uint8_t;\n"
-            "typealias integer { size = 16; align = 8; signed = false; } := uint16_t;\n"
-            "typealias integer { size = 32; align = 8; signed = false; } := uint32_t;\n"
-            "typealias integer { size = 32; align = 8; signed = true; } := int32_t;\n"
-            "typealias integer { size = 64; align = 8; signed = false; } := uint64_t;\n\n"
-            "trace {\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"%s\";\n\tbyte_order = le;\n"
-            "\tpacket.header := struct {\n\t\tuint32_t magic;\n\t\tuint8_t  uuid[16];\n"
-            "\t\tuint32_t stream_id;\n\t\tuint64_t stream_instance_id;\n\t};\n};\n\n"
-            "env {\n\tdomain = \"tracevm\";\n\ttracer_name = \"tracevm\";\n"
-            "\ttracer_major = 0;\n\ttracer_minor = 1;\n};\n\n"
-            "clock {\n\tname = \"monotonic\";\n\tuuid = \"%s\";\n"
-            "\tdescription = \"CLOCK_MONOTONIC, ns; the offset makes it wall-clock\";\n"
-            "\tfreq = 1000000000;\n\tprecision = 1;\n\toffset_s = %lld;\n\toffset = %lld;\n"
-            "\tabsolute = true;\n};\n\n"
-            "typealias integer {\n\tsize = 64; align = 8; signed = false;\n"
-            "\tmap = clock.monotonic.value;\n} := uint64_clock_monotonic_t;\n\n"
-            "stream {\n\tid = 0;\n\tpacket.context := struct {\n"
-            "\t\tuint64_clock_monotonic_t timestamp_begin;\n"
-            "\t\tuint64_clock_monotonic_t timestamp_end;\n"
-            "\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n"
-            "\t\tuint64_t packet_seq_num;\n\t\tuint64_t events_discarded;\n"
-            "\t\tint32_t sched_id;\n\t};\n"
-            "\tevent.header := struct {\n\t\tuint16_t id;\n"
-            "\t\tuint64_clock_monotonic_t timestamp;\n\t};\n};\n\n",
-            uuid, uuid, (long long)off_s, (long long)off_ns);
+    tr_ctf_preamble(f, c->out.uuid);
+    fputs("};\n\n", f);
+    tr_ctf_clock(f, "monotonic", c->out.uuid, "CLOCK_MONOTONIC, ns; the offset makes it wall-clock",
+                 1000000000u, c->out.clock_offset);
+    fputs("typealias integer {\n\tsize = 64; align = 8; signed = false;\n"
+          "\tmap = clock.monotonic.value;\n} := uint64_clock_monotonic_t;\n\n"
+          "stream {\n\tid = 0;\n\tpacket.context := struct {\n"
+          "\t\tuint64_clock_monotonic_t timestamp_begin;\n"
+          "\t\tuint64_clock_monotonic_t timestamp_end;\n"
+          "\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n"
+          "\t\tuint64_t packet_seq_num;\n\t\tuint64_t events_discarded;\n"
+          "\t\tint32_t sched_id;\n\t};\n"
+          "\tevent.header := struct {\n\t\tuint16_t id;\n"
+          "\t\tuint64_clock_monotonic_t timestamp;\n\t};\n};\n\n",
+          f);
     for (int k = 0; k < TR_K_LOST; k++)
         put_event_class(f, (TrKind)k);
     if (fclose(f) != 0) {
-        report_error(c, "cannot write metadata");
+        tr_ctf_report(&c->out, "cannot write metadata");
         return -1;
     }
     return 0;
 }
 
 /* ==== life cycle ==== */
-
-static void make_uuid(uint8_t u[16])
-{
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    ssize_t got = fd >= 0 ? read(fd, u, 16) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (got != 16) {
-        /* No urandom: time and pid still tell traces apart. */
-        uint64_t a = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
-        uint64_t b = (uint64_t)getpid() * 0xBF58476D1CE4E5B9ull ^ (uint64_t)clock();
-        memcpy(u, &a, 8);
-        memcpy(u + 8, &b, 8);
-    }
-    u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);   /* version 4 */
-    u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);   /* RFC 4122 variant */
-}
 
 static int ctf_open(TrSink *sink, const TrSinkInfo *info)
 {
@@ -340,12 +269,12 @@ static void ctf_close(TrSink *sink)
         if (s->nevents || s->discard_pending)
             write_packet(c, i);
         if (s->f && fclose(s->f) != 0)
-            report_error(c, "write failed");
+            tr_ctf_report(&c->out, "write failed");
         free(s->buf);
     }
     free(c->streams);
     sb_free(&c->vals);
-    free(c->dir);
+    tr_ctf_out_free(&c->out);
     free(c);
 }
 
@@ -357,37 +286,14 @@ static const TrSinkOps ctf_ops = {
     .close = ctf_close,
 };
 
-static bool dir_is_empty(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return false;
-    struct dirent *e;
-    bool empty = true;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            empty = false;
-    closedir(d);
-    return empty;
-}
-
 TrSink *tr_sink_ctf_new(const char *dir, int64_t clock_offset_ns, char *err, size_t errlen)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        snprintf(err, errlen, "trace: cannot create CTF directory %s: %s", dir,
-                 strerror(errno));
-        return NULL;
-    }
-    if (!dir_is_empty(dir)) {
-        snprintf(err, errlen, "trace: CTF directory %s is not empty (or not a directory)",
-                 dir);
-        return NULL;
-    }
     CtfSink *c = vm_calloc(1, sizeof *c);
+    if (!tr_ctf_out_init(&c->out, dir, clock_offset_ns, err, errlen)) {
+        free(c);
+        return NULL;
+    }
     c->base.ops = &ctf_ops;
-    c->dir = vm_strndup(dir, strlen(dir));
-    c->clock_offset = clock_offset_ns;
-    make_uuid(c->uuid);
     sb_init(&c->vals);
     return &c->base;
 }

@@ -104,15 +104,17 @@ static tvm_status fail(tvm_error *err, tvm_status st, const char *fn, const char
 bool tr_options_check(const tvm_trace_options *o, char *why, size_t n)
 {
     int dests = !!o->path + !!o->file + !!o->use_fd;
-    if ((unsigned)o->format > TVM_TRACE_CALLBACK)
-        snprintf(why, n, "bad format %d (expected text, jsonl, chrome, ctf or callback)",
+    if ((unsigned)o->format > TVM_TRACE_CTF_RAW)
+        snprintf(why, n,
+                 "bad format %d (expected text, jsonl, chrome, ctf, callback or ctf-raw)",
                  (int)o->format);
     else if (o->format == TVM_TRACE_CALLBACK && !o->callback)
         snprintf(why, n, "the callback format needs a callback");
     else if (o->policy != TVM_TRACE_DROP && o->policy != TVM_TRACE_LOSSLESS)
         snprintf(why, n, "bad policy %d (expected drop or lossless)", (int)o->policy);
-    else if (o->format == TVM_TRACE_CTF && !o->path)
-        snprintf(why, n, "the ctf format needs a path (a directory)");
+    else if ((o->format == TVM_TRACE_CTF || o->format == TVM_TRACE_CTF_RAW) && !o->path)
+        snprintf(why, n, "the %s format needs a path (a directory)",
+                 o->format == TVM_TRACE_CTF ? "ctf" : "ctf-raw");
     else if (o->format == TVM_TRACE_CHROME && !o->path && !o->file && !o->use_fd)
         snprintf(why, n, "the chrome format needs a path or a file");
     else if (dests > 1)
@@ -148,6 +150,8 @@ static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, TrFdOut **fdo
         return tr_sink_api_new(o->callback, o->callback_data);
     if (o->format == TVM_TRACE_CTF)
         return tr_sink_ctf_new(o->path, tr_ctf_clock_offset(), why, n);
+    if (o->format == TVM_TRACE_CTF_RAW)
+        return tr_sink_ctf_raw_new(o->path, tr_ctf_clock_offset(), why, n);
     FILE *out = o->file ? (FILE *)o->file : stderr;
     if (o->path) {
         out = fopen(o->path, "w");

@@ -13,6 +13,11 @@
  *                                         (2 schedulers + the shared ring,
  *                                         small rings, drop policy) into
  *                                         CTF; prints "emitted=E lost=L"
+ *   trace_gen pipeline-ctf-raw DIR N      the same into raw CTF
+ *   trace_gen lossless-ctf-raw DIR N      N events through 4 KiB rings under
+ *                                         the lossless policy into raw CTF,
+ *                                         waiting for room when a ring is
+ *                                         full; prints "emitted=E waits=W"
  *   trace_gen pipeline-chrome FILE N      the same into Chrome JSON, with
  *                                         calls left open at the end
  */
@@ -93,6 +98,8 @@ static int pipeline(const char *kind, const char *path, long n)
     if (!strcmp(kind, "chrome")) {
         f = fopen(path, "w");
         s = f ? tr_sink_chrome_new(f, getpid()) : NULL;
+    } else if (!strcmp(kind, "ctf-raw")) {
+        s = tr_sink_ctf_raw_new(path, tr_ctf_clock_offset(), err, sizeof err);
     } else {
         s = tr_sink_ctf_new(path, tr_ctf_clock_offset(), err, sizeof err);
     }
@@ -141,6 +148,42 @@ static int pipeline(const char *kind, const char *path, long n)
     return emitted + lost == generated ? 0 : 1;
 }
 
+/* Lossless into raw CTF: every full ring waits for the collector (which
+ * writes and hands ranges back meanwhile), so every event arrives. */
+static int lossless_raw(const char *path, long n)
+{
+    char err[256];
+    TrOptions o = { .nscheds = 2, .ring_bytes = 4096, .policy = TR_POLICY_LOSSLESS };
+    TrPipeline *tp = tr_pipeline_new(&o, err, sizeof err);
+    TrSink *s = tp ? tr_sink_ctf_raw_new(path, tr_ctf_clock_offset(), err, sizeof err) : NULL;
+    if (!s) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    tr_pipeline_add_sink(tp, s);
+    tr_pipeline_start(tp);
+    Term arg = make_small(7);
+    Atom fib = vm_atom_cstr("fib");
+    long waits = 0;
+    for (long i = 0; i < n; i++) {
+        int sched = (int)(i % 3) - 1;
+        TrEmit ev = { .kind = TR_K_CALL, .pid = (uint64_t)i, .mod = fib, .fun = fib,
+                      .arity = 1, .terms = &arg, .nterms = 1 };
+        while (tr_emit(tp, sched, &ev) == TR_FULL) {
+            waits++;
+            tr_wait_space(tp, sched, 0);
+        }
+    }
+    TrStats *st = tr_pipeline_stats(tp);
+    uint64_t emitted = 0;
+    for (int i = 0; i < st->nrings; i++)
+        emitted += st->ring[i].emitted;
+    free(st);
+    tr_pipeline_free(tp);
+    printf("emitted=%llu waits=%ld\n", (unsigned long long)emitted, waits);
+    return emitted == (uint64_t)n ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && (!strcmp(argv[1], "text") || !strcmp(argv[1], "jsonl") ||
@@ -150,9 +193,12 @@ int main(int argc, char **argv)
         return fixed("ctf", argv[2]);
     if (argc == 3 && !strcmp(argv[1], "ctf-losses"))
         return losses(argv[2]);
+    if (argc == 4 && !strcmp(argv[1], "lossless-ctf-raw"))
+        return lossless_raw(argv[2], atol(argv[3]));
     if (argc == 4 && !strncmp(argv[1], "pipeline-", 9))
         return pipeline(argv[1] + 9, argv[2], atol(argv[3]));
     fprintf(stderr, "usage: trace_gen text|jsonl|chrome [FILE] | ctf DIR | ctf-losses DIR | "
-                    "pipeline-ctf DIR N | pipeline-chrome FILE N\n");
+                    "pipeline-ctf DIR N | pipeline-ctf-raw DIR N | lossless-ctf-raw DIR N | "
+                    "pipeline-chrome FILE N\n");
     return 2;
 }

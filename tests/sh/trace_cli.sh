@@ -128,7 +128,7 @@ usage_error() { # message args...
     grep -qF -- "$msg" "$tmp/err" || fail "$*: expected '$msg', got: $(cat "$tmp/err")"
     [[ ! -s $tmp/out ]] || fail "$*: the program ran"
 }
-usage_error "--format: unknown format 'xml' (expected text, jsonl, chrome or ctf)" --trace tc:main/0 --format xml
+usage_error "--format: unknown format 'xml' (expected text, jsonl, chrome, ctf or ctf-raw)" --trace tc:main/0 --format xml
 usage_error "--flags: unknown flag 'sends' (expected a comma-separated list of call, arity, timestamp, procs, return_to, silent, running, send, receive)" --flags call,sends
 usage_error "--policy: unknown policy 'lossy' (expected drop or lossless)" --flags call --policy lossy
 usage_error "--policy needs --trace or --flags" --policy lossless

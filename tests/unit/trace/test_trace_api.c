@@ -237,7 +237,7 @@ Test(trace_api, bad_options)
     cr_assert_eq(start_with((tvm_trace_options){ .format = (tvm_trace_format)9 }, &err),
                  TVM_ERR_BADARG);
     cr_assert_str_eq(err.message,
-                     "tvm_trace_start: bad format 9 (expected text, jsonl, chrome, ctf or callback)");
+                     "tvm_trace_start: bad format 9 (expected text, jsonl, chrome, ctf, callback or ctf-raw)");
     cr_assert_eq(start_with((tvm_trace_options){ .format = TVM_TRACE_CALLBACK }, &err),
                  TVM_ERR_BADARG);
     cr_assert_str_eq(err.message, "tvm_trace_start: the callback format needs a callback");

@@ -1,0 +1,66 @@
+/*
+ * trace/tr_ctf.h - what the two CTF 1.8 sinks share: the output
+ * directory, the trace's UUID, the stream files' names and the TSDL
+ * preamble (integer types, the trace block with the packet header, env).
+ *
+ * Both write the same packet header (32 bytes, little-endian):
+ *   u32 magic 0xC1FC1FC1, u8 uuid[16], u32 stream_id (0),
+ *   u64 stream_instance_id (the ring: sched id, nscheds for shared)
+ * and one stream file per ring that carried anything: sched_0 ...
+ * sched_N-1 and `shared` (babeltrace2 reads every regular file beside
+ * `metadata` as a stream, so the directory must start empty).
+ */
+#ifndef TRACE_TR_CTF_H
+#define TRACE_TR_CTF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the CTF sinks write host integers and declare them little-endian"
+#endif
+
+#define TR_CTF_MAGIC 0xC1FC1FC1u
+#define TR_CTF_HEADER 32   /* packet header bytes */
+
+/* What every CTF sink keeps: where, the clock's offset, the UUID, and
+ * whether a write failed (collector thread only, like the sinks). */
+typedef struct TrCtfOut {
+    char *dir;
+    int64_t clock_offset;    /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns (or 0) */
+    uint8_t uuid[16];
+    bool failed;             /* a write failed: reported once, then ignored */
+} TrCtfOut;
+
+/* Creates `dir` if missing and fills o (a random UUID); false with a
+ * message in err, and o untouched, unless `dir` is an empty directory
+ * then. */
+bool tr_ctf_out_init(TrCtfOut *o, const char *dir, int64_t clock_offset_ns, char *err,
+                     size_t errlen);
+void tr_ctf_out_free(TrCtfOut *o);
+
+/* Reports the first failure on stderr ("trace: CTF <what> in <dir>:
+ * <errno's text>"); later ones only stay failed. */
+void tr_ctf_report(TrCtfOut *o, const char *what);
+
+/* The packet header of ring `ring` (0..nscheds; nscheds is shared) into
+ * out[TR_CTF_HEADER]. */
+void tr_ctf_packet_header(uint8_t *out, const uint8_t uuid[16], int ring);
+
+/* The stream file of ring `ring` under dir. */
+void tr_ctf_stream_path(const char *dir, int ring, int nscheds, char *out, size_t n);
+
+/* Writes the metadata's start: the integer typealiases (uint8_t,
+ * uint16_t, uint32_t, int32_t, uint64_t, int64_t), the trace block with
+ * the packet header, and the env block opened (the caller adds its own
+ * entries, then closes it with "};"). */
+void tr_ctf_preamble(FILE *f, const uint8_t uuid[16]);
+
+/* The clock class `name`: freq Hz; the clock's zero is offset_ns after
+ * the epoch (it may be negative). */
+void tr_ctf_clock(FILE *f, const char *name, const uint8_t uuid[16], const char *descr,
+                  uint64_t freq, int64_t offset_ns);
+
+#endif /* TRACE_TR_CTF_H */
