@@ -587,10 +587,12 @@ static bool patch_pass(tvm_vm *vm, int act)
         if ((int)t->act != act)
             continue;
         any = true;
-        if (!t->at)
-            (act == BP_ACT_ARM ? arm(vm, t->r) : disarm(t->r));
-        else
+        if (t->at)
             vm_code_patch(t->at, act == BP_ACT_ARM ? bp : t->orig);
+        else if (act == BP_ACT_ARM)
+            arm(vm, t->r);
+        else
+            disarm(t->r);
     }
     return any;
 }
