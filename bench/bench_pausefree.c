@@ -61,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -267,6 +268,14 @@ static tvm_vm *make_vm(int schedulers, bool stw, const char *genmod, size_t genl
     return vm;
 }
 
+/* The calling thread's minor page faults so far. */
+static double minor_faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    return (double)ru.ru_minflt;
+}
+
 /* ---- one mode, one round ---- */
 
 typedef struct Result {
@@ -277,6 +286,13 @@ typedef struct Result {
     int migrations;
     int nlat;
     double lat_ms[MAX_TOGGLES];
+    /* What each call's latency was made of: the controller thread on a
+     * CPU (thread CPU time), waiting for one (its schedstat run-queue
+     * delay), inside the engine's thread-progress waits, and its minor
+     * page faults. */
+    double cpu_ms[MAX_TOGGLES], runq_ms_call[MAX_TOGGLES], wait_ms[MAX_TOGGLES];
+    double faults[MAX_TOGGLES];
+    double sched_runq_ms[MAX_TOGGLES]; /* the most any scheduler thread waited for a CPU */
     double waits_per_call;
     double common_max_ms;     /* longest time every worker was stalled at once */
     double common_in_calls_pct; /* of the calls' time, every worker stalled */
@@ -352,6 +368,7 @@ static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sle
     for (int i = 0; i < nworkers; i++)
         schedstat(workers[i].tid, &cpu0, &rq0);
     uint64_t waits0 = bp_waits(vm);
+    const long self = (long)syscall(SYS_gettid);
     vm_atomic_store_release(&phase, 1);
     double t0 = now_ns();
     tvm_error err;
@@ -366,12 +383,35 @@ static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sle
                 on_since = (double)a;
             else
                 on_ns += (double)a - on_since;
+            double c0 = thread_cpu_ns(), run0 = 0, q0 = 0, f0 = minor_faults();
+            schedstat(self, &run0, &q0);
+            uint64_t w0 = bp_wait_ns(vm);
+            double sq0[MAX_WORKERS];
+            for (int w = 0; w < nworkers; w++) {
+                double run = 0;
+                sq0[w] = 0;
+                schedstat(workers[w].tid, &run, &sq0[w]);
+            }
             if (tvm_trace_pattern(vm, "genmod:_/_", k % 2 == 0 ? TVM_TP_TRUE : TVM_TP_FALSE,
                                   TVM_TP_LOCAL, NULL, &err) != TVM_OK)
                 die("tvm_trace_pattern", err.message);
             uint64_t b = mono_ns();
-            windows[res->nlat] = (Span){ a, b };
-            res->lat_ms[res->nlat++] = (double)(b - a) / 1e6;
+            double run1 = 0, q1 = 0;
+            schedstat(self, &run1, &q1);
+            const int i = res->nlat++;
+            windows[i] = (Span){ a, b };
+            res->lat_ms[i] = (double)(b - a) / 1e6;
+            res->cpu_ms[i] = (thread_cpu_ns() - c0) / 1e6;
+            res->runq_ms_call[i] = (q1 - q0) / 1e6;
+            res->wait_ms[i] = (double)(bp_wait_ns(vm) - w0) / 1e6;
+            res->faults[i] = minor_faults() - f0;
+            res->sched_runq_ms[i] = 0;
+            for (int w = 0; w < nworkers; w++) {
+                double run = 0, q = 0;
+                schedstat(workers[w].tid, &run, &q);
+                if ((q - sq0[w]) / 1e6 > res->sched_runq_ms[i])
+                    res->sched_runq_ms[i] = (q - sq0[w]) / 1e6;
+            }
         }
         sleep_ms(sleep);
     }
@@ -456,6 +496,40 @@ static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sle
     res->runq_ms = (rq1 - rq0) / 1e6;
 }
 
+/*
+ * What the slow calls were made of: over the calls at or above the p95
+ * of latency (the tail, which decides the p99) and over those at or below
+ * the median, the mean latency and its parts: the controller thread on a
+ * CPU, waiting for a CPU (run queue), in thread-progress waits (the
+ * engine's own count; the thread sleeps there, so it overlaps neither of
+ * the first two), and its minor page faults.
+ */
+static void tail_report(const char *nm, const Result *res, int runs, double med, double p95)
+{
+    double sum[2][6] = { { 0 } };
+    int cnt[2] = { 0, 0 };
+    for (int r = 0; r < runs; r++)
+        for (int k = 0; k < res[r].nlat; k++) {
+            const double l = res[r].lat_ms[k];
+            const int g = l >= p95 ? 1 : l <= med ? 0 : -1;
+            if (g < 0)
+                continue;
+            cnt[g]++;
+            sum[g][0] += l;
+            sum[g][1] += res[r].cpu_ms[k];
+            sum[g][2] += res[r].runq_ms_call[k];
+            sum[g][3] += res[r].wait_ms[k];
+            sum[g][4] += res[r].faults[k];
+            sum[g][5] += res[r].sched_runq_ms[k];
+        }
+    static const char *const part[6] = { "latency_ms", "cpu_ms", "runq_ms", "wait_ms", "faults",
+                                         "sched_runq_ms" };
+    static const char *const grp[2] = { "fast", "tail" };
+    for (int g = 0; g < 2; g++)
+        for (int j = 0; j < 6; j++)
+            printf("%s_%s_%s=%.3f\n", nm, grp[g], part[j], cnt[g] ? sum[g][j] / cnt[g] : 0);
+}
+
 /* ---- main ---- */
 
 static double pct(double *v, int n, double p)
@@ -514,14 +588,15 @@ int main(int argc, char **argv)
 
     /* The latency with no worker running (every scheduler idle, offline
      * for thread progress): the engine's own cost. */
-    static double idle_lat[MAX_TOGGLES];
+    static double idle_lat[MAX_TOGGLES], idle_cpu[MAX_TOGGLES];
     for (int k = 0; k < toggles; k++) {
         tvm_error err;
-        double a = now_ns();
+        double a = now_ns(), c = thread_cpu_ns();
         if (tvm_trace_pattern(vm, "genmod:_/_", k % 2 == 0 ? TVM_TP_TRUE : TVM_TP_FALSE,
                               TVM_TP_LOCAL, NULL, &err) != TVM_OK)
             die("tvm_trace_pattern", err.message);
         idle_lat[k] = (now_ns() - a) / 1e6;
+        idle_cpu[k] = (thread_cpu_ns() - c) / 1e6;
         sleep_ms(1);
     }
 
@@ -538,6 +613,9 @@ int main(int argc, char **argv)
     printf("fns=%d\nschedulers=%d\nruns=%d\ntoggles=%d\nsleep_ms=%.0f\nhog_ms=%d\n",
            nfns, scheds, runs, toggles, sleep, hog_ms);
     printf("idle_latency_median_ms=%.3f\n", pct(idle_lat, toggles, 0.5));
+    /* The calling thread's CPU time in those calls: the same cost without
+     * the time the thread waited for a CPU (robust on a busy machine). */
+    printf("idle_cpu_median_ms=%.3f\n", pct(idle_cpu, toggles, 0.5));
     double med[NMODES][3] = { { 0 } };
     static double v[MAX_RUNS * MAX_TOGGLES];
     for (int m = 0; m < NMODES; m++) {
@@ -579,6 +657,7 @@ int main(int argc, char **argv)
             printf("%s_latency_p99_ms=%.3f\n", nm, pct(v, n, 0.99));
             printf("%s_latency_max_ms=%.3f\n", nm, v[n - 1]);
             printf("%s_waits_per_call=%.2f\n", nm, w / runs);
+            tail_report(nm, results[m], runs, pct(v, n, 0.5), pct(v, n, 0.95));
         }
     }
     if (want[M_NONE] && want[M_NB]) {

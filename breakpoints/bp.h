@@ -97,4 +97,7 @@ VmNativeTable bp_natives(void);
  * pausefree benchmark).  Any thread; racy by nature. */
 uint64_t bp_waits(tvm_vm *vm);
 
+/* The time those waits took in all, ns (a statistic, as above). */
+uint64_t bp_wait_ns(tvm_vm *vm);
+
 #endif /* BREAKPOINTS_BP_H */

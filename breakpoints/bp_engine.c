@@ -26,7 +26,9 @@
  * The sequence (each stage below says why it is safe while every
  * scheduler keeps running):
  *   1 stage:       write the staging generation of every record touched;
- *                  create and link new records (both generations empty).
+ *                  create and link new records (both generations empty);
+ *                  settle each (its summary, and whether to arm or
+ *                  disarm it, noted in the touched list).
  *   wait
  *   2 arm:         store BREAKPOINT / point exports at trampolines for
  *                  records whose staging generation has flags.
@@ -79,6 +81,7 @@
 #include "breakpoints/bp_time.h"
 #include "trace/tr_ms.h"
 #include "vm/sched.h"
+#include "vm/timer.h"
 
 /* ==== records and counters (writer only) ==== */
 
@@ -135,7 +138,8 @@ int64_t bp_count_sum(const BpCount *c)
  * module frees and re-creates thousands of records per call, and malloc
  * and free were a fifth of such a call's CPU time.  A pooled record is one
  * the free stage released (no reader can reach it), so reusing it is as
- * safe as a fresh allocation.
+ * safe as a fresh allocation.  The pool is an array, not a chain through
+ * the records: taking one names the next ones, which are read ahead.
  */
 #if defined(__SANITIZE_ADDRESS__)
 #define BP_ASAN 1
@@ -152,26 +156,40 @@ int64_t bp_count_sum(const BpCount *c)
 #endif
 #endif
 
+void bp_recvec_push(BpRecVec *l, BpRecord *r)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 256;
+        l->v = vm_realloc(l->v, l->cap * sizeof *l->v);
+    }
+    l->v[l->n++] = r;
+}
+
 static BpRecord *record_new(BpEngine *E)
 {
-    BpRecord *r = E->pool;
-    if (!r)
-        return vm_calloc(1, sizeof *r);
-    E->pool = r->next_free;
-    E->npool--;
+    BpRecVec *p = &E->pool;
+    BpRecord *r;
+    if (!p->n) {
+        r = aligned_alloc(_Alignof(BpRecord), sizeof *r);
+        if (!r)
+            vm_die("out of memory");
+        memset(r, 0, sizeof *r);
+        return r;
+    }
+    r = p->v[--p->n];
+    if (p->n >= BP_AHEAD)
+        bp_prefetch(p->v[p->n - BP_AHEAD]);  /* the one a later call takes */
     memset(r, 0, sizeof *r);
     return r;
 }
 
 static void record_free(BpEngine *E, BpRecord *r)
 {
-    if (E->npool + 1 > BP_POOL_MAX) {  /* (not >=: BP_POOL_MAX may be 0) */
+    if (E->pool.n + 1 > BP_POOL_MAX) {  /* (not >=: BP_POOL_MAX may be 0) */
         free(r);
         return;
     }
-    r->next_free = E->pool;
-    E->pool = r;
-    E->npool++;
+    bp_recvec_push(&E->pool, r);
 }
 
 static void link_record(BpEngine *E, BpRecord *r)
@@ -194,22 +212,19 @@ static void unlink_record(BpEngine *E, BpRecord *r)
     /* The function (or export) forgets the record now, so the next call
      * creates a fresh one; the record itself is freed after a wait. */
     if (r->target) {
+        E->nglobal--;
         if (r->export->bp_tramp == r->fi)
             r->export->bp_tramp = NULL;
     } else {
         vm_atomic_store_ptr_release(&r->fi->bp, NULL);
     }
-    r->next_free = E->free_list;
-    E->free_list = r;
+    bp_recvec_push(&E->unlinked[r->target != NULL], r);
 }
 
-/* The function's local record, created (unarmed, empty) if asked. */
-BpRecord *bp_local_record(BpEngine *E, FuncInfo *fi, bool create)
+/* A new local record for fi, which has none (unarmed, empty). */
+BpRecord *bp_local_record_new(BpEngine *E, FuncInfo *fi)
 {
-    BpRecord *r = vm_atomic_load_ptr_relaxed(&fi->bp);
-    if (r || !create)
-        return r;
-    r = record_new(E);
+    BpRecord *r = record_new(E);
     r->orig = fi->code[0];
     r->fi = fi;
     link_record(E, r);
@@ -220,8 +235,7 @@ BpRecord *bp_local_record(BpEngine *E, FuncInfo *fi, bool create)
     return r;
 }
 
-/* The global record of an exported function, created if asked. */
-BpRecord *bp_global_record(BpEngine *E, FuncInfo *fi, bool create)
+BpRecord *bp_global_record_find(BpEngine *E, FuncInfo *fi, bool create)
 {
     Export *e = fi->export;
     if (!e)
@@ -246,21 +260,17 @@ BpRecord *bp_global_record(BpEngine *E, FuncInfo *fi, bool create)
     r->fi = t;
     r->export = e;
     link_record(E, r);
+    E->nglobal++;
     vm_atomic_store_ptr_release(&t->bp, r);
     e->bp_tramp = t;
     return r;
 }
 
-void bp_touch(BpEngine *E, BpRecord *r)
+/* bp_touch's slow path: room for more touched records. */
+void bp_touch_grow(BpEngine *E)
 {
-    if (!r || r->mark == E->mark)
-        return;
-    r->mark = E->mark;
-    if (E->ntouched == E->touched_cap) {
-        E->touched_cap = E->touched_cap ? E->touched_cap * 2 : 256;
-        E->touched = vm_realloc(E->touched, E->touched_cap * sizeof(BpRecord *));
-    }
-    E->touched[E->ntouched++] = r;
+    E->touched_cap = E->touched_cap ? E->touched_cap * 2 : 256;
+    E->touched = vm_realloc(E->touched, E->touched_cap * sizeof *E->touched);
 }
 
 /* Replaces a staging entry's counter (a fresh one, or none). */
@@ -300,10 +310,10 @@ void bp_stage_ms(BpEngine *E, TrMs **slot, TrMs *ms)
     *slot = ms;
 }
 
-void bp_stage_call_ms(BpEngine *E, BpSess *e, TrMs *ms)
+void bp_stage_call_ms_slow(BpEngine *E, BpSess *e, TrMs *ms)
 {
-    bp_stage_ms(E, &e->match_spec, ms);
     unsigned f = 0;
+    bp_stage_ms(E, &e->match_spec, ms);
     if (!ms)
         e->call_tf = 0;
     else if (!tr_ms_plain(ms, &f))
@@ -327,22 +337,23 @@ void bp_stage_time(BpEngine *E, BpSess *e, bool fresh)
     e->time = fresh ? time_ref(bp_time_new(E->nshards)) : NULL;
 }
 
-void bp_entry_clear(BpEngine *E, BpSess *e)
+void bp_entry_release(BpEngine *E, BpSess *e)
 {
-    count_unref(E, e->count);
-    time_unref(E, e->time);
-    e->count = NULL;
-    e->time = NULL;
-    bp_stage_call_ms(E, e, NULL);
-    bp_stage_ms(E, &e->meta_spec, NULL);
-    e->meta_tracer = 0;
-    e->flags = 0;
+    if (e->count)
+        count_unref(E, e->count);
+    if (e->time)
+        time_unref(E, e->time);
+    ms_drop(E, e->match_spec);
+    ms_drop(E, e->meta_spec);
 }
 
-BpSess *bp_entry(BpEngine *E, BpRecord *r, unsigned s, unsigned sid, bool create)
+/*
+ * bp_entry's general case: several entries, or one of another session.
+ * Entries are ordered by slot; a generation with exactly one keeps it in
+ * the record (BpRecord.one), two or more in an array of its own.
+ */
+BpSess *bp_entry_many(BpEngine *E, BpRecord *r, unsigned s, unsigned sid, bool create)
 {
-    if (!r)
-        return NULL;
     BpGen *g = &r->gen[s];
     unsigned slot = vm_sid_slot(sid);
     uint32_t i = 0;
@@ -367,9 +378,7 @@ BpSess *bp_entry(BpEngine *E, BpRecord *r, unsigned s, unsigned sid, bool create
     if (!create)
         return NULL;
     /* Safe to reallocate: nobody reads the staging generation. */
-    if (!g->nsess) {
-        g->sess = &r->one[s];
-    } else if (g->nsess == 1) {
+    if (g->nsess == 1) {
         BpSess *v = vm_malloc(2 * sizeof *v);
         v[0] = g->sess[0];
         g->sess = v;
@@ -397,7 +406,8 @@ static void sess_settle(BpRecord *r, unsigned s, uint32_t k)
     g->nsess = k;
 }
 
-void bp_gen_summarize(BpEngine *E, BpRecord *r, unsigned s)
+/* bp_gen_summarize for two or more entries. */
+void bp_gen_summarize_many(BpEngine *E, BpRecord *r, unsigned s)
 {
     BpGen *g = &r->gen[s];
     uint32_t k = 0, ncount = 0, ncall = 0, flags = 0;
@@ -452,6 +462,35 @@ static void gen_release(BpEngine *E, BpRecord *r, unsigned s)
     g->call_sid = 0;
 }
 
+/* References for a copy of e (taken before the copy's target drops its
+ * own, so a shared object never reaches 0 on the way). */
+static inline void entry_retain(const BpSess *e)
+{
+    count_ref(e->count);
+    time_ref(e->time);
+    if (e->match_spec)
+        tr_ms_retain(e->match_spec);
+    if (e->meta_spec)
+        tr_ms_retain(e->meta_spec);
+}
+
+/* bp_gen_mirror when neither generation has more than one entry: both
+ * live in the record (one[]), so the copy is two structures. */
+static inline void mirror_one(BpEngine *E, BpRecord *r, unsigned from)
+{
+    const unsigned t = from ^ 1u;
+    BpGen *to = &r->gen[t];
+    const BpGen *g = &r->gen[from];
+    if (g->nsess)
+        entry_retain(g->sess);
+    if (to->nsess)
+        bp_entry_clear(E, to->sess);
+    if (g->nsess)
+        r->one[t] = r->one[from];
+    *to = *g;
+    to->sess = g->nsess ? &r->one[t] : NULL;
+}
+
 /* gen[from ^ 1] := gen[from], sharing counters, call time data and
  * match specs (references taken before the old ones are dropped, so a
  * shared object never reaches 0 on the way). */
@@ -459,15 +498,12 @@ void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from)
 {
     const unsigned t = from ^ 1u;
     BpGen *to = &r->gen[t], *g = &r->gen[from];
-    for (uint32_t i = 0; i < g->nsess; i++) {
-        const BpSess *e = &g->sess[i];
-        count_ref(e->count);
-        time_ref(e->time);
-        if (e->match_spec)
-            tr_ms_retain(e->match_spec);
-        if (e->meta_spec)
-            tr_ms_retain(e->meta_spec);
+    if (g->nsess <= 1 && to->nsess <= 1) {
+        mirror_one(E, r, from);
+        return;
     }
+    for (uint32_t i = 0; i < g->nsess; i++)
+        entry_retain(&g->sess[i]);
     for (uint32_t i = 0; i < to->nsess; i++)
         bp_entry_clear(E, &to->sess[i]);
     /* An array of the right size is kept (a session's change in a record
@@ -534,31 +570,61 @@ static void disarm(BpRecord *r)
 
 /* ==== the sequence ==== */
 
+/* Stage 2 or 4 for the records whose settle asked for `act`: the store
+ * to a local record's code word from the touched list alone, a global
+ * record through the record.  True if any. */
+static bool patch_pass(tvm_vm *vm, int act)
+{
+    BpEngine *E = vm->bp;
+    const BpTouched *touched = E->touched;
+    const size_t n = E->ntouched;
+    const Instr bp = instr_make(OP_BREAKPOINT, 0, 0, 0);
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        const BpTouched *t = &touched[i];
+        if (i + BP_AHEAD < n && touched[i + BP_AHEAD].at)
+            bp_prefetch(touched[i + BP_AHEAD].at);
+        if ((int)t->act != act)
+            continue;
+        any = true;
+        if (t->at)
+            vm_code_patch(t->at, act == BP_ACT_ARM ? bp : t->orig);
+        else if (act == BP_ACT_ARM)
+            arm(vm, t->r);
+        else
+            disarm(t->r);
+    }
+    return any;
+}
+
 /* A thread-progress wait, or nothing with the world stopped. */
 static void wait_progress(tvm_vm *vm)
 {
     if (vm->bp->stw)
         return;
     VmProgress *bp = vm_progress_get(vm);
+    const uint64_t t0 = vm_now_ns();
     vm_progress_sync(bp, vm_running_process());
+    vm->bp->wait_ns += vm_now_ns() - t0;
     vm->bp->waits++;
 }
 
 /* Frees what stage 5 unlinked and what lost its last reference. */
-static void free_dead(BpEngine *E, BpRecord *recs, BpCount *counts, BpTime *times)
+static void free_dead(BpEngine *E, BpRecVec recs[2], BpCount *counts, BpTime *times)
 {
     while (times) {
         BpTime *t = times;
         times = t->next_free;
         bp_time_free(t);
     }
-    while (recs) {
-        BpRecord *r = recs;
-        recs = r->next_free;
-        if (r->target)
-            free(r->fi);    /* the trampoline */
+    for (size_t i = 0; i < recs[0].n; i++)
+        record_free(E, recs[0].v[i]);
+    for (size_t i = 0; i < recs[1].n; i++) {
+        BpRecord *r = recs[1].v[i];
+        free(r->fi);    /* the trampoline */
         record_free(E, r);
     }
+    recs[0].n = recs[1].n = 0;
     while (counts) {
         BpCount *c = counts;
         counts = c->next_free;
@@ -572,7 +638,6 @@ static void free_dying(BpEngine *E)
 {
     free_dead(E, E->dying, E->dying_counts, E->dying_times);
     ms_release(E->dying_ms, E->ndying_ms);
-    E->dying = NULL;
     E->dying_counts = NULL;
     E->dying_times = NULL;
     E->dying_ms = NULL;
@@ -581,8 +646,7 @@ static void free_dying(BpEngine *E)
 
 static void free_unlinked(BpEngine *E)
 {
-    free_dead(E, E->free_list, E->count_free, E->time_free);
-    E->free_list = NULL;
+    free_dead(E, E->unlinked, E->count_free, E->time_free);
     E->count_free = NULL;
     E->time_free = NULL;
 }
@@ -600,16 +664,28 @@ void bp_commit(tvm_vm *vm)
     const unsigned staging = active ^ 1u;
     /* Stage 1's end: each touched generation's summary from its entries
      * (the hit reads the summary; sessions' entries stay out of line). */
-    for (size_t i = 0; i < E->ntouched; i++)
-        bp_gen_summarize(E, E->touched[i], staging);
+    if (E->resettle)
+        E->nsettled = 0;
+    for (size_t i = E->nsettled; i < E->ntouched; i++) {
+        if (i + BP_AHEAD < E->ntouched)
+            bp_prefetch_record(E->touched[i + BP_AHEAD].r);
+        bp_settle_one(E, &E->touched[i], staging);
+    }
+    E->nsettled = E->ntouched;
+    const BpTouched *touched = E->touched;
+    const size_t n = E->ntouched;
     /* What earlier calls unlinked (records, trampolines) and released
      * (counters): their free stage comes after this call's first wait. */
-    E->dying = E->free_list;
+    /* (The lists trade places: both arrays are kept for reuse.) */
+    for (int k = 0; k < 2; k++) {
+        const BpRecVec dying = E->dying[k];
+        E->dying[k] = E->unlinked[k];
+        E->unlinked[k] = dying;
+    }
     E->dying_counts = E->count_free;
     E->dying_times = E->time_free;
     E->dying_ms = E->ms_dead;
     E->ndying_ms = E->nms_dead;
-    E->free_list = NULL;
     E->count_free = NULL;
     E->time_free = NULL;
     E->ms_dead = NULL;
@@ -632,15 +708,13 @@ void bp_commit(tvm_vm *vm)
      * active generation, which is empty for a new record (flags 0: it just
      * runs the saved word) and unchanged for an old one, so arming changes
      * no behaviour yet; the single aligned store means a reader fetches
-     * either the old word or BREAKPOINT, never a mix. */
-    bool armed_any = false;
-    for (size_t i = 0; i < E->ntouched; i++) {
-        BpRecord *r = E->touched[i];
-        if (r->gen[staging].flags && !r->armed) {
-            arm(vm, r);
-            armed_any = true;
-        }
-    }
+     * either the old word or BREAKPOINT, never a mix.  What to arm was
+     * decided at the settle (r->armed changes only in stage 5, so the
+     * decision still holds); a record learns that it is armed in stage
+     * 5, and nothing in between reads that: a VM destroyed meanwhile
+     * (bp_engine_destroy) disarms what it finds armed, and a breakpoint
+     * it does not find is in code no thread runs again. */
+    const bool armed_any = patch_pass(vm, BP_ACT_ARM);
     /* wait: every armed word is seen before any reader sees the new
      * index, so a call that should hit a new breakpoint under the new
      * index does. */
@@ -659,14 +733,7 @@ void bp_commit(tvm_vm *vm)
     /* 4 disarm.  Safe: the active generation of these records is empty,
      * so a reader still hitting them just runs the saved word, exactly as
      * after the store; the store is one aligned word again. */
-    bool disarmed_any = false;
-    for (size_t i = 0; i < E->ntouched; i++) {
-        BpRecord *r = E->touched[i];
-        if (!r->gen[staging].flags && r->armed) {
-            disarm(r);
-            disarmed_any = true;
-        }
-    }
+    const bool disarmed_any = patch_pass(vm, BP_ACT_DISARM);
     /* wait: no reader is inside a disarmed record's breakpoint. */
     if (disarmed_any)
         wait_progress(vm);
@@ -684,14 +751,23 @@ void bp_commit(tvm_vm *vm)
      * writing the active one again, even with the same values, would race
      * with that read), and why it is freed only after the next call's
      * first wait. */
-    for (size_t i = 0; i < E->ntouched; i++) {
-        BpRecord *r = E->touched[i];
-        bp_gen_mirror(E, r, staging);
+    for (size_t i = 0; i < n; i++) {
+        BpRecord *r = touched[i].r;
+        if (i + BP_AHEAD < n)
+            bp_prefetch_record(touched[i + BP_AHEAD].r);
+        if (touched[i].act != BP_ACT_NONE)
+            r->armed = touched[i].act == BP_ACT_ARM;
+        if (r->gen[0].nsess <= 1 && r->gen[1].nsess <= 1)
+            mirror_one(E, r, staging);
+        else
+            bp_gen_mirror(E, r, staging);
         if (!r->gen[staging].flags)
             unlink_record(E, r);
     }
     E->ntouched = 0;
-    E->mark++;
+    E->nsettled = 0;
+    E->resettle = false;
+    bp_next_mark(E);
     /* The wait before the free stage of what this call unlinked is the
      * next call's first wait (above): the records stay unreachable until
      * then, and waiting costs this call nothing.  At most one call's worth
@@ -734,6 +810,11 @@ uint64_t bp_waits(tvm_vm *vm)
     return vm->bp->waits;
 }
 
+uint64_t bp_wait_ns(tvm_vm *vm)
+{
+    return vm->bp->wait_ns;
+}
+
 void bp_engine_destroy(tvm_vm *vm)
 {
     BpEngine *E = vm->bp;
@@ -750,10 +831,12 @@ void bp_engine_destroy(tvm_vm *vm)
     free_unlinked(E);
     free_dying(E);
     ms_release(E->ms_dead, E->nms_dead);
-    while (E->pool) {
-        BpRecord *r = E->pool;
-        E->pool = r->next_free;
-        free(r);
+    for (size_t i = 0; i < E->pool.n; i++)
+        free(E->pool.v[i]);
+    free(E->pool.v);
+    for (int k = 0; k < 2; k++) {
+        free(E->unlinked[k].v);
+        free(E->dying[k].v);
     }
     for (unsigned i = 0; i < VM_SESSIONS_MAX; i++)
         tr_ms_free(E->on_load_ms[i]);

@@ -11,9 +11,54 @@
 
 #include <pthread.h>
 
+/* A list of records as an array: walking it names the next records
+ * ahead of time (prefetch), where a chain through the records would
+ * wait for each one's cache miss in turn. */
+typedef struct BpRecVec {
+    BpRecord **v;
+    size_t n, cap;
+} BpRecVec;
+
+void bp_recvec_push(BpRecVec *l, BpRecord *r);
+
+/* Reading ahead in a loop over records: how far (in records). */
+#define BP_AHEAD 16
+
+static inline void bp_prefetch(const void *p)
+{
+    __builtin_prefetch(p, 1, 3);
+}
+
+/* Every cache line of a record (a pass over records touches most). */
+static inline void bp_prefetch_record(const BpRecord *r)
+{
+    for (size_t k = 0; k < sizeof *r; k += 64)
+        bp_prefetch((const char *)r + k);
+}
+
+/* What the settle of a staged record decided for the arm and disarm
+ * stages. */
+enum { BP_ACT_NONE, BP_ACT_ARM, BP_ACT_DISARM };
+
+/*
+ * A record the running call staged, with what its settle decided, so
+ * that the arm and disarm stages store to the code word without reading
+ * the record again (a cache miss each on a large module).
+ */
+typedef struct BpTouched {
+    BpRecord *r;
+    Instr *at;                  /* local: the function's code[0]; global: NULL */
+    Instr orig;                 /* local: the word disarming restores */
+    uint32_t act;               /* BP_ACT_* */
+} BpTouched;
+
 typedef struct BpEngine {
     BpRecord *records;          /* every linked record */
-    BpRecord *free_list;        /* unlinked, freed at the next free stage */
+    size_t nglobal;             /* linked global records (trampolines) */
+    /* Unlinked, freed at the next free stage: [0] local records, [1]
+     * global ones (with their trampolines), so that freeing the former
+     * reads none of them. */
+    BpRecVec unlinked[2];
     BpCount *count_free;        /* counters that lost their last reference */
     struct BpTime *time_free;   /* call time data that lost its last reference */
     /* Per session slot: the TVM_TP_* flags applied to every module
@@ -29,19 +74,23 @@ typedef struct BpEngine {
      * commit's locals: a commit whose process never resumes (the VM
      * destroyed while it waits, vm/progress.c) would leak them;
      * bp_engine_destroy frees them instead.  Under the permission. */
-    BpRecord *dying;
+    BpRecVec dying[2];
     BpCount *dying_counts;
     struct BpTime *dying_times;
     struct TrMs **dying_ms;
     size_t ndying_ms;
-    BpRecord *pool;             /* freed records kept for reuse (via next_free) */
-    size_t npool;
-    BpRecord **touched;         /* records the running call staged */
+    BpRecVec pool;              /* freed records kept for reuse */
+    BpTouched *touched;         /* records the running call staged */
     size_t ntouched, touched_cap;
-    uint32_t mark;              /* BpRecord.mark of the running call */
+    size_t nsettled;            /* touched[0..nsettled) are settled */
+    bool resettle;              /* one of them was staged again since */
+    /* BpRecord.mark of the running call: odd, + 2 per call; a record's
+     * mark is this while it is staged, this + 1 once it is settled. */
+    uint32_t mark;
     uint32_t nshards;           /* counters: 1 + schedulers */
     bool stw;                   /* this call stopped the world */
     uint64_t waits;             /* thread-progress waits made (statistics) */
+    uint64_t wait_ns;           /* ... and the time spent in them */
     /* The trace sessions' stopper thread (bp_session.c): started and
      * joined by the VM's set-up and end, nobody else. */
     pthread_t stopper;
@@ -49,26 +98,165 @@ typedef struct BpEngine {
 } BpEngine;
 
 /* bp_engine.c: records, staging helpers and the sequence. */
-BpRecord *bp_local_record(BpEngine *E, FuncInfo *fi, bool create);
-BpRecord *bp_global_record(BpEngine *E, FuncInfo *fi, bool create);
-void bp_touch(BpEngine *E, BpRecord *r);
+/* The records a function has, created (unarmed, empty) if asked; NULL
+ * if none.  The common cases inline: staging a call on a large module
+ * runs them for every function. */
+BpRecord *bp_local_record_new(BpEngine *E, FuncInfo *fi);
+BpRecord *bp_global_record_find(BpEngine *E, FuncInfo *fi, bool create);
+
+static inline BpRecord *bp_local_record(BpEngine *E, FuncInfo *fi, bool create)
+{
+    BpRecord *r = vm_atomic_load_ptr_relaxed(&fi->bp);
+    return r || !create ? r : bp_local_record_new(E, fi);
+}
+
+static inline BpRecord *bp_global_record(BpEngine *E, FuncInfo *fi, bool create)
+{
+    /* None linked: no export need be read (a cache miss per function in
+     * a call on a large module that only ever traces locally). */
+    if (!E->nglobal && !create)
+        return NULL;
+    return bp_global_record_find(E, fi, create);
+}
+void bp_touch_grow(BpEngine *E);
+
+/* The next call's mark: odd, and neither it nor it + 1 ever 0, the mark
+ * of a record just made (not even when the count wraps). */
+static inline void bp_next_mark(BpEngine *E)
+{
+    E->mark += 2;
+    if (E->mark == UINT32_MAX)
+        E->mark = 1;
+}
+
+/* Adds r to the records the running call staged (once).  A record
+ * already settled (bp_stage_settle: mark + 1) that is staged again is
+ * settled again by the commit. */
+static inline void bp_touch(BpEngine *E, BpRecord *r)
+{
+    if (!r || r->mark == E->mark)
+        return;
+    if (r->mark == E->mark + 1) {
+        r->mark = E->mark;
+        E->resettle = true;
+        return;
+    }
+    r->mark = E->mark;
+    if (E->ntouched == E->touched_cap)
+        bp_touch_grow(E);
+    E->touched[E->ntouched++] = (BpTouched){ .r = r };
+}
+
 /* Session sid's entry in r's generation s (the staging one), created
  * empty if asked (the record is touched then); NULL if none. */
-BpSess *bp_entry(BpEngine *E, BpRecord *r, unsigned s, unsigned sid, bool create);
+BpSess *bp_entry_many(BpEngine *E, BpRecord *r, unsigned s, unsigned sid, bool create);
+
+/* The common cases inline, without a loop: no entry yet, or the record's
+ * one entry is sid's (every call of a single session); bp_entry_many
+ * for the rest (entries ordered by slot; one lives in the record,
+ * BpRecord.one, two or more in an array of their own). */
+static inline BpSess *bp_entry(BpEngine *E, BpRecord *r, unsigned s, unsigned sid, bool create)
+{
+    if (!r)
+        return NULL;
+    BpGen *g = &r->gen[s];
+    VM_ASSERT(g->nsess != 1 || g->sess == &r->one[s], "one entry lives in the record");
+    if (g->nsess == 1 && g->sess->sid == sid)
+        return g->sess;
+    if (g->nsess != 0)
+        return bp_entry_many(E, r, s, sid, create);
+    if (!create)
+        return NULL;
+    r->one[s] = (BpSess){ .sid = sid };
+    g->sess = &r->one[s];
+    g->nsess = 1;
+    bp_touch(E, r);
+    return g->sess;
+}
+
 void bp_stage_count(BpEngine *E, BpSess *e, bool fresh);
 void bp_stage_time(BpEngine *E, BpSess *e, bool fresh);
 void bp_stage_ms(BpEngine *E, struct TrMs **slot, struct TrMs *ms);
 /* The same for e's call-trace spec, and its cached call_tf. */
-void bp_stage_call_ms(BpEngine *E, BpSess *e, struct TrMs *ms);
-/* Drops everything e holds (its flags become 0). */
-void bp_entry_clear(BpEngine *E, BpSess *e);
+void bp_stage_call_ms_slow(BpEngine *E, BpSess *e, struct TrMs *ms);
+
+static inline void bp_stage_call_ms(BpEngine *E, BpSess *e, struct TrMs *ms)
+{
+    if (ms || e->match_spec)
+        bp_stage_call_ms_slow(E, e, ms);
+    else
+        e->call_tf = 0;         /* no spec before or after: a plain call trace */
+}
+
+/* Drops e's references (counter, call time data, specs: into the lists
+ * the free stage releases); bp_entry_clear also empties it. */
+void bp_entry_release(BpEngine *E, BpSess *e);
+
+/* Drops everything e holds (its flags become 0, its session stays).
+ * Inline, and the release only if there is something to drop: a plain
+ * call trace holds nothing, and this runs for every function a call
+ * switches off. */
+static inline void bp_entry_clear(BpEngine *E, BpSess *e)
+{
+    if (e->count || e->time || e->match_spec || e->meta_spec)
+        bp_entry_release(E, e);
+    *e = (BpSess){ .sid = e->sid };
+}
+
 /* Recomputes the summary of r's generation s from its entries, dropping
- * empty ones. */
-void bp_gen_summarize(BpEngine *E, BpRecord *r, unsigned s);
+ * empty ones.  One entry or none (a single session: the common case)
+ * inline: the summary is the entry's own settings. */
+void bp_gen_summarize_many(BpEngine *E, BpRecord *r, unsigned s);
+
+static inline void bp_gen_summarize(BpEngine *E, BpRecord *r, unsigned s)
+{
+    BpGen *g = &r->gen[s];
+    if (g->nsess > 1) {
+        bp_gen_summarize_many(E, r, s);
+        return;
+    }
+    BpSess *e = g->nsess ? g->sess : NULL;
+    if (e && !e->flags) {
+        bp_entry_clear(E, e);
+        e = NULL;
+        g->sess = NULL;
+        g->nsess = 0;
+    }
+    const uint32_t fl = e ? e->flags : 0;
+    const bool call = fl & BP_CALL_TRACE;
+    g->flags = fl;
+    g->count = (fl & BP_COUNT_ACTIVE) ? e->count : NULL;
+    g->call_tf = call ? e->call_tf : 0;
+    g->call_sid = call ? e->sid : 0;
+}
+
 void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from);
 int64_t bp_count_sum(const BpCount *c);
 void bp_arm_unpublished(BpRecord *r);
 void bp_begin(tvm_vm *vm);
+/* The end of stage 1 for one staged record: its generation s's summary
+ * from its entries, and whether stage 2 arms it or stage 4 disarms it
+ * (r->armed changes only in stage 5, so that stays true until then). */
+static inline void bp_settle_one(BpEngine *E, BpTouched *t, unsigned s)
+{
+    BpRecord *r = t->r;
+    bp_gen_summarize(E, r, s);
+    r->mark = E->mark + 1;
+    const bool on = r->gen[s].flags != 0;
+    t->act = on && !r->armed ? BP_ACT_ARM : !on && r->armed ? BP_ACT_DISARM : BP_ACT_NONE;
+    t->at = r->target ? NULL : &r->fi->code[0];
+    t->orig = r->orig;
+}
+
+/* Settles the records touched since the last settle.  bp_trace_pattern
+ * settles a function's records right after staging it (still in cache);
+ * bp_commit settles the rest. */
+static inline void bp_stage_settle(BpEngine *E, unsigned s)
+{
+    for (size_t i = E->nsettled; i < E->ntouched; i++)
+        bp_settle_one(E, &E->touched[i], s);
+    E->nsettled = E->ntouched;
+}
 void bp_commit(tvm_vm *vm);
 void bp_end(tvm_vm *vm);
 

@@ -186,9 +186,12 @@ static void match_functions(tvm_vm *vm, const BpPattern *pat, FnList *out)
         Module *m = vm->modules[i];
         if (!module_named(pat, m))
             continue;
-        for (uint32_t j = 0; j < m->nfuncs; j++)
+        for (uint32_t j = 0; j < m->nfuncs; j++) {
+            if (j + 2 * BP_AHEAD < m->nfuncs)
+                bp_prefetch(m->funcs[j + 2 * BP_AHEAD]);
             if (pattern_matches(pat, m->funcs[j]))
                 fnlist_add(out, m->funcs[j]);
+        }
     }
     /* The natives from their own list: walking the export table instead
      * reads every export's FuncInfo, a cache miss each (half the CPU time
@@ -208,13 +211,17 @@ typedef struct Stage {
     unsigned sid;               /* the session */
 } Stage;
 
-static void set_flags(const Stage *st, BpRecord *r, uint32_t set, uint32_t clear)
+/* Session st->sid's entry in r: flags set, then cleared; created if
+ * anything is set.  Returns the entry, NULL if none. */
+static inline __attribute__((always_inline)) BpSess *set_flags(const Stage *st, BpRecord *r,
+                                                               uint32_t set, uint32_t clear)
 {
     BpSess *e = bp_entry(st->E, r, st->s, st->sid, set != 0);
     if (!e)
-        return;
+        return NULL;
     e->flags = (e->flags | set) & ~clear;
     bp_touch(st->E, r);
+    return e;
 }
 
 /* Local/global call trace; on: with the request's match spec.  Global
@@ -223,26 +230,22 @@ static void stage_call_trace(const Stage *st, FuncInfo *fn, const BpRequest *req
 {
     BpEngine *E = st->E;
     const bool on = req->how == TVM_TP_TRUE;
-    BpRecord *lr = NULL, *gr = NULL;
+    BpSess *le = NULL, *ge = NULL;
     if (req->flags & TVM_TP_GLOBAL) {
         if (on)
-            set_flags(st, lr = bp_local_record(E, fn, false), 0, BP_LOCAL);
-        gr = bp_global_record(E, fn, on);
-        set_flags(st, gr, on ? BP_GLOBAL : 0, on ? 0 : BP_GLOBAL);
+            le = set_flags(st, bp_local_record(E, fn, false), 0, BP_LOCAL);
+        ge = set_flags(st, bp_global_record(E, fn, on), on ? BP_GLOBAL : 0, on ? 0 : BP_GLOBAL);
     }
     if (req->flags & TVM_TP_LOCAL) {
         if (on)
-            set_flags(st, gr = bp_global_record(E, fn, false), 0, BP_GLOBAL);
-        lr = bp_local_record(E, fn, on);
-        set_flags(st, lr, on ? BP_LOCAL : 0, on ? 0 : BP_LOCAL);
+            ge = set_flags(st, bp_global_record(E, fn, false), 0, BP_GLOBAL);
+        le = set_flags(st, bp_local_record(E, fn, on), on ? BP_LOCAL : 0, on ? 0 : BP_LOCAL);
     }
     /* The spec belongs to whichever kind is on; a cleared kind drops it. */
-    BpRecord *rs[2] = { lr, gr };
-    for (int k = 0; k < 2; k++) {
-        BpSess *e = bp_entry(E, rs[k], st->s, st->sid, false);
-        if (e)
-            bp_stage_call_ms(E, e, (e->flags & BP_CALL_TRACE) ? req->ms : NULL);
-    }
+    BpSess *es[2] = { le, ge };
+    for (int k = 0; k < 2; k++)
+        if (es[k])
+            bp_stage_call_ms(E, es[k], (es[k]->flags & BP_CALL_TRACE) ? req->ms : NULL);
 }
 
 /* Meta trace: on with the request's tracer and spec, or off. */
@@ -350,6 +353,19 @@ static void set_on_load(BpEngine *E, unsigned sid, const BpRequest *req)
     }
 }
 
+/* Reading ahead in the staging loop: the function two steps ahead (its
+ * record slot), and the record of the one a step ahead. */
+static inline void ahead_function(const FnList *l, size_t i)
+{
+    if (i + 2 * BP_AHEAD < l->n)
+        bp_prefetch(&l->v[i + 2 * BP_AHEAD]->bp);
+    if (i + BP_AHEAD < l->n) {
+        const BpRecord *r = vm_atomic_load_ptr_relaxed(&l->v[i + BP_AHEAD]->bp);
+        if (r)
+            bp_prefetch_record(r);
+    }
+}
+
 int bp_trace_pattern(tvm_vm *vm, unsigned sid, const BpPattern *pat, const BpRequest *req0)
 {
     BpRequest req = *req0;
@@ -381,9 +397,11 @@ int bp_trace_pattern(tvm_vm *vm, unsigned sid, const BpPattern *pat, const BpReq
     int matched = 0;
     for (size_t i = 0; i < fns.n; i++) {
         FuncInfo *fn = fns.v[i];
+        ahead_function(&fns, i);
         if (!(req.flags & TVM_TP_GLOBAL) || fn->export)
             matched++;
         stage_function(&st, fn, &meta, &call);
+        bp_stage_settle(E, st.s);   /* fn's records: no other function stages them */
     }
     free(fns.v);
     bp_commit(vm);
@@ -483,7 +501,9 @@ void vm_hook_module_loading(tvm_vm *vm, Module *m)
     }
     /* Nothing is left staged: the records are complete in both generations. */
     E->ntouched = 0;
-    E->mark++;
+    E->nsettled = 0;
+    E->resettle = false;
+    bp_next_mark(E);
 }
 
 /* ==== trace_info ==== */

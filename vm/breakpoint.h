@@ -136,28 +136,37 @@ typedef struct BpGen {
                                  * when nsess is 1, an array when more */
     uint32_t nsess;
     uint32_t call_sid;          /* the one call-tracing entry's session */
-    const void *pad[4];         /* to 64 bytes: a hit indexes gen[] with a shift */
 } BpGen;
 
-_Static_assert(sizeof(BpGen) == 64, "a generation is 64 bytes");
+/* A hit indexes gen[] with a shift. */
+_Static_assert(sizeof(BpGen) == 32, "a generation is 32 bytes");
 
+/*
+ * Cache-line aligned, four lines: both generations in the first, what
+ * a hit reads besides them and the engine's fields in the second, the
+ * entries in the last two.  A trace_pattern over a large module passes
+ * over thousands of records several times, and what it costs is mostly
+ * the lines it touches (the engine allocates records aligned).
+ */
 typedef struct BpRecord {
+    _Alignas(64) BpGen gen[2];  /* indexed by vm->bp_ix */
     /* Immutable while the record is linked. */
     Instr orig;                 /* local: the word BREAKPOINT replaced */
     const FuncInfo *target;     /* global: the function the trampoline enters */
-    BpGen gen[2];               /* indexed by vm->bp_ix */
-    /* gen[i]'s entry when it has exactly one; written like gen[i]. */
-    BpSess one[2];
 
     /* Engine only, under the code-modification permission. */
     FuncInfo *fi;               /* the function or trampoline it hangs off */
     Export *export;             /* global: the entry pointing at the trampoline */
     struct BpRecord *next;      /* every linked record */
     struct BpRecord *prev;
-    struct BpRecord *next_free; /* unlinked, waiting for the free stage */
     uint32_t mark;              /* touched by the running trace_pattern */
     bool armed;
+
+    /* gen[i]'s entry when it has exactly one; written like gen[i]. */
+    BpSess one[2];
 } BpRecord;
+
+_Static_assert(sizeof(BpRecord) == 256, "a record is four cache lines");
 
 /* Generation flags that take the slow path for a process with the call
  * flag, and for any process. */
