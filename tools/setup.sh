@@ -10,6 +10,10 @@
 #                            profiler's pprof files (tools/check_profile.sh)
 #   tools/setup.sh --package also what building the Debian packages
 #                            needs (dpkg-buildpackage, debhelper, lintian)
+#   tools/setup.sh --cross aarch64  also the aarch64 cross build and its
+#                            tests: the cross compiler, qemu-user, and the
+#                            arm64 builds of the libraries (multiarch: this
+#                            adds dpkg's arm64 architecture)
 #
 # Idempotent and quick: it asks dpkg what is missing and runs apt-get only
 # for that.  Needs root (or sudo) only when something is missing.
@@ -27,13 +31,26 @@ pkgs=(
     libexpat1                         # a library the symbolizer tests dlopen
     zlib1g-dev                        # gzip for the profiler's pprof output
 )
-for opt in "$@"; do
+cross=""
+while (($#)); do
+    opt=$1; shift
     case "$opt" in
+    --cross)
+        cross=${1:-}; shift || true
+        [[ "$cross" == aarch64 ]] || { echo "$0: --cross takes aarch64 (the one port)" >&2; exit 2; }
+        # The libraries' arm64 builds, for the cross link and for qemu-aarch64
+        # (libc6:arm64 puts the arm64 dynamic loader where the binaries name
+        # it, so qemu runs them without -L); gdb-multiarch reads aarch64 cores.
+        pkgs+=(gcc-aarch64-linux-gnu qemu-user gdb-multiarch libc6:arm64
+               libatomic-ops-dev:arm64 liburcu-dev:arm64 libunwind-dev:arm64
+               libelf-dev:arm64 libdw-dev:arm64 libcriterion-dev:arm64
+               zlib1g-dev:arm64 libexpat1:arm64) ;;
     --bench) pkgs+=(lua5.4 luajit erlang-base valgrind hyperfine) ;;
     --viewers) pkgs+=(chromium); command -v npm >/dev/null || pkgs+=(npm) ;;
     --profile-tools) pkgs+=(golang-go) ;;
     --package) pkgs+=(dpkg-dev debhelper fakeroot lintian) ;;
-    *) echo "usage: $0 [--bench] [--viewers] [--package] [--profile-tools]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--bench] [--viewers] [--package] [--profile-tools] [--cross aarch64]" >&2
+       exit 2 ;;
     esac
 done
 
@@ -52,5 +69,8 @@ if [[ $(id -u) -ne 0 ]]; then
     sudo="sudo"
 fi
 export DEBIAN_FRONTEND=noninteractive
+if [[ -n "$cross" ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $sudo dpkg --add-architecture arm64
+fi
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
