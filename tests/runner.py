@@ -28,6 +28,16 @@ Under ThreadSanitizer every program runs with halt_on_error=1, so a race
 report ends the program (and a Criterion case reports a crash) instead
 of being printed by a program that then passes.
 
+A cross build (scons ARCH=aarch64) runs every program of the build under
+qemu-user: the runner puts the emulator (SConstruct's RUN_PREFIX) before
+each command it runs, names it in TRACEVM_RUN (its absolute path) for the
+programs and scripts, and gives the shell tests a tree of launchers in
+place of the build's programs ($BUILD/qemu-run, the build's layout, each
+program a script that runs it under the emulator; every other file a
+link), so that "$TRACEVM", $EMBED and the programs beside them run as
+they are.  A shell test that cannot work under user-mode emulation
+skips itself by name with the reason (tests/sh/lib.sh: not_emulated).
+
 Time limits: a program is killed after TIMEOUT seconds, or after TIMEOUT
 plus the largest `.timeout = N` a Criterion program declares (Criterion
 enforces a case's own limit; the runner's must never be the shorter one).
@@ -42,6 +52,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,12 +65,14 @@ SANITIZER_REPORT = re.compile(r'WARNING: ThreadSanitizer|ERROR: AddressSanitizer
 
 
 TIMES = []  # (seconds, program) of every run()
+PREFIX = []  # the emulator a cross build's programs run under (main())
 
 
 def run(cmd, timeout=TIMEOUT, **kw):
     start = time.monotonic()
     try:
-        return subprocess.run(cmd, capture_output=True, timeout=timeout, cwd=ROOT, **kw)
+        return subprocess.run(([] if cmd[0] == 'bash' else PREFIX) + cmd, capture_output=True,
+                              timeout=timeout, cwd=ROOT, **kw)
     except subprocess.TimeoutExpired:
         return None
     finally:
@@ -255,10 +268,57 @@ def shell_tests(t, env):
             t.ok(name)
 
 
+# The folders of a build whose programs the shell tests run by path.
+PROGRAM_DIRS = ('tools', 'tests', 'examples', 'fuzz', 'bench')
+
+
+def launchers(build, emu):
+    """$BUILD/qemu-run: the build's tree, each program of PROGRAM_DIRS a
+    script `exec EMU PROGRAM "$@"` (tests/sh/lib.sh reads it back), every
+    other file and folder a link to the build's."""
+    top = os.path.join(build, 'qemu-run')
+    shutil.rmtree(top, ignore_errors=True)
+    os.makedirs(top)
+    for name in os.listdir(build):
+        src, dst = os.path.join(build, name), os.path.join(top, name)
+        if name == 'qemu-run':
+            continue
+        if name not in PROGRAM_DIRS or not os.path.isdir(src):
+            os.symlink(src, dst)
+            continue
+        os.makedirs(dst)
+        for f in os.listdir(src):
+            s, d = os.path.join(src, f), os.path.join(dst, f)
+            if os.path.isfile(s) and not os.path.islink(s) and os.access(s, os.X_OK):
+                with open(s, 'rb') as fh:
+                    elf = fh.read(4) == b'\x7fELF'
+                if elf:
+                    with open(d, 'w') as fh:
+                        fh.write('#!/bin/sh\nexec %s %s "$@"\n' % (emu, s))
+                    os.chmod(d, 0o755)
+                    continue
+            os.symlink(s, d)
+    return top
+
+
 def main(env, units, stress, tracevm, embed):
     t = Tally(env['filter'])
     penv = dict(os.environ, TRACEVM=tracevm, EMBED=embed, TRACEVM_MODE=env['mode'],
                 TRACEVM_TEST_SKIP=env['skip'])
+    if env['RUN_PREFIX']:
+        emu = shutil.which(env['RUN_PREFIX'][0])
+        if not emu:
+            print('%s not found: tools/setup.sh --cross %s installs it' %
+                  (env['RUN_PREFIX'][0], env['ARCH']))
+            return 1
+        PREFIX[:] = [emu] + env['RUN_PREFIX'][1:]
+        penv['TRACEVM_RUN'] = emu
+        build = os.path.dirname(os.path.dirname(tracevm))
+        top = launchers(build, emu)
+        shell_env = dict(penv, TRACEVM=os.path.join(top, os.path.relpath(tracevm, build)),
+                         EMBED=os.path.join(top, os.path.relpath(embed, build)))
+    else:
+        shell_env = penv
     if env['mode'] == 'tsan':
         penv['TSAN_OPTIONS'] = ('halt_on_error=1 ' + os.environ.get('TSAN_OPTIONS', '')).strip()
     kinds = []
@@ -266,7 +326,7 @@ def main(env, units, stress, tracevm, embed):
                           ('e2e', e2e_tests, tracevm), ('bad', bad_tests, tracevm),
                           ('shell', shell_tests, None)):
         start = time.monotonic()
-        fn(t, arg, penv) if arg is not None else fn(t, penv)
+        fn(t, arg, penv) if arg is not None else fn(t, shell_env)
         kinds.append('%s %.0f s' % (kind, time.monotonic() - start))
     print('time: ' + ', '.join(kinds) + '; slowest: ' +
           ', '.join('%s %.0f s' % (p, s) for s, p in sorted(TIMES, reverse=True)[:5]))
