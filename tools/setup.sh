@@ -105,5 +105,7 @@ if [[ -n "$cross" ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; t
     $sudo dpkg --add-architecture arm64
 fi
 $sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# --no-remove: an arm64 package that is not Multi-Arch: same would replace
+# the host's (libcriterion-dev did, and every native build broke): never.
+$sudo apt-get install -y -qq --no-install-recommends --no-remove "${missing[@]}" >/dev/null
 if [[ -n "$cross" ]]; then cross_side; fi
