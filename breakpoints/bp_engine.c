@@ -63,6 +63,23 @@
  * by a wait, so every thread's next hit loads the new index.
  * The Promela model tests/model/bp_protocol.pml checks (a)-(c).
  *
+ * Memory ordering, on both machines.  The protocol orders nothing with
+ * its own barriers: every edge is a wait.  A wait is a QSBR grace period
+ * (vm/progress.c), and liburcu puts a full barrier (cmm_smp_mb: mfence on
+ * x86_64, dmb ish on aarch64) in synchronize_rcu before it reads the
+ * readers' counters and in every quiescent-state report around the
+ * reader's counter store.  So a reader's loads after the quiescent state
+ * the grace period saw come after the writer's stores before the wait on
+ * either machine, whatever the reader's loads are (relaxed loads of the
+ * index, the record and the generation; the code word, a single aligned
+ * 64-bit access, which ARMv8 makes single-copy atomic as x86 does).  A
+ * reader that sees the flipped index is in a run that began after its
+ * quiescent state (the grace period before the flip waited for it), so
+ * it sees the generation written before that wait.  The reader's loads
+ * within one run need no order among themselves: everything they read was
+ * written before the wait that preceded the run.  Nothing here relies on
+ * TSO.
+ *
  * Stop-the-world baseline (tvm_config.stop_the_world_tracing, for the
  * benchmark only): the same stages run with every other scheduler parked
  * at a barrier and no waits, as BEAM did before R16.  Foreign threads

@@ -19,7 +19,7 @@
  *       signals with no live session;
  *     - reserves room for the largest record in its scheduler's `sig`
  *       ring, or counts a lost sample when there is none;
- *     - walks the interrupted stack from the ucontext's rip/rbp/rsp with
+ *     - walks the interrupted stack from the ucontext's pc, fp and sp with
  *       stacks/'s bounded walk (st_walk_interrupted: loads within bounds
  *       only, and the recovery above code without frame pointers), inside
  *       the running process's fiber when sp is in it and the pc is not in
@@ -87,6 +87,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vm/arch_ucontext.h"
 #include "vm/common.h"
 #include "vm/fiber.h"
 #include "vm/hook.h"
@@ -178,9 +179,7 @@ ST_NO_SANITIZE static void sample_cpu(PfSched *ps, Scheduler *s, const ucontext_
         ring_lost(&ps->sig);
         return;
     }
-    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-    uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
-    uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+    uintptr_t pc = vm_uc_pc(uc), fp = vm_uc_fp(uc), sp = vm_uc_sp(uc);
     StNative *nat = (StNative *)(rec + 1);
     bool broken = false;
     Process *cur = s->current;

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "vm/arch.h"
 #include "vm/interlock_switch.h"
 #include "vm/sched.h"
 
@@ -41,11 +42,12 @@ enum { ST_RETRIES = 8 };
 /* Context mode, steps 4's first half: reads the saved context (p is
  * SUSPENDED and its sp is saved).  Validated by the caller.
  *
- * The saved words: written by the switch (vm_fiber_switch's pushes, then
- * its store of fiber->sp), over stack words p's own code wrote before;
- * those writes are ordered before these reads by [IL1] (the release
- * store of SUSPENDED) and our load of the word, and these reads before
- * p's next writes by [IL2]/[IL2'] (traced).  The one case left is the
+ * The saved words: written by the switch (vm_fiber_switch's stores, then
+ * its release store of fiber->sp, [IL4]), over stack words p's own code
+ * wrote before; those writes are ordered before these reads by [IL1] (the
+ * release store of SUSPENDED) and our load of the word, the saved words
+ * by [IL4] and our acquire load of the sp ([IL4'], saved_sp), and these
+ * reads before p's next writes by [IL2]/[IL2'] (traced).  The one case left is the
  * window the interlock leaves to validation: a switch-in that checked
  * traced before we set it runs p while we read here, so the reads are
  * relaxed atomic loads (racy by design, not by accident), and attempt()
@@ -58,8 +60,8 @@ static void read_context(Process *p, const uintptr_t *saved, StStack *out, const
         out->nnative = 0;
         out->walk_broken = true;
     } else {
-        uintptr_t rip = vm_atomic_peek_relaxed(&saved[FIBER_SAVED_RIP]);
-        uintptr_t rbp = vm_atomic_peek_relaxed(&saved[FIBER_SAVED_RBP]);
+        uintptr_t rip = vm_atomic_peek_relaxed(&saved[FIBER_SAVED_PC]);
+        uintptr_t rbp = vm_atomic_peek_relaxed(&saved[FIBER_SAVED_FP]);
         out->nnative = st_walk_fp(rip, rbp, lo, hi,
                                   out->native, ST_MAX_NATIVE, &out->walk_broken);
         if (out->walk_broken && o && o->unwind) {
@@ -84,9 +86,14 @@ ST_NO_SANITIZE static pthread_t thread_of(Process *p)
     return (*s)->thread;
 }
 
+/* [IL4'] acquire: pairs with [IL4], the switch's release store of the
+ * saved sp after the saved words (vm/fiber_<arch>.S): a tracer that sees
+ * the sp sees the words under it.  On x86-64 both are plain moves; on
+ * aarch64 the stlr and this ldar keep the words from arriving after the
+ * sp. */
 ST_NO_SANITIZE static const uintptr_t *saved_sp(Process *p)
 {
-    return *(const uintptr_t *volatile *)&p->fiber->sp;
+    return (const uintptr_t *)vm_atomic_peek_acquire((const uintptr_t *)&p->fiber->sp);
 }
 
 ST_NO_SANITIZE static bool is_waiting(Process *p)
@@ -123,10 +130,13 @@ static StResult attempt(Process *p, StStack *out, const StOptions *o, unsigned t
     out->mode = ST_MODE_CONTEXT;
     out->waiting = is_waiting(p);
     read_context(p, saved, out, o);
-    /* [ST-V] validation: loads stay in order on x86-64 (the only target
-     * of the fiber switch), so a compiler barrier is all the re-load
-     * needs to come after the reads it validates. */
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    /* [ST-V] validation, a seqlock's read side: the re-load must come
+     * after the reads it validates; pairs with [IL3], the switch-in's
+     * store-store fence after RUNNING and the cleared sp.  On x86-64 loads
+     * stay in order (a compiler barrier); aarch64 may satisfy the re-load
+     * before the walk's loads, which would validate a walk of frames
+     * written after the switch-in: dmb ishld. */
+    vm_atomic_fence_acquire();
     if (vm_atomic_load_relaxed(&p->il.word) != w || saved_sp(p) != saved)
         return ST_R_SWITCHING;
     return ST_R_OK;
@@ -152,7 +162,7 @@ static void let_waiter_pass(Process *p)
 {
     for (unsigned i = 0; vm_atomic_load_acquire(&p->il.waiting); i++) {
         if (i < 64)
-            __builtin_ia32_pause();
+            vm_cpu_relax();
         else
             sched_yield();
     }

@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vm/arch.h"
+#include "vm/arch_ucontext.h"
 #include "vm/common.h"
 #include "vm/fiber.h"
 #include "vm/sched.h"
@@ -132,9 +134,7 @@ ST_NO_SANITIZE static bool st_registers_current(uintptr_t sp, uintptr_t lo, uint
 /* Fills the slot from the interrupted context (async-signal-safe). */
 ST_NO_SANITIZE static void fill(Slot *s, const ucontext_t *uc)
 {
-    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-    uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
-    uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+    uintptr_t pc = vm_uc_pc(uc), fp = vm_uc_fp(uc), sp = vm_uc_sp(uc);
     StStack *out = &s->stack;
     uintptr_t lo = s->lo, hi = s->hi;
     Process *vmp = s->ctx;
@@ -249,7 +249,7 @@ static bool wait_done(Slot *s, uintptr_t seq, unsigned timeout_ms)
             return true;
         if ((i & 63) == 63 && now_ns() - start >= ST_SPIN_NS)
             break;
-        __builtin_ia32_pause();
+        vm_cpu_relax();
     }
     for (;;) {
         uintptr_t w = vm_atomic_load_acquire(&s->word);

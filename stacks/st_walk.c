@@ -8,11 +8,13 @@
  * address is checked against the stack's exact bounds before it is read,
  * so a corrupt chain ends the walk instead of faulting; the checks (the
  * union of the ones gperftools' stacktrace_x86-inl.h, absl's
- * stacktrace_x86-inl.inc and async-profiler's stackWalker.cpp make):
+ * stacktrace_x86-inl.inc and async-profiler's stackWalker.cpp make; the
+ * same hold for AAPCS64's frame records, {saved x29, x30} at x29, laid
+ * out as x86_64's {saved rbp, return address} at rbp: docs/stacks.md):
  *   - fp 8-aligned, lo <= fp and fp + 16 <= hi;
  *   - the next fp strictly above this one (the stack grows down) and at
  *     most ST_MAX_FRAME bytes above it; 0 is the end (vm_fiber_entry
- *     zeroes rbp, so every fiber's chain ends in 0);
+ *     zeroes the frame pointer, so every fiber's chain ends in 0);
  *   - a return address of 0 ends the walk;
  *   - at most `max` frames.
  * These reads race, by design, with nothing the interlock allows (the
@@ -107,6 +109,7 @@ static bool st_in_text(uintptr_t a)
     return a >= text_lo && a < text_hi;
 }
 
+#if defined(__x86_64__)
 /* The length of a ModRM operand (ModRM, SIB, displacement). */
 static unsigned st_modrm_len(uint8_t m)
 {
@@ -118,17 +121,22 @@ static unsigned st_modrm_len(uint8_t m)
         return n + (rm == 5 ? 4 : 0);
     return n + (mod == 1 ? 1 : 4);
 }
+#endif
 
 /*
  * Whether a word read off the stack is one of our return addresses: in
- * our text, just after a call (E8 rel32, or FF /2 in any operand form).
+ * our text, just after a call.  On x86_64 a call is E8 rel32, or FF /2 in
+ * any operand form; on aarch64 the instruction before the return address
+ * is BL imm26 (100101 imm26) or BLR Xn (1101011000111111000000 Rn 00000).
  * A function pointer or a constant that falls in our text (a callback
- * argument, a saved r12) is not, and taking it for one made up frames.
+ * argument, a saved callee-saved register) is not, and taking it for one
+ * made up frames.
  */
 ST_NO_SANITIZE static bool st_after_call(uintptr_t ra)
 {
     if (!st_in_text(ra) || ra - 8 < text_lo)
         return false;
+#if defined(__x86_64__)
     const volatile uint8_t *c = (const volatile uint8_t *)ra;
     if (c[-5] == 0xe8)
         return true;
@@ -137,6 +145,12 @@ ST_NO_SANITIZE static bool st_after_call(uintptr_t ra)
             st_modrm_len(c[1 - (int)k]) == k - 1)
             return true;
     return false;
+#else
+    if (ra & 3)
+        return false;
+    uint32_t insn = ((const volatile uint32_t *)ra)[-1];
+    return (insn & 0xfc000000u) == 0x94000000u || (insn & 0xfffffc1fu) == 0xd63f0000u;
+#endif
 }
 
 /* Whether out[0..n) is a whole walk: it reached `bottom` (the fiber's
@@ -153,7 +167,7 @@ static bool st_whole(const StNative *out, uint32_t n, uint32_t max, uintptr_t bo
  * (frame pointers everywhere) the first record above sp is ip's own
  * frame's: frame 0 gets fp a.  In foreign code, the record belongs to
  * the function of ours it was called from (or to a foreign function that
- * pushed rbp), whose pc is the return address of that call: the first
+ * saved a frame record), whose pc is the return address of that call: the first
  * one between sp and a.  Without that frame, a record that is the
  * interpreter's would be skipped, and its activation joined below the
  * fiber's bottom.
@@ -188,7 +202,7 @@ uint32_t st_walk_interrupted(uintptr_t ip, uintptr_t fp, uintptr_t sp, uintptr_t
         *broken = false;
         return 1;
     }
-    /* A live frame's record is at or above sp: an rbp below it points at
+    /* A live frame's record is at or above sp: a frame pointer below it points at
      * dead frames (foreign code may leave any value there). */
     uint32_t n = 1;
     out[0] = (StNative){ ip, 0 };
@@ -198,7 +212,7 @@ uint32_t st_walk_interrupted(uintptr_t ip, uintptr_t fp, uintptr_t sp, uintptr_t
     if (!*broken && st_whole(out, n, max, bottom))
         return n;
     /* Not whole: a chain cut short in our code stays as far as it went
-     * (marked broken); from foreign code, whose rbp may be any value,
+     * (marked broken); from foreign code, whose frame pointer may be any value,
      * nothing past frame 0 is kept unless the recovery gives a whole
      * walk. */
     *broken = true;
@@ -238,31 +252,56 @@ uint32_t st_walk_interrupted(uintptr_t ip, uintptr_t fp, uintptr_t sp, uintptr_t
  * loader lock (dl_iterate_phdr) and libunwind's global cache lock.  The
  * calls:
  *   unw_init_local(cursor, uc)  a cursor over a context we build from the
- *                               saved registers (rip = the saved return
- *                               address, rsp = the address just past it,
- *                               rbp, rbx, r12-r15 as saved), since the
- *                               registers are not live in any thread;
+ *                               saved registers (pc = the saved resume
+ *                               address, sp = the address just past the
+ *                               saved words, the frame pointer and the
+ *                               callee-saved registers as saved:
+ *                               st_saved_context), since the registers are
+ *                               not live in any thread;
  *   unw_step(cursor)            one frame up, by the CFI (.eh_frame);
- *   unw_get_reg(UNW_REG_IP / UNW_REG_SP / UNW_X86_64_RBP)
+ *   unw_get_reg(UNW_REG_IP / UNW_REG_SP / the frame pointer)
  *                               the frame's pc, CFA (checked against the
  *                               fiber's bounds before the next step, which
  *                               reads below it) and frame pointer.
  */
-ST_NO_SANITIZE
-uint32_t st_walk_unwind(const uintptr_t *saved, uintptr_t lo, uintptr_t hi, StNative *out,
-                        uint32_t max)
+/* A libunwind context from the words vm_fiber_switch saved at `saved`
+ * (vm/fiber_<arch>.S): the callee-saved registers, the frame pointer, the
+ * resume address as the pc and the stack pointer past the saved words. */
+ST_NO_SANITIZE static void st_saved_context(const uintptr_t *saved, unw_context_t *uc)
 {
-    unw_context_t uc;
-    memset(&uc, 0, sizeof uc);
-    greg_t *g = uc.uc_mcontext.gregs;
+    memset(uc, 0, sizeof *uc);
+#if defined(__x86_64__)
+    greg_t *g = uc->uc_mcontext.gregs;
     g[REG_R15] = (greg_t)saved[0];
     g[REG_R14] = (greg_t)saved[1];
     g[REG_R13] = (greg_t)saved[2];
     g[REG_R12] = (greg_t)saved[3];
     g[REG_RBX] = (greg_t)saved[4];
-    g[REG_RBP] = (greg_t)saved[FIBER_SAVED_RBP];
-    g[REG_RIP] = (greg_t)saved[FIBER_SAVED_RIP];
-    g[REG_RSP] = (greg_t)(saved + FIBER_SAVED_WORDS);
+    g[REG_RBP] = (greg_t)saved[FIBER_SAVED_FP];
+    g[REG_RIP] = (greg_t)saved[FIBER_SAVED_PC];
+    g[REG_RSP] = (greg_t)(uintptr_t)(saved + FIBER_SAVED_WORDS);
+#else
+    for (int r = 19; r <= 28; r++)
+        uc->uc_mcontext.regs[r] = saved[2 + r - 19];
+    uc->uc_mcontext.regs[29] = saved[FIBER_SAVED_FP];
+    uc->uc_mcontext.regs[30] = saved[FIBER_SAVED_PC];
+    uc->uc_mcontext.pc = saved[FIBER_SAVED_PC];
+    uc->uc_mcontext.sp = (uintptr_t)(saved + FIBER_SAVED_WORDS);
+#endif
+}
+
+#if defined(__x86_64__)
+#define ST_UNW_FP UNW_X86_64_RBP
+#else
+#define ST_UNW_FP UNW_AARCH64_X29
+#endif
+
+ST_NO_SANITIZE
+uint32_t st_walk_unwind(const uintptr_t *saved, uintptr_t lo, uintptr_t hi, StNative *out,
+                        uint32_t max)
+{
+    unw_context_t uc;
+    st_saved_context(saved, &uc);
     unw_cursor_t c;
     if (unw_init_local(&c, &uc) != 0)
         return 0;
@@ -271,7 +310,7 @@ uint32_t st_walk_unwind(const uintptr_t *saved, uintptr_t lo, uintptr_t hi, StNa
         unw_word_t ip = 0, sp = 0, bp = 0;
         unw_get_reg(&c, UNW_REG_IP, &ip);
         unw_get_reg(&c, UNW_REG_SP, &sp);
-        unw_get_reg(&c, UNW_X86_64_RBP, &bp);
+        unw_get_reg(&c, ST_UNW_FP, &bp);
         /* sp == hi: the bottom frame (vm_fiber_entry), whose stack
          * pointer is the top of the stack */
         if (ip == 0 || sp < lo || sp > hi)

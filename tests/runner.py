@@ -28,6 +28,20 @@ Under ThreadSanitizer every program runs with halt_on_error=1, so a race
 report ends the program (and a Criterion case reports a crash) instead
 of being printed by a program that then passes.
 
+A cross build (scons ARCH=aarch64) runs every program of the build under
+qemu-user: the runner puts the emulator (SConstruct's RUN_PREFIX) before
+each command it runs, names it in TRACEVM_RUN (its absolute path) for the
+programs and scripts, and gives the shell tests a tree of launchers in
+place of the build's programs ($BUILD/qemu-run, the build's layout, each
+program a script that runs it under the emulator; every other file a
+link), so that "$TRACEVM", $EMBED and the programs beside them run as
+they are.  A shell test that cannot work under user-mode emulation
+skips itself by name with the reason (tests/sh/lib.sh: not_emulated).
+There the programs of each kind run as many at a time as scons -j says
+(TEST_JOBS; their results printed in order): one at a time the emulated
+suite kept 2 vCPUs half busy for 10 minutes.  A native suite runs them
+one at a time.
+
 Time limits: a program is killed after TIMEOUT seconds, or after TIMEOUT
 plus the largest `.timeout = N` a Criterion program declares (Criterion
 enforces a case's own limit; the runner's must never be the shorter one).
@@ -37,11 +51,13 @@ matches no test is an error.  Before it, the wall time of each kind and
 the five slowest programs, so that the cost of a CI mode can be read off
 its log.
 """
+import concurrent.futures
 import glob
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,12 +70,15 @@ SANITIZER_REPORT = re.compile(r'WARNING: ThreadSanitizer|ERROR: AddressSanitizer
 
 
 TIMES = []  # (seconds, program) of every run()
+PREFIX = []  # the emulator a cross build's programs run under (main())
+POOL = []    # [executor] when programs run several at a time (main())
 
 
 def run(cmd, timeout=TIMEOUT, **kw):
     start = time.monotonic()
     try:
-        return subprocess.run(cmd, capture_output=True, timeout=timeout, cwd=ROOT, **kw)
+        return subprocess.run(([] if cmd[0] == 'bash' else PREFIX) + cmd, capture_output=True,
+                              timeout=timeout, cwd=ROOT, **kw)
     except subprocess.TimeoutExpired:
         return None
     finally:
@@ -67,6 +86,20 @@ def run(cmd, timeout=TIMEOUT, **kw):
         prog = (cmd[1] if cmd[0] == 'bash' else
                 cmd[2] if os.path.basename(cmd[0]) == 'tracevm' else cmd[0])
         TIMES.append((time.monotonic() - start, os.path.relpath(prog, ROOT)))
+
+
+def ahead(jobs):
+    """Runs each (key, fn) of jobs and yields (key, fn()) in order.  With
+    a pool (a cross build's suite: the emulated programs mostly wait, and
+    one at a time used half of 2 vCPUs) the calls run several at a time,
+    results still reported in order; else one by one, as they come."""
+    if not POOL:
+        for key, fn in jobs:
+            yield key, fn()
+        return
+    futures = [(key, POOL[0].submit(fn)) for key, fn in jobs]
+    for key, f in futures:
+        yield key, f.result()
 
 
 class Tally:
@@ -117,15 +150,18 @@ def declared_timeout(prog):
     return most
 
 
+def unit_run(prog, env):
+    """One Criterion program: (its run, its JSON report)."""
+    with tempfile.NamedTemporaryFile(suffix='.json') as rep:
+        r = run([prog, '--jobs=1', '--short-filename', '--json=' + rep.name], env=env,
+                timeout=TIMEOUT + declared_timeout(prog))
+        return r, open(rep.name, encoding='utf-8', errors='replace').read()
+
+
 def unit_tests(t, progs, env):
-    for prog in progs:
+    jobs = [(p, lambda p=p: unit_run(p, env)) for p in progs if t.wanted(os.path.basename(p))]
+    for prog, (r, text) in ahead(jobs):
         name = os.path.basename(prog)
-        if not t.wanted(name):
-            continue
-        with tempfile.NamedTemporaryFile(suffix='.json') as rep:
-            r = run([prog, '--jobs=1', '--short-filename', '--json=' + rep.name], env=env,
-                    timeout=TIMEOUT + declared_timeout(prog))
-            text = open(rep.name, encoding='utf-8', errors='replace').read()
         if r is None:
             t.fail(name, 'timeout')
             continue
@@ -174,13 +210,14 @@ def parse_annotations(path):
 
 
 def e2e_tests(t, tracevm, env):
+    jobs = []
     for path in sorted(glob.glob(os.path.join(ROOT, 'tests/e2e/*.tasm'))):
+        if t.wanted('e2e/' + os.path.basename(path)):
+            cmd = [tracevm, 'run', os.path.relpath(path, ROOT)] + parse_annotations(path)[0]
+            jobs.append((path, lambda cmd=cmd: run(cmd, env=env)))
+    for path, r in ahead(jobs):
         name = 'e2e/' + os.path.basename(path)
-        if not t.wanted(name):
-            continue
-        args, want_exit, want_out, want_err = parse_annotations(path)
-        rel = os.path.relpath(path, ROOT)
-        r = run([tracevm, 'run', rel] + args, env=env)
+        _, want_exit, want_out, want_err = parse_annotations(path)
         if r is None:
             t.fail(name, 'timeout')
             continue
@@ -198,18 +235,18 @@ def e2e_tests(t, tracevm, env):
 
 
 def bad_tests(t, tracevm, env):
-    for path in sorted(glob.glob(os.path.join(ROOT, 'tests/bad/*.tasm'))):
+    paths = [p for p in sorted(glob.glob(os.path.join(ROOT, 'tests/bad/*.tasm')))
+             if t.wanted('bad/' + os.path.basename(p))]
+    jobs = [(p, lambda p=p: run([tracevm, 'check', os.path.relpath(p, ROOT)], env=env))
+            for p in paths]
+    for path, r in ahead(jobs):
         name = 'bad/' + os.path.basename(path)
-        if not t.wanted(name):
-            continue
         try:
             with open(path[:-len('.tasm')] + '.expect', encoding='utf-8') as f:
                 want = f.read()
         except OSError as e:
             t.fail(name, 'cannot read the expected output: %s' % e)
             continue
-        rel = os.path.relpath(path, ROOT)
-        r = run([tracevm, 'check', rel], env=env)
         if r is None:
             t.fail(name, 'timeout')
             continue
@@ -223,11 +260,10 @@ def bad_tests(t, tracevm, env):
 
 
 def stress_tests(t, progs, env):
-    for prog in progs:
+    jobs = [(p, lambda p=p: run([p], env=env)) for p in progs
+            if t.wanted('stress/' + os.path.basename(p))]
+    for prog, r in ahead(jobs):
         name = 'stress/' + os.path.basename(prog)
-        if not t.wanted(name):
-            continue
-        r = run([prog], env=env)
         if r is None:
             t.fail(name, 'timeout')
         elif r.returncode != 0:
@@ -237,11 +273,11 @@ def stress_tests(t, progs, env):
 
 
 def shell_tests(t, env):
-    for path in sorted(glob.glob(os.path.join(ROOT, 'tests/sh/*.sh'))):
+    jobs = [(p, lambda p=p: run(['bash', p], env=env))
+            for p in sorted(glob.glob(os.path.join(ROOT, 'tests/sh/*.sh')))
+            if t.wanted('sh/' + os.path.basename(p))]
+    for path, r in ahead(jobs):
         name = 'sh/' + os.path.basename(path)
-        if not t.wanted(name):
-            continue
-        r = run(['bash', path], env=env)
         out = r.stdout.decode(errors='replace') if r else ''
         if r is None:
             t.fail(name, 'timeout')
@@ -255,10 +291,59 @@ def shell_tests(t, env):
             t.ok(name)
 
 
+# The folders of a build whose programs the shell tests run by path.
+PROGRAM_DIRS = ('tools', 'tests', 'examples', 'fuzz', 'bench')
+
+
+def launchers(build, emu):
+    """$BUILD/qemu-run: the build's tree, each program of PROGRAM_DIRS a
+    script `exec EMU PROGRAM "$@"` (tests/sh/lib.sh reads it back), every
+    other file and folder a link to the build's."""
+    top = os.path.join(build, 'qemu-run')
+    shutil.rmtree(top, ignore_errors=True)
+    os.makedirs(top)
+    for name in os.listdir(build):
+        src, dst = os.path.join(build, name), os.path.join(top, name)
+        if name == 'qemu-run':
+            continue
+        if name not in PROGRAM_DIRS or not os.path.isdir(src):
+            os.symlink(src, dst)
+            continue
+        os.makedirs(dst)
+        for f in os.listdir(src):
+            s, d = os.path.join(src, f), os.path.join(dst, f)
+            if os.path.isfile(s) and not os.path.islink(s) and os.access(s, os.X_OK):
+                with open(s, 'rb') as fh:
+                    elf = fh.read(4) == b'\x7fELF'
+                if elf:
+                    with open(d, 'w') as fh:
+                        fh.write('#!/bin/sh\nexec %s %s "$@"\n' % (emu, s))
+                    os.chmod(d, 0o755)
+                    continue
+            os.symlink(s, d)
+    return top
+
+
 def main(env, units, stress, tracevm, embed):
     t = Tally(env['filter'])
     penv = dict(os.environ, TRACEVM=tracevm, EMBED=embed, TRACEVM_MODE=env['mode'],
                 TRACEVM_TEST_SKIP=env['skip'])
+    if env['RUN_PREFIX']:
+        emu = shutil.which(env['RUN_PREFIX'][0])
+        if not emu:
+            print('%s not found: tools/setup.sh --cross %s installs it' %
+                  (env['RUN_PREFIX'][0], env['ARCH']))
+            return 1
+        PREFIX[:] = [emu] + env['RUN_PREFIX'][1:]
+        if env['TEST_JOBS'] > 1:
+            POOL.append(concurrent.futures.ThreadPoolExecutor(env['TEST_JOBS']))
+        penv['TRACEVM_RUN'] = emu
+        build = os.path.dirname(os.path.dirname(tracevm))
+        top = launchers(build, emu)
+        shell_env = dict(penv, TRACEVM=os.path.join(top, os.path.relpath(tracevm, build)),
+                         EMBED=os.path.join(top, os.path.relpath(embed, build)))
+    else:
+        shell_env = penv
     if env['mode'] == 'tsan':
         penv['TSAN_OPTIONS'] = ('halt_on_error=1 ' + os.environ.get('TSAN_OPTIONS', '')).strip()
     kinds = []
@@ -266,8 +351,10 @@ def main(env, units, stress, tracevm, embed):
                           ('e2e', e2e_tests, tracevm), ('bad', bad_tests, tracevm),
                           ('shell', shell_tests, None)):
         start = time.monotonic()
-        fn(t, arg, penv) if arg is not None else fn(t, penv)
+        fn(t, arg, penv) if arg is not None else fn(t, shell_env)
         kinds.append('%s %.0f s' % (kind, time.monotonic() - start))
+    if POOL:
+        POOL.pop().shutdown()
     print('time: ' + ', '.join(kinds) + '; slowest: ' +
           ', '.join('%s %.0f s' % (p, s) for s, p in sorted(TIMES, reverse=True)[:5]))
     if t.filter and not t.matched:

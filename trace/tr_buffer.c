@@ -48,8 +48,24 @@
  *   the room itself) or the collector's read comes after the producer's
  *   request (it subtracts what it saw, calls on_space and wakes
  *   tr_wait_space()).  No wake-up is lost and no producer spins.  (Plain
- *   stores with fences would do the same on x86, but ThreadSanitizer does
+ *   stores with full fences would do the same, but ThreadSanitizer does
  *   not support fences; it does understand RMWs.)
+ *
+ *   On both machines.  Every ordering above is named by an acquire, a
+ *   release or a sequentially consistent RMW, none is left to the CPU:
+ *   on x86_64 (TSO) [TB1]/[TB1'] and [TB2'] are plain moves and the RMWs
+ *   locked instructions; on aarch64 they are stlr/ldar and
+ *   acquire-release exclusives (or LSE ldaddal).  [TB1] is the
+ *   message-passing pattern, which stlr/ldar order on ARM as TSO does on
+ *   x86 (the record's plain stores before the head, the collector's reads
+ *   after it).  [TB2]/[TB2'] keep the producer's overwrite after the
+ *   collector's reads of the same bytes (load-to-store ordering, which
+ *   ARM, unlike x86, would otherwise allow to be reordered: the release
+ *   half of the add is what forbids it).  The [TB3] handshake is a
+ *   store-then-load on each side, the one pattern TSO does not order
+ *   either: both sides use two SC RMWs, whose store half (a release) and
+ *   the next one's load half (an acquire) ARMv8 keeps in order, as a
+ *   locked instruction does on x86.
 
  *   Memory is bounded by size per ring; a producer never allocates, never
  *   blocks (a scheduler ring takes no lock at all) and never waits for

@@ -15,6 +15,8 @@ VmAtomic tr_clock_manual_ns;
 static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
 
 #if defined(__x86_64__)
+/* The TSC counts at a constant rate in every state (CPUID 0x80000007 EDX
+ * bit 8); the generic timer of aarch64 always does. */
 static bool invariant_tsc(void)
 {
     unsigned a, b, c, d;
@@ -23,14 +25,16 @@ static bool invariant_tsc(void)
     __get_cpuid(0x80000007u, &a, &b, &c, &d);
     return (d >> 8) & 1;
 }
+#endif
 
+#if TR_CLOCK_HW
 /* One (tsc, mono) pair: the TSC is the midpoint of two reads around the
  * clock_gettime; returns the bracket width (its uncertainty). */
 static uint64_t sample(uint64_t *tsc, uint64_t *mono)
 {
-    uint64_t a = __rdtsc();
+    uint64_t a = tr_clock_hw();
     *mono = tr_mono_ns();
-    uint64_t b = __rdtsc();
+    uint64_t b = tr_clock_hw();
     *tsc = a + (b - a) / 2;
     return b - a;
 }
@@ -66,6 +70,14 @@ static void calibrate(void)
     tr_clock.tsc0 = t0;
     tr_clock.mono0 = m0;
     tr_clock.mult = (uint64_t)(((unsigned __int128)(m1 - m0) << 32) / (t1 - t0));
+    tr_clock.tsc = true;
+#elif defined(__aarch64__)
+    uint64_t freq;
+    __asm__ volatile("mrs %0, cntfrq_el0" : "=r"(freq));
+    if (freq == 0)
+        return;   /* firmware left it unset: CLOCK_MONOTONIC instead */
+    best_sample(&tr_clock.tsc0, &tr_clock.mono0);
+    tr_clock.mult = (uint64_t)(((unsigned __int128)1000000000u << 32) / freq);
     tr_clock.tsc = true;
 #endif
 }

@@ -6,17 +6,26 @@
  * every event: on x86_64 with an invariant TSC (constant rate, running in
  * every C-state, synchronised across cores: CPUID 0x80000007 EDX bit 8)
  * a tick is one `rdtsc` (about 17 ns on the development VM, against 40 ns
- * for clock_gettime through the vDSO).  Elsewhere a tick is a
- * CLOCK_MONOTONIC nanosecond.
+ * for clock_gettime through the vDSO).  On aarch64 a tick is one read of
+ * the generic timer's virtual count (`mrs cntvct_el0`), which the
+ * architecture defines as constant-rate, monotonic and the same on every
+ * core, at the frequency cntfrq_el0 gives; Linux lets user space read both
+ * (it is what its vDSO clock_gettime reads).  Neither read is ordered
+ * with the loads and stores around it (rdtsc is not serialising either):
+ * a stamp is as precise as an unordered read can be, on both.  Elsewhere
+ * a tick is a CLOCK_MONOTONIC nanosecond.  "TSC" below names the hardware
+ * counter of either machine.
  *
  * Conversion: ns = mono0 + (ticks - tsc0) * mult / 2^32, where (tsc0,
- * mono0) and the rate come from a calibration of TR_CLOCK_CALIBRATE_NS
- * done once per OS process (tr_clock_init).  Each calibration sample
- * brackets clock_gettime between two rdtsc reads, so the rate is off by
- * at most about 2 x 40 ns / 2 ms = 4e-5 of elapsed time (in practice far
- * less): converted times may drift from CLOCK_MONOTONIC by that fraction
- * over a long trace, but they are monotonic and consistent between rings,
- * which is what ordering and durations need.
+ * mono0) come from a sample done once per OS process (tr_clock_init)
+ * that brackets clock_gettime between two counter reads.  On x86_64 the
+ * rate comes from a calibration of TR_CLOCK_CALIBRATE_NS: a second sample
+ * then, so the rate is off by at most about 2 x 40 ns / 2 ms = 4e-5 of
+ * elapsed time (in practice far less): converted times may drift from
+ * CLOCK_MONOTONIC by that fraction over a long trace, but they are
+ * monotonic and consistent between rings, which is what ordering and
+ * durations need.  On aarch64 the rate is cntfrq_el0's, exact by
+ * definition (mult = 10^9 * 2^32 / frequency), so no calibration waits.
  *
  * The test clock.  A unit test may switch the clock to a manual one
  * (tr_clock_set_manual) that stands still until the test moves it
@@ -39,13 +48,30 @@
 #include <x86intrin.h>
 #endif
 
+/* The hardware counter (TrClock.tsc): the TSC, or aarch64's virtual count. */
+#if defined(__x86_64__) || defined(__aarch64__)
+#define TR_CLOCK_HW 1
+static inline uint64_t tr_clock_hw(void)
+{
+#if defined(__x86_64__)
+    return __rdtsc();
+#else
+    uint64_t t;
+    __asm__ volatile("mrs %0, cntvct_el0" : "=r"(t));
+    return t;
+#endif
+}
+#else
+#define TR_CLOCK_HW 0
+#endif
+
 /* How long the one calibration takes. */
 #define TR_CLOCK_CALIBRATE_NS 2000000
 
 typedef struct TrClock {
-    bool tsc;           /* ticks are TSC cycles (else they are ns) */
+    bool tsc;           /* ticks are hardware counts (else they are ns) */
     bool manual;        /* ticks are the test clock's (tr_clock_manual_ns) */
-    uint64_t tsc0;      /* TSC at the calibration's start */
+    uint64_t tsc0;      /* the count at the calibration's start */
     uint64_t mono0;     /* CLOCK_MONOTONIC ns at tsc0 */
     uint64_t mult;      /* ns per tick, 32.32 fixed point */
 } TrClock;
@@ -82,9 +108,9 @@ static inline uint64_t tr_mono_ns(void)
 /* The current tick count (hot path: no lock, no system call). */
 static inline uint64_t tr_clock_ticks(void)
 {
-#if defined(__x86_64__)
+#if TR_CLOCK_HW
     if (__builtin_expect(tr_clock.tsc, 1))
-        return __rdtsc();
+        return tr_clock_hw();
 #endif
     if (__builtin_expect(tr_clock.manual, 0))
         return vm_atomic_load_relaxed(&tr_clock_manual_ns);

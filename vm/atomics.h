@@ -3,11 +3,18 @@
  *
  * Every shared word that more than one thread touches without a lock is a
  * VmAtomic and is read and written only through these functions, each of
- * which names its memory order.  On x86_64 with gcc, libatomic_ops maps
- * every operation to a gcc __atomic builtin, so ThreadSanitizer sees them
- * as the atomics they are; acquire loads and release stores compile to
- * plain moves.  Keeping the wrapper this thin means it could be swapped for
- * <stdatomic.h> in one file.
+ * which names its memory order.  With gcc, libatomic_ops maps every
+ * operation to a gcc __atomic builtin, so ThreadSanitizer sees them as the
+ * atomics they are.  On x86_64 (TSO) acquire loads and release stores
+ * compile to plain moves; on aarch64 (weakly ordered) to ldar and stlr,
+ * relaxed accesses to plain ldr/str, which the CPU may reorder with any
+ * other access to another address, and the full operations to
+ * acquire-release exclusives (or LSE atomics), which ARMv8 keeps in order
+ * with each other (its acquire and release are sequentially consistent
+ * among themselves: a release store is not passed by a later acquire
+ * load).  So every ordering a protocol needs must be named here: what x86
+ * gives every access for free, ARM gives only these.  Keeping the wrapper
+ * this thin means it could be swapped for <stdatomic.h> in one file.
  *
  * Conventions at the call sites: every release/acquire names what it
  * orders and its pair, e.g. "[CX1] release: module code before the index
@@ -97,6 +104,31 @@ static inline void vm_atomic_update_bits(VmAtomic *a, uintptr_t bits, bool on)
 static inline void vm_atomic_fence_full(void)
 {
     AO_nop_full();
+}
+
+/* Loads before it complete before loads after it (the reader of a
+ * seqlock, between the data it read and the sequence word it checks).
+ * A compiler barrier on x86_64, where loads stay in order; dmb ishld on
+ * aarch64. */
+static inline void vm_atomic_fence_acquire(void)
+{
+    AO_nop_read();
+}
+
+/* Stores before it become visible before stores after it (the writer of
+ * a seqlock, between the sequence word and the data).  A compiler barrier
+ * on x86_64, where stores stay in order; dmb ishst on aarch64. */
+static inline void vm_atomic_fence_store(void)
+{
+    AO_nop_write();
+}
+
+/* An acquire load of a word that is not a VmAtomic (a pointer a protocol
+ * reads outside ThreadSanitizer's view; the call site says what it pairs
+ * with). */
+static inline uintptr_t vm_atomic_peek_acquire(const uintptr_t *at)
+{
+    return (uintptr_t)AO_load_acquire((const volatile AO_t *)at);
 }
 
 /*

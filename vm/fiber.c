@@ -29,8 +29,11 @@
  * reserved, not committed (MAP_NORESERVE): 300,000 slots of 320 KiB are
  * 92 GiB of it, of the 128 TiB a process has.
  */
+#define _GNU_SOURCE
 #include "vm/fiber.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,11 +75,40 @@ static size_t guard_size(void)
     return (VM_FIBER_GUARD_BYTES + ps - 1) / ps * ps;
 }
 
+/*
+ * Whether MADV_GUARD_INSTALL makes guards that fault.  The advice is a
+ * hint to madvise's interface, and an emulator may accept it and do
+ * nothing: qemu-user 7.2 (the aarch64 suite's, README) answers 0 to
+ * advice it does not know, which left every stack without a guard (an
+ * overflow ran into the next stack).  Probed once per OS process on a
+ * scratch page: the kernel's copy out of a guarded page fails with
+ * EFAULT, where it reads an unguarded one.
+ */
+static bool guards_fault;
+static pthread_once_t guard_probe_once = PTHREAD_ONCE_INIT;
+
+static void guard_probe(void)
+{
+    size_t ps = page_size();
+    char *p = mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    int fds[2];
+    if (p == MAP_FAILED)
+        return;
+    if (madvise(p, ps, MADV_GUARD_INSTALL) == 0 && pipe2(fds, O_CLOEXEC) == 0) {
+        guards_fault = write(fds[1], p, 1) < 0 && errno == EFAULT;
+        close(fds[0]);
+        close(fds[1]);
+    }
+    munmap(p, ps);
+}
+
 /* Makes [lo, lo + len) fault on any access: a guard region when the
  * kernel has them, PROT_NONE otherwise; false if neither works. */
 static bool make_guard(char *lo, size_t len)
 {
-    return madvise(lo, len, MADV_GUARD_INSTALL) == 0 || mprotect(lo, len, PROT_NONE) == 0;
+    pthread_once(&guard_probe_once, guard_probe);
+    return (guards_fault && madvise(lo, len, MADV_GUARD_INSTALL) == 0) ||
+           mprotect(lo, len, PROT_NONE) == 0;
 }
 
 void vm_fiber_pool_init(FiberPool *pool, size_t stack_size, size_t max_free)
@@ -285,18 +317,19 @@ void vm_fiber_pool_trim(FiberPool *pool)
 void vm_fiber_init(Fiber *f, FiberFn fn, void *arg)
 {
     /*
-     * The first switch into the fiber pops the six saved registers and
-     * "returns" into vm_fiber_entry with rsp = top, 16-byte aligned, so
-     * that vm_fiber_entry's call enters the body with rsp + 8 aligned, as
-     * the ABI requires at every function entry.
+     * The first switch into the fiber restores the saved registers and
+     * "returns" into vm_fiber_entry with the stack pointer at top, 16-byte
+     * aligned: on x86_64 vm_fiber_entry's call then enters the body with
+     * rsp + 8 aligned, on aarch64 its blr with sp aligned, as each ABI
+     * requires at every function entry.
      */
     UNPOISON_STACK(f);
     uintptr_t top = (uintptr_t)f->stack_hi & ~(uintptr_t)15;
     uintptr_t *sp = (uintptr_t *)(top - FIBER_SAVED_WORDS * 8);
     memset(sp, 0, FIBER_SAVED_WORDS * 8);
-    sp[3] = (uintptr_t)fn;   /* r12 */
-    sp[2] = (uintptr_t)arg;  /* r13 */
-    sp[FIBER_SAVED_RBP] = 0;
-    sp[FIBER_SAVED_RIP] = (uintptr_t)&vm_fiber_entry;
+    sp[FIBER_SAVED_FN] = (uintptr_t)fn;
+    sp[FIBER_SAVED_ARG] = (uintptr_t)arg;
+    sp[FIBER_SAVED_FP] = 0;
+    sp[FIBER_SAVED_PC] = (uintptr_t)&vm_fiber_entry;
     f->sp = sp;
 }

@@ -27,8 +27,22 @@ typedef struct Fiber {
     bool in_slab;          /* carved from a slab: never unmapped on its own */
 } Fiber;
 
-/* Words saved by vm_fiber_switch (r15 r14 r13 r12 rbx rbp, return address). */
-enum { FIBER_SAVED_RBP = 5, FIBER_SAVED_RIP = 6, FIBER_SAVED_WORDS = 7 };
+/* The words vm_fiber_switch saves at the saved sp (the layouts are in
+ * vm/fiber_<arch>.S): the frame pointer, the pc the context resumes at,
+ * and how many words there are (the caller's sp at the call is sp +
+ * FIBER_SAVED_WORDS words).  FIBER_SAVED_ARG and FIBER_SAVED_FN are where
+ * vm_fiber_init puts the first body and its argument. */
+#if defined(__x86_64__)
+/* r15 r14 r13 r12 rbx rbp, return address */
+enum { FIBER_SAVED_FN = 3, FIBER_SAVED_ARG = 2,
+       FIBER_SAVED_FP = 5, FIBER_SAVED_PC = 6, FIBER_SAVED_WORDS = 7 };
+#elif defined(__aarch64__)
+/* x29 x30 (a frame record), x19-x28, d8-d15 */
+enum { FIBER_SAVED_FP = 0, FIBER_SAVED_PC = 1, FIBER_SAVED_FN = 2, FIBER_SAVED_ARG = 3,
+       FIBER_SAVED_WORDS = 20 };
+#else
+#error "no fiber switch for this architecture (vm/fiber_<arch>.S)"
+#endif
 
 typedef void (*FiberFn)(void *arg);
 
@@ -53,7 +67,7 @@ static inline void *vm_fiber_tsan_new(void) { return NULL; }
 /* Saves the running context into *save_sp and resumes the one at next_sp. */
 void vm_fiber_switch(void **save_sp, void *next_sp);
 /* The same, between two contexts suspended at the same call site (the
- * direct process-to-process switch; see vm/fiber_x86_64.S for why). */
+ * direct process-to-process switch; see vm/fiber_<arch>.S for why). */
 void vm_fiber_switch_peer(void **save_sp, void *next_sp);
 /* Code bounds of both switches, from vm_fiber_switch (a sample in there
  * is mid-switch). */

@@ -47,6 +47,8 @@
     pushq   %r15
     .cfi_adjust_cfa_offset 8
     .cfi_rel_offset %r15, 0
+    /* [IL4] release (vm/interlock.h): the pushes above before the saved
+     * sp; a plain store is a release under TSO (aarch64 needs stlr). */
     movq    %rsp, (%rdi)
     movq    %rsi, %rsp
     /* Now on the other stack, whose top has the same layout. */

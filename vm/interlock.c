@@ -6,19 +6,16 @@
 
 #include <sched.h>
 
-enum { IL_SPINS = 128 };
+#include "vm/arch.h"
 
-static inline void cpu_relax(void)
-{
-    __builtin_ia32_pause();
-}
+enum { IL_SPINS = 128 };
 
 void vm_il_wait_untraced(Process *p)
 {
     vm_atomic_store_relaxed(&p->il.waiting, 1);
     for (unsigned i = 0; vm_atomic_load_acquire(&p->il.traced); i++) {
         if (i < IL_SPINS)
-            cpu_relax();
+            vm_cpu_relax();
         else
             sched_yield();
     }

@@ -16,19 +16,32 @@
  *   its context switch.  Then they publish the new state with a plain
  *   store (IL_NEXT: the switch count goes up; a release store when
  *   switching out, and the check of traced an acquire load when switching
- *   in: both plain moves on x86-64, which order the process's stack
- *   writes and a capture's reads of them for the C memory model and
- *   ThreadSanitizer as TSO does for the CPU).  No fence: the one window
- *   this leaves (traced set after the check, the state read before the
- *   store is visible) is caught by the validation, because on x86-64
- *   (TSO) a tracer that read any word the process wrote after its switch
- *   must also see the state store that preceded it.  Cost: a load, a
- *   predicted branch and a store or two per process switched.
+ *   in: both plain moves on x86-64, ldar/stlr on aarch64, which order the
+ *   process's stack writes and a capture's reads of them).  The saved
+ *   context is published by the switch's release store of the saved sp
+ *   ([IL4]: a plain move on x86-64, stlr on aarch64) and read after an
+ *   acquire load of it.  No full fence: the one window this leaves
+ *   (traced set after the check, the state read before the store is
+ *   visible) is caught by the validation, a seqlock's read side: a
+ *   tracer that read any word the process wrote after its switch-in
+ *   must also see the state store that preceded it.  On x86-64 (TSO)
+ *   that holds for free; on aarch64 it takes the two fences TSO makes
+ *   compiler barriers: a store-store fence on the switch-in after the
+ *   state store ([IL3], dmb ishst) and a load-load fence in the tracer
+ *   between the walk and the second load of the word ([ST-V], dmb
+ *   ishld).  Cost: a load, a predicted branch and a store or two per
+ *   process switched, and on aarch64 one dmb ishst per switch-in.
  *
  *   Exit is the one transition that frees something (the fiber), so it is
  *   a real Dekker handshake: the reaper's full store of EXITED and load
  *   of traced against the tracer's full store of traced and load of the
- *   word; a tracer that saw the process alive is waited for.
+ *   word; a tracer that saw the process alive is waited for.  Each side
+ *   is two sequentially consistent read-modify-writes, never a fence and
+ *   a plain load: on x86-64 a locked instruction is a full barrier; on
+ *   aarch64 the store half of the first (stlxr, or an LSE ldaddal) is a
+ *   release and the load half of the second an acquire, which ARMv8 never
+ *   reorders (release then acquire is kept in order: RCsc), so neither
+ *   side's load passes its own store on either machine.
  */
 #ifndef VM_INTERLOCK_H
 #define VM_INTERLOCK_H

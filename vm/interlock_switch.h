@@ -32,6 +32,15 @@ static inline void *vm_il_switch_in(Process *q)
     vm_atomic_store_relaxed(&q->il.word, IL_NEXT(w, IL_RUNNING));
     void *sp = q->fiber->sp;
     q->fiber->sp = NULL;
+    /* [IL3] store-store: RUNNING and the cleared sp before every write q
+     * makes to its stack once it runs; pairs with [ST-V], the capture's
+     * load-load fence between its reads of the saved context and its
+     * second load of the word: a capture that read a word q wrote after
+     * this switch then sees the new state or the NULL sp, and throws its
+     * walk away.  x86_64 (TSO) keeps stores in order: a compiler barrier
+     * there; dmb ishst on aarch64, where without it the tracer could read
+     * q's new frames and still the old word, and keep a torn walk. */
+    vm_atomic_fence_store();
     return sp;
 }
 
@@ -50,7 +59,9 @@ static inline void vm_il_switch_out(Process *p)
      * saved context's words overwrite) before SUSPENDED; pairs with [IL1'],
      * the capture's load of the word (sequentially consistent), which then
      * reads the saved context.  A plain move on x86-64, like the relaxed
-     * store it replaces. */
+     * store it replaces; stlr on aarch64.  The saved words themselves are
+     * written after this, by the switch: their order is [IL4] (the
+     * switch's release store of the saved sp, vm/fiber_<arch>.S). */
     vm_atomic_store_release(&p->il.word, IL_NEXT(w, IL_SUSPENDED));
 }
 

@@ -26,8 +26,11 @@
  * That stale reader has no [CX1] edge to the version it lands on, which may
  * belong to a load whose commit it has not seen (or not happened yet): the
  * [CX2]/[CX2'] pair is its edge, since the version was built before the
- * release store that put it in the slot.  Both are plain moves on x86-64;
- * ThreadSanitizer caught the race a relaxed pair left here (stress_reload).
+ * release store that put it in the slot.  Both are plain moves on x86-64
+ * and stlr/ldar on aarch64, where a relaxed pair would let a reader see
+ * the new addr[] value before the module's code behind it (on x86 only
+ * the compiler could); ThreadSanitizer caught the race a relaxed pair left
+ * here (stress_reload).
  * Loads, native registrations and trace_pattern are serialized by the
  * code-modification permission (vm/codeperm.h); code_lock is held only
  * around the module array and the commit.  A caller that loaded the old

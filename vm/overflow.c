@@ -40,6 +40,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "vm/arch_ucontext.h"
 #include "vm/common.h"
 #include "vm/fiber.h"
 #include "vm/sched.h"
@@ -98,18 +99,12 @@ static void handler(int sig, siginfo_t *si, void *ucv)
         chain(sig, si, ucv);
         return;
     }
-    /* Resume in overflowed(p, pc, fp) (the System V argument registers)
-     * at the top of the alternate stack, aligned as at a function's entry
-     * (rsp + 8 on a 16-byte boundary), with no frame below it (rbp 0 ends
-     * every walk). */
-    greg_t *g = uc->uc_mcontext.gregs;
+    /* Resume in overflowed(p, pc, fp) (the ABI's argument registers) at
+     * the top of the alternate stack, aligned as at a function's entry,
+     * with no frame below it (a frame pointer of 0 ends every walk). */
     uintptr_t top = ((uintptr_t)s->alt_stack + ALT_STACK_BYTES) & ~(uintptr_t)15;
-    g[REG_RDI] = (greg_t)(uintptr_t)p;
-    g[REG_RSI] = g[REG_RIP];
-    g[REG_RDX] = g[REG_RBP];
-    g[REG_RSP] = (greg_t)(top - 8);
-    g[REG_RBP] = 0;
-    g[REG_RIP] = (greg_t)(uintptr_t)&overflowed;
+    vm_uc_resume_in(uc, (void (*)(void))overflowed, top, (uintptr_t)p, vm_uc_pc(uc),
+                    vm_uc_fp(uc));
 }
 
 static void install(void)

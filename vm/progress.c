@@ -32,6 +32,13 @@
  * (liburcu 0.13's urcu-call-rcu-impl.h); a dedicated thread running synchronize_rcu()
  * on demand costs one GP, microseconds when schedulers are not starved.
  *
+ * Memory ordering: the guarantee is QSBR's, whose barriers liburcu gives
+ * per architecture (a full barrier, mfence on x86_64 and dmb ish on
+ * aarch64, on both sides of a quiescent report and around
+ * synchronize_rcu's reads of the readers' counters): it holds on a weakly
+ * ordered machine as it does under TSO.  [PG1]/[PG1'] (and [PR1]) are
+ * release/acquire pairs, stlr/ldar on aarch64.
+ *
  * ThreadSanitizer: readers release vm_qsbr_clock before each quiescent
  * report; the progress thread acquires it after synchronize_rcu(), and
  * waiters acquire `completed` ([PG1']), so the happens-before the GP gives

@@ -3,7 +3,7 @@
  * suspended in a native (VM -> native -> receive), captured by our
  * context-mode walker; prints the walker's native frames by name
  * ("ours NAME", innermost first) and leaves the fiber's saved registers
- * in g_rip / g_rsp / g_rbp for gdb, which stops in stacks_gdb_stop(),
+ * in g_pc / g_sp / g_fp for gdb, which stops in stacks_gdb_stop(),
  * loads them and runs `bt` on the suspended fiber.
  */
 #define _GNU_SOURCE
@@ -19,7 +19,7 @@
 #include "vm/fiber.h"
 #include "vm/sched.h"
 
-unsigned long g_rip, g_rsp, g_rbp;
+unsigned long g_pc, g_sp, g_fp;
 static _Atomic int reached;
 
 tvm_status gdb_hold(tvm_env *env, int argc, const tvm_term *argv, tvm_term *res, void *d);
@@ -75,9 +75,9 @@ int main(void)
      * and the interlock holds it anyway. */
     vm_atomic_fetch_add_full(&p->il.traced, 1);
     const uintptr_t *saved = p->fiber->sp;
-    g_rip = saved[FIBER_SAVED_RIP];
-    g_rbp = saved[FIBER_SAVED_RBP];
-    g_rsp = (unsigned long)(saved + FIBER_SAVED_WORDS);
+    g_pc = saved[FIBER_SAVED_PC];
+    g_fp = saved[FIBER_SAVED_FP];
+    g_sp = (unsigned long)(saved + FIBER_SAVED_WORDS);
     stacks_gdb_stop();
     vm_atomic_store_release(&p->il.traced, 0);
     tvm_term m, r;

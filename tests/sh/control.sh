@@ -6,7 +6,7 @@
 # requests each with its exact reply, and (as root) a peer of another
 # user refused by its credentials.
 set -uo pipefail
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d)
 export TRACEVM_CONTROL_DIR=$tmp/ctl
 vm=
@@ -27,7 +27,7 @@ sock=$TRACEVM_CONTROL_DIR/$vm.0.sock
 
 # --list: this VM, its socket and its command line.
 attach --list >"$tmp/list" || fail "--list exited $?"
-grep -qx "$vm  *$sock  $TRACEVM run -q -S 2 tests/sh/data/control.tasm 60000" "$tmp/list" ||
+grep -qx "$vm  *$sock  $(command_line "$TRACEVM") run -q -S 2 tests/sh/data/control.tasm 60000" "$tmp/list" ||
     fail "--list: $(cat "$tmp/list")"
 
 # info: every key, the counts exact.

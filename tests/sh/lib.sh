@@ -17,3 +17,29 @@ need() {
     esac
     fail "$what needs $1, which is not installed (tools/setup.sh installs it; skip=$1 skips it)"
 }
+
+# not_emulated WHY: the test cannot work when the build's programs run
+# under user-mode emulation (a cross build's suite: tests/runner.py sets
+# TRACEVM_RUN to the emulator); it is skipped there, saying why.
+not_emulated() {
+    [[ -z "${TRACEVM_RUN:-}" ]] && return 0
+    echo "skipped under $(basename "$TRACEVM_RUN"): $*"
+    exit 77
+}
+
+# emulated_program PROG: the build's program PROG stands for (under
+# emulation "$TRACEVM" and its neighbours are launchers: tests/runner.py),
+# or PROG itself.
+emulated_program() {
+    if [[ -n "${TRACEVM_RUN:-}" ]]; then
+        sed -n 's|^exec [^ ]* \(.*\) "\$@"$|\1|p' "$1"
+    else
+        echo "$1"
+    fi
+}
+
+# command_line PROG: how the OS shows PROG's command (/proc/PID/cmdline):
+# under emulation, the emulator's, which names the program.
+command_line() {
+    echo "${TRACEVM_RUN:+$TRACEVM_RUN }$(emulated_program "$1")"
+}

@@ -2,22 +2,35 @@
 # gdb agrees with our walker on a suspended fiber: tests/progs/stacks_gdb
 # prints the native frames our context-mode walk found; gdb stops it,
 # loads the fiber's saved pc, stack and frame pointer into the registers
-# and runs `bt`, which unwinds by the CFI (fiber_x86_64.S annotates the
+# and runs `bt`, which unwinds by the CFI (fiber_<arch>.S annotates the
 # switch; vm_fiber_entry ends the chain).  The two lists of names must be
 # the same, but for frames gdb shows inlined (optimised builds), which a
-# frame-pointer walk cannot see.
+# frame-pointer walk cannot see.  Under emulation (the aarch64 suite) the
+# program runs under qemu's gdb stub and gdb-multiarch attaches to it.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
-need gdb
 prog=$(dirname "$TRACEVM")/../tests/stacks_gdb
 [[ -x $prog ]] || fail "no $prog"
 out=/tmp/stacks_gdb.$$
 trap 'rm -f $out' EXIT
-gdb -nx -batch -ex 'set pagination off' -ex 'set confirm off' \
-    -ex 'set startup-with-shell off' \
-    -ex 'break stacks_gdb_stop' -ex run \
-    -ex 'set $pc = g_rip' -ex 'set $sp = g_rsp' -ex 'set $rbp = g_rbp' \
-    -ex 'echo BT\n' -ex bt -ex kill --args "$prog" >$out 2>&1 || true
+after=(-ex 'break stacks_gdb_stop')
+if [[ -z "${TRACEVM_RUN:-}" ]]; then
+    need gdb
+    gdb=(gdb --args "$prog") fp=rbp
+    after+=(-ex 'set startup-with-shell off' -ex run)
+else
+    need gdb-multiarch
+    real=$(emulated_program "$prog") port=$((20000 + $$ % 20000))
+    "$TRACEVM_RUN" -g "$port" "$real" >"$out.prog" 2>&1 &
+    stub=$!
+    trap 'rm -f $out $out.prog; kill $stub 2>/dev/null' EXIT
+    gdb=(gdb-multiarch "$real") fp=x29
+    after=(-ex "target remote :$port" "${after[@]}" -ex continue)
+fi
+"${gdb[0]}" -nx -batch -ex 'set pagination off' -ex 'set confirm off' "${after[@]}" \
+    -ex 'set $pc = g_pc' -ex 'set $sp = g_sp' -ex "set \$$fp = g_fp" \
+    -ex 'echo BT\n' -ex bt -ex kill "${gdb[@]:1}" >>$out 2>&1 || true
+[[ -z "${TRACEVM_RUN:-}" ]] || cat "$out.prog" >>$out
 ours=$(sed -n 's/^ours //p' $out)
 [[ -n $ours ]] || fail "no walk: $(cat $out)"
 # "#3  0x... in name (args) at file:line" or "#0  name (args) ..."
@@ -45,4 +58,4 @@ ours:
 $ours
 gdb:
 $theirs"
-echo ok
+echo "ok: $(echo "$ours" | tr "\n" " ")"

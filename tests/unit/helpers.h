@@ -20,6 +20,16 @@
 #define SKIP_UNDER_TSAN(why) ((void)0)
 #endif
 
+/* A case that cannot work when the program runs under user-mode
+ * emulation (a cross build's suite: tests/runner.py names the emulator in
+ * TRACEVM_RUN) skips itself there, saying why, as above. */
+#define SKIP_UNDER_EMULATION(why)                                              \
+    do {                                                                       \
+        if (getenv("TRACEVM_RUN"))                                             \
+            cr_skip_test("not under user-mode emulation (%s): %s",             \
+                         getenv("TRACEVM_RUN"), why);                          \
+    } while (0)
+
 /* The usual fixture: a fresh VM (made with config *cfgp, or defaults for
  * NULL) and one env for every test of the suite. */
 #define TVM_FIXTURE(suite, cfgp)                \

@@ -298,6 +298,10 @@ Test(profile, native_under_caller)
 
 Test(profile, off_cpu_2_to_1)
 {
+    /* Every emulated instruction between arming a sleep's timer and
+     * switching out is ~100 times slower: the charged waits come out
+     * short of the exact sums this asserts. */
+    SKIP_UNDER_EMULATION("wait durations are timing figures");
     tvm_profile *p = start(TVM_PROFILE_OFF, 0, 0);
     enum { PROCS = 10, ROUNDS = 3 };
     tvm_pid pids[PROCS];

@@ -597,7 +597,7 @@ Test(stacks, unwind_fallback_agrees_with_fp_walk)
     uintptr_t lo = (uintptr_t)p->fiber->stack_lo, hi = (uintptr_t)p->fiber->stack_hi;
     StNative a[ST_MAX_NATIVE], b[ST_MAX_NATIVE];
     bool broken;
-    uint32_t na = st_walk_fp(saved[FIBER_SAVED_RIP], saved[FIBER_SAVED_RBP], lo, hi, a,
+    uint32_t na = st_walk_fp(saved[FIBER_SAVED_PC], saved[FIBER_SAVED_FP], lo, hi, a,
                              ST_MAX_NATIVE, &broken);
     uint32_t nb = st_walk_unwind(saved, lo, hi, b, ST_MAX_NATIVE);
     cr_assert(!broken);
@@ -614,18 +614,20 @@ Test(stacks, unwind_fallback_agrees_with_fp_walk)
     finish(pid, "go");
 }
 
-/* ---- a signal that lands in code using rbp as a plain register ---- */
+/* ---- a signal that lands in code using the frame pointer register as a
+ * plain register ---- */
 
 static _Atomic int clobber_state;   /* 1 spinning, 2 stop */
 
-/* Spins with rbp holding no frame pointer, as a C library routine built
- * without frame pointers may (the signal-mode walk cannot start from
- * rbp; it scans the stack above sp for the first frame record).  The
- * asm saves and restores rbp around the spin, so the compiler's own use
- * of it is untouched. */
+/* Spins with rbp (x29 on aarch64) holding no frame pointer, as a C
+ * library routine built without frame pointers may (the signal-mode walk
+ * cannot start from it; it scans the stack above sp for the first frame
+ * record).  The asm saves and restores the register around the spin, so
+ * the compiler's own use of it is untouched. */
 __attribute__((noinline)) static void rbp_clobber_spin(void)
 {
     atomic_store(&clobber_state, 1);
+#if defined(__x86_64__)
     __asm__ volatile("push %%rbp\n\t"
                      "mov $0x1233, %%rbp\n"
                      "1:\n\t"
@@ -636,6 +638,19 @@ __attribute__((noinline)) static void rbp_clobber_spin(void)
                      :
                      : "m"(clobber_state)
                      : "memory", "cc");
+#else
+    __asm__ volatile("str x29, [sp, #-16]!\n\t"
+                     "mov x29, #0x1233\n"
+                     "1:\n\t"
+                     "yield\n\t"
+                     "ldr w9, %0\n\t"
+                     "cmp w9, #1\n\t"
+                     "b.eq 1b\n\t"
+                     "ldr x29, [sp], #16"
+                     :
+                     : "m"(clobber_state)
+                     : "memory", "cc", "x9");
+#endif
 }
 
 __attribute__((noinline)) static void *clobber_main(void *arg)

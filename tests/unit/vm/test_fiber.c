@@ -128,19 +128,19 @@ Test(fiber, frame_pointer_walk_of_a_switched_out_fiber_reaches_the_bottom)
     fib = vm_fiber_alloc(&pool);
     vm_fiber_init(fib, depth1, NULL);
     to_fiber();
-    /* Saved context: rip = sp[6] (in depth3), rbp = sp[5]. */
+    /* Saved context: the pc (in depth3) and the frame pointer. */
     uintptr_t *sp = fib->sp;
     uintptr_t ips[16];
     int n = 0;
-    ips[n++] = sp[FIBER_SAVED_RIP];
-    uintptr_t fp = sp[FIBER_SAVED_RBP];
+    ips[n++] = sp[FIBER_SAVED_PC];
+    uintptr_t fp = sp[FIBER_SAVED_FP];
     while (fp && n < 16) {
         cr_assert(fp >= (uintptr_t)fib->stack_lo && fp + 16 <= (uintptr_t)fib->stack_hi,
                   "frame pointer %#lx outside the fiber's stack", (unsigned long)fp);
         ips[n++] = ((uintptr_t *)fp)[1];
         fp = ((uintptr_t *)fp)[0];
     }
-    /* depth3, depth2, depth1, vm_fiber_entry; then rbp = 0 ends the walk. */
+    /* depth3, depth2, depth1, vm_fiber_entry; then fp = 0 ends the walk. */
     cr_assert_eq(n, 4, "walked %d frames", n);
     cr_assert(in_function(ips[0], (void (*)(void))depth3));
     cr_assert(in_function(ips[1], (void (*)(void))depth2));
@@ -158,11 +158,13 @@ Test(fiber, libunwind_unwinds_a_switched_out_fiber_to_its_bottom_frame)
     fib = vm_fiber_alloc(&pool);
     vm_fiber_init(fib, depth1, NULL);
     to_fiber();
-    /* Build a register context from the saved words (see fiber_x86_64.S):
-     * rsp just past the return address, rip the return address. */
+    /* Build a register context from the saved words (see
+     * fiber_<arch>.S): the stack pointer just past them, the pc the
+     * resume address; only the CFI tells libunwind where the rest is. */
     uintptr_t *sp = fib->sp;
     unw_context_t uc;
     memset(&uc, 0, sizeof uc);
+#if defined(__x86_64__)
     uc.uc_mcontext.gregs[REG_R15] = (greg_t)sp[0];
     uc.uc_mcontext.gregs[REG_R14] = (greg_t)sp[1];
     uc.uc_mcontext.gregs[REG_R13] = (greg_t)sp[2];
@@ -171,6 +173,14 @@ Test(fiber, libunwind_unwinds_a_switched_out_fiber_to_its_bottom_frame)
     uc.uc_mcontext.gregs[REG_RBP] = (greg_t)sp[5];
     uc.uc_mcontext.gregs[REG_RIP] = (greg_t)sp[6];
     uc.uc_mcontext.gregs[REG_RSP] = (greg_t)(uintptr_t)(sp + FIBER_SAVED_WORDS);
+#else
+    for (int r = 19; r <= 28; r++)
+        uc.uc_mcontext.regs[r] = sp[2 + r - 19];
+    uc.uc_mcontext.regs[29] = sp[0];
+    uc.uc_mcontext.regs[30] = sp[1];
+    uc.uc_mcontext.pc = sp[1];
+    uc.uc_mcontext.sp = (uintptr_t)(sp + FIBER_SAVED_WORDS);
+#endif
     unw_cursor_t cur;
     cr_assert_eq(unw_init_local(&cur, &uc), 0);
     char names[8][64];

@@ -78,6 +78,9 @@ Test(fiber_slabs, three_hundred_thousand_processes_alive_at_once, .timeout = 600
 {
     /* Every fiber is a ThreadSanitizer fiber, which it counts as a thread. */
     SKIP_UNDER_TSAN("it tracks at most 8,128 threads and fibers");
+    SKIP_UNDER_EMULATION("qemu-user 7.2 has no guard regions (MADV_GUARD_INSTALL); the "
+                         "mprotect guards instead need a mapping per stack, past "
+                         "vm.max_map_count");
     tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 2, .fiber_slabs = true, .fiber_stack_bytes = 64 * 1024 };
     tvm_vm *vm = tvm_new(&cfg);
     tvm_env *env = tvm_env_new(vm);
