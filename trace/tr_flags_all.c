@@ -48,7 +48,11 @@
  * Readers of the word (the breakpoint hit, the scheduling, spawn, exit,
  * send and receive events) are all p itself on its own fiber, and load
  * it relaxed as before: they see what the scheduler folded in before p
- * started to run.
+ * started to run.  When another thread folded p in (a looker, under
+ * p->lock) and the scheduler finds p's generation current and skips the
+ * fold, the folder's release store of p->trace_gen ([TG2]) and the
+ * scheduler's acquire load of it ([TG2']) order the word before p's
+ * reads; a looker that skips the fold reads the word the same way.
  *
  * The guarantee (BEAM's: once erlang:trace(all, ...) returns, every later
  * event of every process follows the new flags, and trace_info of any
@@ -140,7 +144,15 @@ void tr_fold_locked(Process *p)
     pthread_mutex_unlock(&S->flags_lock);
     if (changed)
         tr_state_store(&p->trace, &p->trace_tab, NULL, w);
-    vm_atomic_store_relaxed(&p->trace_gen, now);
+    /* [TG2] release: the word before the generation that says it is
+     * folded.  A thread that sees this generation and skips the fold (the
+     * scheduler switching p in, a looker) loads it acquire ([TG2']) and
+     * so reads the word stored here, not an older one.  On x86 both are
+     * plain moves (stores are not reordered with stores, nor loads with
+     * loads); on a weakly ordered machine (aarch64: stlr / ldar) without
+     * them a scheduler could see the new generation, skip the fold, and
+     * run p on the word from before the change. */
+    vm_atomic_store_release(&p->trace_gen, now);
 }
 
 void vm_hook_trace_fold(Process *p)
@@ -153,8 +165,9 @@ void vm_hook_trace_fold(Process *p)
 /* Folds p in if its word is behind. */
 static void catch_up(Process *p)
 {
+    /* [TG2'] acquire: see [TG2] in tr_fold_locked. */
     if (p->pid &&
-        vm_atomic_load_relaxed(&p->trace_gen) != vm_atomic_load_relaxed(&p->vm->trace_gen))
+        vm_atomic_load_acquire(&p->trace_gen) != vm_atomic_load_relaxed(&p->vm->trace_gen))
         vm_hook_trace_fold(p);
 }
 

@@ -243,9 +243,10 @@ struct Process {
     VmAtomic trace_tab;
     /* The generation of flags for all (tvm_vm.trace_gen) this trace word
      * has taken in: written under p->lock by whoever folds the changes in
-     * (trace/tr_flags_all.c), and by vm_spawn before p is visible; read
-     * relaxed by the scheduler switching p in, which folds when it
-     * differs.  0 forever for a call context (pid 0), which flags for all
+     * (trace/tr_flags_all.c; [TG2] release, after the word), and by
+     * vm_spawn before p is visible; read acquire ([TG2']) by the
+     * scheduler switching p in and by lookers, who fold when it differs
+     * and otherwise read the word it covers.  0 forever for a call context (pid 0), which flags for all
      * do not reach. */
     VmAtomic trace_gen;
 

@@ -374,11 +374,14 @@ static bool after_wait_or_exit(Scheduler *s, Process *p)
  * tvm_trace_flags_all orders its bump before this relaxed load (as it
  * orders the flip of vm->bp_ix before a breakpoint hit): a switch that
  * comes after the wait sees the bump (trace/tr_flags_all.c).  Two loads
- * and a predicted branch per switch.
+ * (one acquire: a plain move on x86, ldar on aarch64) and a predicted
+ * branch per switch.
  */
 static inline void trace_catch_up(Process *p)
 {
-    if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->trace_gen) !=
+    /* Acquire ([TG2'] of trace/tr_flags_all.c): when another thread
+     * folded p in, its word is read after the generation that says so. */
+    if (VM_UNLIKELY(vm_atomic_load_acquire(&p->trace_gen) !=
                     vm_atomic_load_relaxed(&p->vm->trace_gen)))
         vm_hook_trace_fold(p);
 }
