@@ -94,7 +94,7 @@ void bp_engine_destroy(tvm_vm *vm);
 VmNativeTable bp_natives(void);
 
 /* Thread-progress waits the engine has made so far (a statistic for the
- * pausefree benchmark).  Any thread; racy by nature. */
+ * pausefree benchmark).  Any thread; a relaxed read, ordered with nothing. */
 uint64_t bp_waits(tvm_vm *vm);
 
 /* The time those waits took in all, ns (a statistic, as above). */

@@ -622,8 +622,8 @@ static void wait_progress(tvm_vm *vm)
     VmProgress *bp = vm_progress_get(vm);
     const uint64_t t0 = vm_now_ns();
     vm_progress_sync(bp, vm_running_process());
-    vm->bp->wait_ns += vm_now_ns() - t0;
-    vm->bp->waits++;
+    vm_atomic_fetch_add_relaxed(&vm->bp->wait_ns, vm_now_ns() - t0);
+    vm_atomic_fetch_add_relaxed(&vm->bp->waits, 1);
 }
 
 /* Frees what stage 5 unlinked and what lost its last reference. */
@@ -824,12 +824,12 @@ void bp_engine_init(tvm_vm *vm)
 
 uint64_t bp_waits(tvm_vm *vm)
 {
-    return vm->bp->waits;
+    return vm_atomic_load_relaxed(&vm->bp->waits);
 }
 
 uint64_t bp_wait_ns(tvm_vm *vm)
 {
-    return vm->bp->wait_ns;
+    return vm_atomic_load_relaxed(&vm->bp->wait_ns);
 }
 
 void bp_engine_destroy(tvm_vm *vm)

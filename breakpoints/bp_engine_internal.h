@@ -24,9 +24,15 @@ void bp_recvec_push(BpRecVec *l, BpRecord *r);
 /* Reading ahead in a loop over records: how far (in records). */
 #define BP_AHEAD 16
 
+/* A hint to fetch the line at p for writing; nothing where the compiler
+ * has no such builtin (gcc and clang have it). */
 static inline void bp_prefetch(const void *p)
 {
+#if defined(__GNUC__)
     __builtin_prefetch(p, 1, 3);
+#else
+    (void)p;
+#endif
 }
 
 /* Every cache line of a record (a pass over records touches most). */
@@ -89,8 +95,11 @@ typedef struct BpEngine {
     uint32_t mark;
     uint32_t nshards;           /* counters: 1 + schedulers */
     bool stw;                   /* this call stopped the world */
-    uint64_t waits;             /* thread-progress waits made (statistics) */
-    uint64_t wait_ns;           /* ... and the time spent in them */
+    /* Thread-progress waits made, and the ns spent in them (statistics):
+     * added to by the waiting call, under the permission; read relaxed
+     * by bp_waits / bp_wait_ns on any thread, nothing ordered with them. */
+    VmAtomic waits;
+    VmAtomic wait_ns;
     /* The trace sessions' stopper thread (bp_session.c): started and
      * joined by the VM's set-up and end, nobody else. */
     pthread_t stopper;
