@@ -155,6 +155,14 @@ static inline uintptr_t vm_atomic_peek_relaxed(const uintptr_t *at)
     return (uintptr_t)AO_load((const volatile AO_t *)at);
 }
 
+/* A relaxed atomic store to a word that is not a VmAtomic: the writer's
+ * side of a word some other thread reads with vm_atomic_peek_* (the call
+ * site says who reads it and what orders the two). */
+static inline void vm_atomic_poke_relaxed(uintptr_t *at, uintptr_t x)
+{
+    AO_store((volatile AO_t *)at, (AO_t)x);
+}
+
 /* Pointer-typed conveniences over the same operations. */
 #define vm_atomic_load_ptr_acquire(a) ((void *)vm_atomic_load_acquire(a))
 #define vm_atomic_load_ptr_relaxed(a) ((void *)vm_atomic_load_relaxed(a))

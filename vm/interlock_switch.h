@@ -30,8 +30,12 @@ static inline void *vm_il_switch_in(Process *q)
         vm_il_wait_untraced(q);
     uintptr_t w = vm_atomic_load_relaxed(&q->il.word);
     vm_atomic_store_relaxed(&q->il.word, IL_NEXT(w, IL_RUNNING));
+    /* The owner's read of its saved sp, and the store that takes it away:
+     * a capture reads the word concurrently (saved_sp, stacks/
+     * st_capture.c, an acquire load), so the store is an atomic one; the
+     * read needs no atomicity, no other thread writes the word now. */
     void *sp = q->fiber->sp;
-    q->fiber->sp = NULL;
+    vm_atomic_poke_relaxed((uintptr_t *)&q->fiber->sp, 0);
     /* [IL3] store-store: RUNNING and the cleared sp before every write q
      * makes to its stack once it runs; pairs with [ST-V], the capture's
      * load-load fence between its reads of the saved context and its
