@@ -109,14 +109,19 @@ grep -qE 'prof_sh:spin/1 \(tests/sh/data/profile.tasm:(10|11|12)\)' "$tmp/merged
 run 30 --profile=off --profile-merge --profile-out "$tmp/off.folded" >/dev/null 2>&1 || fail "off run"
 slept=$(grep 'prof_sh:sleeper/2 (tests/sh/data/profile.tasm:46);timer:sleep/1 (native)' \
     "$tmp/off.folded" | awk '{s += $NF} END {print s + 0}')
-# Under emulation the sum is a timing figure (each wait is charged from
-# the switch out, which comes well after the sleep's timer is armed when
-# every instruction is emulated): the stack is checked, not the sum.
+# Each wait is charged from the switch out, which comes after the sleep's
+# timer is armed, so the sum can fall short of 30 x 20 ms by however long
+# the thread took from arming to switching (microseconds on an idle
+# machine; a run under ThreadSanitizer on a loaded one once summed
+# 597.4 ms; under emulation, most of each sleep).  So the sum is checked
+# against half of 600 ms: a wait not charged at all, or charged per switch
+# instead of for its length, is off by orders of magnitude, and a timing
+# figure is not asserted.  Under emulation only the stack is checked.
 if [[ -z "${TRACEVM_RUN:-}" ]]; then
-    ((slept >= 600000000)) || fail "off-CPU: the sleeper waited $slept ns: $(cat "$tmp/off.folded")"
+    ((slept >= 300000000)) || fail "off-CPU: the sleeper waited $slept ns: $(cat "$tmp/off.folded")"
 else
     ((slept > 0)) || fail "off-CPU: no wait under timer:sleep/1: $(cat "$tmp/off.folded")"
-    echo "under emulation: the off-CPU sum ($slept ns) is not checked against 600 ms"
+    echo "under emulation: the off-CPU sum ($slept ns) is not checked against 300 ms"
 fi
 
 # Allocation: build/1, charged to its VM stack (no native frames).
