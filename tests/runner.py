@@ -272,10 +272,14 @@ def stress_tests(t, progs, env):
             t.ok(name)
 
 
+# Files of tests/sh/ that the tests source, not tests themselves.
+SHELL_LIBRARIES = ('lib.sh',)
+
+
 def shell_tests(t, env):
     jobs = [(p, lambda p=p: run(['bash', p], env=env))
             for p in sorted(glob.glob(os.path.join(ROOT, 'tests/sh/*.sh')))
-            if t.wanted('sh/' + os.path.basename(p))]
+            if os.path.basename(p) not in SHELL_LIBRARIES and t.wanted('sh/' + os.path.basename(p))]
     for path, r in ahead(jobs):
         name = 'sh/' + os.path.basename(path)
         out = r.stdout.decode(errors='replace') if r else ''
