@@ -117,6 +117,11 @@ typedef struct PModule {
     PExport *exports;
     uint32_t nexports, exports_cap;
     LitBlock *lits;
+    /* funcs by name and arity (ld_build.c's index: 1 + the index of the
+     * first function with that name and arity, 0 for an empty slot;
+     * index_mask + 1 slots, a power of two), built after the parse */
+    uint32_t *index;
+    uint32_t index_mask;
 } PModule;
 
 /* Parses a whole file; diagnostics go to diag. */

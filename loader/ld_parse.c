@@ -743,4 +743,5 @@ void ld_pmodule_free(PModule *pm)
         pfunc_free(&pm->funcs[i]);
     free(pm->funcs);
     free(pm->exports);
+    free(pm->index);
 }
