@@ -17,8 +17,9 @@ Kinds of tests:
   * stress programs: tests/stress/stress_*.c, plain programs with threads
     (exit 0 passes).
   * shell tests: tests/sh/*.sh, run with TRACEVM, EMBED, TRACEVM_MODE,
-    TRACEVM_TEST_SKIP, CC and CXX in the environment; exit 0 passes, exit 77 means
-    skipped (the last line of stdout says why), anything else fails.
+    TRACEVM_TEST_SKIP, CC and CXX in the environment; exit 0 passes,
+    exit 77 means skipped (the last line of stdout says why), anything
+    else fails.
 
 Tools a test needs (babeltrace2, gdb, spin) must be installed: a missing
 one fails the test unless the run names it in `skip=` (scons variable, a
