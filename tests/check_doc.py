@@ -34,11 +34,18 @@ directory outside the tree:
   * a command line of a compiler anywhere else in the guide is an error:
     every link line shown is one the test runs.
 
+The compilers are CC and CXX when set (a cross build's suite sets them
+to the cross compilers, tests/runner.py), standing for the guide's `cc`
+and `g++`; with TRACEVM_RUN set (the emulator of that suite) a command
+that runs a program built, `./NAME ...`, runs it under the emulator.  The
+guide's commands are otherwise run as written.
+
 Prints one line per failure and exits 1; prints `ok: ...` and exits 0.
 """
 import glob
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -49,6 +56,9 @@ COMPILERS = re.compile(r'^\$ (cc|gcc|g\+\+|c\+\+|clang)(?=\s)')
 MARK = re.compile(r'^<!-- doc-test: (header|fragment|run) -->$')
 PROGRAM = re.compile(r'^(?:/\*| \*|//) (\S+\.(?:c|cpp)) - ')
 TASM = re.compile(r'^; (\S+\.tasm) - ')
+
+# The guide's compiler (COMPILERS) -> the variable that may name another.
+COMPILER_VARS = {'cc': 'CC', 'gcc': 'CC', 'clang': 'CC', 'g++': 'CXX', 'c++': 'CXX'}
 
 FRAGMENT_PRELUDE = '''#include <stdio.h>
 #include <stdlib.h>
@@ -190,8 +200,8 @@ def main():
                 src = os.path.join(tmp, 'fragment_%d.c' % line)
                 with open(src, 'w') as f:
                     f.write(FRAGMENT_PRELUDE + code + FRAGMENT_END)
-                r = subprocess.run(['cc', '-std=gnu11', '-Wall', '-Wextra', '-Werror',
-                                    '-Wno-unused', '-fsyntax-only'] + cflags + [src],
+                r = subprocess.run([os.environ.get('CC', 'cc'), '-std=gnu11', '-Wall', '-Wextra',
+                                    '-Werror', '-Wno-unused', '-fsyntax-only'] + cflags + [src],
                                    capture_output=True, text=True)
                 if r.returncode:
                     fail(line, 'the fragment does not compile:\n' + r.stderr)
@@ -214,7 +224,7 @@ def main():
         for line, steps in sessions:
             counts['run'] += 1
             for k, (cmd, want) in enumerate(steps):
-                run_cmd = cmd
+                run_cmd = as_built_here(cmd)
                 if os.environ.get('DOC_NO_STATIC') and ' -static ' in cmd:
                     run_cmd = cmd.replace(' -static ', ' ').replace(
                         '--libs tracevm)', "--libs tracevm | sed 's/-ltracevm/-l:libtracevm.a/')")
@@ -238,6 +248,17 @@ def main():
         return 0
     finally:
         shutil.rmtree(tmp)
+
+
+def as_built_here(cmd):
+    """cmd with the compiler CC or CXX names, and a program of the
+    scratch directory run under TRACEVM_RUN (the module's docstring)."""
+    m = COMPILERS.match('$ ' + cmd)
+    if m and os.environ.get(COMPILER_VARS[m.group(1)]):
+        return shlex.quote(os.environ[COMPILER_VARS[m.group(1)]]) + cmd[len(m.group(1)):]
+    if cmd.startswith('./') and os.environ.get('TRACEVM_RUN'):
+        return shlex.quote(os.environ['TRACEVM_RUN']) + ' ' + cmd
+    return cmd
 
 
 def write(tmp, name, code, line, fail):

@@ -16,9 +16,10 @@ Kinds of tests:
     stderr of `tracevm check`; the exit status must be 1.
   * stress programs: tests/stress/stress_*.c, plain programs with threads
     (exit 0 passes).
-  * shell tests: tests/sh/*.sh, run with TRACEVM, EMBED, TRACEVM_MODE and
-    TRACEVM_TEST_SKIP in the environment; exit 0 passes, exit 77 means
-    skipped (the last line of stdout says why), anything else fails.
+  * shell tests: tests/sh/*.sh, run with TRACEVM, EMBED, TRACEVM_MODE,
+    TRACEVM_TEST_SKIP, CC and CXX in the environment; exit 0 passes,
+    exit 77 means skipped (the last line of stdout says why), anything
+    else fails.
 
 Tools a test needs (babeltrace2, gdb, spin) must be installed: a missing
 one fails the test unless the run names it in `skip=` (scons variable, a
@@ -35,8 +36,13 @@ programs and scripts, and gives the shell tests a tree of launchers in
 place of the build's programs ($BUILD/qemu-run, the build's layout, each
 program a script that runs it under the emulator; every other file a
 link), so that "$TRACEVM", $EMBED and the programs beside them run as
-they are.  A shell test that cannot work under user-mode emulation
-skips itself by name with the reason (tests/sh/lib.sh: not_emulated).
+they are.  The shell tests that build programs against the scratch
+install (install.sh, symbols.sh, embedding_doc.sh) get the cross
+compilers in CC and CXX and a pkg-config that reads the target's .pc
+files (PKG_CONFIG_LIBDIR; natively CC=cc, CXX=g++ and the host's
+pkg-config), and run what they build under TRACEVM_RUN.  A shell test
+that cannot work under user-mode emulation skips itself by name with
+the reason (tests/sh/lib.sh: not_emulated).
 There the programs of each kind run as many at a time as scons -j says
 (TEST_JOBS; their results printed in order): one at a time the emulated
 suite kept 2 vCPUs half busy for 10 minutes.  A native suite runs them
@@ -328,6 +334,17 @@ def launchers(build, emu):
     return top
 
 
+def cross_tools(env):
+    """What the shell tests that build programs against the scratch
+    install use in a cross build: the cross compilers (CC, CXX; natively
+    cc and g++) and a pkg-config that reads the target's .pc files (its
+    multiarch directory, Debian's layout, and the architecture-independent
+    one) in place of the host's; the tests add the install's."""
+    triplet = env['CROSS'].rstrip('-')
+    return {'CC': env['CC'], 'CXX': env['CROSS'] + 'g++',
+            'PKG_CONFIG_LIBDIR': '/usr/lib/%s/pkgconfig:/usr/share/pkgconfig' % triplet}
+
+
 def main(env, units, stress, tracevm, embed):
     t = Tally(env['filter'])
     penv = dict(os.environ, TRACEVM=tracevm, EMBED=embed, TRACEVM_MODE=env['mode'],
@@ -345,9 +362,14 @@ def main(env, units, stress, tracevm, embed):
         build = os.path.dirname(os.path.dirname(tracevm))
         top = launchers(build, emu)
         shell_env = dict(penv, TRACEVM=os.path.join(top, os.path.relpath(tracevm, build)),
-                         EMBED=os.path.join(top, os.path.relpath(embed, build)))
+                         EMBED=os.path.join(top, os.path.relpath(embed, build)),
+                         **cross_tools(env))
+        if not shutil.which(shell_env['CXX']):
+            print('%s not found: tools/setup.sh --cross %s installs it' %
+                  (shell_env['CXX'], env['ARCH']))
+            return 1
     else:
-        shell_env = penv
+        shell_env = dict(penv, CC='cc', CXX='g++')
     if env['mode'] == 'tsan':
         # atexit_sleep_ms=0: ThreadSanitizer otherwise sleeps a second in
         # every program's exit, to catch threads racing with it; the VM

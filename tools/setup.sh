@@ -11,7 +11,9 @@
 #   tools/setup.sh --package also what building the Debian packages
 #                            needs (dpkg-buildpackage, debhelper, lintian)
 #   tools/setup.sh --cross aarch64  also the aarch64 cross build and its
-#                            tests: the cross compiler, qemu-user, and the
+#                            tests: the cross compilers (C, and C++ for
+#                            the tests that build host programs against
+#                            the install), qemu-user, and the
 #                            arm64 builds of the libraries (multiarch: this
 #                            adds dpkg's arm64 architecture).  Criterion's
 #                            arm64 library cannot be installed beside the
@@ -32,6 +34,7 @@ pkgs=(
     libclang-rt-dev                   # libFuzzer (-fsanitize=fuzzer) for scons fuzz
     libatomic-ops-dev liburcu-dev     # atomics wrapper, QSBR thread progress
     libunwind-dev libelf-dev libdw-dev  # stack capture and symbolization
+    libbz2-dev                        # libdw's static link (tests/outside: cc -static)
     libcriterion-dev                  # unit tests
     spin babeltrace2                  # protocol model, CTF checks
     gdb                               # fiber unwinding tests, the ABI check
@@ -48,11 +51,14 @@ while (($#)); do
         [[ "$cross" == aarch64 ]] || { echo "$0: --cross takes aarch64 (the one port)" >&2; exit 2; }
         # The libraries' arm64 builds, for the cross link and for qemu-aarch64
         # (libc6:arm64 puts the arm64 dynamic loader where the binaries name
-        # it, so qemu runs them without -L); gdb-multiarch reads aarch64 cores.
-        pkgs+=(gcc-aarch64-linux-gnu qemu-user gdb-multiarch libc6:arm64
+        # it, so qemu runs them without -L); gdb-multiarch reads aarch64 cores;
+        # g++ and libstdc++6:arm64 (which runs what it builds): tests/outside's
+        # C++ host and symbols.sh's C++ link; libbz2-dev: tests/outside's
+        # static link.
+        pkgs+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user gdb-multiarch libc6:arm64
                liburcu-dev:arm64 libunwind-dev:arm64 libelf-dev:arm64
-               libdw-dev:arm64 zlib1g-dev:arm64 libexpat1:arm64
-               libgit2-1.5:arm64 libffi8:arm64) ;;
+               libdw-dev:arm64 zlib1g-dev:arm64 libbz2-dev:arm64 libstdc++6:arm64
+               libexpat1:arm64 libgit2-1.5:arm64 libffi8:arm64) ;;
     --bench) pkgs+=(lua5.4 luajit erlang-base valgrind hyperfine) ;;
     --viewers) pkgs+=(chromium); command -v npm >/dev/null || pkgs+=(npm) ;;
     --profile-tools) pkgs+=(golang-go) ;;

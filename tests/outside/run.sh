@@ -7,6 +7,11 @@
 # by tests/sh/install.sh on the test suite's scratch install and by
 # .ci/run on the installed Debian packages.  Prints the commands it runs;
 # exits 1 on the first difference.
+#
+# CC and CXX name the compilers (default cc and g++), TRACEVM_RUN an
+# emulator that runs the programs built (none by default): a cross
+# build's suite (tests/runner.py) sets them to the cross compilers and
+# qemu, and points pkg-config at the target's .pc files.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 fail() { echo "FAIL: $*"; exit 1; }
@@ -32,30 +37,30 @@ step() {
     "$@" > "$tmp/cc.out" 2>&1 || fail "$name does not build:
 $(cat "$tmp/cc.out")"
     local got
-    got=$(LD_LIBRARY_PATH=$libdir "./$name" 2>&1) || fail "./$name exited $?: $got"
+    got=$(LD_LIBRARY_PATH=$libdir ${TRACEVM_RUN:+"$TRACEVM_RUN"} "./$name" 2>&1) || fail "./$name exited $?: $got"
     [[ "$got" == "$want" ]] || fail "./$name printed
 $got
 expected
 $want"
 }
 
-step host "$want_c" cc -std=c11 -Wall -Wextra -Werror -pedantic host.c \
+step host "$want_c" "${CC:-cc}" -std=c11 -Wall -Wextra -Werror -pedantic host.c \
     $(pkg-config --cflags --libs tracevm) -o host
 [[ "$(readelf -d host)" == *"Shared library: [libtracevm.so."* ]] ||
     fail "host is not linked with libtracevm.so"
 
 if [[ "$(pkg-config --libs tracevm)" == *-fsanitize* ]]; then
     # A sanitizer's runtime cannot be linked statically: the archive alone.
-    step host_static "$want_c" cc -std=c11 host.c \
+    step host_static "$want_c" "${CC:-cc}" -std=c11 host.c \
         $(pkg-config --static --cflags --libs tracevm | sed 's/-ltracevm/-l:libtracevm.a/') \
         -o host_static
     [[ "$(readelf -d host_static)" != *"[libtracevm.so."* ]] || fail "host_static needs libtracevm.so"
 else
-    step host_static "$want_c" cc -std=c11 -static host.c \
+    step host_static "$want_c" "${CC:-cc}" -std=c11 -static host.c \
         $(pkg-config --static --cflags --libs tracevm) -o host_static
     [[ "$(readelf -d host_static 2>&1)" != *NEEDED* ]] || fail "host_static is not static"
 fi
 
-step host_cpp "$want_cpp" g++ -std=c++11 -Wall -Wextra -Werror -pedantic host.cpp \
+step host_cpp "$want_cpp" "${CXX:-g++}" -std=c++11 -Wall -Wextra -Werror -pedantic host.cpp \
     $(pkg-config --cflags --libs tracevm) -o host_cpp
 echo "ok: shared, static and C++ hosts"

@@ -43,3 +43,20 @@ emulated_program() {
 command_line() {
     echo "${TRACEVM_RUN:+$TRACEVM_RUN }$(emulated_program "$1")"
 }
+
+# target_ldd [-r] FILE: what `ldd [-r] FILE` prints (-r: and the symbols
+# nothing defines, "undefined symbol: NAME"), for a program or library of
+# the build's architecture.  Under emulation the host's ldd cannot load a
+# foreign file: the target's dynamic loader (the one the build's tracevm
+# names) does what glibc's ldd does, run by the emulator, with ldd's
+# variables given to the emulated loader alone (qemu's -E: in the
+# environment they would make the host's loader trace the emulator).
+target_ldd() {
+    [[ -z "${TRACEVM_RUN:-}" ]] && { ldd "$@"; return; }
+    local vars=(-E LD_TRACE_LOADED_OBJECTS=1) interp
+    [[ $1 == -r ]] && { vars+=(-E LD_WARN=yes -E LD_BIND_NOW=yes); shift; }
+    interp=$(readelf -l "$(emulated_program "$TRACEVM")" |
+             sed -n 's/.*Requesting program interpreter: \(.*\)\]$/\1/p')
+    [[ -n "$interp" ]] || fail "no program interpreter in $(emulated_program "$TRACEVM")"
+    "$TRACEVM_RUN" "${vars[@]}" "$interp" "$1"
+}

@@ -40,8 +40,9 @@ nm --defined-only -g "$build/lib/libtracevm.a" 2>/dev/null | awk 'NF == 3 && $3 
     sort > "$tmp/static"
 diff -u "$tmp/declared" "$tmp/static" > "$tmp/diff" || fail "libtracevm.a: $(tail -n +3 "$tmp/diff")"
 
-not_emulated "the rest loads the library with the host's ldd and links it with the host's g++"
-ldd -r "$so" > "$tmp/ldd" 2>&1 || fail "ldd -r: $(cat "$tmp/ldd")"
+# (A cross build's suite: the target's loader under the emulator, and the
+# cross g++, which the runner names in CXX.)
+target_ldd -r "$so" > "$tmp/ldd" 2>&1 || fail "ldd -r: $(cat "$tmp/ldd")"
 ! grep -q 'not found\|undefined symbol' "$tmp/ldd" || fail "unresolved: $(cat "$tmp/ldd")"
 # A C++ program that takes the address of every function links with the
 # shared library: the header declares them all with C linkage (inside its
@@ -53,6 +54,6 @@ ldd -r "$so" > "$tmp/ldd" 2>&1 || fail "ldd -r: $(cat "$tmp/ldd")"
     echo '};'
     echo 'int main() { return fns[0] == nullptr; }'
 } > "$tmp/all.cpp"
-g++ -I. "$tmp/all.cpp" -L"$build/lib" -ltracevm -o "$tmp/all" 2> "$tmp/g++.err" ||
+"${CXX:-g++}" -I. "$tmp/all.cpp" -L"$build/lib" -ltracevm -o "$tmp/all" 2> "$tmp/g++.err" ||
     fail "a C++ program cannot link every function: $(grep -o 'undefined reference to [^ ]*' "$tmp/g++.err" | sort -u | head -5)"
 echo "ok: $(wc -l < "$tmp/declared") functions"
