@@ -349,6 +349,14 @@ def main(env, units, stress, tracevm, embed):
     t = Tally(env['filter'])
     penv = dict(os.environ, TRACEVM=tracevm, EMBED=embed, TRACEVM_MODE=env['mode'],
                 TRACEVM_TEST_SKIP=env['skip'])
+    if env['mode'] == 'tsan':
+        # atexit_sleep_ms=0: ThreadSanitizer otherwise sleeps a second in
+        # every program's exit, to catch threads racing with it; the VM
+        # joins its threads before it returns, and the suite starts a few
+        # hundred programs (that second was most of the e2e tests' time).
+        # Set before the shell tests' environment is copied from penv.
+        penv['TSAN_OPTIONS'] = ('halt_on_error=1 atexit_sleep_ms=0 ' +
+                                os.environ.get('TSAN_OPTIONS', '')).strip()
     if env['RUN_PREFIX']:
         emu = shutil.which(env['RUN_PREFIX'][0])
         if not emu:
@@ -370,14 +378,6 @@ def main(env, units, stress, tracevm, embed):
             return 1
     else:
         shell_env = dict(penv, CC='cc', CXX='g++')
-    if env['mode'] == 'tsan':
-        # atexit_sleep_ms=0: ThreadSanitizer otherwise sleeps a second in
-        # every program's exit, to catch threads racing with it; the VM
-        # joins its threads before it returns, and the suite starts a few
-        # hundred programs (that second was 4 of every 5 seconds of the
-        # e2e tests).
-        penv['TSAN_OPTIONS'] = ('halt_on_error=1 atexit_sleep_ms=0 ' +
-                                os.environ.get('TSAN_OPTIONS', '')).strip()
     kinds = []
     for kind, fn, arg in (('unit', unit_tests, units), ('stress', stress_tests, stress),
                           ('e2e', e2e_tests, tracevm), ('bad', bad_tests, tracevm),
