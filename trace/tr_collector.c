@@ -274,7 +274,8 @@ static void *collector_main(void *arg)
 
 void tr_collector_kick(TrPipeline *tp)
 {
-    if (!vm_atomic_load_relaxed(&tp->sleeping))
+    /* One kick per sleep (tr_internal.h). */
+    if (vm_atomic_load_relaxed(&tp->sleeping) != 1 || !vm_atomic_cas_full(&tp->sleeping, 1, 2))
         return;
     pthread_mutex_lock(&tp->lock);
     pthread_cond_signal(&tp->kick);
