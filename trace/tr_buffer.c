@@ -37,9 +37,7 @@
  *   it in pending_lost and in `lost`.  The next event that fits is
  *   preceded by a LOST marker record carrying pending_lost, so sinks see
  *   the loss where it happened.  Whatever is still pending at shutdown is
- *   reported by the collector from `lost` minus what it delivered.  When
- *   not even the smallest record fits (surely_full: the tail is loaded as
- *   in step 1), the event is dropped before it is stamped or encoded.
+ *   reported by the collector from `lost` minus what it delivered.
  *
  *   Full ring, lossless policy: nothing is written and tr_emit returns
  *   TR_FULL.  Before that the producer adds 1 to `waiting` and re-reads
@@ -248,53 +246,29 @@ static TrStatus ring_full(TrPipeline *tp, TrRing *r, const TrEmit *ev, uint64_t 
     return TR_FULL;
 }
 
-/*
- * Drop policy: whether the ring is full for any record, so the event can
- * be dropped without reading the clock or encoding it.  The smallest
- * record is a bare header (and a LOST marker before it when drops are
- * pending); if that does not fit, by the cached tail and then by a fresh
- * one ([TB2'], as in reserve()), no record fits and ring_write would
- * fail too.  A dropping producer otherwise paid a clock read, an encoding
- * and two reserves per event while the collector, which must make the
- * room, waited for a CPU.
- */
-static bool surely_full(TrRing *r)
-{
-    size_t least = (r->pending_lost ? 2 : 1) * sizeof(TrRecord);
-    if (r->head_local + least - r->tail_cache <= r->size)
-        return false;
-    /* [TB2'] acquire: pairs with [TB2] in tr_ring_release(). */
-    r->tail_cache = vm_atomic_load_acquire(&r->tail);
-    return r->head_local + least - r->tail_cache > r->size;
-}
-
-/* tr_emit into ring r by its one producer (the shared ring's lock held). */
-static TrStatus emit_into(TrPipeline *tp, TrRing *r, const TrEmit *ev)
-{
-    TrStatus st;
-    if (tp->opts.policy == TR_POLICY_DROP && surely_full(r)) {
-        st = ring_full(tp, r, ev, 0);
-    } else {
-        /* Stamped as late as possible; for the shared ring under the lock,
-         * so that its records stay in time order. */
-        uint64_t ticks = tr_clock_ticks();
-        st = ring_write(tp, r, ev, ticks) ? TR_OK : ring_full(tp, r, ev, ticks);
-        if (st == TR_OK)
-            vm_atomic_store_relaxed(&r->emitted, vm_atomic_load_relaxed(&r->emitted) + 1);
-    }
-    fast_end_update(r);
-    return st;
-}
-
 TrStatus tr_emit(TrPipeline *tp, int sched, const TrEmit *ev)
 {
     VM_ASSERT(sched >= -1 && sched < tp->opts.nscheds, "bad scheduler id");
     VM_ASSERT(ev->kind < TR_K_LOST, "producers emit real events only");
     VM_ASSERT(ev->arity <= UINT8_MAX, "arity fits the record");
-    if (VM_LIKELY(sched >= 0))
-        return emit_into(tp, &tp->rings[sched], ev);
+    TrStatus st;
+    if (VM_LIKELY(sched >= 0)) {
+        TrRing *r = &tp->rings[sched];
+        uint64_t ticks = tr_clock_ticks();
+        st = ring_write(tp, r, ev, ticks) ? TR_OK : ring_full(tp, r, ev, ticks);
+        if (st == TR_OK)
+            vm_atomic_store_relaxed(&r->emitted, vm_atomic_load_relaxed(&r->emitted) + 1);
+        fast_end_update(r);
+        return st;
+    }
+    TrRing *r = &tp->rings[tp->nrings - 1];
     pthread_mutex_lock(&tp->shared_lock);
-    TrStatus st = emit_into(tp, &tp->rings[tp->nrings - 1], ev);
+    /* Stamped under the lock: the shared ring's records stay in time order. */
+    uint64_t ticks = tr_clock_ticks();
+    st = ring_write(tp, r, ev, ticks) ? TR_OK : ring_full(tp, r, ev, ticks);
+    if (st == TR_OK)
+        vm_atomic_store_relaxed(&r->emitted, vm_atomic_load_relaxed(&r->emitted) + 1);
+    fast_end_update(r);
     pthread_mutex_unlock(&tp->shared_lock);
     return st;
 }

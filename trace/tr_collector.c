@@ -274,8 +274,7 @@ static void *collector_main(void *arg)
 
 void tr_collector_kick(TrPipeline *tp)
 {
-    /* One kick per sleep (tr_internal.h). */
-    if (vm_atomic_load_relaxed(&tp->sleeping) != 1 || !vm_atomic_cas_full(&tp->sleeping, 1, 2))
+    if (!vm_atomic_load_relaxed(&tp->sleeping))
         return;
     pthread_mutex_lock(&tp->lock);
     pthread_cond_signal(&tp->kick);

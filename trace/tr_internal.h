@@ -102,14 +102,9 @@ struct TrPipeline {
     pthread_cond_t kick, done, space;
     bool stop;
     uint64_t flush_req, flush_done;
-    /* 1 while the collector sleeps on `kick`, 2 once a producer kicked it.
-     * Stored by the collector under `lock` (1 before its wait, 0 after);
-     * producers whose ring is full read it relaxed and the one whose CAS
-     * turns 1 into 2 signals `kick` under `lock` (the collector holds it
-     * until it waits, so the signal cannot come before the wait), so
-     * every other dropping producer returns at once instead of queueing
-     * on `lock`, which the woken collector needs to return from its wait.
-     * A stale 0 only costs one poll interval. */
+    /* 1 while the collector sleeps on `kick`.  Written under `lock`; read
+     * relaxed by producers whose ring is full, who then kick it (a stale
+     * 0 only costs one poll interval). */
     VmAtomic sleeping;
     bool started;
     pthread_t thread;
