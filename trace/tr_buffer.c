@@ -23,7 +23,8 @@
  *     2. Write the record (header, payload) with plain stores.
  *     3. Publish: `head` += pad + n with a release store ([TB1]: the
  *        record bytes before the new head).
- *   Reading (collector):
+ *   Reading (collector: the one collector thread that drains this ring,
+ *   tr_collector.c):
  *     1. Load `head` ([TB1'] acquire: pairs with [TB1]; every byte below
  *        it is written).
  *     2. Read records in [tail, head), skipping PAD.
@@ -302,7 +303,7 @@ bool tr_wait_space(TrPipeline *tp, int sched, uint64_t timeout_ns)
         vm_atomic_fetch_add_full(&r->waiting, 1);
         if (tr_ring_has_room(tp, r) || tp->stop)
             break;
-        pthread_cond_signal(&tp->kick);
+        pthread_cond_broadcast(&tp->kick);
         int rc = timeout_ns ? pthread_cond_timedwait(&tp->space, &tp->lock, &deadline)
                             : pthread_cond_wait(&tp->space, &tp->lock);
         if (rc != 0 && !tr_ring_has_room(tp, r)) {
