@@ -32,6 +32,8 @@
  *                     argument into a scheduler ring (the producer's whole
  *                     cost: clock, encoding, record, publish); median of
  *                     batches that fit the ring, so nothing is dropped
+ *   tick_ns           one read of the trace clock (tr_clock_ticks), which
+ *                     every event pays once
  *   emit3_ns          the same with three arguments {ok,[1,2]}, <<"bin">>, 7
  *   emit_shared_ns    the same through the shared (locked) ring, -1
  *   <sink>_mev_s      collector throughput, million events per second,
@@ -40,7 +42,15 @@
  *                     directory, callback calls an empty function;
  *                     ctf_raw (one ring, so one stream) to a directory on
  *                     tmpfs (/dev/shm); raw_null a raw sink that writes
- *                     nothing (the collector's part of ctf_raw)
+ *                     nothing (the collector's part of ctf_raw); these two
+ *                     are medians of --rounds runs (--only raw: just them)
+ *   ctf_raw_bytes_per_event   the stream file's bytes per event
+ *   shm_alloc_gb_s, shm_copy_gb_s, shm_write_gb_s   GB per second of
+ *                     this thread's CPU time for a file in /dev/shm as
+ *                     large as that stream: allocating its pages
+ *                     (fallocate), writing into them once allocated, and
+ *                     writing into a new file (what the raw sink pays);
+ *                     1 MiB writes, medians of --rounds
  *
  * Fully traced fib (--only fib, and in the default run): a VM with
  * --schedulers schedulers runs one process per scheduler, each computing
@@ -52,6 +62,11 @@
  * wall time from the first spawn to the last join, median of --rounds
  * rounds (the three runs of a round back to back):
  *   fib_untraced_ms, fib_ctf_drop_ms, fib_ctf_lossless_ms
+ *   fib_untraced_cpu_ms, fib_ctf_drop_cpu_ms, fib_ctf_lossless_cpu_ms
+ *                      the CPU time of the whole OS process over the same
+ *                      span (schedulers, collector, host thread): what
+ *                      the tracing costs in CPU, and how much of the two
+ *                      CPUs' wall time the run kept busy
  *   fib_ctf_lost       events the drop policy lost (median over rounds;
  *                      fib_ctf_lost_max the largest)
  *   fib_ctf_written    events the lossless run wrote (must be 2,542,484
@@ -59,14 +74,17 @@
  *   fib_ctf_lossless_ratio   fib_ctf_lossless_ms / fib_untraced_ms
  *
  * usage: bench_events [--procs N] [--schedulers S] [--rounds R]
- *                     [--window-ms W] [--events N] [--only flags|pipeline|fib]
+ *                     [--window-ms W] [--events N] [--only flags|pipeline|raw|fib]
  *                     [--tasm FILE] [--fib-ring-bytes B]
  * (--fib-ring-bytes: the fib runs' rings instead of the default, to see
  * what a run needs to lose nothing)
  */
+#define _GNU_SOURCE   /* fallocate */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,6 +92,7 @@
 #include "bench/bench_util.h"
 #include "include/tracevm.h"
 #include "trace/tr.h"
+#include "trace/tr_clock.h"
 #include "vm/atom.h"
 #include "vm/atomics.h"
 
@@ -155,6 +174,25 @@ static double emit_cost(int sched, const Term *args, unsigned nargs)
     return median(per, ROUNDS);
 }
 
+/* ns per read of the trace clock (tr_clock_ticks: rdtsc on x86_64), the
+ * part of every event's cost no change to the rings can remove: median
+ * of ROUNDS batches. */
+static double tick_cost(void)
+{
+    tr_clock_init();
+    double per[ROUNDS];
+    uint64_t sum = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        double t0 = now_ns();
+        for (int i = 0; i < BATCH * 10; i++)
+            sum += tr_clock_ticks();
+        per[r] = (now_ns() - t0) / (BATCH * 10);
+    }
+    if (sum == 42)
+        printf("#\n");   /* keeps the reads */
+    return median(per, ROUNDS);
+}
+
 /* Million events per second one sink takes from a pre-filled ring. */
 static double sink_rate(TrSink *sink, long n)
 {
@@ -179,12 +217,86 @@ static double sink_rate(TrSink *sink, long n)
     return (double)n / secs / 1e6;
 }
 
+/* What a stream file on tmpfs costs per byte, in this thread's CPU time
+ * (GB/s): allocating its pages (fallocate), writing into pages already
+ * allocated, and writing into a new file (both at once, as the raw sink
+ * does), 1 MiB per write, `bytes` in all. */
+static void tmpfs_rates(size_t bytes, double *alloc, double *copy, double *fresh)
+{
+    static uint8_t buf[1 << 20];
+    memset(buf, 0x5a, sizeof buf);
+    bytes = (bytes + sizeof buf - 1) / sizeof buf * sizeof buf;
+    double t[3];
+    for (int k = 0; k < 2; k++) {
+        char path[] = "/dev/shm/bench_events_tmpfs_XXXXXX";
+        int fd = mkstemp(path);
+        if (fd < 0 || unlink(path) != 0)
+            die("a file in /dev/shm", NULL);
+        double t0 = thread_cpu_ns();
+        if (k == 0 && fallocate(fd, 0, 0, (off_t)bytes) != 0)
+            die("fallocate in /dev/shm", NULL);
+        double t1 = thread_cpu_ns();
+        for (size_t off = 0; off < bytes; off += sizeof buf)
+            if (pwrite(fd, buf, sizeof buf, (off_t)off) != (ssize_t)sizeof buf)
+                die("writing into /dev/shm", NULL);
+        double t2 = thread_cpu_ns();
+        if (k == 0) {
+            t[0] = t1 - t0;
+            t[1] = t2 - t1;
+        } else {
+            t[2] = t2 - t1;
+        }
+        close(fd);
+    }
+    *alloc = (double)bytes / t[0];
+    *copy = (double)bytes / t[1];
+    *fresh = (double)bytes / t[2];
+}
+
+/* Raw CTF into a new directory on tmpfs, and the null raw sink: medians
+ * of `rounds` runs each (one run is a few tens of ms, so one noisy
+ * moment of a shared machine would otherwise be the figure). */
+static void raw_costs(long n, int rounds)
+{
+    static double raw[MAX_ROUNDS], none[MAX_ROUNDS], alloc[MAX_ROUNDS], copy[MAX_ROUNDS],
+        fresh[MAX_ROUNDS];
+    static TrSink null_raw = { &null_raw_ops };
+    char err[256];
+    double bytes = 0;
+    for (int r = 0; r < rounds; r++) {
+        char shm[] = "/dev/shm/bench_events_XXXXXX";
+        if (!mkdtemp(shm)) {
+            perror("bench_events: /dev/shm");
+            exit(1);
+        }
+        TrSink *sink = tr_sink_ctf_raw_new(shm, 0, err, sizeof err);
+        if (!sink) {
+            fprintf(stderr, "bench_events: %s\n", err);
+            exit(1);
+        }
+        raw[r] = sink_rate(sink, n);
+        char path[64];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/sched_0", shm);
+        if (stat(path, &st) == 0)
+            bytes = (double)st.st_size;
+        remove_dir(shm);
+        none[r] = sink_rate(&null_raw, n);
+        tmpfs_rates((size_t)bytes, &alloc[r], &copy[r], &fresh[r]);
+    }
+    printf("ctf_raw_mev_s=%.2f\nraw_null_mev_s=%.2f\nctf_raw_bytes_per_event=%.2f\n",
+           median(raw, rounds), median(none, rounds), bytes / (double)n);
+    printf("shm_alloc_gb_s=%.2f\nshm_copy_gb_s=%.2f\nshm_write_gb_s=%.2f\n",
+           median(alloc, rounds), median(copy, rounds), median(fresh, rounds));
+}
+
 /* The pipeline's costs: emit and the sinks' throughput. */
-static void pipeline_costs(long n)
+static void pipeline_costs(long n, int rounds)
 {
     vm_atoms_init();
     Term one = make_small(10);
     printf("emit_ns=%.1f\n", emit_cost(0, &one, 1));
+    printf("tick_ns=%.1f\n", tick_cost());
 
     static Term words[16];
     Term *tup = words, *c1 = words + 3, *c2 = words + 5, *bin = words + 7;
@@ -218,20 +330,7 @@ static void pipeline_costs(long n)
     }
     printf("ctf_mev_s=%.2f\n", sink_rate(ctf, n));
     remove_dir(dir);
-    char shm[] = "/dev/shm/bench_events_XXXXXX";
-    if (!mkdtemp(shm)) {
-        perror("bench_events: /dev/shm");
-        exit(1);
-    }
-    TrSink *raw = tr_sink_ctf_raw_new(shm, 0, err, sizeof err);
-    if (!raw) {
-        fprintf(stderr, "bench_events: %s\n", err);
-        exit(1);
-    }
-    printf("ctf_raw_mev_s=%.2f\n", sink_rate(raw, n));
-    static TrSink null_raw = { &null_raw_ops };
-    printf("raw_null_mev_s=%.2f\n", sink_rate(&null_raw, n));
-    remove_dir(shm);
+    raw_costs(n, rounds);
     fclose(null);
 }
 
@@ -240,12 +339,26 @@ static void pipeline_costs(long n)
 #define FIB_N 27
 #define FIB_CALLS 635621
 
+/* CPU ms the whole OS process used so far (every thread: schedulers,
+ * the collector, this one). */
+static double cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* CPU ms of the last fib_procs (all threads, from its first spawn to its
+ * last join). */
+static double fib_cpu;
+
 /* Wall ms to run interp:fib(FIB_N) in nprocs processes at once. */
 static double fib_procs(tvm_env *env, int nprocs)
 {
     tvm_pid pids[MAX_FIB_PROCS];
     tvm_term arg, res;
     tvm_make_int(env, FIB_N, &arg);
+    double c0 = cpu_ms();
     double t0 = now_ns();
     for (int i = 0; i < nprocs; i++)
         if (tvm_spawn(env, "interp", "fib", 1, &arg, &pids[i]) != TVM_OK)
@@ -253,7 +366,9 @@ static double fib_procs(tvm_env *env, int nprocs)
     for (int i = 0; i < nprocs; i++)
         if (tvm_join(env, pids[i], &res) != TVM_OK)
             die("fib failed", NULL);
-    return (now_ns() - t0) / 1e6;
+    double ms = (now_ns() - t0) / 1e6;
+    fib_cpu = cpu_ms() - c0;
+    return ms;
 }
 
 /* One traced run into raw CTF on tmpfs under `policy`: wall ms; the
@@ -301,15 +416,19 @@ static void fib_ctf(const char *tasm, int nscheds, int rounds)
     tvm_env *env = tvm_env_new(vm);
     static double plain[MAX_ROUNDS], drop[MAX_ROUNDS], lossless[MAX_ROUNDS];
     static double lost[MAX_ROUNDS];
+    static double plain_cpu[MAX_ROUNDS], drop_cpu[MAX_ROUNDS], lossless_cpu[MAX_ROUNDS];
     double lost_max = 0;
     uint64_t written = 0, dropped = 0, w;
     fib_procs(env, nprocs);   /* warm-up */
     for (int r = 0; r < rounds; r++) {
         plain[r] = fib_procs(env, nprocs);
+        plain_cpu[r] = fib_cpu;
         drop[r] = fib_traced(vm, env, nprocs, TVM_TRACE_DROP, &w, &dropped);
+        drop_cpu[r] = fib_cpu;
         lost[r] = (double)dropped;
         lost_max = lost[r] > lost_max ? lost[r] : lost_max;
         lossless[r] = fib_traced(vm, env, nprocs, TVM_TRACE_LOSSLESS, &written, &dropped);
+        lossless_cpu[r] = fib_cpu;
         if (written != 2 * (uint64_t)FIB_CALLS * (uint64_t)nprocs || dropped)
             fprintf(stderr, "bench_events: the lossless run wrote %llu events, lost %llu\n",
                     (unsigned long long)written, (unsigned long long)dropped);
@@ -320,6 +439,8 @@ static void fib_ctf(const char *tasm, int nscheds, int rounds)
     printf("fib_ctf_lossless_ms=%.2f\nfib_ctf_lossless_ratio=%.2f\n", l, l / u);
     printf("fib_ctf_lost=%.0f\nfib_ctf_lost_max=%.0f\nfib_ctf_written=%llu\n",
            median(lost, rounds), lost_max, (unsigned long long)written);
+    printf("fib_untraced_cpu_ms=%.2f\nfib_ctf_drop_cpu_ms=%.2f\nfib_ctf_lossless_cpu_ms=%.2f\n",
+           median(plain_cpu, rounds), median(drop_cpu, rounds), median(lossless_cpu, rounds));
     tvm_env_free(env);
     tvm_destroy(vm);
 }
@@ -506,7 +627,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--window-ms"))
             window_ms = (double)arg_long(argv[i], val, 1, 100000), i++;
         else if (!strcmp(argv[i], "--only") && val &&
-                 (!strcmp(val, "flags") || !strcmp(val, "pipeline") || !strcmp(val, "fib")))
+                 (!strcmp(val, "flags") || !strcmp(val, "pipeline") || !strcmp(val, "fib") ||
+                  !strcmp(val, "raw")))
             only = val, i++;
         else if (!strcmp(argv[i], "--tasm") && val)
             tasm = val, i++;
@@ -514,7 +636,7 @@ int main(int argc, char **argv)
             fib_ring_bytes = (size_t)arg_long(argv[i], val, 4096, 1L << 30), i++;
         else {
             fprintf(stderr, "usage: bench_events [--procs N] [--schedulers S] [--rounds R] "
-                            "[--window-ms W] [--events N] [--only flags|pipeline|fib] "
+                            "[--window-ms W] [--events N] [--only flags|pipeline|raw|fib] "
                             "[--tasm FILE] [--fib-ring-bytes B]\n");
             return 2;
         }
@@ -522,7 +644,11 @@ int main(int argc, char **argv)
     if (!only || !strcmp(only, "flags"))
         flags_for_all(nprocs, nscheds, rounds, window_ms);
     if (!only || !strcmp(only, "pipeline"))
-        pipeline_costs(n);
+        pipeline_costs(n, rounds);
+    if (only && !strcmp(only, "raw")) {
+        vm_atoms_init();
+        raw_costs(n, rounds);
+    }
     if (!only || !strcmp(only, "fib"))
         fib_ctf(tasm, nscheds, rounds);
     return 0;

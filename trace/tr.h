@@ -53,7 +53,9 @@ typedef struct TrOptions {
     uint64_t poll_ns;          /* collector's idle sleep (0: TR_POLL_DEFAULT) */
     /*
      * Lossless wake-up: called on the collector thread after it freed space
-     * in a ring whose producer got TR_FULL (ring = sched id, -1 shared).
+     * in a ring whose producer got TR_FULL (ring = sched id, -1 shared);
+     * with a raw sink each ring has its own collector thread, so calls for
+     * different rings may come at the same time from different threads.
      * It must not block or emit; the integration makes the suspended
      * processes of that scheduler runnable again.  May be NULL.
      */

@@ -23,7 +23,8 @@
  *     2. Write the record (header, payload) with plain stores.
  *     3. Publish: `head` += pad + n with a release store ([TB1]: the
  *        record bytes before the new head).
- *   Reading (collector):
+ *   Reading (collector: the one collector thread that drains this ring,
+ *   tr_collector.c):
  *     1. Load `head` ([TB1'] acquire: pairs with [TB1]; every byte below
  *        it is written).
  *     2. Read records in [tail, head), skipping PAD.
@@ -302,7 +303,7 @@ bool tr_wait_space(TrPipeline *tp, int sched, uint64_t timeout_ns)
         vm_atomic_fetch_add_full(&r->waiting, 1);
         if (tr_ring_has_room(tp, r) || tp->stop)
             break;
-        pthread_cond_signal(&tp->kick);
+        pthread_cond_broadcast(&tp->kick);
         int rc = timeout_ns ? pthread_cond_timedwait(&tp->space, &tp->lock, &deadline)
                             : pthread_cond_wait(&tp->space, &tp->lock);
         if (rc != 0 && !tr_ring_has_room(tp, r)) {
@@ -342,28 +343,35 @@ size_t tr_ring_range(TrRing *r, size_t limit, TrRange *rg)
     size_t avail = (size_t)(r->head_seen - r->tail_local);
     if (avail > r->size - off)
         avail = r->size - off;   /* records never wrap: the rest starts at 0 */
+    if (limit > avail)
+        limit = avail;
     const uint8_t *base = r->data + off;
-    size_t pos = 0;
-    *rg = (TrRange){ .sched = r->sched, .data = base };
-    while (pos < avail && pos < limit) {
+    /* Per record only its size and kind (and a LOST marker's count); the
+     * ticks and the pad of the first and last record after the loop.  In
+     * locals: rg's words could alias the ring's (both uint64_t), so the
+     * compiler would store them on every record. */
+    size_t pos = 0, last = 0, step = 0;
+    uint64_t n = 0, lost = 0;
+    while (pos < limit) {
         const TrRecord *h = (const TrRecord *)(const void *)(base + pos);
-        if (h->kind == TR_K_PAD) {
-            /* It runs to the end of the array: the range ends before it
-             * and the caller steps over it. */
-            rg->len = pos;
-            return pos + h->size;
-        }
-        if (!rg->nrecords)
-            rg->first_ticks = h->ticks;
+        step = h->size;
+        if (h->kind == TR_K_PAD)
+            break;   /* it runs to the end of the array: the caller steps over it */
+        if (h->kind == TR_K_LOST)
+            lost += h->pid;
+        last = pos;
+        n++;
+        pos += step;
+    }
+    *rg = (TrRange){ .sched = r->sched, .data = base, .len = pos, .nrecords = n, .lost = lost };
+    if (n) {
+        const TrRecord *first = (const TrRecord *)(const void *)base;
+        const TrRecord *h = (const TrRecord *)(const void *)(base + last);
+        rg->first_ticks = first->ticks;
         rg->last_ticks = h->ticks;
         rg->last_pad = h->size - sizeof(TrRecord) - h->paylen;
-        if (h->kind == TR_K_LOST)
-            rg->lost += h->pid;
-        rg->nrecords++;
-        pos += h->size;
     }
-    rg->len = pos;
-    return pos;
+    return pos < limit ? pos + step : pos;
 }
 
 void tr_ring_release(TrPipeline *tp, TrRing *r)

@@ -13,7 +13,8 @@
 #define TR_CACHE_LINE 64
 
 /*
- * One ring: a single producer, the collector as the single consumer.
+ * One ring: a single producer, one collector thread as the single
+ * consumer (the only one, or the ring's own for a raw sink).
  * Positions are byte counts since the start (never wrap in practice:
  * 2^64 bytes); the offset in `data` is pos & (size - 1).  The fields are
  * grouped by writer so that the producer's and the consumer's lines do
@@ -76,6 +77,15 @@ typedef struct TrRing {
     int sched;               /* scheduler id; -1 for the shared ring */
 } TrRing;
 
+/* A collector thread and the rings it drains, [from, to): every ring for
+ * decoded sinks, one ring each for a raw sink (tr_collector.c). */
+typedef struct TrWorker {
+    struct TrPipeline *tp;
+    int from, to;            /* immutable once the thread runs */
+    pthread_t thread;
+    uint64_t flush_done;     /* under the pipeline's lock */
+} TrWorker;
+
 struct TrPipeline {
     TrOptions opts;          /* immutable after tr_pipeline_new */
     size_t cap;              /* payload cap */
@@ -94,20 +104,22 @@ struct TrPipeline {
     bool raw;
 
     /*
-     * lock protects: stop, flush_req, flush_done, sleeping; the collector
-     * waits on `kick` (work, a flush request, stop), flushers on `done`,
+     * lock protects: stop, flush_req, the workers' flush_done, sleeping;
+     * the collector threads wait on `kick` (work, a flush request, stop),
+     * flushers on `done`,
      * tr_wait_space() callers on `space`.
      */
     pthread_mutex_t lock;
     pthread_cond_t kick, done, space;
     bool stop;
-    uint64_t flush_req, flush_done;
-    /* 1 while the collector sleeps on `kick`.  Written under `lock`; read
-     * relaxed by producers whose ring is full, who then kick it (a stale
-     * 0 only costs one poll interval). */
+    uint64_t flush_req;
+    /* The collector threads sleeping on `kick`.  Written under `lock`;
+     * read relaxed by producers whose ring is full, who then kick them (a
+     * stale 0 only costs one poll interval). */
     VmAtomic sleeping;
     bool started;
-    pthread_t thread;
+    int nworkers;            /* set by tr_pipeline_start */
+    TrWorker *workers;
 };
 
 /* ---- tr_buffer.c: ring primitives used by the collector ---- */

@@ -16,7 +16,11 @@
  * published records as contiguous ranges, per ring in ring order, with
  * no merge across rings; `event` then only gets the LOST events the
  * collector makes up for drops no marker reported (at shutdown).  A raw
- * sink is its pipeline's only sink (tr_pipeline_add_sink).
+ * sink is its pipeline's only sink (tr_pipeline_add_sink).  Each ring has
+ * a collector thread of its own for a raw sink (tr_collector.c), so
+ * `range` and `event` calls for different rings may run at the same
+ * time on different threads; the calls for one ring come from one
+ * thread, in order, and open and close run alone.
  */
 #ifndef TRACE_TR_SINK_H
 #define TRACE_TR_SINK_H

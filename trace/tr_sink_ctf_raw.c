@@ -46,6 +46,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -60,8 +61,11 @@
  * first record is where its align(8) puts it. */
 #define RAW_HEAD (TR_CTF_HEADER + 56)
 
+/* One ring's stream: written only by the collector thread of that ring
+ * (tr_sink.h: a raw sink's rings may be written at the same time). */
 typedef struct RawStream {
     int fd;                  /* -1 until the first packet */
+    bool failed;             /* its file could not be made or written: no more tries */
     uint64_t seq;            /* packets written */
     uint64_t discarded;      /* cumulative events_discarded */
     uint64_t last_ticks;     /* the last record's, for made-up LOST records */
@@ -69,10 +73,23 @@ typedef struct RawStream {
 
 typedef struct RawSink {
     TrSink base;
+    /* out.failed and the message are the streams' shared state: written
+     * under report_lock by whichever thread fails first, read at close
+     * (after every collector thread ended). */
     TrCtfOut out;
+    pthread_mutex_t report_lock;
     int nscheds;
     RawStream *streams;      /* nscheds + 1; the last is shared */
 } RawSink;
+
+/* A stream's failure: reported once for the whole sink. */
+static void stream_failed(RawSink *c, RawStream *s, const char *what)
+{
+    s->failed = true;
+    pthread_mutex_lock(&c->report_lock);
+    tr_ctf_report(&c->out, what);
+    pthread_mutex_unlock(&c->report_lock);
+}
 
 /* ==== packets ==== */
 
@@ -101,14 +118,14 @@ static bool write_all(int fd, struct iovec *iov, int n)
 static int stream_fd(RawSink *c, int i)
 {
     RawStream *s = &c->streams[i];
-    if (s->fd < 0 && !c->out.failed) {
+    if (s->fd < 0 && !s->failed) {
         char path[4096];
         tr_ctf_stream_path(c->out.dir, i, c->nscheds, path, sizeof path);
         s->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
         if (s->fd < 0)
-            tr_ctf_report(&c->out, "cannot create a stream file");
+            stream_failed(c, s, "cannot create a stream file");
     }
-    return s->fd;
+    return s->failed ? -1 : s->fd;
 }
 
 /* One packet: the head, then r's records straight from the ring. */
@@ -136,7 +153,7 @@ static void write_packet(RawSink *c, const TrRange *r)
     int fd = stream_fd(c, i);
     struct iovec iov[2] = { { head, RAW_HEAD }, { (void *)(uintptr_t)r->data, r->len } };
     if (fd >= 0 && !write_all(fd, iov, 2))
-        tr_ctf_report(&c->out, "write failed");
+        stream_failed(c, s, "write failed");
 }
 
 static void raw_range(TrSink *sink, const TrRange *r)
@@ -266,6 +283,7 @@ static void raw_close(TrSink *sink)
         write_metadata(c, true);
     free(c->streams);
     tr_ctf_out_free(&c->out);
+    pthread_mutex_destroy(&c->report_lock);
     free(c);
 }
 
@@ -284,6 +302,7 @@ TrSink *tr_sink_ctf_raw_new(const char *dir, int64_t clock_offset_ns, char *err,
         free(c);
         return NULL;
     }
+    pthread_mutex_init(&c->report_lock, NULL);
     c->base.ops = &raw_ops;
     return &c->base;
 }

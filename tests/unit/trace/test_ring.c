@@ -166,6 +166,41 @@ Test(ring, a_full_ring_drops_counts_exactly_and_reports_in_place)
     cr_expect(seen.order_ok);
 }
 
+/* The smallest pid above `after` whose payload has n bytes (emit_seq). */
+static uint64_t pid_with(uint64_t after, uint64_t n)
+{
+    uint64_t pid = after + 1;
+    while (pid % 61 != n)
+        pid++;
+    return pid;
+}
+
+Test(ring, a_dropping_ring_still_takes_what_fits)
+{
+    Seen seen;
+    seen_init(&seen);
+    TrOptions o = { .nscheds = 1, .ring_bytes = 4096, .payload_cap = 128 };
+    TrPipeline *tp = make(&o, &seen);
+    /* Nothing drains before start.  41 records of 96 bytes (60-byte
+     * binaries) and one of 80 leave 80 bytes: a 96-byte record is
+     * dropped, then a 40-byte one still fits with its 32-byte LOST
+     * marker (72 bytes); the 8 bytes left take nothing. */
+    uint64_t pid = 0;
+    for (int i = 0; i < 41; i++)
+        cr_assert_eq(emit_seq(tp, 0, pid = pid_with(pid, 60)), TR_OK, "record %d", i);
+    cr_assert_eq(emit_seq(tp, 0, pid = pid_with(pid, 45)), TR_OK);
+    cr_assert_eq(emit_seq(tp, 0, pid = pid_with(pid, 60)), TR_DROPPED);
+    cr_assert_eq(emit_seq(tp, 0, pid = pid_with(pid, 0)), TR_OK, "40 bytes and a marker fit in 80");
+    cr_assert_eq(emit_seq(tp, 0, pid = pid_with(pid, 0)), TR_DROPPED);
+    tr_pipeline_start(tp);
+    tr_pipeline_free(tp);
+    cr_expect_eq(seen.events, 43);
+    cr_expect_eq(seen.lost, 2);
+    cr_expect_eq(seen.lost_records, 2, "one marker in place, one at shutdown");
+    cr_expect(seen.order_ok);
+    cr_expect(seen.payload_ok);
+}
+
 /* Producer thread of the lossless test: waits whenever the ring is full. */
 typedef struct LosslessRun {
     TrPipeline *tp;
