@@ -43,8 +43,10 @@ static inline void bp_prefetch_record(const BpRecord *r)
 }
 
 /* What the settle of a staged record decided for the arm and disarm
- * stages. */
-enum { BP_ACT_NONE, BP_ACT_ARM, BP_ACT_DISARM };
+ * stages: arm before the first wait (a record that existed before the
+ * call: readers may already find it), arm after it (a record the call
+ * created), disarm after the flip. */
+enum { BP_ACT_NONE, BP_ACT_ARM_EARLY, BP_ACT_ARM, BP_ACT_DISARM };
 
 /*
  * A record the running call staged, with what its settle decided, so
@@ -55,7 +57,8 @@ typedef struct BpTouched {
     BpRecord *r;
     Instr *at;                  /* local: the function's code[0]; global: NULL */
     Instr orig;                 /* local: the word disarming restores */
-    uint32_t act;               /* BP_ACT_* */
+    uint8_t act;                /* BP_ACT_* */
+    bool fresh;                 /* created by the running call */
 } BpTouched;
 
 typedef struct BpEngine {
@@ -86,6 +89,14 @@ typedef struct BpEngine {
     struct TrMs **dying_ms;
     size_t ndying_ms;
     BpRecVec pool;              /* freed records kept for reuse */
+    /* Idle records: linked, disarmed, both generations empty, kept on
+     * their function for the next call that sets a breakpoint there (it
+     * then arms them before its first wait: no allocation, no wait of
+     * its own).  At most BP_IDLE_MAX; only a trace_pattern keeps them
+     * (keep_idle, for its commit): a reload or a session's removal
+     * unlinks the records it empties. */
+    size_t nidle;
+    bool keep_idle;
     BpTouched *touched;         /* records the running call staged */
     size_t ntouched, touched_cap;
     size_t nsettled;            /* touched[0..nsettled) are settled */
@@ -150,10 +161,12 @@ static inline void bp_touch(BpEngine *E, BpRecord *r)
         E->resettle = true;
         return;
     }
+    /* A record made by this call has mark 0 (no call's mark is 0). */
+    const bool fresh = r->mark == 0;
     r->mark = E->mark;
     if (E->ntouched == E->touched_cap)
         bp_touch_grow(E);
-    E->touched[E->ntouched++] = (BpTouched){ .r = r };
+    E->touched[E->ntouched++] = (BpTouched){ .r = r, .fresh = fresh };
 }
 
 /* Session sid's entry in r's generation s (the staging one), created
@@ -244,15 +257,17 @@ int64_t bp_count_sum(const BpCount *c);
 void bp_arm_unpublished(BpRecord *r);
 void bp_begin(tvm_vm *vm);
 /* The end of stage 1 for one staged record: its generation s's summary
- * from its entries, and whether stage 2 arms it or stage 4 disarms it
- * (r->armed changes only in stage 5, so that stays true until then). */
+ * from its entries, and whether stage 2 arms it (before the first wait
+ * if it existed before this call) or stage 4 disarms it (r->armed
+ * changes only in stage 5, so that stays true until then). */
 static inline void bp_settle_one(BpEngine *E, BpTouched *t, unsigned s)
 {
     BpRecord *r = t->r;
     bp_gen_summarize(E, r, s);
     r->mark = E->mark + 1;
     const bool on = r->gen[s].flags != 0;
-    t->act = on && !r->armed ? BP_ACT_ARM : !on && r->armed ? BP_ACT_DISARM : BP_ACT_NONE;
+    t->act = on && !r->armed ? (t->fresh ? BP_ACT_ARM : BP_ACT_ARM_EARLY)
+             : !on && r->armed ? BP_ACT_DISARM : BP_ACT_NONE;
     t->at = r->target ? NULL : &r->fi->code[0];
     t->orig = r->orig;
 }

@@ -404,7 +404,11 @@ int bp_trace_pattern(tvm_vm *vm, unsigned sid, const BpPattern *pat, const BpReq
         bp_stage_settle(E, st.s);   /* fn's records: no other function stages them */
     }
     free(fns.v);
+    /* Records this call empties stay idle on their functions (a reload
+     * or a session's removal unlinks what it empties). */
+    E->keep_idle = true;
     bp_commit(vm);
+    E->keep_idle = false;
     bp_end(vm);
     return matched;
 }
