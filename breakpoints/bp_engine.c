@@ -29,9 +29,9 @@
  *                  create and link new records (both generations empty);
  *                  settle each (its summary, and whether to arm or
  *                  disarm it, noted in the touched list).
- *   2a arm early:  store BREAKPOINT / point exports at trampolines for
- *                  records that existed before this call (idle ones)
- *                  whose staging generation has flags.
+ *   2a arm early:  at its settle, store BREAKPOINT / point the export at
+ *                  the trampoline of a record that existed before this
+ *                  call (an idle one) whose staging generation has flags.
  *   wait
  *   2b arm:        the same for records this call created.
  *   wait           (only if 2b armed any)
@@ -41,7 +41,11 @@
  *   wait
  *   5 consolidate: staging := active for every record touched; a record
  *                  with no flags stays linked as an idle record (up to
- *                  BP_IDLE_MAX), or is unlinked.
+ *                  BP_IDLE_MAX), or is unlinked.  A trace_pattern leaves
+ *                  this stage to the next engine call (bp_sync_record,
+ *                  bp_sync_all), which does it for a record when it
+ *                  finds it, before writing its staging generation, and
+ *                  for the rest before its first wait.
  *   wait
  *   6 free:        free unlinked records, trampolines and counters.
  * The wait before stage 6 is the first wait of the next trace_pattern,
@@ -52,9 +56,13 @@
  *
  * Guarantees.  (a) A reader sees one whole generation: the generation it
  * indexes was written before a wait that preceded the flip it saw, and is
- * not written again until a later call's stage 1, which comes after this
- * call's wait following the flip, i.e. after the reader's next quiescent
- * state.  (b) No reader uses a freed record or counter: a record is
+ * not written again until this call's stage 5 or a later call's stage 1
+ * (where a deferred stage 5 runs), both after this call's wait following
+ * the flip, i.e. after the reader's next quiescent state.  Deferring
+ * stage 5 changes no reader's view: until the next flip, readers use
+ * only the active generation, which stage 5 never writes, and the next
+ * flip comes after the next call's first wait, which follows every
+ * deferred stage 5 (bp_sync_all runs before it).  (b) No reader uses a freed record or counter: a record is
  * unlinked only after a wait that follows its disarming (from then on no
  * reader can reach it, and none is still inside its breakpoint), or, if it
  * was never armed, no reader ever reached it; it is freed after yet
@@ -279,8 +287,14 @@ BpRecord *bp_global_record_find(BpEngine *E, FuncInfo *fi, bool create)
     Export *e = fi->export;
     if (!e)
         return NULL;
-    if (e->bp_tramp)
-        return vm_atomic_load_ptr_relaxed(&e->bp_tramp->bp);
+    if (e->bp_tramp) {
+        BpRecord *r = vm_atomic_load_ptr_relaxed(&e->bp_tramp->bp);
+        if (!r->pend)
+            return r;
+        bp_sync_record(E, r);   /* its consolidation first (may unlink it) */
+        if (e->bp_tramp)
+            return r;
+    }
     if (!create)
         return NULL;
     FuncInfo *t = vm_func_alloc(1);
@@ -581,6 +595,12 @@ static void arm(tvm_vm *vm, BpRecord *r)
     r->armed = true;
 }
 
+void bp_arm_global_early(BpEngine *E, BpRecord *r)
+{
+    arm(E->vm, r);
+    r->armed = false;   /* learnt in stage 5 (BpTouched.early) */
+}
+
 /* Arms a record of a module that is not installed yet (vm_hook_module_loading):
  * a global one is armed by the install itself, which points the export
  * entry at e->bp_tramp. */
@@ -638,20 +658,69 @@ static bool patch_pass(tvm_vm *vm, int act)
 
 /* Stage 5 for a record's linking: one that ends with no flags becomes
  * idle (stays linked, for the next call that sets a breakpoint there) if
- * the running call keeps idle records and there is room, else it is
+ * its call keeps idle records (`keep`) and there is room, else it is
  * unlinked; E->nidle follows. */
-static void settle_idle(BpEngine *E, BpRecord *r, bool empty, bool was_idle)
+static void settle_idle(BpEngine *E, BpRecord *r, bool empty, bool was_idle, bool keep)
 {
     if (!empty) {
         E->nidle -= was_idle;
         return;
     }
-    if (E->keep_idle && (was_idle || E->nidle < BP_IDLE_MAX)) {
+    if (keep && (was_idle || E->nidle < BP_IDLE_MAX)) {
         E->nidle += !was_idle;
         return;
     }
     E->nidle -= was_idle;
     unlink_record(E, r);
+}
+
+/* Stage 5 for one record t->r staged by a call whose stage 2-4 decision
+ * was t->act: it learns whether it is armed, staging := active (`from`),
+ * and an empty one becomes idle or is unlinked (settle_idle). */
+static void consolidate_one(BpEngine *E, const BpTouched *t, unsigned from, bool keep_idle)
+{
+    BpRecord *r = t->r;
+    /* Idle before that call: linked before it, and not armed. */
+    const bool was_idle = !t->fresh && !r->armed;
+    if (t->act != BP_ACT_NONE)
+        r->armed = t->act != BP_ACT_DISARM;
+    else if (t->early)
+        r->armed = true;
+    r->pend = 0;
+    if (r->gen[0].nsess <= 1 && r->gen[1].nsess <= 1)
+        mirror_one(E, r, from);
+    else
+        bp_gen_mirror(E, r, from);
+    settle_idle(E, r, r->gen[from ^ 1u].flags == 0, was_idle, keep_idle);
+}
+
+/* The active index, as the engine (the permission's holder) reads it. */
+static unsigned active_ix(const BpEngine *E)
+{
+    return (unsigned)vm_atomic_load_relaxed(&E->vm->bp_ix);
+}
+
+void bp_sync_record(BpEngine *E, BpRecord *r)
+{
+    BpTouched *t = &E->pend[r->pend - 1];
+    VM_ASSERT(t->r == r, "a pending record's entry names it");
+    consolidate_one(E, t, active_ix(E), true);
+    t->r = NULL;
+}
+
+void bp_sync_all(BpEngine *E)
+{
+    const unsigned from = active_ix(E);
+    for (size_t i = 0; i < E->npend; i++) {
+        if (i + BP_AHEAD < E->npend && E->pend[i + BP_AHEAD].r)
+            bp_prefetch_record(E->pend[i + BP_AHEAD].r);
+        BpTouched *t = &E->pend[i];
+        if (!t->r)
+            continue;
+        consolidate_one(E, t, from, true);
+        t->r = NULL;
+    }
+    E->npend = 0;
 }
 
 /* A thread-progress wait, or nothing with the world stopped. */
@@ -719,6 +788,10 @@ void bp_commit(tvm_vm *vm)
         return;
     const unsigned active = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix);
     const unsigned staging = active ^ 1u;
+    /* Stage 5 of the last trace_pattern for the records this call did not
+     * stage (those it staged were done when it found them): before this
+     * call's first wait, so that the flip finds their generations equal. */
+    bp_sync_all(E);
     /* Stage 1's end: each touched generation's summary from its entries
      * (the hit reads the summary; sessions' entries stay out of line). */
     if (E->resettle)
@@ -748,19 +821,17 @@ void bp_commit(tvm_vm *vm)
     E->ms_dead = NULL;
     E->nms_dead = E->ms_dead_cap = 0;
 
-    /* 2a arm early (records that existed before this call).  Safe: a
-     * reader that hits one reads fi->bp, the record's immutable words and
-     * its active generation, all written before an earlier call's waits,
-     * and the generation is empty (an idle record: the hit runs the saved
-     * word, as unarmed) or unchanged (a record armed before: then it is
-     * not armed here), so arming changes no behaviour yet; the single
-     * aligned store means a reader fetches either the old word or
-     * BREAKPOINT, never a mix.  What to arm was decided at the settle
-     * (r->armed changes only in stage 5, so the decision still holds); a
-     * record learns that it is armed in stage 5, and nothing in between
-     * reads that: a VM destroyed meanwhile (bp_engine_destroy) disarms
-     * every record, armed or not. */
-    patch_pass(vm, BP_ACT_ARM_EARLY);
+    /* 2a arm early: done by the settles above (bp_settle_one), for the
+     * records that existed before this call.  Safe: a reader that hits
+     * one reads fi->bp, the record's immutable words and its active
+     * generation, all written before an earlier call's waits, and the
+     * generation is empty (an idle record: the hit runs the saved word, as
+     * unarmed), so arming changes no behaviour yet; the single aligned
+     * store means a reader fetches either the old word or BREAKPOINT,
+     * never a mix.  A record learns that it is armed in stage 5, and
+     * nothing in between but a settle reads that (BpTouched.early tells
+     * it): a VM destroyed meanwhile (bp_engine_destroy) disarms every
+     * record, armed or not. */
 
     /* wait: every reader that reaches a record linked or written in stage
      * 1 sees it whole; until the flip they only read the active
@@ -776,7 +847,9 @@ void bp_commit(tvm_vm *vm)
     free_dying(E);
 
     /* 2b arm (records this call created).  Safe as 2a, now that the wait
-     * has published the new records: their active generation is empty. */
+     * has published the new records: their active generation is empty.
+     * What to arm was decided at the settle (r->armed changes only in
+     * stage 5, so the decision still holds). */
     const bool armed_any = patch_pass(vm, BP_ACT_ARM);
     /* wait: every armed word is seen before any reader sees the new
      * index, so a call that should hit a new breakpoint under the new
@@ -817,19 +890,25 @@ void bp_commit(tvm_vm *vm)
      * active one again, even with the same values, would race with that
      * read), and why an unlinked one is freed only after the next call's
      * first wait. */
-    for (size_t i = 0; i < n; i++) {
-        BpRecord *r = touched[i].r;
-        if (i + BP_AHEAD < n)
-            bp_prefetch_record(touched[i + BP_AHEAD].r);
-        /* Idle before this call: linked before it, and not armed. */
-        const bool was_idle = !touched[i].fresh && !r->armed;
-        if (touched[i].act != BP_ACT_NONE)
-            r->armed = touched[i].act != BP_ACT_DISARM;
-        if (r->gen[0].nsess <= 1 && r->gen[1].nsess <= 1)
-            mirror_one(E, r, staging);
-        else
-            bp_gen_mirror(E, r, staging);
-        settle_idle(E, r, r->gen[staging].flags == 0, was_idle);
+    if (E->keep_idle) {
+        /* A trace_pattern leaves its stage 5 to the next engine call, which
+         * does it for each record as it finds it (bp_local_record and
+         * bp_global_record_find, when its stage reads the record anyway)
+         * and for the rest before its first wait (bp_sync_all): one pass
+         * over the records per call instead of two. */
+        BpTouched *done = E->pend;
+        const size_t cap = E->pend_cap;
+        E->pend = E->touched;
+        E->pend_cap = E->touched_cap;
+        E->npend = n;
+        E->touched = done;
+        E->touched_cap = cap;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            if (i + BP_AHEAD < n)
+                bp_prefetch_record(touched[i + BP_AHEAD].r);
+            consolidate_one(E, &touched[i], staging, false);
+        }
     }
     E->ntouched = 0;
     E->nsettled = 0;
@@ -866,6 +945,7 @@ void bp_end(tvm_vm *vm)
 void bp_engine_init(tvm_vm *vm)
 {
     BpEngine *E = vm_calloc(1, sizeof *E);
+    E->vm = vm;
     E->mark = 1;
     vm->bp = E;
     vm_atomic_store_relaxed(&vm->bp_ix, 0);
@@ -911,6 +991,7 @@ void bp_engine_destroy(tvm_vm *vm)
     for (unsigned i = 0; i < VM_SESSIONS_MAX; i++)
         tr_ms_free(E->on_load_ms[i]);
     free(E->touched);
+    free(E->pend);
     free(E);
     vm->bp = NULL;
     bp_hooks_free(vm);

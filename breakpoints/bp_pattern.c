@@ -354,12 +354,14 @@ static void set_on_load(BpEngine *E, unsigned sid, const BpRequest *req)
 }
 
 /* Reading ahead in the staging loop: the function two steps ahead (its
- * record slot), and the record of the one a step ahead. */
+ * record slot), and the record and code word of the one a step ahead
+ * (its settle may arm it: stage 2a). */
 static inline void ahead_function(const FnList *l, size_t i)
 {
     if (i + 2 * BP_AHEAD < l->n)
         bp_prefetch(&l->v[i + 2 * BP_AHEAD]->bp);
     if (i + BP_AHEAD < l->n) {
+        bp_prefetch(&l->v[i + BP_AHEAD]->code[0]);
         const BpRecord *r = vm_atomic_load_ptr_relaxed(&l->v[i + BP_AHEAD]->bp);
         if (r)
             bp_prefetch_record(r);
@@ -431,6 +433,7 @@ static void clear_function(BpEngine *E, FuncInfo *fn, unsigned s)
 void vm_hook_module_replaced(tvm_vm *vm, const Module *old)
 {
     BpEngine *E = vm->bp;
+    bp_sync_all(E);     /* the last trace_pattern's stage 5, before reading staging */
     const unsigned s = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u;
     for (uint32_t i = 0; i < old->nfuncs; i++)
         clear_function(E, old->funcs[i], s);
@@ -440,6 +443,7 @@ void vm_hook_module_replaced(tvm_vm *vm, const Module *old)
 void bp_remove_session(tvm_vm *vm, unsigned sid)
 {
     BpEngine *E = vm->bp;
+    bp_sync_all(E);     /* the last trace_pattern's stage 5, before reading staging */
     const unsigned s = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u;
     const unsigned slot = vm_sid_slot(sid);
     E->on_load[slot] = 0;
@@ -481,6 +485,7 @@ void vm_hook_module_loading(tvm_vm *vm, Module *m)
         any |= E->on_load[k] && tr_session_live(vm, E->on_load_sid[k]);
     if (!any)
         return;
+    bp_sync_all(E);     /* the last trace_pattern's stage 5, before staging */
     E->nshards = 1 + (uint32_t)vm_sched_of(vm)->n;
     const unsigned s = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u;
     for (uint32_t i = 0; i < m->nfuncs; i++) {

@@ -34,6 +34,9 @@
  *       the call reads the first instruction) sees the setting of op k or
  *       of an op that started later.
  *
+ * Consolidation is deferred to the start of the next engine call, as the
+ * engine defers it after a trace_pattern.
+ *
  * Seeded bug: -DSEEDED_BUG removes the wait after the flip of the active
  * index (and the disarm).  Consolidation then rewrites the old generation
  * while a reader that loaded the index before the flip is still reading
@@ -70,9 +73,44 @@ inline wait()
     (need[0] == 0 && need[1] == 0)
 }
 
+/* Consolidate, deferred to the start of the next engine call (the
+ * engine's bp_sync_record / bp_sync_all): copy active into staging (the
+ * old generation, which no reader reads any more).  A record with no
+ * flags stays linked as an idle record, or is unlinked (the engine keeps
+ * up to BP_IDLE_MAX; spin tries both); an unlinked one is freed after
+ * the next wait. */
+inline consolidate()
+{
+    if
+    :: pend ->
+       st = 1 - active_ix;
+       fa[D(r, st)] = fa[D(r, active_ix)];
+       fb[D(r, st)] = fb[D(r, active_ix)];
+       if
+       :: fa[D(r, active_ix)] == 0 -> hdr = 0; rstate[r] = R_DEAD; dead = r
+       :: fa[D(r, active_ix)] == 0 -> skip      /* idle */
+       :: else -> skip
+       fi;
+       pend = 0
+    :: else -> skip
+    fi
+}
+
+/* Free what the last consolidation unlinked, after a wait that followed
+ * it (the engine: right after the first wait of the call that unlinked
+ * it). */
+inline free_dead()
+{
+    if
+    :: dead != 0 -> rstate[dead] = R_FREED; dead = 0
+    :: else -> skip
+    fi
+}
+
 inline trace_pattern(v)
 {
     started++;
+    consolidate();
 
     /* Stage: write the staging generation; link a new record (fresh).
      * Readers read only data[active_ix]; a new record's active generation
@@ -93,6 +131,7 @@ inline trace_pattern(v)
     :: else -> skip
     fi;
     wait();
+    free_dead();
 
     /* Arm a record this call created (one store), then wait.  Falls
      * through without a wait when there is nothing to arm, as in BEAM. */
@@ -115,41 +154,24 @@ inline trace_pattern(v)
     wait();             /* no reader still reads the old generation, and
                          * none is inside a disarmed breakpoint */
 #endif
-
-    /* Consolidate: copy active into staging (the old generation, which no
-     * reader reads any more).  A record with no flags stays linked as an
-     * idle record, or is unlinked (the engine keeps up to BP_IDLE_MAX;
-     * spin tries both). */
-    st = 1 - active_ix;
-    fa[D(r, st)] = fa[D(r, active_ix)];
-    fb[D(r, st)] = fb[D(r, active_ix)];
-    if
-    :: fa[D(r, active_ix)] == 0 -> hdr = 0; rstate[r] = R_DEAD
-    :: fa[D(r, active_ix)] == 0 -> skip      /* idle */
-    :: else -> skip
-    fi;
-
-    /* Free, after a wait: everyone passed a QS since the unlink (and the
-     * disarm).  In bp_engine.c that wait is the first wait of the next
-     * trace_pattern, so it costs no call any time; the interleavings are
-     * the same as waiting here. */
-    if
-    :: rstate[r] == R_DEAD -> wait(); rstate[r] = R_FREED
-    :: else -> skip
-    fi;
-
+    pend = 1;           /* consolidation: at the next engine call */
     done++
 }
 
 active proctype writer()
 {
-    byte r, st;
+    byte r, st, dead;
     byte nextrec = 1;
-    bool fresh;
+    bool fresh, pend;
     trace_pattern(1);   /* add */
     trace_pattern(2);   /* update */
     trace_pattern(0);   /* remove */
-    trace_pattern(1)    /* add again: the idle record, or a new one */
+    trace_pattern(1);   /* add again: the idle record, or a new one */
+    /* A later engine call (a load, trace_info): the last consolidation,
+     * a wait, the free. */
+    consolidate();
+    wait();
+    free_dead()
 }
 
 proctype reader(byte id)
