@@ -182,10 +182,22 @@ static void match_functions(tvm_vm *vm, const BpPattern *pat, FnList *out)
         out->cap = bound;
         out->v = vm_realloc(out->v, out->cap * sizeof(FuncInfo *));
     }
+    if (pat->unknown)
+        return;                 /* a name no atom has: nothing matches */
     for (uint32_t i = 0; i < vm->nmodules; i++) {
         Module *m = vm->modules[i];
         if (!module_named(pat, m))
             continue;
+        if (pat->any_fun) {
+            /* m:_/_ (or _:_/_): every function of the module, whose
+             * FuncInfos all carry its name (ld_build.c), so none is read
+             * here (a cache miss each on a large module; the stage reads
+             * the function's record slot, ahead). */
+            if (m->nfuncs)
+                memcpy(out->v + out->n, m->funcs, m->nfuncs * sizeof *m->funcs);
+            out->n += m->nfuncs;
+            continue;
+        }
         for (uint32_t j = 0; j < m->nfuncs; j++) {
             if (j + 2 * BP_AHEAD < m->nfuncs)
                 bp_prefetch(m->funcs[j + 2 * BP_AHEAD]);
