@@ -95,8 +95,9 @@ typedef struct BpEngine {
      * their function for the next call that sets a breakpoint there (it
      * then arms them before its first wait: no allocation, no wait of
      * its own).  At most BP_IDLE_MAX; only a trace_pattern keeps them
-     * (keep_idle, for its commit): a reload or a session's removal
-     * unlinks the records it empties. */
+     * (keep_idle, set around its commit, which then also leaves its
+     * stage 5 to the next engine call: see pend): a reload or a
+     * session's removal unlinks the records it empties, at once. */
     size_t nidle;
     bool keep_idle;
     BpTouched *touched;         /* records the running call staged */
