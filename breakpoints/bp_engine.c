@@ -29,38 +29,63 @@
  *                  create and link new records (both generations empty);
  *                  settle each (its summary, and whether to arm or
  *                  disarm it, noted in the touched list).
+ *   2a arm early:  at its settle, store BREAKPOINT / point the export at
+ *                  the trampoline of a record that existed before this
+ *                  call (an idle one) whose staging generation has flags.
  *   wait
- *   2 arm:         store BREAKPOINT / point exports at trampolines for
- *                  records whose staging generation has flags.
- *   wait
+ *   2b arm:        the same for records this call created.
+ *   wait           (only if 2b armed any)
  *   3 flip:        active index := staging.
- *   wait
  *   4 disarm:      restore code[0] / the export for records whose (now
  *                  active) flags are all off.
  *   wait
- *   5 consolidate: staging := active for every record touched; unlink
- *                  records with no flags.
+ *   5 consolidate: staging := active for every record touched; a record
+ *                  with no flags stays linked as an idle record (up to
+ *                  BP_IDLE_MAX), or is unlinked.  A trace_pattern leaves
+ *                  this stage to the next engine call (bp_sync_record,
+ *                  bp_sync_all), which does it for a record when it
+ *                  finds it, before writing its staging generation, and
+ *                  for the rest before its first wait.
  *   wait
  *   6 free:        free unlinked records, trampolines and counters.
- * A wait is skipped when the stage before it changed nothing readers can
- * reach (nothing to arm or disarm).  The wait before stage 6 is the first
- * wait of the next trace_pattern, which runs stage 6 for its predecessors
- * right after it: so toggling flags on armed functions costs two waits
- * and arming or disarming three, and at most one call's unlinked records
- * wait to be freed.
+ * The wait before stage 6 is the first wait of the next trace_pattern,
+ * which runs stage 6 for its predecessors right after it.  So a call
+ * costs two waits (one before the flip, one after), and a third only
+ * when it creates records; a breakpoint set again where one was removed
+ * finds its idle record and needs no third.
  *
  * Guarantees.  (a) A reader sees one whole generation: the generation it
  * indexes was written before a wait that preceded the flip it saw, and is
- * not written again until a later call's stage 1, which comes after this
- * call's wait following the flip, i.e. after the reader's next quiescent
- * state.  (b) No reader uses a freed record or counter: a record is
+ * not written again until this call's stage 5 or a later call's stage 1
+ * (where a deferred stage 5 runs), both after this call's wait following
+ * the flip, i.e. after the reader's next quiescent state.  Deferring
+ * stage 5 changes no reader's view: until the next flip, readers use
+ * only the active generation, which stage 5 never writes, and the next
+ * flip comes after the next call's first wait, which follows every
+ * deferred stage 5 (bp_sync_all runs before it).  (b) No reader uses a freed record or counter: a record is
  * unlinked only after a wait that follows its disarming (from then on no
  * reader can reach it, and none is still inside its breakpoint), or, if it
  * was never armed, no reader ever reached it; it is freed after yet
- * another wait.  A counter is freed only after waits that follow the flip
- * of its call, after which no reader uses the generation that held it.  (c) When trace_pattern
- * returns, every later call sees the new settings: the flip was followed
- * by a wait, so every thread's next hit loads the new index.
+ * another wait.  An idle record is disarmed the same way and stays
+ * linked.  A counter is freed only after waits that follow the flip of
+ * its call, after which no reader uses the generation that held it.
+ * (c) When trace_pattern returns, every later call sees the new
+ * settings: the flip was followed by a wait, so every thread's next hit
+ * loads the new index.
+ *
+ * Why an existing record may be armed before the first wait: a reader
+ * that hits it reads fi->bp and the active generation, both written
+ * before the waits of an earlier call (the record was linked then, and
+ * its active generation is the one consolidated then), and an idle
+ * record's active generation is empty, so the hit runs the saved word
+ * (also written before those waits): the call behaves as unarmed.  A
+ * record this call created was written without a wait yet, so it is
+ * armed after the first one.  Why the disarm needs no wait of its own
+ * before it: it follows the flip, so a reader that still hits such a
+ * record with the old index reads the old generation, intact until
+ * stage 5 (after that wait), and one with the new index an empty one;
+ * the one wait after the flip then covers both: after it no reader uses
+ * the old index and none is inside a disarmed breakpoint.
  * The Promela model tests/model/bp_protocol.pml checks (a)-(c).
  *
  * Memory ordering, on both machines.  The protocol orders nothing with
@@ -165,6 +190,11 @@ int64_t bp_count_sum(const BpCount *c)
 #define BP_ASAN 1                /* clang's way of saying it */
 #endif
 #endif
+/* Idle records kept linked (emptied and disarmed: BpEngine.nidle),
+ * 16 MiB at most, as the pool. */
+#ifndef BP_IDLE_MAX
+#define BP_IDLE_MAX 65536
+#endif
 #ifndef BP_POOL_MAX
 #ifdef BP_ASAN
 #define BP_POOL_MAX 0      /* AddressSanitizer then sees every free and reuse */
@@ -257,8 +287,14 @@ BpRecord *bp_global_record_find(BpEngine *E, FuncInfo *fi, bool create)
     Export *e = fi->export;
     if (!e)
         return NULL;
-    if (e->bp_tramp)
-        return vm_atomic_load_ptr_relaxed(&e->bp_tramp->bp);
+    if (e->bp_tramp) {
+        BpRecord *r = vm_atomic_load_ptr_relaxed(&e->bp_tramp->bp);
+        if (!r->pend)
+            return r;
+        bp_sync_record(E, r);   /* its consolidation first (may unlink it) */
+        if (e->bp_tramp)
+            return r;
+    }
     if (!create)
         return NULL;
     FuncInfo *t = vm_func_alloc(1);
@@ -559,6 +595,12 @@ static void arm(tvm_vm *vm, BpRecord *r)
     r->armed = true;
 }
 
+void bp_arm_global_early(BpEngine *E, BpRecord *r)
+{
+    arm(E->vm, r);
+    r->armed = false;   /* learnt in stage 5 (BpTouched.early) */
+}
+
 /* Arms a record of a module that is not installed yet (vm_hook_module_loading):
  * a global one is armed by the install itself, which points the export
  * entry at e->bp_tramp. */
@@ -587,7 +629,7 @@ static void disarm(BpRecord *r)
 
 /* ==== the sequence ==== */
 
-/* Stage 2 or 4 for the records whose settle asked for `act`: the store
+/* Stage 2a, 2b or 4 for the records whose settle asked for `act`: the store
  * to a local record's code word from the touched list alone, a global
  * record through the record.  True if any. */
 static bool patch_pass(tvm_vm *vm, int act)
@@ -605,13 +647,80 @@ static bool patch_pass(tvm_vm *vm, int act)
             continue;
         any = true;
         if (t->at)
-            vm_code_patch(t->at, act == BP_ACT_ARM ? bp : t->orig);
-        else if (act == BP_ACT_ARM)
-            arm(vm, t->r);
-        else
+            vm_code_patch(t->at, act == BP_ACT_DISARM ? t->orig : bp);
+        else if (act == BP_ACT_DISARM)
             disarm(t->r);
+        else
+            arm(vm, t->r);
     }
     return any;
+}
+
+/* Stage 5 for a record's linking: one that ends with no flags becomes
+ * idle (stays linked, for the next call that sets a breakpoint there) if
+ * its call keeps idle records (`keep`) and there is room, else it is
+ * unlinked; E->nidle follows. */
+static void settle_idle(BpEngine *E, BpRecord *r, bool empty, bool was_idle, bool keep)
+{
+    if (!empty) {
+        E->nidle -= was_idle;
+        return;
+    }
+    if (keep && (was_idle || E->nidle < BP_IDLE_MAX)) {
+        E->nidle += !was_idle;
+        return;
+    }
+    E->nidle -= was_idle;
+    unlink_record(E, r);
+}
+
+/* Stage 5 for one record t->r staged by a call whose stage 2-4 decision
+ * was t->act: it learns whether it is armed, staging := active (`from`),
+ * and an empty one becomes idle or is unlinked (settle_idle). */
+static void consolidate_one(BpEngine *E, const BpTouched *t, unsigned from, bool keep_idle)
+{
+    BpRecord *r = t->r;
+    /* Idle before that call: linked before it, and not armed. */
+    const bool was_idle = !t->fresh && !r->armed;
+    if (t->act != BP_ACT_NONE)
+        r->armed = t->act != BP_ACT_DISARM;
+    else if (t->early)
+        r->armed = true;
+    r->pend = 0;
+    if (r->gen[0].nsess <= 1 && r->gen[1].nsess <= 1)
+        mirror_one(E, r, from);
+    else
+        bp_gen_mirror(E, r, from);
+    settle_idle(E, r, r->gen[from ^ 1u].flags == 0, was_idle, keep_idle);
+}
+
+/* The active index, as the engine (the permission's holder) reads it. */
+static unsigned active_ix(const BpEngine *E)
+{
+    return (unsigned)vm_atomic_load_relaxed(&E->vm->bp_ix);
+}
+
+void bp_sync_record(BpEngine *E, BpRecord *r)
+{
+    BpTouched *t = &E->pend[r->pend - 1];
+    VM_ASSERT(t->r == r, "a pending record's entry names it");
+    consolidate_one(E, t, active_ix(E), true);
+    t->r = NULL;
+}
+
+void bp_sync_all(BpEngine *E)
+{
+    const unsigned from = active_ix(E);
+    for (size_t i = 0; i < E->npend; i++) {
+        if (i + BP_AHEAD < E->npend && E->pend[i + BP_AHEAD].r)
+            bp_prefetch_record(E->pend[i + BP_AHEAD].r);
+        BpTouched *t = &E->pend[i];
+        if (!t->r)
+            continue;
+        consolidate_one(E, t, from, true);
+        t->r = NULL;
+    }
+    E->npend = 0;
 }
 
 /* A thread-progress wait, or nothing with the world stopped. */
@@ -679,6 +788,10 @@ void bp_commit(tvm_vm *vm)
         return;
     const unsigned active = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix);
     const unsigned staging = active ^ 1u;
+    /* Stage 5 of the last trace_pattern for the records this call did not
+     * stage (those it staged were done when it found them): before this
+     * call's first wait, so that the flip finds their generations equal. */
+    bp_sync_all(E);
     /* Stage 1's end: each touched generation's summary from its entries
      * (the hit reads the summary; sessions' entries stay out of line). */
     if (E->resettle)
@@ -708,6 +821,18 @@ void bp_commit(tvm_vm *vm)
     E->ms_dead = NULL;
     E->nms_dead = E->ms_dead_cap = 0;
 
+    /* 2a arm early: done by the settles above (bp_settle_one), for the
+     * records that existed before this call.  Safe: a reader that hits
+     * one reads fi->bp, the record's immutable words and its active
+     * generation, all written before an earlier call's waits, and the
+     * generation is empty (an idle record: the hit runs the saved word, as
+     * unarmed), so arming changes no behaviour yet; the single aligned
+     * store means a reader fetches either the old word or BREAKPOINT,
+     * never a mix.  A record learns that it is armed in stage 5, and
+     * nothing in between but a settle reads that (BpTouched.early tells
+     * it): a VM destroyed meanwhile (bp_engine_destroy) disarms every
+     * record, armed or not. */
+
     /* wait: every reader that reaches a record linked or written in stage
      * 1 sees it whole; until the flip they only read the active
      * generation, which stage 1 did not touch. */
@@ -721,20 +846,14 @@ void bp_commit(tvm_vm *vm)
      * call's flip. */
     free_dying(E);
 
-    /* 2 arm.  Safe: a reader that hits a newly armed function reads its
-     * active generation, which is empty for a new record (flags 0: it just
-     * runs the saved word) and unchanged for an old one, so arming changes
-     * no behaviour yet; the single aligned store means a reader fetches
-     * either the old word or BREAKPOINT, never a mix.  What to arm was
-     * decided at the settle (r->armed changes only in stage 5, so the
-     * decision still holds); a record learns that it is armed in stage
-     * 5, and nothing in between reads that: a VM destroyed meanwhile
-     * (bp_engine_destroy) disarms what it finds armed, and a breakpoint
-     * it does not find is in code no thread runs again. */
+    /* 2b arm (records this call created).  Safe as 2a, now that the wait
+     * has published the new records: their active generation is empty.
+     * What to arm was decided at the settle (r->armed changes only in
+     * stage 5, so the decision still holds). */
     const bool armed_any = patch_pass(vm, BP_ACT_ARM);
     /* wait: every armed word is seen before any reader sees the new
      * index, so a call that should hit a new breakpoint under the new
-     * index does. */
+     * index does (2a's words were stored before the first wait). */
     if (armed_any)
         wait_progress(vm);
 
@@ -743,43 +862,53 @@ void bp_commit(tvm_vm *vm)
      * wait); readers loading the new one find it complete (stage 1 was
      * followed by a wait). */
     vm_atomic_store_relaxed(&vm->bp_ix, staging);
-    /* wait: no reader uses the old index any more; from here on, every
-     * call sees the new settings. */
-    wait_progress(vm);
 
-    /* 4 disarm.  Safe: the active generation of these records is empty,
-     * so a reader still hitting them just runs the saved word, exactly as
-     * after the store; the store is one aligned word again. */
-    const bool disarmed_any = patch_pass(vm, BP_ACT_DISARM);
-    /* wait: no reader is inside a disarmed record's breakpoint. */
-    if (disarmed_any)
-        wait_progress(vm);
+    /* 4 disarm, right after the flip.  Safe: the new active generation of
+     * these records is empty, so a reader that hits one with the new index
+     * just runs the saved word, exactly as after the store; one that
+     * loaded the old index reads the old generation, intact until stage 5;
+     * the store is one aligned word again. */
+    patch_pass(vm, BP_ACT_DISARM);
+    /* wait: no reader uses the old index any more, and none is inside a
+     * disarmed record's breakpoint; from here on, every call sees the
+     * new settings. */
+    wait_progress(vm);
 
     /* 5 consolidate.  Safe: readers use only the active generation, and
      * nothing here writes it; the old one, written here, has had no reader
-     * since the wait after the flip.  An empty record is unlinked: off the
-     * engine's list, and its function's `bp` slot (or its export's
-     * trampoline) forgets it.  No BREAKPOINT reaches it since the disarm
-     * wait, but a call_time charge may still look the function's record up
-     * (bp_time.c reads fn->bp when a time frame returns) until its next
-     * quiescent state: it finds the active generation empty, as the
-     * summary left it (no entry, no flags), which is why the empty record's
-     * generations are not released here (the mirror emptied the old one;
-     * writing the active one again, even with the same values, would race
-     * with that read), and why it is freed only after the next call's
+     * since the wait after the flip.  An empty record (disarmed, or never
+     * armed) becomes idle: it stays on its function, for the next call
+     * that sets a breakpoint there (a trace_pattern keeps up to
+     * BP_IDLE_MAX), or it is unlinked: off the engine's list, and its
+     * function's `bp` slot (or its export's trampoline) forgets it.  No
+     * BREAKPOINT reaches it since the wait after the disarm, but a
+     * call_time charge may still look the function's record up (bp_time.c
+     * reads fn->bp when a time frame returns) until its next quiescent
+     * state: it finds the active generation empty, as the summary left it
+     * (no entry, no flags), which is why the empty record's generations
+     * are not released here (the mirror emptied the old one; writing the
+     * active one again, even with the same values, would race with that
+     * read), and why an unlinked one is freed only after the next call's
      * first wait. */
-    for (size_t i = 0; i < n; i++) {
-        BpRecord *r = touched[i].r;
-        if (i + BP_AHEAD < n)
-            bp_prefetch_record(touched[i + BP_AHEAD].r);
-        if (touched[i].act != BP_ACT_NONE)
-            r->armed = touched[i].act == BP_ACT_ARM;
-        if (r->gen[0].nsess <= 1 && r->gen[1].nsess <= 1)
-            mirror_one(E, r, staging);
-        else
-            bp_gen_mirror(E, r, staging);
-        if (!r->gen[staging].flags)
-            unlink_record(E, r);
+    if (E->keep_idle) {
+        /* A trace_pattern leaves its stage 5 to the next engine call, which
+         * does it for each record as it finds it (bp_local_record and
+         * bp_global_record_find, when its stage reads the record anyway)
+         * and for the rest before its first wait (bp_sync_all): one pass
+         * over the records per call instead of two. */
+        BpTouched *done = E->pend;
+        const size_t cap = E->pend_cap;
+        E->pend = E->touched;
+        E->pend_cap = E->touched_cap;
+        E->npend = n;
+        E->touched = done;
+        E->touched_cap = cap;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            if (i + BP_AHEAD < n)
+                bp_prefetch_record(touched[i + BP_AHEAD].r);
+            consolidate_one(E, &touched[i], staging, false);
+        }
     }
     E->ntouched = 0;
     E->nsettled = 0;
@@ -816,6 +945,7 @@ void bp_end(tvm_vm *vm)
 void bp_engine_init(tvm_vm *vm)
 {
     BpEngine *E = vm_calloc(1, sizeof *E);
+    E->vm = vm;
     E->mark = 1;
     vm->bp = E;
     vm_atomic_store_relaxed(&vm->bp_ix, 0);
@@ -837,11 +967,14 @@ void bp_engine_destroy(tvm_vm *vm)
     BpEngine *E = vm->bp;
     if (!E)
         return;
-    /* No reader runs any more: disarm and free everything directly. */
+    /* No reader runs any more: disarm and free everything directly.
+     * Every record: one armed in stage 2 learns it only in stage 5, which
+     * a commit whose process never resumed did not reach (disarming an
+     * unarmed record stores its saved word over itself, or finds no
+     * export slot naming its trampoline). */
     while (E->records) {
         BpRecord *r = E->records;
-        if (r->armed)
-            disarm(r);
+        disarm(r);
         gens_release(E, r);
         unlink_record(E, r);
     }
@@ -858,6 +991,7 @@ void bp_engine_destroy(tvm_vm *vm)
     for (unsigned i = 0; i < VM_SESSIONS_MAX; i++)
         tr_ms_free(E->on_load_ms[i]);
     free(E->touched);
+    free(E->pend);
     free(E);
     vm->bp = NULL;
     bp_hooks_free(vm);

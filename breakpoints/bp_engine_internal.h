@@ -42,8 +42,10 @@ static inline void bp_prefetch_record(const BpRecord *r)
         bp_prefetch((const char *)r + k);
 }
 
-/* What the settle of a staged record decided for the arm and disarm
- * stages. */
+/* What the settle of a staged record left to the arm and disarm stages
+ * (a record that existed before the call is armed by the settle itself,
+ * stage 2a): arm after the first wait (a record the call created),
+ * disarm after the flip. */
 enum { BP_ACT_NONE, BP_ACT_ARM, BP_ACT_DISARM };
 
 /*
@@ -55,10 +57,13 @@ typedef struct BpTouched {
     BpRecord *r;
     Instr *at;                  /* local: the function's code[0]; global: NULL */
     Instr orig;                 /* local: the word disarming restores */
-    uint32_t act;               /* BP_ACT_* */
+    uint8_t act;                /* BP_ACT_* */
+    bool fresh;                 /* created by the running call */
+    bool early;                 /* armed at its settle (stage 2a) */
 } BpTouched;
 
 typedef struct BpEngine {
+    tvm_vm *vm;                 /* the VM it belongs to (set at init) */
     BpRecord *records;          /* every linked record */
     size_t nglobal;             /* linked global records (trampolines) */
     /* Unlinked, freed at the next free stage: [0] local records, [1]
@@ -86,8 +91,23 @@ typedef struct BpEngine {
     struct TrMs **dying_ms;
     size_t ndying_ms;
     BpRecVec pool;              /* freed records kept for reuse */
+    /* Idle records: linked, disarmed, both generations empty, kept on
+     * their function for the next call that sets a breakpoint there (it
+     * then arms them before its first wait: no allocation, no wait of
+     * its own).  At most BP_IDLE_MAX; only a trace_pattern keeps them
+     * (keep_idle, set around its commit, which then also leaves its
+     * stage 5 to the next engine call: see pend): a reload or a
+     * session's removal unlinks the records it empties, at once. */
+    size_t nidle;
+    bool keep_idle;
     BpTouched *touched;         /* records the running call staged */
     size_t ntouched, touched_cap;
+    /* The records the last trace_pattern staged, whose stage 5 it left
+     * to the next engine call (bp_sync): an entry's r is NULL once done,
+     * and a pending record's BpRecord.pend is 1 + its index.  The two
+     * arrays trade places at each such commit. */
+    BpTouched *pend;
+    size_t npend, pend_cap;
     size_t nsettled;            /* touched[0..nsettled) are settled */
     bool resettle;              /* one of them was staged again since */
     /* BpRecord.mark of the running call: odd, + 2 per call; a record's
@@ -107,6 +127,11 @@ typedef struct BpEngine {
 } BpEngine;
 
 /* bp_engine.c: records, staging helpers and the sequence. */
+/* Stage 5 for a record the last trace_pattern left pending (r->pend):
+ * staging := active, and an empty one idle or unlinked; bp_sync_all for
+ * every one left. */
+void bp_sync_record(BpEngine *E, BpRecord *r);
+void bp_sync_all(BpEngine *E);
 /* The records a function has, created (unarmed, empty) if asked; NULL
  * if none.  The common cases inline: staging a call on a large module
  * runs them for every function. */
@@ -116,6 +141,11 @@ BpRecord *bp_global_record_find(BpEngine *E, FuncInfo *fi, bool create);
 static inline BpRecord *bp_local_record(BpEngine *E, FuncInfo *fi, bool create)
 {
     BpRecord *r = vm_atomic_load_ptr_relaxed(&fi->bp);
+    if (r && r->pend) {
+        /* Its consolidation first (which may unlink it). */
+        bp_sync_record(E, r);
+        r = vm_atomic_load_ptr_relaxed(&fi->bp);
+    }
     return r || !create ? r : bp_local_record_new(E, fi);
 }
 
@@ -150,10 +180,12 @@ static inline void bp_touch(BpEngine *E, BpRecord *r)
         E->resettle = true;
         return;
     }
+    /* A record made by this call has mark 0 (no call's mark is 0). */
+    const bool fresh = r->mark == 0;
     r->mark = E->mark;
     if (E->ntouched == E->touched_cap)
         bp_touch_grow(E);
-    E->touched[E->ntouched++] = (BpTouched){ .r = r };
+    E->touched[E->ntouched++] = (BpTouched){ .r = r, .fresh = fresh };
 }
 
 /* Session sid's entry in r's generation s (the staging one), created
@@ -243,18 +275,40 @@ void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from);
 int64_t bp_count_sum(const BpCount *c);
 void bp_arm_unpublished(BpRecord *r);
 void bp_begin(tvm_vm *vm);
+/* Stage 2a's store for an existing record: BREAKPOINT over a local one's
+ * code[0], or the export entry at a global one's trampoline (r->armed
+ * changes only in stage 5). */
+void bp_arm_global_early(BpEngine *E, BpRecord *r);
+
+static inline void bp_arm_early(BpEngine *E, BpTouched *t)
+{
+    if (t->at)
+        vm_code_patch(t->at, instr_make(OP_BREAKPOINT, 0, 0, 0));
+    else
+        bp_arm_global_early(E, t->r);
+    t->early = true;
+}
+
 /* The end of stage 1 for one staged record: its generation s's summary
- * from its entries, and whether stage 2 arms it or stage 4 disarms it
- * (r->armed changes only in stage 5, so that stays true until then). */
+ * from its entries, and whether stage 2 arms it or stage 4 disarms it.
+ * A record that existed before this call is armed right here (stage 2a:
+ * the record is in cache, and the store needs no wait before it); one
+ * this call created is left to stage 2b.  r->armed changes only in stage
+ * 5, so with `early` it says what the code word is until then (a record
+ * settled again, after it was staged again, sees its own early arm). */
 static inline void bp_settle_one(BpEngine *E, BpTouched *t, unsigned s)
 {
     BpRecord *r = t->r;
     bp_gen_summarize(E, r, s);
     r->mark = E->mark + 1;
+    r->pend = (uint32_t)(t - E->touched) + 1;  /* if stage 5 is left to the next call */
     const bool on = r->gen[s].flags != 0;
-    t->act = on && !r->armed ? BP_ACT_ARM : !on && r->armed ? BP_ACT_DISARM : BP_ACT_NONE;
+    const bool armed = r->armed || t->early;
     t->at = r->target ? NULL : &r->fi->code[0];
     t->orig = r->orig;
+    t->act = on && !armed && t->fresh ? BP_ACT_ARM : !on && armed ? BP_ACT_DISARM : BP_ACT_NONE;
+    if (on && !armed && !t->fresh)
+        bp_arm_early(E, t);
 }
 
 /* Settles the records touched since the last settle.  bp_trace_pattern

@@ -182,10 +182,22 @@ static void match_functions(tvm_vm *vm, const BpPattern *pat, FnList *out)
         out->cap = bound;
         out->v = vm_realloc(out->v, out->cap * sizeof(FuncInfo *));
     }
+    if (pat->unknown)
+        return;                 /* a name no atom has: nothing matches */
     for (uint32_t i = 0; i < vm->nmodules; i++) {
         Module *m = vm->modules[i];
         if (!module_named(pat, m))
             continue;
+        if (pat->any_fun) {
+            /* m:_/_ (or _:_/_): every function of the module, whose
+             * FuncInfos all carry its name (ld_build.c), so none is read
+             * here (a cache miss each on a large module; the stage reads
+             * the function's record slot, ahead). */
+            if (m->nfuncs)
+                memcpy(out->v + out->n, m->funcs, m->nfuncs * sizeof *m->funcs);
+            out->n += m->nfuncs;
+            continue;
+        }
         for (uint32_t j = 0; j < m->nfuncs; j++) {
             if (j + 2 * BP_AHEAD < m->nfuncs)
                 bp_prefetch(m->funcs[j + 2 * BP_AHEAD]);
@@ -354,12 +366,14 @@ static void set_on_load(BpEngine *E, unsigned sid, const BpRequest *req)
 }
 
 /* Reading ahead in the staging loop: the function two steps ahead (its
- * record slot), and the record of the one a step ahead. */
+ * record slot), and the record and code word of the one a step ahead
+ * (its settle may arm it: stage 2a). */
 static inline void ahead_function(const FnList *l, size_t i)
 {
     if (i + 2 * BP_AHEAD < l->n)
         bp_prefetch(&l->v[i + 2 * BP_AHEAD]->bp);
     if (i + BP_AHEAD < l->n) {
+        bp_prefetch(&l->v[i + BP_AHEAD]->code[0]);
         const BpRecord *r = vm_atomic_load_ptr_relaxed(&l->v[i + BP_AHEAD]->bp);
         if (r)
             bp_prefetch_record(r);
@@ -404,7 +418,11 @@ int bp_trace_pattern(tvm_vm *vm, unsigned sid, const BpPattern *pat, const BpReq
         bp_stage_settle(E, st.s);   /* fn's records: no other function stages them */
     }
     free(fns.v);
+    /* Records this call empties stay idle on their functions (a reload
+     * or a session's removal unlinks what it empties). */
+    E->keep_idle = true;
     bp_commit(vm);
+    E->keep_idle = false;
     bp_end(vm);
     return matched;
 }
@@ -427,6 +445,7 @@ static void clear_function(BpEngine *E, FuncInfo *fn, unsigned s)
 void vm_hook_module_replaced(tvm_vm *vm, const Module *old)
 {
     BpEngine *E = vm->bp;
+    bp_sync_all(E);     /* the last trace_pattern's stage 5, before reading staging */
     const unsigned s = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u;
     for (uint32_t i = 0; i < old->nfuncs; i++)
         clear_function(E, old->funcs[i], s);
@@ -436,6 +455,7 @@ void vm_hook_module_replaced(tvm_vm *vm, const Module *old)
 void bp_remove_session(tvm_vm *vm, unsigned sid)
 {
     BpEngine *E = vm->bp;
+    bp_sync_all(E);     /* the last trace_pattern's stage 5, before reading staging */
     const unsigned s = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u;
     const unsigned slot = vm_sid_slot(sid);
     E->on_load[slot] = 0;
@@ -477,6 +497,7 @@ void vm_hook_module_loading(tvm_vm *vm, Module *m)
         any |= E->on_load[k] && tr_session_live(vm, E->on_load_sid[k]);
     if (!any)
         return;
+    bp_sync_all(E);     /* the last trace_pattern's stage 5, before staging */
     E->nshards = 1 + (uint32_t)vm_sched_of(vm)->n;
     const unsigned s = (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u;
     for (uint32_t i = 0; i < m->nfuncs; i++) {

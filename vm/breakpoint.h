@@ -161,6 +161,10 @@ typedef struct BpRecord {
     struct BpRecord *prev;
     uint32_t mark;              /* touched by the running trace_pattern */
     bool armed;
+    /* 1 + its index in the engine's list of records whose consolidation
+     * (stage 5) the last trace_pattern left to the next engine call, or
+     * 0 (breakpoints/bp_engine.c). */
+    uint32_t pend;
 
     /* gen[i]'s entry when it has exactly one; written like gen[i]. */
     BpSess one[2];

@@ -7,8 +7,11 @@
  * the trace_pattern sequence for NOPS operations:
  *   op 1  add     (flags on, setting 1)   allocates record 1
  *   op 2  update  (setting 2)
- *   op 3  remove  (flags off)             unlinks and frees record 1
- *   op 4  add     (setting 1)             allocates record 2
+ *   op 3  remove  (flags off)             record 1 idle, or unlinked and
+ *                                         freed (spin tries both)
+ *   op 4  add     (setting 1)             re-arms idle record 1 before
+ *                                         the first wait, or allocates
+ *                                         record 2
  *
  * A generation is two fields (fa, fb) written by two separate stores with
  * the same value, so a reader that mixes two writes (a torn read) sees
@@ -31,9 +34,13 @@
  *       the call reads the first instruction) sees the setting of op k or
  *       of an op that started later.
  *
+ * Consolidation is deferred to the start of the next engine call, as the
+ * engine defers it after a trace_pattern.
+ *
  * Seeded bug: -DSEEDED_BUG removes the wait after the flip of the active
- * index.  Consolidation then rewrites the old generation while a reader
- * that loaded the index before the flip is still reading it: (b) fails.
+ * index (and the disarm).  Consolidation then rewrites the old generation
+ * while a reader that loaded the index before the flip is still reading
+ * it: (b) fails.
  */
 
 #define NREADERS 2
@@ -66,25 +73,68 @@ inline wait()
     (need[0] == 0 && need[1] == 0)
 }
 
+/* Consolidate, deferred to the start of the next engine call (the
+ * engine's bp_sync_record / bp_sync_all): copy active into staging (the
+ * old generation, which no reader reads any more).  A record with no
+ * flags stays linked as an idle record, or is unlinked (the engine keeps
+ * up to BP_IDLE_MAX; spin tries both); an unlinked one is freed after
+ * the next wait. */
+inline consolidate()
+{
+    if
+    :: pend ->
+       st = 1 - active_ix;
+       fa[D(r, st)] = fa[D(r, active_ix)];
+       fb[D(r, st)] = fb[D(r, active_ix)];
+       if
+       :: fa[D(r, active_ix)] == 0 -> hdr = 0; rstate[r] = R_DEAD; dead = r
+       :: fa[D(r, active_ix)] == 0 -> skip      /* idle */
+       :: else -> skip
+       fi;
+       pend = 0
+    :: else -> skip
+    fi
+}
+
+/* Free what the last consolidation unlinked, after a wait that followed
+ * it (the engine: right after the first wait of the call that unlinked
+ * it). */
+inline free_dead()
+{
+    if
+    :: dead != 0 -> rstate[dead] = R_FREED; dead = 0
+    :: else -> skip
+    fi
+}
+
 inline trace_pattern(v)
 {
     started++;
+    consolidate();
 
-    /* Stage: write the staging generation; link a new record.  Readers
-     * read only data[active_ix]; a new record's active generation is 0, so a
-     * reader that finds it does nothing. */
+    /* Stage: write the staging generation; link a new record (fresh).
+     * Readers read only data[active_ix]; a new record's active generation
+     * is 0, so a reader that finds it does nothing. */
     if
-    :: hdr == 0 -> r = nextrec; nextrec++; rstate[r] = R_LIVE
-    :: else -> r = hdr
+    :: hdr == 0 -> r = nextrec; nextrec++; rstate[r] = R_LIVE; fresh = 1
+    :: else -> r = hdr; fresh = 0
     fi;
     st = 1 - active_ix;
     fa[D(r, st)] = v;
     fb[D(r, st)] = v;
     hdr = r;
-    wait();
 
-    /* Install: arm (one store).  Falls through without a wait when there
-     * is nothing to arm, as in BEAM. */
+    /* Arm early: a record that existed before this call (an idle one) is
+     * armed before the first wait; its active generation is empty. */
+    if
+    :: v != 0 && !armed && !fresh -> armed = 1
+    :: else -> skip
+    fi;
+    wait();
+    free_dead();
+
+    /* Arm a record this call created (one store), then wait.  Falls
+     * through without a wait when there is nothing to arm, as in BEAM. */
     if
     :: v != 0 && !armed -> armed = 1; wait()
     :: else -> skip
@@ -93,47 +143,35 @@ inline trace_pattern(v)
     /* Commit: flip the active index.  The staging generation was complete
      * before the previous wait. */
     active_ix = 1 - active_ix;
+
+    /* Uninstall, right after the flip: disarm if the active flags are
+     * all off.  The wait after it covers the flip and the disarm. */
+    if
+    :: fa[D(r, active_ix)] == 0 && armed -> armed = 0
+    :: else -> skip
+    fi;
 #ifndef SEEDED_BUG
-    wait();             /* no reader still reads the old generation */
+    wait();             /* no reader still reads the old generation, and
+                         * none is inside a disarmed breakpoint */
 #endif
-
-    /* Uninstall: disarm if the active flags are all off.  Falls through
-     * without a wait when there is nothing to disarm. */
-    if
-    :: fa[D(r, active_ix)] == 0 && armed -> armed = 0; wait()
-    :: else -> skip
-    fi;
-
-    /* Consolidate: copy active into staging (the old generation, which no
-     * reader reads any more); unlink a dead record. */
-    st = 1 - active_ix;
-    fa[D(r, st)] = fa[D(r, active_ix)];
-    fb[D(r, st)] = fb[D(r, active_ix)];
-    if
-    :: fa[D(r, active_ix)] == 0 -> hdr = 0; rstate[r] = R_DEAD
-    :: else -> skip
-    fi;
-
-    /* Free, after a wait: everyone passed a QS since the unlink (and the
-     * disarm).  In bp_engine.c that wait is the first wait of the next
-     * trace_pattern, so it costs no call any time; the interleavings are
-     * the same as waiting here. */
-    if
-    :: rstate[r] == R_DEAD -> wait(); rstate[r] = R_FREED
-    :: else -> skip
-    fi;
-
+    pend = 1;           /* consolidation: at the next engine call */
     done++
 }
 
 active proctype writer()
 {
-    byte r, st;
+    byte r, st, dead;
     byte nextrec = 1;
+    bool fresh, pend;
     trace_pattern(1);   /* add */
     trace_pattern(2);   /* update */
     trace_pattern(0);   /* remove */
-    trace_pattern(1)    /* add again: a new record */
+    trace_pattern(1);   /* add again: the idle record, or a new one */
+    /* A later engine call (a load, trace_info): the last consolidation,
+     * a wait, the free. */
+    consolidate();
+    wait();
+    free_dead()
 }
 
 proctype reader(byte id)

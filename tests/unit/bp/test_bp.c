@@ -990,6 +990,47 @@ Test(bp, reload_clears_global_trace)
     cr_assert_str_eq(take_events(), "");
 }
 
+/* A breakpoint switched off leaves an idle record on its function, which
+ * the next call re-arms before its first wait; the last call's
+ * consolidation is done by the next engine call (the stage that finds a
+ * record, trace_info, a reload).  Every path gives the exact events. */
+Test(bp, idle_records_rearmed_and_reloaded)
+{
+    load_ok(vm, "up.tasm", up_v1);
+    load_ok(vm, "cl.tasm", cl_src);
+    for (int round = 0; round < 3; round++) {
+        cr_assert_eq(tp("up:_/_", TVM_TP_TRUE, TVM_TP_LOCAL | TVM_TP_CALL_COUNT), 3);
+        cr_assert_str_eq(call("up", "g", 1, 1, 0), "2");
+        cr_assert_str_eq(take_events(), "up:g/1(1) local | up:f/1(1) local");
+        cr_assert_eq(count_of("up:f/1"), 1);
+        cr_assert_eq(tp("up:_/_", TVM_TP_FALSE, TVM_TP_LOCAL | TVM_TP_CALL_COUNT), 3);
+        cr_assert_str_eq(info("up:f/1", "all"), "{all,false}");
+        cr_assert_str_eq(call("up", "g", 1, 1, 0), "2");
+        cr_assert_str_eq(take_events(), "");
+        /* global on the idle records' functions, off, local on again */
+        cr_assert_eq(tp("up:_/_", TVM_TP_TRUE, 0), 3);
+        cr_assert_str_eq(call("cl", "f", 1, 1, 0), "2");
+        cr_assert_str_eq(take_events(), "up:f/1(1) global");
+        cr_assert_eq(tp("up:_/_", TVM_TP_FALSE, 0), 3);
+        cr_assert_str_eq(call("cl", "f", 1, 1, 0), "2");
+        cr_assert_str_eq(take_events(), "");
+    }
+    /* a count on an idle record starts from 0 */
+    cr_assert_eq(tp("up:f/1", TVM_TP_TRUE, TVM_TP_CALL_COUNT), 1);
+    cr_assert_str_eq(call("up", "g", 1, 1, 0), "2");
+    cr_assert_eq(count_of("up:f/1"), 1);
+    cr_assert_eq(tp("up:f/1", TVM_TP_FALSE, TVM_TP_CALL_COUNT), 1);
+    /* a reload right after (the records idle, their consolidation left to
+     * the next engine call): the new version untraced, traceable */
+    load_ok(vm, "up.tasm", up_v2);
+    cr_assert_str_eq(info("up:f/1", "all"), "{all,false}");
+    cr_assert_str_eq(call("cl", "f", 1, 1, 0), "3");
+    cr_assert_str_eq(take_events(), "");
+    cr_assert_eq(tp("up:f/1", TVM_TP_TRUE, TVM_TP_LOCAL), 1);
+    cr_assert_str_eq(call("cl", "f", 1, 1, 0), "3");
+    cr_assert_str_eq(take_events(), "up:f/1(1) local");
+}
+
 /* ==== natives ==== */
 
 Test(bp, natives_traced_locally_and_globally)
