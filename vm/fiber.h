@@ -18,7 +18,14 @@
 #include <stdint.h>
 
 typedef struct Fiber {
-    void *sp;              /* saved stack pointer while switched out */
+    /* The saved stack pointer while switched out, NULL while running.
+     * Written by the switch out (vm/fiber_<arch>.S, a release store after
+     * the saved words: [IL4]) and cleared by the thread switching the
+     * fiber in (vm_il_switch_in, an atomic relaxed store before the
+     * store fence [IL3]); read by its owner, and concurrently by a stack
+     * capture (saved_sp in stacks/st_capture.c, an acquire load, its
+     * reading validated by the interlock word: vm/interlock.h). */
+    void *sp;
     void *tsan;            /* ThreadSanitizer's fiber (tsan builds only) */
     char *stack_lo;        /* usable stack: [stack_lo, stack_hi) */
     char *stack_hi;
