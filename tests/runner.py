@@ -43,19 +43,23 @@ files (PKG_CONFIG_LIBDIR; natively CC=cc, CXX=g++ and the host's
 pkg-config), and run what they build under TRACEVM_RUN.  A shell test
 that cannot work under user-mode emulation skips itself by name with
 the reason (tests/sh/lib.sh: not_emulated).
-There the programs of each kind run as many at a time as scons -j says
-(TEST_JOBS; their results printed in order): one at a time the emulated
-suite kept 2 vCPUs half busy for 10 minutes.  A native suite runs them
-one at a time.
+The programs run as many at a time as scons -j says (TEST_JOBS), all
+kinds queued at once; their results are printed in order, so the log
+reads the same whatever finished first.  One at a time the emulated
+suite kept 2 vCPUs half busy for 10 minutes, and most native programs
+use one thread too (the debug suite on 2 vCPUs: 181 s one at a time).
+No test may depend on running alone: none asserts a time, and each works
+in its own temporary directory.
 
 Time limits: a program is killed after TIMEOUT seconds, or after TIMEOUT
 plus the largest `.timeout = N` a Criterion program declares (Criterion
 enforces a case's own limit; the runner's must never be the shorter one).
 
 The last line printed is "N passed, N failed, N skipped"; a filter= that
-matches no test is an error.  Before it, the wall time of each kind and
-the five slowest programs, so that the cost of a CI mode can be read off
-its log.
+matches no test is an error.  Before it, the suite's wall time, the sum
+of each kind's programs' times (with a pool they overlap, so these add up
+to more than the wall time) and the five slowest programs, so that the
+cost of a CI mode can be read off its log.
 """
 import concurrent.futures
 import glob
@@ -95,17 +99,14 @@ def run(cmd, timeout=TIMEOUT, **kw):
 
 
 def ahead(jobs):
-    """Runs each (key, fn) of jobs and yields (key, fn()) in order.  With
-    a pool (a cross build's suite: the emulated programs mostly wait, and
-    one at a time used half of 2 vCPUs) the calls run several at a time,
-    results still reported in order; else one by one, as they come."""
+    """Starts each (key, fn) of jobs and returns an iterator of (key,
+    fn()) in order.  With a pool (scons -j2 or more) the calls are
+    submitted now and run several at a time, results still reported in
+    order; else each runs when the iterator reaches it."""
     if not POOL:
-        for key, fn in jobs:
-            yield key, fn()
-        return
+        return ((key, fn()) for key, fn in jobs)
     futures = [(key, POOL[0].submit(fn)) for key, fn in jobs]
-    for key, f in futures:
-        yield key, f.result()
+    return ((key, f.result()) for key, f in futures)
 
 
 class Tally:
@@ -166,7 +167,9 @@ def unit_run(prog, env):
 
 def unit_tests(t, progs, env):
     jobs = [(p, lambda p=p: unit_run(p, env)) for p in progs if t.wanted(os.path.basename(p))]
-    for prog, (r, text) in ahead(jobs):
+    results = ahead(jobs)
+    yield
+    for prog, (r, text) in results:
         name = os.path.basename(prog)
         if r is None:
             t.fail(name, 'timeout')
@@ -221,7 +224,9 @@ def e2e_tests(t, tracevm, env):
         if t.wanted('e2e/' + os.path.basename(path)):
             cmd = [tracevm, 'run', os.path.relpath(path, ROOT)] + parse_annotations(path)[0]
             jobs.append((path, lambda cmd=cmd: run(cmd, env=env)))
-    for path, r in ahead(jobs):
+    results = ahead(jobs)
+    yield
+    for path, r in results:
         name = 'e2e/' + os.path.basename(path)
         _, want_exit, want_out, want_err = parse_annotations(path)
         if r is None:
@@ -245,7 +250,9 @@ def bad_tests(t, tracevm, env):
              if t.wanted('bad/' + os.path.basename(p))]
     jobs = [(p, lambda p=p: run([tracevm, 'check', os.path.relpath(p, ROOT)], env=env))
             for p in paths]
-    for path, r in ahead(jobs):
+    results = ahead(jobs)
+    yield
+    for path, r in results:
         name = 'bad/' + os.path.basename(path)
         try:
             with open(path[:-len('.tasm')] + '.expect', encoding='utf-8') as f:
@@ -268,7 +275,9 @@ def bad_tests(t, tracevm, env):
 def stress_tests(t, progs, env):
     jobs = [(p, lambda p=p: run([p], env=env)) for p in progs
             if t.wanted('stress/' + os.path.basename(p))]
-    for prog, r in ahead(jobs):
+    results = ahead(jobs)
+    yield
+    for prog, r in results:
         name = 'stress/' + os.path.basename(prog)
         if r is None:
             t.fail(name, 'timeout')
@@ -286,7 +295,9 @@ def shell_tests(t, env):
     jobs = [(p, lambda p=p: run(['bash', p], env=env))
             for p in sorted(glob.glob(os.path.join(ROOT, 'tests/sh/*.sh')))
             if os.path.basename(p) not in SHELL_LIBRARIES and t.wanted('sh/' + os.path.basename(p))]
-    for path, r in ahead(jobs):
+    results = ahead(jobs)
+    yield
+    for path, r in results:
         name = 'sh/' + os.path.basename(path)
         out = r.stdout.decode(errors='replace') if r else ''
         if r is None:
@@ -299,6 +310,23 @@ def shell_tests(t, env):
                                             r.stderr.decode(errors='replace')[-2000:]))
         else:
             t.ok(name)
+
+
+def kind_of(prog):
+    """The kind of test a program of TIMES (a path relative to ROOT) is."""
+    if prog.startswith('tests/sh/'):
+        return 'shell'
+    if prog.startswith('tests/e2e/'):
+        return 'e2e'
+    if prog.startswith('tests/bad/'):
+        return 'bad'
+    return 'stress' if os.path.basename(prog).startswith('stress_') else 'unit'
+
+
+# The order in which the kinds' programs are queued (main()): the stress
+# programs and shell tests hold the suite's longest runs, the e2e and bad
+# inputs are many short ones.
+SUBMIT_ORDER = ('stress', 'shell', 'unit', 'e2e', 'bad')
 
 
 # The folders of a build whose programs the shell tests run by path.
@@ -357,6 +385,8 @@ def main(env, units, stress, tracevm, embed):
         # Set before the shell tests' environment is copied from penv.
         penv['TSAN_OPTIONS'] = ('halt_on_error=1 atexit_sleep_ms=0 ' +
                                 os.environ.get('TSAN_OPTIONS', '')).strip()
+    if env['TEST_JOBS'] > 1:
+        POOL.append(concurrent.futures.ThreadPoolExecutor(env['TEST_JOBS']))
     if env['RUN_PREFIX']:
         emu = shutil.which(env['RUN_PREFIX'][0])
         if not emu:
@@ -364,8 +394,6 @@ def main(env, units, stress, tracevm, embed):
                   (env['RUN_PREFIX'][0], env['ARCH']))
             return 1
         PREFIX[:] = [emu] + env['RUN_PREFIX'][1:]
-        if env['TEST_JOBS'] > 1:
-            POOL.append(concurrent.futures.ThreadPoolExecutor(env['TEST_JOBS']))
         penv['TRACEVM_RUN'] = emu
         build = os.path.dirname(os.path.dirname(tracevm))
         top = launchers(build, emu)
@@ -378,17 +406,28 @@ def main(env, units, stress, tracevm, embed):
             return 1
     else:
         shell_env = dict(penv, CC='cc', CXX='g++')
-    kinds = []
-    for kind, fn, arg in (('unit', unit_tests, units), ('stress', stress_tests, stress),
-                          ('e2e', e2e_tests, tracevm), ('bad', bad_tests, tracevm),
-                          ('shell', shell_tests, None)):
-        start = time.monotonic()
-        fn(t, arg, penv) if arg is not None else fn(t, shell_env)
-        kinds.append('%s %.0f s' % (kind, time.monotonic() - start))
+    # Each kind is a generator: its first step starts its programs, the
+    # rest reports them.  With a pool every kind's programs are queued
+    # before any is reported, the kinds with the longest programs first
+    # (SUBMIT_ORDER), so that the many short ones fill the end of the run
+    # instead of one long program running alone; the log still reads
+    # unit, stress, e2e, bad, shell.
+    steps = [('unit', unit_tests(t, units, penv)), ('stress', stress_tests(t, stress, penv)),
+             ('e2e', e2e_tests(t, tracevm, penv)), ('bad', bad_tests(t, tracevm, penv)),
+             ('shell', shell_tests(t, shell_env))]
+    for kind in SUBMIT_ORDER:
+        next(dict(steps)[kind])
+    start = time.monotonic()
+    for kind, step in steps:
+        for _ in step:
+            pass
+    wall = time.monotonic() - start
     if POOL:
         POOL.pop().shutdown()
-    print('time: ' + ', '.join(kinds) + '; slowest: ' +
-          ', '.join('%s %.0f s' % (p, s) for s, p in sorted(TIMES, reverse=True)[:5]))
+    print('time: %.0f s; programs: %s; slowest: %s' % (
+        wall, ', '.join('%s %.0f s' % (k, sum(s for s, p in TIMES if kind_of(p) == k))
+                        for k, _ in steps),
+        ', '.join('%s %.0f s' % (p, s) for s, p in sorted(TIMES, reverse=True)[:5])))
     if t.filter and not t.matched:
         print('filter=%s matches no test' % t.filter)
         t.failed += 1
