@@ -13,9 +13,12 @@
  *   Writing (producer, the scheduler thread that owns the ring, or any
  *   thread holding shared_lock for the shared ring):
  *     1. Reserve: the record needs `n` contiguous bytes.  If fewer than n
- *        are left before the end of the array, a PAD record covers the
- *        rest and the record starts at offset 0 (so records never wrap and
- *        the collector reads them in place).  The space is free if
+ *        are left before the end of the array, the record starts at
+ *        offset 0 (so records never wrap and the collector reads them in
+ *        place) and the `pad` bytes left before the end are skipped: a PAD
+ *        record covers them, or, if they are fewer than TR_PAD_MIN (8
+ *        bytes: too few for a PAD's kind and size, trace/tr_event.h),
+ *        nothing is written there.  The space is free if
  *        head + pad + n - tail <= size, tested first against the cached
  *        tail and, only if that fails, against a fresh load of `tail`
  *        ([TB2'] acquire: the collector's reads of the old bytes happen
@@ -27,7 +30,9 @@
  *   tr_collector.c):
  *     1. Load `head` ([TB1'] acquire: pairs with [TB1]; every byte below
  *        it is written).
- *     2. Read records in [tail, head), skipping PAD.
+ *     2. Read records in [tail, head), skipping PAD records and, where
+ *        fewer than TR_PAD_MIN bytes are left before the end of the
+ *        array, those bytes (no record starts there: tr_ring_skip).
  *     3. Release: advance `tail` ([TB2], a seq_cst add, so a release: the
  *        reads above happen before the producer may reuse the space;
  *        pairs with [TB2']; seq_cst for the lossless handshake below).
@@ -138,9 +143,13 @@ static uint8_t *reserve(TrRing *r, size_t n, size_t *adv)
             return NULL;
     }
     if (pad) {
-        TrRecord *p = (TrRecord *)(void *)(r->data + off);
-        p->size = (uint16_t)pad;   /* pad < n <= TR_RECORD_MAX */
-        p->kind = TR_K_PAD;
+        /* Fewer than TR_PAD_MIN bytes: no room for a PAD, and none
+         * needed (tr_ring_skip). */
+        if (pad >= TR_PAD_MIN) {
+            TrRecord *p = (TrRecord *)(void *)(r->data + off);
+            p->size = (uint16_t)pad;   /* pad < n <= TR_RECORD_MAX */
+            p->kind = TR_K_PAD;
+        }
         off = 0;
     }
     *adv = pad;
@@ -160,13 +169,13 @@ static void put_header(uint8_t *at, const TrEmit *ev, uint64_t ticks, size_t siz
                        size_t paylen, unsigned items, bool truncated)
 {
     TrRecord *h = (TrRecord *)(void *)at;
-    h->size = (uint16_t)size;
-    h->paylen = (uint16_t)paylen;
+    h->ticks = ticks;
     h->kind = (uint8_t)ev->kind;
     h->flags = (uint8_t)(ev->flags | (truncated ? TR_F_TRUNCATED : 0));
     h->arity = (uint8_t)ev->arity;
     h->nterms = (uint8_t)items;
-    h->ticks = ticks;
+    h->size = (uint16_t)size;
+    h->paylen = (uint16_t)paylen;
     h->pid = ev->pid;
     h->mod = ev->mod;
     h->fun = ev->fun;
@@ -176,9 +185,9 @@ static void put_lost_marker(TrRing *r, uint8_t *at, uint64_t ticks)
 {
     TrRecord *h = (TrRecord *)(void *)at;
     memset(h, 0, sizeof *h);
-    h->size = sizeof(TrRecord);
-    h->kind = TR_K_LOST;
     h->ticks = ticks;
+    h->kind = TR_K_LOST;
+    h->size = sizeof(TrRecord);
     h->pid = r->pending_lost;
     r->pending_lost = 0;
 }
@@ -328,11 +337,11 @@ bool tr_ring_snapshot(TrRing *r)
 const TrRecord *tr_ring_peek(TrRing *r)
 {
     while (r->tail_local != r->head_seen) {
-        const TrRecord *h =
-            (const TrRecord *)(const void *)(r->data + (r->tail_local & (r->size - 1)));
-        if (h->kind != TR_K_PAD)
-            return h;
-        r->tail_local += h->size;
+        size_t skip = tr_ring_skip(r, r->tail_local);
+        if (!skip)
+            return (const TrRecord *)(const void *)(r->data +
+                                                    (r->tail_local & (r->size - 1)));
+        r->tail_local += skip;
     }
     return NULL;
 }
@@ -354,9 +363,13 @@ size_t tr_ring_range(TrRing *r, size_t limit, TrRange *rg)
     uint64_t n = 0, lost = 0;
     while (pos < limit) {
         const TrRecord *h = (const TrRecord *)(const void *)(base + pos);
+        if (r->size - off - pos < TR_PAD_MIN || h->kind == TR_K_PAD) {
+            /* Skipped bytes (a PAD, or too few for one) run to the end of
+             * the array: the caller steps over them. */
+            step = tr_ring_skip(r, r->tail_local + pos);
+            break;
+        }
         step = h->size;
-        if (h->kind == TR_K_PAD)
-            break;   /* it runs to the end of the array: the caller steps over it */
         if (h->kind == TR_K_LOST)
             lost += h->pid;
         last = pos;

@@ -15,8 +15,10 @@
  *     immediate (tr_encode_imm says NULL);
  *   - a LOST marker pending (drop policy; tr_emit writes it first);
  *   - the largest record of this many immediates would not fit before
- *     the array's end (tr_emit pads), or the cached tail says the ring may
- *     be full (tr_emit loads the tail again: [TB2']).
+ *     the array's end (tr_emit skips the rest of the array: a PAD record,
+ *     or, for fewer than TR_PAD_MIN bytes, nothing written), or the cached
+ *     tail says the ring may be full (tr_emit loads the tail again:
+ *     [TB2']).
  * The last three are one comparison against r->fast_end, which tr_emit
  * keeps (tr_internal.h); this writer never moves head past it, so the
  * bound stays right between two tr_emit calls.  The bytes are the ones
@@ -63,13 +65,13 @@ static inline __attribute__((always_inline)) bool tr_ring_put_imm_at(TrRing *r,
     size_t size = (sizeof(TrRecord) + paylen + TR_RECORD_ALIGN - 1) &
                   ~(size_t)(TR_RECORD_ALIGN - 1);
     TrRecord *h = (TrRecord *)(void *)at;
-    h->size = (uint16_t)size;
-    h->paylen = (uint16_t)paylen;
+    h->ticks = ticks ? ticks : tr_clock_ticks();
     h->kind = (uint8_t)ev->kind;
     h->flags = (uint8_t)ev->flags;
     h->arity = (uint8_t)ev->arity;
     h->nterms = (uint8_t)n;
-    h->ticks = ticks ? ticks : tr_clock_ticks();
+    h->size = (uint16_t)size;
+    h->paylen = (uint16_t)paylen;
     h->pid = ev->pid;
     h->mod = ev->mod;
     h->fun = ev->fun;
