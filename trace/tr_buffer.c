@@ -169,13 +169,13 @@ static void put_header(uint8_t *at, const TrEmit *ev, uint64_t ticks, size_t siz
                        size_t paylen, unsigned items, bool truncated)
 {
     TrRecord *h = (TrRecord *)(void *)at;
-    h->ticks = ticks;
+    h->size = (uint16_t)size;
+    h->paylen = (uint16_t)paylen;
     h->kind = (uint8_t)ev->kind;
     h->flags = (uint8_t)(ev->flags | (truncated ? TR_F_TRUNCATED : 0));
     h->arity = (uint8_t)ev->arity;
     h->nterms = (uint8_t)items;
-    h->size = (uint16_t)size;
-    h->paylen = (uint16_t)paylen;
+    h->ticks = ticks;
     h->pid = ev->pid;
     h->mod = ev->mod;
     h->fun = ev->fun;
@@ -185,9 +185,9 @@ static void put_lost_marker(TrRing *r, uint8_t *at, uint64_t ticks)
 {
     TrRecord *h = (TrRecord *)(void *)at;
     memset(h, 0, sizeof *h);
-    h->ticks = ticks;
-    h->kind = TR_K_LOST;
     h->size = sizeof(TrRecord);
+    h->kind = TR_K_LOST;
+    h->ticks = ticks;
     h->pid = r->pending_lost;
     r->pending_lost = 0;
 }
@@ -349,32 +349,31 @@ const TrRecord *tr_ring_peek(TrRing *r)
 size_t tr_ring_range(TrRing *r, size_t limit, TrRange *rg)
 {
     size_t off = (size_t)(r->tail_local & (r->size - 1));
+    size_t to_end = r->size - off;
     size_t avail = (size_t)(r->head_seen - r->tail_local);
-    if (avail > r->size - off)
-        avail = r->size - off;   /* records never wrap: the rest starts at 0 */
+    if (avail > to_end)
+        avail = to_end;   /* records never wrap: the rest starts at 0 */
     if (limit > avail)
         limit = avail;
+    /* Records start only where at least TR_PAD_MIN bytes are left before
+     * the end of the array (tr_ring_skip): below `starts`. */
+    size_t starts = to_end - TR_PAD_MIN + TR_RECORD_ALIGN;
     const uint8_t *base = r->data + off;
     /* Per record only its size and kind (and a LOST marker's count); the
      * ticks and the pad of the first and last record after the loop.  In
      * locals: rg's words could alias the ring's (both uint64_t), so the
      * compiler would store them on every record. */
-    size_t pos = 0, last = 0, step = 0;
+    size_t pos = 0, last = 0, bound = limit < starts ? limit : starts;
     uint64_t n = 0, lost = 0;
-    while (pos < limit) {
+    while (pos < bound) {
         const TrRecord *h = (const TrRecord *)(const void *)(base + pos);
-        if (r->size - off - pos < TR_PAD_MIN || h->kind == TR_K_PAD) {
-            /* Skipped bytes (a PAD, or too few for one) run to the end of
-             * the array: the caller steps over them. */
-            step = tr_ring_skip(r, r->tail_local + pos);
+        if (h->kind == TR_K_PAD)
             break;
-        }
-        step = h->size;
         if (h->kind == TR_K_LOST)
             lost += h->pid;
         last = pos;
         n++;
-        pos += step;
+        pos += h->size;
     }
     *rg = (TrRange){ .sched = r->sched, .data = base, .len = pos, .nrecords = n, .lost = lost };
     if (n) {
@@ -384,7 +383,9 @@ size_t tr_ring_range(TrRing *r, size_t limit, TrRange *rg)
         rg->last_ticks = h->ticks;
         rg->last_pad = h->size - sizeof(TrRecord) - h->paylen;
     }
-    return pos < limit ? pos + step : pos;
+    /* Short of limit: skipped bytes (a PAD, or too few for one), which
+     * run to the end of the array; the caller steps over them too. */
+    return pos < limit ? to_end : pos;
 }
 
 void tr_ring_release(TrPipeline *tp, TrRing *r)
