@@ -33,9 +33,9 @@ trap 'rm -rf "$tmp"' EXIT
 events() {
     babeltrace2 "$1" >"$tmp/bt" 2>"$tmp/bterr" ||
         fail "babeltrace2 exited $?: $(cat "$tmp/bterr")" >&2
-    ! grep -v '^WARNING: Tracer discarded [0-9]* events between ' "$tmp/bterr" >"$tmp/warn" ||
+    ! grep -v '^WARNING: Tracer discarded [0-9]* events\? between ' "$tmp/bterr" >"$tmp/warn" ||
         fail "babeltrace2 warned: $(head -3 "$tmp/warn")" >&2
-    sed -n 's/^WARNING: Tracer discarded \([0-9]*\) events .*/\1/p' "$tmp/bterr" |
+    sed -n 's/^WARNING: Tracer discarded \([0-9]*\) events\? .*/\1/p' "$tmp/bterr" |
         awk '{s += $1} END {print s + 0}' >"$tmp/discarded"
     python3 - "$1/metadata" "$tmp/bt" "$tmp/hdr" <<'PY'
 import re, sys
