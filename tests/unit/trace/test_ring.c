@@ -485,8 +485,8 @@ typedef struct WrapSeen {
     uint64_t ranges_bad;       /* raw: ranges whose counts, ticks or pad are wrong */
 } WrapSeen;
 
-/* Whether an event or record with these fields is the next one of the
- * sequence; counts it. */
+/* Counts an event or record, as bad unless its fields are those of the
+ * sequence's next one. */
 static void wrap_check(WrapSeen *w, TrKind kind, unsigned flags, uint64_t pid, Atom mod,
                        Atom fun, unsigned arity, unsigned nterms, const uint8_t *pay,
                        size_t paylen)
