@@ -13,9 +13,12 @@
  *   Writing (producer, the scheduler thread that owns the ring, or any
  *   thread holding shared_lock for the shared ring):
  *     1. Reserve: the record needs `n` contiguous bytes.  If fewer than n
- *        are left before the end of the array, a PAD record covers the
- *        rest and the record starts at offset 0 (so records never wrap and
- *        the collector reads them in place).  The space is free if
+ *        are left before the end of the array, the record starts at
+ *        offset 0 (so records never wrap and the collector reads them in
+ *        place) and the `pad` bytes left before the end are skipped: a PAD
+ *        record covers them, or, if they are fewer than TR_PAD_MIN (8
+ *        bytes: too few for a PAD's kind and size, trace/tr_event.h),
+ *        nothing is written there.  The space is free if
  *        head + pad + n - tail <= size, tested first against the cached
  *        tail and, only if that fails, against a fresh load of `tail`
  *        ([TB2'] acquire: the collector's reads of the old bytes happen
@@ -27,7 +30,9 @@
  *   tr_collector.c):
  *     1. Load `head` ([TB1'] acquire: pairs with [TB1]; every byte below
  *        it is written).
- *     2. Read records in [tail, head), skipping PAD.
+ *     2. Read records in [tail, head), skipping PAD records and, where
+ *        fewer than TR_PAD_MIN bytes are left before the end of the
+ *        array, those bytes (no record starts there: tr_ring_skip).
  *     3. Release: advance `tail` ([TB2], a seq_cst add, so a release: the
  *        reads above happen before the producer may reuse the space;
  *        pairs with [TB2']; seq_cst for the lossless handshake below).
@@ -138,9 +143,13 @@ static uint8_t *reserve(TrRing *r, size_t n, size_t *adv)
             return NULL;
     }
     if (pad) {
-        TrRecord *p = (TrRecord *)(void *)(r->data + off);
-        p->size = (uint16_t)pad;   /* pad < n <= TR_RECORD_MAX */
-        p->kind = TR_K_PAD;
+        /* Fewer than TR_PAD_MIN bytes: no room for a PAD, and none
+         * needed (tr_ring_skip). */
+        if (pad >= TR_PAD_MIN) {
+            TrRecord *p = (TrRecord *)(void *)(r->data + off);
+            p->size = (uint16_t)pad;   /* pad < n <= TR_RECORD_MAX */
+            p->kind = TR_K_PAD;
+        }
         off = 0;
     }
     *adv = pad;
@@ -328,11 +337,11 @@ bool tr_ring_snapshot(TrRing *r)
 const TrRecord *tr_ring_peek(TrRing *r)
 {
     while (r->tail_local != r->head_seen) {
-        const TrRecord *h =
-            (const TrRecord *)(const void *)(r->data + (r->tail_local & (r->size - 1)));
-        if (h->kind != TR_K_PAD)
-            return h;
-        r->tail_local += h->size;
+        size_t skip = tr_ring_skip(r, r->tail_local);
+        if (!skip)
+            return (const TrRecord *)(const void *)(r->data +
+                                                    (r->tail_local & (r->size - 1)));
+        r->tail_local += skip;
     }
     return NULL;
 }
@@ -340,28 +349,31 @@ const TrRecord *tr_ring_peek(TrRing *r)
 size_t tr_ring_range(TrRing *r, size_t limit, TrRange *rg)
 {
     size_t off = (size_t)(r->tail_local & (r->size - 1));
+    size_t to_end = r->size - off;
     size_t avail = (size_t)(r->head_seen - r->tail_local);
-    if (avail > r->size - off)
-        avail = r->size - off;   /* records never wrap: the rest starts at 0 */
+    if (avail > to_end)
+        avail = to_end;   /* records never wrap: the rest starts at 0 */
     if (limit > avail)
         limit = avail;
+    /* Records start only where at least TR_PAD_MIN bytes are left before
+     * the end of the array (tr_ring_skip): below `starts`. */
+    size_t starts = to_end - TR_PAD_MIN + TR_RECORD_ALIGN;
     const uint8_t *base = r->data + off;
     /* Per record only its size and kind (and a LOST marker's count); the
      * ticks and the pad of the first and last record after the loop.  In
      * locals: rg's words could alias the ring's (both uint64_t), so the
      * compiler would store them on every record. */
-    size_t pos = 0, last = 0, step = 0;
+    size_t pos = 0, last = 0, bound = limit < starts ? limit : starts;
     uint64_t n = 0, lost = 0;
-    while (pos < limit) {
+    while (pos < bound) {
         const TrRecord *h = (const TrRecord *)(const void *)(base + pos);
-        step = h->size;
         if (h->kind == TR_K_PAD)
-            break;   /* it runs to the end of the array: the caller steps over it */
+            break;
         if (h->kind == TR_K_LOST)
             lost += h->pid;
         last = pos;
         n++;
-        pos += step;
+        pos += h->size;
     }
     *rg = (TrRange){ .sched = r->sched, .data = base, .len = pos, .nrecords = n, .lost = lost };
     if (n) {
@@ -371,7 +383,9 @@ size_t tr_ring_range(TrRing *r, size_t limit, TrRange *rg)
         rg->last_ticks = h->ticks;
         rg->last_pad = h->size - sizeof(TrRecord) - h->paylen;
     }
-    return pos < limit ? pos + step : pos;
+    /* Short of limit: skipped bytes (a PAD, or too few for one), which
+     * run to the end of the array; the caller steps over them too. */
+    return pos < limit ? to_end : pos;
 }
 
 void tr_ring_release(TrPipeline *tp, TrRing *r)

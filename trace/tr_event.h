@@ -7,23 +7,32 @@
  * to a multiple of 8 bytes:
  *
  *   offset  size  field
- *        0     2  size     whole record in bytes (header + payload + pad)
- *        2     2  paylen   payload bytes actually used
- *        4     1  kind     TrKind
- *        5     1  flags    TR_F_*
- *        6     1  arity    arity of the MFA (VM_MAX_ARITY is 255)
- *        7     1  nterms   terms in the payload (see trace/tr_encode.h)
- *        8     8  ticks    clock ticks (trace/tr_clock.h); the collector
+ *        0     8  ticks    clock ticks (trace/tr_clock.h); the collector
  *                          converts them to CLOCK_MONOTONIC ns
+ *        8     1  kind     TrKind
+ *        9     1  flags    TR_F_*
+ *       10     1  arity    arity of the MFA (VM_MAX_ARITY is 255)
+ *       11     1  nterms   terms in the payload (see trace/tr_encode.h)
+ *       12     2  size     whole record in bytes (header + payload + pad)
+ *       14     2  paylen   payload bytes actually used
  *       16     8  pid      the traced process (or a count, for TR_K_LOST)
  *       24     4  mod      atom index of the module
  *       28     4  fun      atom index of the function
  *       32     -  payload  terms in the encoding of trace/tr_encode.h
  *
- * The size and kind sit in the first word so that a padding record (kind
- * TR_K_PAD, written where a record would not fit before the ring's end)
- * needs only 8 bytes.  The scheduler is not in the record: each ring has
- * one producer scheduler, so the collector knows it from the ring.
+ * The order is the raw CTF sink's (trace/tr_sink_ctf_raw.c), which hands
+ * the rings' bytes to readers as they are: CTF readers give meaning only
+ * to an event header's id and timestamp, so those two come first (the
+ * header) and everything else follows as the event context, each field
+ * where CTF's packing of byte-aligned integers puts it.
+ *
+ * A padding record (kind TR_K_PAD, written where a record would not fit
+ * before the ring's end) needs its kind and size, so TR_PAD_MIN bytes.
+ * Where fewer are left before the ring's end (8: positions are multiples
+ * of 8) nothing is written: producer and collector both step over them
+ * to the start of the array (the ring protocol, trace/tr_buffer.c).  The
+ * scheduler is not in the record: each ring has one producer scheduler,
+ * so the collector knows it from the ring.
  */
 #ifndef TRACE_TR_EVENT_H
 #define TRACE_TR_EVENT_H
@@ -76,24 +85,39 @@ enum {
 
 /* The header of a record in a ring (layout above; 8-byte aligned). */
 typedef struct TrRecord {
-    uint16_t size;
-    uint16_t paylen;
+    uint64_t ticks;
     uint8_t kind;
     uint8_t flags;
     uint8_t arity;
     uint8_t nterms;
-    uint64_t ticks;
+    uint16_t size;
+    uint16_t paylen;
     uint64_t pid;
     uint32_t mod;
     uint32_t fun;
 } TrRecord;
 
+/* The raw CTF sink's metadata describes exactly these offsets. */
 _Static_assert(sizeof(TrRecord) == 32, "the record header is 32 bytes");
-_Static_assert(offsetof(TrRecord, ticks) == 8, "size/kind fit the first word");
+_Static_assert(offsetof(TrRecord, ticks) == 0 && offsetof(TrRecord, kind) == 8 &&
+                   offsetof(TrRecord, flags) == 9 && offsetof(TrRecord, arity) == 10 &&
+                   offsetof(TrRecord, nterms) == 11 && offsetof(TrRecord, size) == 12 &&
+                   offsetof(TrRecord, paylen) == 14 && offsetof(TrRecord, pid) == 16 &&
+                   offsetof(TrRecord, mod) == 24 && offsetof(TrRecord, fun) == 28,
+               "the layout above (and tr_sink_ctf_raw.c's metadata)");
 
 /* Records are 8-byte aligned and at most this big (size is a u16). */
 #define TR_RECORD_ALIGN 8u
 #define TR_RECORD_MAX 65528u
+
+/* The bytes a PAD record takes at least: its kind and size.  Space
+ * before a ring's end is a multiple of the alignment, so it is 0, 8 (too
+ * little for a PAD: left empty, see above) or at least TR_PAD_MIN. */
+#define TR_PAD_MIN 16u
+_Static_assert(offsetof(TrRecord, kind) < TR_PAD_MIN &&
+                   offsetof(TrRecord, size) + sizeof(uint16_t) <= TR_PAD_MIN &&
+                   TR_PAD_MIN % TR_RECORD_ALIGN == 0,
+               "a PAD's kind and size fit in TR_PAD_MIN bytes");
 
 /*
  * A decoded event, as the collector hands it to sinks.  `payload` points

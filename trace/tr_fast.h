@@ -15,8 +15,10 @@
  *     immediate (tr_encode_imm says NULL);
  *   - a LOST marker pending (drop policy; tr_emit writes it first);
  *   - the largest record of this many immediates would not fit before
- *     the array's end (tr_emit pads), or the cached tail says the ring may
- *     be full (tr_emit loads the tail again: [TB2']).
+ *     the array's end (tr_emit skips the rest of the array: a PAD record,
+ *     or, for fewer than TR_PAD_MIN bytes, nothing written), or the cached
+ *     tail says the ring may be full (tr_emit loads the tail again:
+ *     [TB2']).
  * The last three are one comparison against r->fast_end, which tr_emit
  * keeps (tr_internal.h); this writer never moves head past it, so the
  * bound stays right between two tr_emit calls.  The bytes are the ones
@@ -62,6 +64,9 @@ static inline __attribute__((always_inline)) bool tr_ring_put_imm_at(TrRing *r,
     size_t paylen = (size_t)(end - (at + sizeof(TrRecord)));
     size_t size = (sizeof(TrRecord) + paylen + TR_RECORD_ALIGN - 1) &
                   ~(size_t)(TR_RECORD_ALIGN - 1);
+    /* Size first: in this order gcc -O2 needs one register fewer than
+     * with the stores in memory order (callgrind: 3 instructions fewer
+     * per event). */
     TrRecord *h = (TrRecord *)(void *)at;
     h->size = (uint16_t)size;
     h->paylen = (uint16_t)paylen;

@@ -41,7 +41,10 @@ typedef struct TrRing {
      * first, or 0 while a LOST marker is pending (so one comparison covers
      * the three reasons to take tr_emit).  Set by tr_emit after every
      * write or drop (fast_end_update in tr_buffer.c); the fast path itself
-     * never moves head past it, so it stays right. */
+     * never moves head past it, so it stays right.  Below the lap's end
+     * the fast path never needs a PAD: it may leave any space before the
+     * end (8 bytes too, where no PAD fits: tr_emit's next write skips them
+     * without writing, by the protocol's rule in tr_buffer.c). */
     uint64_t fast_end;
     uint64_t n_lost, n_full;   /* producer only; mirrored below */
     /* Statistics: relaxed stores by the producer (`emitted` is its own
@@ -132,6 +135,23 @@ void tr_ring_destroy(TrRing *r);
  * NULL when the ring is empty up to head_seen. */
 const TrRecord *tr_ring_peek(TrRing *r);
 
+/*
+ * Collector: the bytes to step over at `pos` (published, below
+ * head_seen) before the next record, or 0 if a record starts there.  The
+ * ring protocol's rule (tr_buffer.c): where fewer than TR_PAD_MIN bytes
+ * are left before the end of the array the producer writes nothing and
+ * the rest of the array is skipped; elsewhere a PAD record says how much
+ * it covers (up to the end of the array).
+ */
+static inline size_t tr_ring_skip(const TrRing *r, uint64_t pos)
+{
+    size_t left = r->size - (size_t)(pos & (r->size - 1));
+    if (left < TR_PAD_MIN)
+        return left;   /* nothing was written there: do not read it */
+    const TrRecord *h = (const TrRecord *)(const void *)(r->data + (r->size - left));
+    return h->kind == TR_K_PAD ? h->size : 0;
+}
+
 /* Collector: loads head ([TB1']) into head_seen; true if records wait. */
 bool tr_ring_snapshot(TrRing *r);
 
@@ -145,8 +165,9 @@ static inline size_t tr_ring_used(const TrRing *r)
  * Collector: the records from tail_local on, up to head_seen, the end of
  * the array or the first record that reaches `limit` bytes, whichever
  * comes first, as a range for a raw sink (headers walked, no payload
- * read; nrecords 0 when there is only a PAD).  Returns the bytes to add
- * to tail_local (the range and a PAD after it).
+ * read; nrecords 0 when there are only skipped bytes, tr_ring_skip).
+ * Returns the bytes to add to tail_local (the range and the skipped
+ * bytes after it).
  */
 size_t tr_ring_range(TrRing *r, size_t limit, TrRange *rg);
 

@@ -16,13 +16,22 @@
  *                   u64 packet_seq_num, u64 events_discarded (cumulative,
  *                   this packet's LOST markers included), s64 sched_id
  *                   (-1: shared)
- *   event header    the record header of trace/tr_event.h, aligned 8:
- *                   u16 size, u16 paylen, u8 id (the TrKind), u8 flags,
- *                   u8 arity, u8 nterms, u64 timestamp (ticks)
- *   event context   u64 pid (LOST: the events dropped), u32 mod, u32 fun
- *                   (atom indices)
+ *   event header    the record's first 9 bytes (trace/tr_event.h),
+ *                   aligned 8: u64 timestamp (ticks), u8 id (the TrKind)
+ *   event context   the rest of the record header: u8 flags, u8 arity,
+ *                   u8 nterms, u16 size, u16 paylen, u64 pid (LOST: the
+ *                   events dropped), u32 mod, u32 fun (atom indices)
  *   event fields    u8 payload[paylen]: the terms in trace/tr_encode.h's
  *                   encoding; the next header's align(8) skips the pad
+ *
+ * The header holds only the id and the timestamp because those are the
+ * only header fields CTF readers give a meaning to (babeltrace2 warns
+ * about any other and leaves it out of the event); a clock-mapped field
+ * elsewhere does not become the event's time, so the timestamp stays in
+ * the header.  The integer types of trace/tr_ctf.c are byte-aligned, so
+ * the context starts right after the id and its fields fall at the
+ * record's offsets (flags 9, arity 10, nterms 11, size 12, paylen 14, pid
+ * 16, mod 24, fun 28), which tr_event.h's static assertions pin down.
  *
  * The clock class `ticks` runs at the trace clock's rate (the TSC's, as
  * calibrated by trace/tr_clock.c, or 1 GHz when ticks are ns) and its
@@ -168,8 +177,8 @@ static void raw_event(TrSink *sink, const TrEvent *ev)
     RawSink *c = (RawSink *)sink;
     VM_ASSERT(ev->kind == TR_K_LOST, "a raw sink gets ranges, not events");
     RawStream *s = &c->streams[ev->sched < 0 ? c->nscheds : ev->sched];
-    TrRecord rec = { .size = sizeof rec, .kind = TR_K_LOST, .flags = TR_F_NO_MFA,
-                     .ticks = s->last_ticks, .pid = ev->lost };
+    TrRecord rec = { .ticks = s->last_ticks, .kind = TR_K_LOST, .flags = TR_F_NO_MFA,
+                     .size = sizeof rec, .pid = ev->lost };
     TrRange r = { .sched = ev->sched, .data = (const uint8_t *)&rec, .len = sizeof rec,
                   .nrecords = 1, .first_ticks = rec.ticks, .last_ticks = rec.ticks,
                   .lost = ev->lost };
@@ -217,7 +226,7 @@ static void put_event_classes(FILE *f)
         fprintf(f,
                 "event {\n\tname = \"%s\";\n\tid = %d;\n\tstream_id = 0;\n"
                 "\tfields := struct {\n"
-                "\t\tuint8_t payload[stream.event.header.paylen];\n\t};\n};\n\n",
+                "\t\tuint8_t payload[stream.event.context.paylen];\n\t};\n};\n\n",
                 tr_kind_name((TrKind)k), k);
 }
 
@@ -247,11 +256,11 @@ static int write_metadata(RawSink *c, bool atoms)
           "\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n"
           "\t\tuint64_t packet_seq_num;\n\t\tuint64_t events_discarded;\n"
           "\t\tint64_t sched_id;\n\t};\n"
-          "\tevent.header := struct {\n\t\tuint16_t size;\n\t\tuint16_t paylen;\n"
-          "\t\tuint8_t id;\n\t\tuint8_t flags;\n\t\tuint8_t arity;\n\t\tuint8_t nterms;\n"
-          "\t\tuint64_clock_ticks_t timestamp;\n\t} align(64);\n"
-          "\tevent.context := struct {\n\t\tuint64_t pid;\n\t\tuint32_t mod;\n"
-          "\t\tuint32_t fun;\n\t};\n};\n\n",
+          "\tevent.header := struct {\n\t\tuint64_clock_ticks_t timestamp;\n"
+          "\t\tuint8_t id;\n\t} align(64);\n"
+          "\tevent.context := struct {\n\t\tuint8_t flags;\n\t\tuint8_t arity;\n"
+          "\t\tuint8_t nterms;\n\t\tuint16_t size;\n\t\tuint16_t paylen;\n"
+          "\t\tuint64_t pid;\n\t\tuint32_t mod;\n\t\tuint32_t fun;\n\t};\n};\n\n",
           f);
     put_event_classes(f);
     if (fclose(f) != 0) {

@@ -3,7 +3,9 @@
  * pipeline API, with a recording callback sink: wrap-around with
  * variable-size records, exact drop counts and their place in the stream,
  * lossless mode with a slow sink, the shared ring, the merge by
- * timestamp, and bad options.
+ * timestamp, and bad options; the fast path; a lap that ends 8 bytes
+ * (too few for a PAD) or 16 before the array's end, through tr_emit and
+ * the fast path, read by a decoded and a raw sink.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -436,4 +438,256 @@ Test(ring, the_fast_path_declines_without_writing)
     cr_expect_eq(r->pending_lost, 0);
     cr_expect(tr_ring_put_imm(r, &ev), "the fast path after the marker");
     tr_pipeline_free(tp);
+}
+
+/* ==== the end of the array: 8 bytes (no room for a PAD) or 16 left ==== */
+
+/*
+ * The sequence these tests write into ring 0 of a 4096-byte pipeline:
+ * calls with pids 0, 1, ..., first `nbig` of 40 bytes (one argument, 7)
+ * and then 32-byte ones (the arity only) up to `nlap`, where the array's
+ * first lap ends exactly `left` bytes before its end; then 12 more,
+ * alternately 40 and 32 bytes, the first of which does not fit there and
+ * starts the second lap at offset 0.  Immutable once the pipeline starts.
+ */
+typedef struct WrapSeq {
+    uint64_t nbig, nlap, total;
+    unsigned left;
+} WrapSeq;
+
+static WrapSeq wrap_seq(unsigned left)
+{
+    uint64_t end = 4096 - left;
+    uint64_t nbig = end % 32 / 8;   /* 40 = 32 + 8 */
+    uint64_t nlap = nbig + (end - 40 * nbig) / 32;
+    return (WrapSeq){ .nbig = nbig, .nlap = nlap, .total = nlap + 12, .left = left };
+}
+
+static bool wrap_small(const WrapSeq *q, uint64_t pid)
+{
+    return pid < q->nlap ? pid >= q->nbig : (pid - q->nlap) % 2 == 1;
+}
+
+static TrEmit wrap_event(const WrapSeq *q, uint64_t pid, const Term *seven)
+{
+    bool small = wrap_small(q, pid);
+    return (TrEmit){ .kind = TR_K_CALL, .flags = small ? TR_F_ARITY : 0, .pid = pid,
+                     .mod = ATOM_TRUE, .fun = ATOM_FALSE, .arity = 1, .terms = seven,
+                     .nterms = small ? 0 : 1 };
+}
+
+/* What a sink saw of the sequence.  Written by the collector thread
+ * only; read by the test after tr_pipeline_free (the thread join). */
+typedef struct WrapSeen {
+    const WrapSeq *q;
+    uint64_t n;                /* events seen */
+    uint64_t bad, bad_at;      /* events unlike the sequence's, the first's index */
+    uint64_t ranges_bad;       /* raw: ranges whose counts, ticks or pad are wrong */
+} WrapSeen;
+
+/* Counts an event or record, as bad unless its fields are those of the
+ * sequence's next one. */
+static void wrap_check(WrapSeen *w, TrKind kind, unsigned flags, uint64_t pid, Atom mod,
+                       Atom fun, unsigned arity, unsigned nterms, const uint8_t *pay,
+                       size_t paylen)
+{
+    bool ok = kind == TR_K_CALL && pid == w->n && mod == ATOM_TRUE && fun == ATOM_FALSE &&
+              arity == 1;
+    if (wrap_small(w->q, w->n))
+        ok = ok && flags == TR_F_ARITY && nterms == 0 && paylen == 0;
+    else   /* SMALL 7: the tag, then the zigzag varint 14 (trace/tr_encode.h) */
+        ok = ok && flags == 0 && nterms == 1 && paylen == 2 && pay[0] == TR_T_SMALL &&
+             pay[1] == 14;
+    if (!ok && !w->bad++)
+        w->bad_at = w->n;
+    w->n++;
+}
+
+static void wrap_event_seen(const TrEvent *ev, void *data)
+{
+    wrap_check(data, ev->kind, ev->flags, ev->pid, ev->mod, ev->fun, ev->arity, ev->nterms,
+               ev->payload, ev->paylen);
+}
+
+/* A raw sink (tr_sink.h) that walks each range's records by their size,
+ * as a CTF reader does, and checks them and the range's summary. */
+typedef struct WrapRaw {
+    TrSink base;
+    WrapSeen seen;
+} WrapRaw;
+
+static void wrap_range(TrSink *s, const TrRange *rg)
+{
+    WrapSeen *w = &((WrapRaw *)s)->seen;
+    size_t at = 0, last = 0;
+    uint64_t n = 0;
+    while (at + sizeof(TrRecord) <= rg->len) {
+        const TrRecord *h = (const TrRecord *)(const void *)(rg->data + at);
+        if (h->size < sizeof(TrRecord) || at + h->size > rg->len)
+            break;
+        wrap_check(w, (TrKind)h->kind, h->flags, h->pid, h->mod, h->fun, h->arity, h->nterms,
+                   (const uint8_t *)(h + 1), h->paylen);
+        last = at;
+        at += h->size;
+        n++;
+    }
+    const TrRecord *l = (const TrRecord *)(const void *)(rg->data + last);
+    if (at != rg->len || n != rg->nrecords || rg->last_ticks != l->ticks ||
+        rg->first_ticks != ((const TrRecord *)(const void *)rg->data)->ticks ||
+        rg->last_pad != l->size - sizeof(TrRecord) - l->paylen)
+        w->ranges_bad++;
+}
+
+static void wrap_close(TrSink *s)
+{
+    (void)s;   /* the test owns it */
+}
+
+static const TrSinkOps wrap_raw_ops = { .name = "wrap-raw", .close = wrap_close,
+                                        .range = wrap_range };
+
+/* Lossless: waits for room as the VM's producers do. */
+static void wrap_emit(TrPipeline *tp, const TrEmit *ev)
+{
+    TrStatus st;
+    while ((st = tr_emit(tp, 0, ev)) == TR_FULL)
+        cr_assert(tr_wait_space(tp, 0, 2000000000ull), "no room for event %llu",
+                  (unsigned long long)ev->pid);
+    cr_assert_eq(st, TR_OK, "event %llu", (unsigned long long)ev->pid);
+}
+
+/* The first lap ends `left` bytes before the end of the array: nothing
+ * written there (8), or a PAD over them (16).  The ring's memory starts
+ * zeroed and the second lap is far from there. */
+static void wrap_check_end(const TrRing *r, unsigned left)
+{
+    size_t end = r->size - left;
+    if (left < TR_PAD_MIN) {
+        for (size_t i = end; i < r->size; i++)
+            cr_expect_eq(r->data[i], 0, "byte %zu: nothing is written there", i);
+        return;
+    }
+    const TrRecord *pad = (const TrRecord *)(const void *)(r->data + end);
+    cr_expect_eq(pad->kind, TR_K_PAD);
+    cr_expect_eq(pad->size, left);
+}
+
+/*
+ * The sequence through tr_emit.  tr_emit leaves fewer bytes than its
+ * largest record before the end of the array only when the ring is
+ * (nearly) full, so the first lap is written before the collector starts
+ * (tail 0: near the end each record is reserved at its exact size).  The
+ * test then reads the first two records as the collector would and hands
+ * their 80 bytes back: room for the wrap, which skips the end (a PAD, or
+ * nothing for 8 bytes) and starts the second lap; then the collector
+ * starts and reads the rest of the first lap across the end in one pass.
+ */
+enum { WRAP_CONSUMED = 2 };   /* the records the test reads itself */
+
+static void wrap_write_emit(TrPipeline *tp, const WrapSeq *q)
+{
+    TrRing *r = &tp->rings[0];
+    const Term seven = I(7);
+    for (uint64_t pid = 0; pid < q->nlap; pid++) {
+        TrEmit ev = wrap_event(q, pid, &seven);
+        cr_assert_eq(tr_emit(tp, 0, &ev), TR_OK, "event %llu", (unsigned long long)pid);
+    }
+    cr_assert_eq(r->head_local, r->size - q->left, "the first lap ends %u bytes early", q->left);
+    WrapSeen mine = { .q = q };
+    cr_assert(tr_ring_snapshot(r));
+    for (int i = 0; i < WRAP_CONSUMED; i++) {
+        const TrRecord *h = tr_ring_peek(r);
+        cr_assert(h);
+        wrap_check(&mine, (TrKind)h->kind, h->flags, h->pid, h->mod, h->fun, h->arity,
+                   h->nterms, (const uint8_t *)(h + 1), h->paylen);
+        r->tail_local += h->size;
+    }
+    cr_assert_eq(mine.bad, 0, "the first two records");
+    tr_ring_release(tp, r);
+    TrEmit ev = wrap_event(q, q->nlap, &seven);
+    cr_assert_eq(tr_emit(tp, 0, &ev), TR_OK, "the wrap");
+    cr_assert_eq(r->head_local, r->size + 40, "the wrap: the end skipped, 40 bytes at 0");
+    tr_pipeline_start(tp);
+    for (uint64_t pid = q->nlap + 1; pid < q->total; pid++) {
+        ev = wrap_event(q, pid, &seven);
+        wrap_emit(tp, &ev);
+    }
+    wrap_check_end(r, q->left);
+}
+
+/*
+ * The sequence through the fast path, with the collector running (a
+ * flush half-way gives tr_emit the room for the wrap).  The fast path
+ * writes up to the end whenever its largest record fits, so it leaves 8
+ * bytes whatever the collector does; it declines the wrap, which tr_emit
+ * writes, and takes the rest.
+ */
+static void wrap_write_fast(TrPipeline *tp, const WrapSeq *q)
+{
+    TrRing *r = &tp->rings[0];
+    const Term seven = I(7);
+    tr_pipeline_start(tp);
+    for (uint64_t pid = 0; pid < q->total; pid++) {
+        TrEmit ev = wrap_event(q, pid, &seven);
+        if (pid == q->nlap) {
+            cr_assert_eq(r->head_local, r->size - q->left, "the first lap ends %u bytes early",
+                         q->left);
+            cr_assert_not(tr_ring_put_imm(r, &ev), "the fast path declines the wrap");
+            wrap_emit(tp, &ev);
+            cr_assert_eq(r->head_local, r->size + 40, "the wrap: the end skipped, 40 at 0");
+        } else {
+            cr_assert(tr_ring_put_imm(r, &ev), "the fast path takes event %llu",
+                      (unsigned long long)pid);
+        }
+        if (pid == q->nlap / 2)
+            tr_flush(tp);
+    }
+    wrap_check_end(r, q->left);
+}
+
+/* One run of the sequence through tr_emit or the fast path, to a
+ * decoded sink (callback) or a raw one: every event arrives, exact. */
+static void wrap_case(unsigned left, bool fast, bool raw)
+{
+    const WrapSeq q = wrap_seq(left);
+    TrOptions o = { .nscheds = 1, .ring_bytes = 4096, .payload_cap = 128,
+                    .policy = TR_POLICY_LOSSLESS };
+    char err[256];
+    TrPipeline *tp = tr_pipeline_new(&o, err, sizeof err);
+    cr_assert(tp, "%s", err);
+    WrapRaw sink = { .base = { .ops = &wrap_raw_ops }, .seen = { .q = &q } };
+    WrapSeen seen = { .q = &q };
+    WrapSeen *w = raw ? &sink.seen : &seen;
+    tr_pipeline_add_sink(tp, raw ? &sink.base : tr_sink_callback_new(wrap_event_seen, &seen));
+    /* The sink expects the pids after those the test consumes itself
+     * (set before the collector starts). */
+    w->n = fast ? 0 : WRAP_CONSUMED;
+    if (fast)
+        wrap_write_fast(tp, &q);
+    else
+        wrap_write_emit(tp, &q);
+    tr_pipeline_free(tp);
+    cr_expect_eq(w->n, q.total, "events seen up to %llu of %llu", (unsigned long long)w->n,
+                 (unsigned long long)q.total);
+    cr_expect_eq(w->bad, 0, "%llu events differ, the first at %llu", (unsigned long long)w->bad,
+                 (unsigned long long)w->bad_at);
+    cr_expect_eq(w->ranges_bad, 0, "ranges that disagree with their records");
+}
+
+/* A reader that takes the unwritten end for a record walks off the array
+ * and may never come back: the timeout makes that a failure. */
+Test(ring, eight_bytes_left_at_the_end_are_skipped_unwritten, .timeout = 60)
+{
+    wrap_case(8, false, false);
+    wrap_case(8, true, false);
+    wrap_case(8, false, true);
+    wrap_case(8, true, true);
+}
+
+Test(ring, sixteen_bytes_left_at_the_end_take_a_pad, .timeout = 60)
+{
+    wrap_case(16, false, false);
+    wrap_case(16, true, false);
+    wrap_case(16, false, true);
+    wrap_case(16, true, true);
 }
