@@ -639,6 +639,8 @@ static bool patch_pass(tvm_vm *vm, int act)
     const size_t n = E->ntouched;
     const Instr bp = instr_make(OP_BREAKPOINT, 0, 0, 0);
     bool any = false;
+    if (!(E->acts & (1u << act)))
+        return false;           /* no settle asked for it */
     for (size_t i = 0; i < n; i++) {
         const BpTouched *t = &touched[i];
         if (i + BP_AHEAD < n && touched[i + BP_AHEAD].at)
@@ -677,7 +679,9 @@ static void settle_idle(BpEngine *E, BpRecord *r, bool empty, bool was_idle, boo
 /* Stage 5 for one record t->r staged by a call whose stage 2-4 decision
  * was t->act: it learns whether it is armed, staging := active (`from`),
  * and an empty one becomes idle or is unlinked (settle_idle). */
-static void consolidate_one(BpEngine *E, const BpTouched *t, unsigned from, bool keep_idle)
+static inline __attribute__((always_inline)) void consolidate_one(BpEngine *E,
+                                                                  const BpTouched *t,
+                                                                  unsigned from, bool keep_idle)
 {
     BpRecord *r = t->r;
     /* Idle before that call: linked before it, and not armed. */
@@ -706,12 +710,15 @@ void bp_sync_record(BpEngine *E, BpRecord *r)
     VM_ASSERT(t->r == r, "a pending record's entry names it");
     consolidate_one(E, t, active_ix(E), true);
     t->r = NULL;
+    E->npend_left--;
 }
 
 void bp_sync_all(BpEngine *E)
 {
     const unsigned from = active_ix(E);
-    for (size_t i = 0; i < E->npend; i++) {
+    /* (Done once none is left: a call on the same functions as the last
+     * one has found them all.) */
+    for (size_t i = 0; i < E->npend && E->npend_left; i++) {
         if (i + BP_AHEAD < E->npend && E->pend[i + BP_AHEAD].r)
             bp_prefetch_record(E->pend[i + BP_AHEAD].r);
         BpTouched *t = &E->pend[i];
@@ -719,6 +726,7 @@ void bp_sync_all(BpEngine *E)
             continue;
         consolidate_one(E, t, from, true);
         t->r = NULL;
+        E->npend_left--;
     }
     E->npend = 0;
 }
@@ -900,7 +908,7 @@ void bp_commit(tvm_vm *vm)
         const size_t cap = E->pend_cap;
         E->pend = E->touched;
         E->pend_cap = E->touched_cap;
-        E->npend = n;
+        E->npend = E->npend_left = n;
         E->touched = done;
         E->touched_cap = cap;
     } else {
@@ -913,6 +921,7 @@ void bp_commit(tvm_vm *vm)
     E->ntouched = 0;
     E->nsettled = 0;
     E->resettle = false;
+    E->acts = 0;
     bp_next_mark(E);
     /* The wait before the free stage of what this call unlinked is the
      * next call's first wait (above): the records stay unreachable until

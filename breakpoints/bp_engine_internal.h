@@ -108,7 +108,13 @@ typedef struct BpEngine {
      * arrays trade places at each such commit. */
     BpTouched *pend;
     size_t npend, pend_cap;
+    size_t npend_left;          /* entries of pend whose r is not NULL */
     size_t nsettled;            /* touched[0..nsettled) are settled */
+    /* Bit 1 << BP_ACT_*: some settle since the last commit asked for it
+     * (a superset: a record settled again may have changed its mind), so
+     * that a stage with nothing to store skips its pass over the touched
+     * list (every call's arm stage, and a call that switches on). */
+    unsigned acts;
     bool resettle;              /* one of them was staged again since */
     /* BpRecord.mark of the running call: odd, + 2 per call; a record's
      * mark is this while it is staged, this + 1 once it is settled. */
@@ -307,6 +313,7 @@ static inline void bp_settle_one(BpEngine *E, BpTouched *t, unsigned s)
     t->at = r->target ? NULL : &r->fi->code[0];
     t->orig = r->orig;
     t->act = on && !armed && t->fresh ? BP_ACT_ARM : !on && armed ? BP_ACT_DISARM : BP_ACT_NONE;
+    E->acts |= 1u << t->act;
     if (on && !armed && !t->fresh)
         bp_arm_early(E, t);
 }
@@ -316,9 +323,12 @@ static inline void bp_settle_one(BpEngine *E, BpTouched *t, unsigned s)
  * bp_commit settles the rest. */
 static inline void bp_stage_settle(BpEngine *E, unsigned s)
 {
-    for (size_t i = E->nsettled; i < E->ntouched; i++)
-        bp_settle_one(E, &E->touched[i], s);
-    E->nsettled = E->ntouched;
+    /* (Locals: the settle's stores through records could alias E.) */
+    BpTouched *const touched = E->touched;
+    const size_t n = E->ntouched;
+    for (size_t i = E->nsettled; i < n; i++)
+        bp_settle_one(E, &touched[i], s);
+    E->nsettled = n;
 }
 void bp_commit(tvm_vm *vm);
 void bp_end(tvm_vm *vm);

@@ -254,10 +254,10 @@ static void stage_call_trace(const Stage *st, FuncInfo *fn, const BpRequest *req
         le = set_flags(st, bp_local_record(E, fn, on), on ? BP_LOCAL : 0, on ? 0 : BP_LOCAL);
     }
     /* The spec belongs to whichever kind is on; a cleared kind drops it. */
-    BpSess *es[2] = { le, ge };
-    for (int k = 0; k < 2; k++)
-        if (es[k])
-            bp_stage_call_ms(E, es[k], (es[k]->flags & BP_CALL_TRACE) ? req->ms : NULL);
+    if (le)
+        bp_stage_call_ms(E, le, (le->flags & BP_CALL_TRACE) ? req->ms : NULL);
+    if (ge)
+        bp_stage_call_ms(E, ge, (ge->flags & BP_CALL_TRACE) ? req->ms : NULL);
 }
 
 /* Meta trace: on with the request's tracer and spec, or off. */
