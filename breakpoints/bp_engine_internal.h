@@ -48,6 +48,10 @@ static inline void bp_prefetch_record(const BpRecord *r)
  * disarm after the flip. */
 enum { BP_ACT_NONE, BP_ACT_ARM, BP_ACT_DISARM };
 
+/* BpRecord.settled: the settle's act, and whether the record was fresh
+ * and armed early. */
+enum { BP_SETTLED_ACT = 3u, BP_SETTLED_FRESH = 4u, BP_SETTLED_EARLY = 8u };
+
 /*
  * A record the running call staged, with what its settle decided, so
  * that the arm and disarm stages store to the code word without reading
@@ -103,12 +107,14 @@ typedef struct BpEngine {
     BpTouched *touched;         /* records the running call staged */
     size_t ntouched, touched_cap;
     /* The records the last trace_pattern staged, whose stage 5 it left
-     * to the next engine call (bp_sync): an entry's r is NULL once done,
-     * and a pending record's BpRecord.pend is 1 + its index.  The two
+     * to the next engine call (bp_sync_record, bp_sync_all): a pending
+     * record's BpRecord.pend is 1 + its index and its mark is pend_mark
+     * (its stage 5 sets pend to 0; staging it again, the mark).  The two
      * arrays trade places at each such commit. */
     BpTouched *pend;
     size_t npend, pend_cap;
-    size_t npend_left;          /* entries of pend whose r is not NULL */
+    size_t npend_left;          /* pend's records still pending */
+    uint32_t pend_mark;
     size_t nsettled;            /* touched[0..nsettled) are settled */
     /* Bit 1 << BP_ACT_*: some settle since the last commit asked for it
      * (a superset: a record settled again may have changed its mind), so
@@ -316,6 +322,8 @@ static inline void bp_settle_one(BpEngine *E, BpTouched *t, unsigned s)
     E->acts |= 1u << t->act;
     if (on && !armed && !t->fresh)
         bp_arm_early(E, t);
+    r->settled = (uint8_t)(t->act | (t->fresh ? BP_SETTLED_FRESH : 0) |
+                           (t->early ? BP_SETTLED_EARLY : 0));
 }
 
 /* Settles the records touched since the last settle.  bp_trace_pattern
