@@ -728,6 +728,7 @@ void bp_sync_all(BpEngine *E)
         consolidate_one(E, r, from, true);
         E->npend_left--;
     }
+    VM_ASSERT(E->npend_left == 0, "every pending record is in the list");
     E->npend = 0;
 }
 
