@@ -598,7 +598,7 @@ static void arm(tvm_vm *vm, BpRecord *r)
 void bp_arm_global_early(BpEngine *E, BpRecord *r)
 {
     arm(E->vm, r);
-    r->armed = false;   /* learnt in stage 5 (BpTouched.early) */
+    r->armed = false;   /* learnt in stage 5 (BP_SETTLED_EARLY) */
 }
 
 /* Arms a record of a module that is not installed yet (vm_hook_module_loading):
@@ -639,6 +639,8 @@ static bool patch_pass(tvm_vm *vm, int act)
     const size_t n = E->ntouched;
     const Instr bp = instr_make(OP_BREAKPOINT, 0, 0, 0);
     bool any = false;
+    if (!(E->acts & (1u << act)))
+        return false;           /* no settle asked for it */
     for (size_t i = 0; i < n; i++) {
         const BpTouched *t = &touched[i];
         if (i + BP_AHEAD < n && touched[i + BP_AHEAD].at)
@@ -674,17 +676,18 @@ static void settle_idle(BpEngine *E, BpRecord *r, bool empty, bool was_idle, boo
     unlink_record(E, r);
 }
 
-/* Stage 5 for one record t->r staged by a call whose stage 2-4 decision
- * was t->act: it learns whether it is armed, staging := active (`from`),
+/* Stage 5 for one record r staged by a call whose settle decided
+ * r->settled: it learns whether it is armed, staging := active (`from`),
  * and an empty one becomes idle or is unlinked (settle_idle). */
-static void consolidate_one(BpEngine *E, const BpTouched *t, unsigned from, bool keep_idle)
+static inline __attribute__((always_inline)) void consolidate_one(BpEngine *E, BpRecord *r,
+                                                                  unsigned from, bool keep_idle)
 {
-    BpRecord *r = t->r;
+    const unsigned d = r->settled, act = d & BP_SETTLED_ACT;
     /* Idle before that call: linked before it, and not armed. */
-    const bool was_idle = !t->fresh && !r->armed;
-    if (t->act != BP_ACT_NONE)
-        r->armed = t->act != BP_ACT_DISARM;
-    else if (t->early)
+    const bool was_idle = !(d & BP_SETTLED_FRESH) && !r->armed;
+    if (act != BP_ACT_NONE)
+        r->armed = act != BP_ACT_DISARM;
+    else if (d & BP_SETTLED_EARLY)
         r->armed = true;
     r->pend = 0;
     if (r->gen[0].nsess <= 1 && r->gen[1].nsess <= 1)
@@ -702,24 +705,30 @@ static unsigned active_ix(const BpEngine *E)
 
 void bp_sync_record(BpEngine *E, BpRecord *r)
 {
-    BpTouched *t = &E->pend[r->pend - 1];
-    VM_ASSERT(t->r == r, "a pending record's entry names it");
-    consolidate_one(E, t, active_ix(E), true);
-    t->r = NULL;
+    VM_ASSERT(E->pend[r->pend - 1].r == r && r->mark == E->pend_mark,
+              "a pending record's entry names it");
+    consolidate_one(E, r, active_ix(E), true);
+    E->npend_left--;
 }
 
 void bp_sync_all(BpEngine *E)
 {
     const unsigned from = active_ix(E);
-    for (size_t i = 0; i < E->npend; i++) {
-        if (i + BP_AHEAD < E->npend && E->pend[i + BP_AHEAD].r)
+    /* (Done once none is left: a call on the same functions as the last
+     * one has found them all.) */
+    for (size_t i = 0; i < E->npend && E->npend_left; i++) {
+        if (i + BP_AHEAD < E->npend)
             bp_prefetch_record(E->pend[i + BP_AHEAD].r);
-        BpTouched *t = &E->pend[i];
-        if (!t->r)
+        BpRecord *r = E->pend[i].r;
+        /* Done by this call already (pend 0), and perhaps staged again
+         * (its mark is then this call's).  Not freed yet either way: what
+         * this call unlinks is freed after its first wait, which follows. */
+        if (!r->pend || r->mark != E->pend_mark)
             continue;
-        consolidate_one(E, t, from, true);
-        t->r = NULL;
+        consolidate_one(E, r, from, true);
+        E->npend_left--;
     }
+    VM_ASSERT(E->npend_left == 0, "every pending record is in the list");
     E->npend = 0;
 }
 
@@ -900,19 +909,21 @@ void bp_commit(tvm_vm *vm)
         const size_t cap = E->pend_cap;
         E->pend = E->touched;
         E->pend_cap = E->touched_cap;
-        E->npend = n;
+        E->npend = E->npend_left = n;
+        E->pend_mark = E->mark + 1;     /* every record's, settled */
         E->touched = done;
         E->touched_cap = cap;
     } else {
         for (size_t i = 0; i < n; i++) {
             if (i + BP_AHEAD < n)
                 bp_prefetch_record(touched[i + BP_AHEAD].r);
-            consolidate_one(E, &touched[i], staging, false);
+            consolidate_one(E, touched[i].r, staging, false);
         }
     }
     E->ntouched = 0;
     E->nsettled = 0;
     E->resettle = false;
+    E->acts = 0;
     bp_next_mark(E);
     /* The wait before the free stage of what this call unlinked is the
      * next call's first wait (above): the records stay unreachable until

@@ -48,6 +48,10 @@ static inline void bp_prefetch_record(const BpRecord *r)
  * disarm after the flip. */
 enum { BP_ACT_NONE, BP_ACT_ARM, BP_ACT_DISARM };
 
+/* BpRecord.settled: the settle's act, and whether the record was fresh
+ * and armed early. */
+enum { BP_SETTLED_ACT = 3u, BP_SETTLED_FRESH = 4u, BP_SETTLED_EARLY = 8u };
+
 /*
  * A record the running call staged, with what its settle decided, so
  * that the arm and disarm stages store to the code word without reading
@@ -103,12 +107,20 @@ typedef struct BpEngine {
     BpTouched *touched;         /* records the running call staged */
     size_t ntouched, touched_cap;
     /* The records the last trace_pattern staged, whose stage 5 it left
-     * to the next engine call (bp_sync): an entry's r is NULL once done,
-     * and a pending record's BpRecord.pend is 1 + its index.  The two
+     * to the next engine call (bp_sync_record, bp_sync_all): a pending
+     * record's BpRecord.pend is 1 + its index and its mark is pend_mark
+     * (its stage 5 sets pend to 0; staging it again, the mark).  The two
      * arrays trade places at each such commit. */
     BpTouched *pend;
     size_t npend, pend_cap;
+    size_t npend_left;          /* pend's records still pending */
+    uint32_t pend_mark;
     size_t nsettled;            /* touched[0..nsettled) are settled */
+    /* Bit 1 << BP_ACT_*: some settle since the last commit asked for it
+     * (a superset: a record settled again may have changed its mind), so
+     * that a stage with nothing to store skips its pass over the touched
+     * list (every call's arm stage, and a call that switches on). */
+    unsigned acts;
     bool resettle;              /* one of them was staged again since */
     /* BpRecord.mark of the running call: odd, + 2 per call; a record's
      * mark is this while it is staged, this + 1 once it is settled. */
@@ -307,8 +319,11 @@ static inline void bp_settle_one(BpEngine *E, BpTouched *t, unsigned s)
     t->at = r->target ? NULL : &r->fi->code[0];
     t->orig = r->orig;
     t->act = on && !armed && t->fresh ? BP_ACT_ARM : !on && armed ? BP_ACT_DISARM : BP_ACT_NONE;
+    E->acts |= 1u << t->act;
     if (on && !armed && !t->fresh)
         bp_arm_early(E, t);
+    r->settled = (uint8_t)(t->act | (t->fresh ? BP_SETTLED_FRESH : 0) |
+                           (t->early ? BP_SETTLED_EARLY : 0));
 }
 
 /* Settles the records touched since the last settle.  bp_trace_pattern
@@ -316,9 +331,12 @@ static inline void bp_settle_one(BpEngine *E, BpTouched *t, unsigned s)
  * bp_commit settles the rest. */
 static inline void bp_stage_settle(BpEngine *E, unsigned s)
 {
-    for (size_t i = E->nsettled; i < E->ntouched; i++)
-        bp_settle_one(E, &E->touched[i], s);
-    E->nsettled = E->ntouched;
+    /* (Locals: the settle's stores through records could alias E.) */
+    BpTouched *const touched = E->touched;
+    const size_t n = E->ntouched;
+    for (size_t i = E->nsettled; i < n; i++)
+        bp_settle_one(E, &touched[i], s);
+    E->nsettled = n;
 }
 void bp_commit(tvm_vm *vm);
 void bp_end(tvm_vm *vm);

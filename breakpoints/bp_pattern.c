@@ -238,7 +238,8 @@ static inline __attribute__((always_inline)) BpSess *set_flags(const Stage *st, 
 
 /* Local/global call trace; on: with the request's match spec.  Global
  * and local replace each other within the session. */
-static void stage_call_trace(const Stage *st, FuncInfo *fn, const BpRequest *req)
+static inline __attribute__((always_inline)) void stage_call_trace(const Stage *st, FuncInfo *fn,
+                                                                   const BpRequest *req)
 {
     BpEngine *E = st->E;
     const bool on = req->how == TVM_TP_TRUE;
@@ -254,10 +255,10 @@ static void stage_call_trace(const Stage *st, FuncInfo *fn, const BpRequest *req
         le = set_flags(st, bp_local_record(E, fn, on), on ? BP_LOCAL : 0, on ? 0 : BP_LOCAL);
     }
     /* The spec belongs to whichever kind is on; a cleared kind drops it. */
-    BpSess *es[2] = { le, ge };
-    for (int k = 0; k < 2; k++)
-        if (es[k])
-            bp_stage_call_ms(E, es[k], (es[k]->flags & BP_CALL_TRACE) ? req->ms : NULL);
+    if (le)
+        bp_stage_call_ms(E, le, (le->flags & BP_CALL_TRACE) ? req->ms : NULL);
+    if (ge)
+        bp_stage_call_ms(E, ge, (ge->flags & BP_CALL_TRACE) ? req->ms : NULL);
 }
 
 /* Meta trace: on with the request's tracer and spec, or off. */
@@ -409,12 +410,20 @@ int bp_trace_pattern(tvm_vm *vm, unsigned sid, const BpPattern *pat, const BpReq
     match_functions(vm, pat, &fns);
     const Stage st = { E, (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u, sid };
     int matched = 0;
+    /* Call trace alone (the common request): its step straight from the
+     * loop, without stage_function's tests of the other kinds per
+     * function (global on also clears them: stage_function). */
+    const bool call_only = !(req.flags & ~(unsigned)(TVM_TP_GLOBAL | TVM_TP_LOCAL)) &&
+                           !((req.flags & TVM_TP_GLOBAL) && req.how == TVM_TP_TRUE);
     for (size_t i = 0; i < fns.n; i++) {
         FuncInfo *fn = fns.v[i];
         ahead_function(&fns, i);
         if (!(req.flags & TVM_TP_GLOBAL) || fn->export)
             matched++;
-        stage_function(&st, fn, &meta, &call);
+        if (call_only)
+            stage_call_trace(&st, fn, &call);
+        else
+            stage_function(&st, fn, &meta, &call);
         bp_stage_settle(E, st.s);   /* fn's records: no other function stages them */
     }
     free(fns.v);

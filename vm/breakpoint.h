@@ -161,6 +161,10 @@ typedef struct BpRecord {
     struct BpRecord *prev;
     uint32_t mark;              /* touched by the running trace_pattern */
     bool armed;
+    /* What its last settle decided (the BpTouched act, fresh and early
+     * as BP_SETTLED_* bits, breakpoints/bp_engine_internal.h), for its
+     * stage 5, which then reads no touched list. */
+    uint8_t settled;
     /* 1 + its index in the engine's list of records whose consolidation
      * (stage 5) the last trace_pattern left to the next engine call, or
      * 0 (breakpoints/bp_engine.c). */
