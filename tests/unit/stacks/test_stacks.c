@@ -25,7 +25,7 @@
 /* Lines matter: the expected stacks name them. */
 static const char *mix_src =
     "module mix\n"                          /* 1 */
-    "export main/0, cb/0, spin/0, count/1\n" /* 2 */
+    "export main/0, cb/0, spin/0, wait_count/1\n" /* 2 */
     "function main/0 regs 2\n"              /* 3 */
     "    loadi r1, 0\n"                     /* 4 */
     "    callx r0, r0, host:outer/0\n"      /* 5 */
@@ -41,14 +41,25 @@ static const char *mix_src =
     "top:\n"                                /* 15 */
     "    jump top\n"                        /* 16 */
     "end\n"                                 /* 17 */
-    "function count/1 regs 1\n"             /* 18 */
-    "again:\n"                              /* 19 */
-    "    jeqi r0, 0, done\n"                 /* 20 */
-    "    addi r0, r0, -1\n"                  /* 21 */
-    "    jump again\n"                       /* 22 */
-    "done:\n"                               /* 23 */
-    "    ret r0\n"                           /* 24 */
-    "end\n";                                /* 25 */
+    /* Counts r0 down once a message came: a process that is certainly
+     * alive, parked in its receive, until the test sends it one. */
+    "function wait_count/1 regs 3\n"        /* 18 */
+    "    loadk r1, infinity\n"               /* 19 */
+    "look:\n"                               /* 20 */
+    "    recv r2, none\n"                    /* 21 */
+    "    accept\n"                           /* 22 */
+    "loop:\n"                               /* 23 */
+    "    jeqi r0, 0, out\n"                  /* 24 */
+    "    addi r0, r0, -1\n"                  /* 25 */
+    "    jump loop\n"                        /* 26 */
+    "out:\n"                                /* 27 */
+    "    ret r0\n"                           /* 28 */
+    "none:\n"                               /* 29 */
+    "    wait r1, never\n"                   /* 30 */
+    "    jump look\n"                        /* 31 */
+    "never:\n"                              /* 32 */
+    "    ret r0\n"                           /* 33 */
+    "end\n";                                /* 34 */
 
 /* What host:inner/0 does once it is reached. */
 enum { IN_RECEIVE, IN_SPIN, IN_SELF, IN_CORRUPT_OUT, IN_CORRUPT_LOOP, IN_CORRUPT_ODD };
@@ -373,7 +384,10 @@ Test(stacks, interlock_holds_the_switch)
 
 /* Processes that exit while they are being captured: every answer is a
  * stack or "gone" (never a crash or a stack of something else), and the
- * last one is "gone".  Under ThreadSanitizer the handler of a capture's
+ * last one is "gone".  Each process is first captured parked in its
+ * receive (a stack, whatever the machine's load: with only the exit to
+ * race, a loaded machine could let all twenty finish before any capture
+ * landed), then sent the message that lets it count down and exit.  Under ThreadSanitizer the handler of a capture's
  * signal runs at TSan's next interceptor, which for a process spinning
  * in VM code is in the switch of its next yield, where the capture is
  * refused as "switching": there that is an answer too. */
@@ -391,42 +405,49 @@ Test(stacks, capture_while_exiting)
     SchedSystem *sys = vm_sched_start(vm, 2);
     StStack *s = malloc(sizeof *s);
     char text[8192];
-    int ok = 0;
     for (int round = 0; round < 20; round++) {
         tvm_pid pid;
         tvm_term n;
         tvm_make_int(env, 300000, &n);
-        cr_assert_eq(tvm_spawn(env, "mix", "count", 1, &n, &pid), TVM_OK);
+        cr_assert_eq(tvm_spawn(env, "mix", "wait_count", 1, &n, &pid), TVM_OK);
         Process *p = vm_proc_get(sys, pid);
-        if (!p)
-            continue;   /* already gone */
+        cr_assert(p, "round %d: the process is gone before its message", round);
         StResult r;
         /* A generous timeout: on a loaded machine a signal can take more
          * than the default 50 ms (the timeout itself has its own test). */
         StOptions o = { 5000, false };
+        /* Until it has run: not yet started, or (under TSan) caught in a
+         * switch. */
+        while ((r = st_capture(p, s, &o)) != ST_R_OK)
+            cr_assert(r == ST_R_NOSTACK || SWITCHING_UNDER_TSAN(r), "round %d: result %d",
+                      round, r);
+        tvm_term go;
+        tvm_make_int(env, 1, &go);
+        cr_assert_eq(tvm_send(env, pid, go), TVM_OK);
         do {
             r = st_capture(p, s, &o);
             cr_assert(r == ST_R_OK || r == ST_R_NOSTACK || r == ST_R_EXITED ||
                           SWITCHING_UNDER_TSAN(r), "result %d", r);
             if (r == ST_R_OK) {
-                ok++;
                 st_format(s, text, sizeof text);
-                /* Its line is the one it last saved (at a yield), if any;
+                /* Its line is the one it last saved: its wait (30) if
+                 * the message has not woken it yet, else its loop's
+                 * backward jump (26, where it yields), if any;
                  * before and after vm_execute (starting, exiting) it has
-                 * no VM frame at all, and between count's return and the
+                 * no VM frame at all, and between wait_count's return and the
                  * activation's end (RET popped the frame, STOP has not
                  * run) only the entry frame, which prints nothing. */
                 bool called = false;
                 for (uint32_t i = 0; i < s->nvm; i++)
                     called |= FRAME_KIND(s->vm[i].kind) == FRAME_CALL;
-                cr_assert(!called || strstr(text, "  mix:count/1 (mix.tasm:22)\n") ||
-                              strstr(text, "  mix:count/1\n"), "%s", text);
+                cr_assert(!called || strstr(text, "  mix:wait_count/1 (mix.tasm:26)\n") ||
+                              strstr(text, "  mix:wait_count/1 (mix.tasm:30)\n") ||
+                              strstr(text, "  mix:wait_count/1\n"), "%s", text);
             }
         } while (r != ST_R_EXITED);
         cr_assert_eq(s->nnative + s->nvm, 0);
         vm_proc_put(sys, p);
     }
-    cr_assert_gt(ok, 0);
     free(s);
 }
 
