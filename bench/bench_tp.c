@@ -1,6 +1,6 @@
 /*
  * bench/bench_tp.c - trace_pattern's own cost per function, for
- * callgrind: no worker, one scheduler, bench_pausefree's genmod with
+ * callgrind: no worker, one scheduler, genmod (bench/bench_genmod.h) with
  * --fns functions, --warm untimed calls (the first creates the
  * records), then --toggles calls of tvm_trace_pattern("genmod:_/_",
  * TVM_TP_TRUE / TVM_TP_FALSE, TVM_TP_LOCAL), alternating, the only code
@@ -27,27 +27,11 @@
 #endif
 
 #define BENCH_PROG "bench_tp"
+#include "bench/bench_genmod.h"
 #include "bench/bench_util.h"
 #include "include/tracevm.h"
 
 #define MAX_TOGGLES 1000
-
-/* genmod as bench_pausefree.c makes it: f1..fN, fK(X) -> X + K. */
-static char *genmod_text(int nfns, size_t *len)
-{
-    size_t cap = 64 + (size_t)nfns * 96, n = 0;
-    char *s = malloc(cap);
-    if (!s)
-        die("out of memory", NULL);
-    n += (size_t)snprintf(s + n, cap - n, "module genmod\n");
-    for (int i = 1; i <= nfns; i++)
-        n += (size_t)snprintf(s + n, cap - n, "export f%d/1\n", i);
-    for (int i = 1; i <= nfns; i++)
-        n += (size_t)snprintf(s + n, cap - n,
-                              "function f%d/1 regs 1\n    addi r0, r0, %d\n    ret r0\nend\n", i, i);
-    *len = n;
-    return s;
-}
 
 static void toggle(tvm_vm *vm, int k)
 {

@@ -75,7 +75,6 @@ static PFunc *find_func(PModule *pm, Atom name, uint32_t arity)
 }
 
 /* Only for the message of a call to a missing function: linear. */
-
 static PFunc *find_func_any_arity(PModule *pm, Atom name)
 {
     for (uint32_t i = 0; i < pm->nfuncs; i++)

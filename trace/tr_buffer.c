@@ -16,9 +16,9 @@
  *        are left before the end of the array, the record starts at
  *        offset 0 (so records never wrap and the collector reads them in
  *        place) and the `pad` bytes left before the end are skipped: a PAD
- *        record covers them, or, if they are fewer than TR_PAD_MIN (8
- *        bytes: too few for a PAD's kind and size, trace/tr_event.h),
- *        nothing is written there.  The space is free if
+ *        record covers them, or, if they are fewer than TR_PAD_MIN (so
+ *        exactly 8 bytes: too few for a PAD's kind and size,
+ *        trace/tr_event.h), nothing is written there.  The space is free if
  *        head + pad + n - tail <= size, tested first against the cached
  *        tail and, only if that fails, against a fresh load of `tail`
  *        ([TB2'] acquire: the collector's reads of the old bytes happen
