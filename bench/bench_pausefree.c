@@ -52,9 +52,20 @@
  * workers stall for up to MS; thread progress only waits longer, while
  * the workers go on.  The hog's own iterations are not measured.
  *
+ * --caller process: the calls are made by a VM process, pfdrv:toggler/2,
+ * through erlang:trace_pattern/3 (BEAM's benchmark calls it from an
+ * Erlang process), with the same schedule (its waits are receives with a
+ * timeout; in the none mode it keeps the schedule without calling).  A
+ * process's thread-progress waits suspend it (vm/progress.c): the
+ * progress thread runs the grace period and the process then waits its
+ * turn on a scheduler, where the main thread runs synchronize_rcu()
+ * itself.  The caller's CPU time, run-queue delay and page faults are
+ * then not measured (0 in the tail report): a process may resume on
+ * another scheduler thread, whose CPU time is mostly a worker's.
+ *
  * usage: bench_pausefree [--schedulers S] [--runs R] [--toggles N]
  *                        [--sleep-ms MS] [--fns N] [--modes none,nb,stw]
- *                        [--hog-ms MS]
+ *                        [--hog-ms MS] [--caller thread|process]
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -179,7 +190,7 @@ static tvm_status nat_spin(tvm_env *env, int argc, const tvm_term *argv, tvm_ter
 
 static const char drv_text[] =
     "module pfdrv\n"
-    "export worker/1, hog/1\n"
+    "export worker/1, hog/1, toggler/2\n"
     "; hog(Ms): spin(Ms) until told to stop\n"
     "function hog/1 regs 2\n"
     "top:\n"
@@ -204,7 +215,38 @@ static const char drv_text[] =
     "    jump top\n"
     "done:\n"
     "    ret r1\n"
+    "end\n"
+    "; toggler(N, Ms): N calls of erlang:trace_pattern/3 on genmod:_/_ (local;\n"
+    "; on for an even K, off for an odd one), each timed by tp_begin and tp_end,\n"
+    "; each followed by a wait of Ms ms (a receive that takes nothing)\n"
+    "function toggler/2 regs 6\n"
+    "    loadi r4, 0\n"
+    "top:\n"
+    "    jeq r4, r0, done\n"
+    "    move r2, r4\n"
+    "    callx r2, r2, pf_nat:tp_begin/1\n"
+    "    loadk r5, skip\n"
+    "    jeq r2, r5, timed\n"
+    "    move r5, r1\n"
+    "    loadk r1, {genmod, '_', '_'}\n"
+    "    loadk r3, [local]\n"
+    "    callx r1, r1, erlang:trace_pattern/3\n"
+    "    move r1, r5\n"
+    "timed:\n"
+    "    move r2, r4\n"
+    "    callx r2, r2, pf_nat:tp_end/1\n"
+    "    wait r1, next\n"
+    "next:\n"
+    "    addi r4, r4, 1\n"
+    "    jump top\n"
+    "done:\n"
+    "    ret r4\n"
     "end\n";
+
+static tvm_status nat_tp_begin(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result,
+                               void *data);
+static tvm_status nat_tp_end(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result,
+                             void *data);
 
 static tvm_vm *make_vm(int schedulers, bool stw, const char *genmod, size_t genlen)
 {
@@ -216,6 +258,8 @@ static tvm_vm *make_vm(int schedulers, bool stw, const char *genmod, size_t genl
         die("tvm_new failed", NULL);
     if (tvm_register_native(vm, "pf_nat", "tick", 1, nat_tick, NULL, &err) != TVM_OK ||
         tvm_register_native(vm, "pf_nat", "spin", 1, nat_spin, NULL, &err) != TVM_OK ||
+        tvm_register_native(vm, "pf_nat", "tp_begin", 1, nat_tp_begin, NULL, &err) != TVM_OK ||
+        tvm_register_native(vm, "pf_nat", "tp_end", 1, nat_tp_end, NULL, &err) != TVM_OK ||
         tvm_load_string(vm, "genmod.tasm", genmod, genlen, &err) != TVM_OK ||
         tvm_load_string(vm, "pfdrv.tasm", drv_text, sizeof drv_text - 1, &err) != TVM_OK)
         die("loading", err.message);
@@ -282,8 +326,113 @@ static void sleep_ms(double ms)
 
 static Span windows[MAX_TOGGLES];  /* the calls of the running mode */
 
+/* ---- the calls, timed ---- */
+
+/*
+ * One call's bookkeeping, shared by the two callers: this program's main
+ * thread (a foreign thread, the default) and, with --caller process, the
+ * toggler process pfdrv:toggler/2 on the VM's own schedulers (as BEAM's
+ * benchmark calls erlang:trace_pattern/3 from an Erlang process), through
+ * the natives pf_nat:tp_begin/1 and pf_nat:tp_end/1.  One call runs at a
+ * time either way; run_mode reads the results after the caller is done
+ * (after its loop, or after joining the toggler).
+ * The caller's CPU time, run-queue delay and page faults are a thread's:
+ * measured for the main thread only (a process may resume on another
+ * scheduler thread, whose CPU time is mostly a worker's).
+ */
+typedef struct Calls {
+    tvm_vm *vm;
+    Result *res;
+    int mode, nworkers;
+    bool thread;                /* the caller is the main thread */
+    long self;                  /* its thread id */
+    uint64_t a, w0;
+    double c0, run0, q0, f0, sq0[MAX_WORKERS];
+    double on_ns, on_since;
+} Calls;
+
+static Calls calls;
+
+static void call_begin(int k)
+{
+    Calls *c = &calls;
+    c->a = mono_ns();
+    /* The phase turns at the start of each call (its work and waits
+     * count to the phase it begins). */
+    vm_atomic_store_relaxed(&tp_on, k % 2 == 0);
+    if (k % 2 == 0)
+        c->on_since = (double)c->a;
+    else
+        c->on_ns += (double)c->a - c->on_since;
+    if (c->thread) {
+        c->c0 = thread_cpu_ns();
+        c->f0 = minor_faults();
+        c->run0 = c->q0 = 0;
+        schedstat(c->self, &c->run0, &c->q0);
+    }
+    c->w0 = bp_wait_ns(c->vm);
+    for (int w = 0; w < c->nworkers; w++) {
+        double run = 0;
+        c->sq0[w] = 0;
+        schedstat(workers[w].tid, &run, &c->sq0[w]);
+    }
+}
+
+static void call_end(void)
+{
+    Calls *c = &calls;
+    Result *res = c->res;
+    uint64_t b = mono_ns();
+    const int i = res->nlat++;
+    windows[i] = (Span){ c->a, b };
+    res->lat_ms[i] = (double)(b - c->a) / 1e6;
+    if (c->thread) {
+        double run1 = 0, q1 = 0;
+        schedstat(c->self, &run1, &q1);
+        res->cpu_ms[i] = (thread_cpu_ns() - c->c0) / 1e6;
+        res->runq_ms_call[i] = (q1 - c->q0) / 1e6;
+        res->faults[i] = minor_faults() - c->f0;
+    }
+    res->wait_ms[i] = (double)(bp_wait_ns(c->vm) - c->w0) / 1e6;
+    res->sched_runq_ms[i] = 0;
+    for (int w = 0; w < c->nworkers; w++) {
+        double run = 0, q = 0;
+        schedstat(workers[w].tid, &run, &q);
+        if ((q - c->sq0[w]) / 1e6 > res->sched_runq_ms[i])
+            res->sched_runq_ms[i] = (q - c->sq0[w]) / 1e6;
+    }
+}
+
+/* pf_nat:tp_begin(K): the toggler's call K begins; returns what it
+ * passes to trace_pattern (true for an even K, false for an odd one), or
+ * skip in the mode without calls (the toggler then only keeps the
+ * schedule). */
+static tvm_status nat_tp_begin(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result,
+                               void *data)
+{
+    (void)argc, (void)data;
+    int64_t k;
+    if (tvm_get_int(env, argv[0], &k) != TVM_OK || k < 0 || k >= MAX_TOGGLES)
+        return tvm_raise_badarg(env);
+    if (calls.mode == M_NONE)
+        return tvm_make_atom(env, "skip", result);
+    call_begin((int)k);
+    return tvm_make_atom(env, k % 2 == 0 ? "true" : "false", result);
+}
+
+/* pf_nat:tp_end(K): the toggler's call K ended (or was skipped). */
+static tvm_status nat_tp_end(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result,
+                             void *data)
+{
+    (void)env, (void)argc, (void)data;
+    if (calls.mode != M_NONE)
+        call_end();
+    *result = argv[0];
+    return TVM_OK;
+}
+
 static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sleep,
-                     int hog_ms, Result *res)
+                     int hog_ms, bool by_process, Result *res)
 {
     tvm_env *env = tvm_env_new(vm);
     tvm_pid pids[MAX_WORKERS], hog = 0;
@@ -322,57 +471,37 @@ static void run_mode(tvm_vm *vm, int mode, int nworkers, int toggles, double sle
     for (int i = 0; i < nworkers; i++)
         schedstat(workers[i].tid, &cpu0, &rq0);
     uint64_t waits0 = bp_waits(vm);
-    const long self = (long)syscall(SYS_gettid);
+    calls = (Calls){ .vm = vm, .res = res, .mode = mode, .nworkers = nworkers,
+                     .thread = !by_process, .self = (long)syscall(SYS_gettid) };
     vm_atomic_store_release(&phase, 1);
     double t0 = now_ns();
-    tvm_error err;
-    double on_ns = 0, on_since = 0;
-    for (int k = 0; k < toggles; k++) {
-        if (mode != M_NONE) {
-            uint64_t a = mono_ns();
-            /* The phase turns at the start of each call (its work and
-             * waits count to the phase it begins). */
-            vm_atomic_store_relaxed(&tp_on, k % 2 == 0);
-            if (k % 2 == 0)
-                on_since = (double)a;
-            else
-                on_ns += (double)a - on_since;
-            double c0 = thread_cpu_ns(), run0 = 0, q0 = 0, f0 = minor_faults();
-            schedstat(self, &run0, &q0);
-            uint64_t w0 = bp_wait_ns(vm);
-            double sq0[MAX_WORKERS];
-            for (int w = 0; w < nworkers; w++) {
-                double run = 0;
-                sq0[w] = 0;
-                schedstat(workers[w].tid, &run, &sq0[w]);
+    if (by_process) {
+        /* pfdrv:toggler(Toggles, SleepMs), the same schedule from VM code. */
+        tvm_term args[2], r;
+        tvm_pid toggler;
+        if (tvm_make_int(env, toggles, &args[0]) != TVM_OK ||
+            tvm_make_int(env, (int64_t)sleep, &args[1]) != TVM_OK ||
+            tvm_spawn(env, "pfdrv", "toggler", 2, args, &toggler) != TVM_OK ||
+            tvm_join(env, toggler, &r) != TVM_OK)
+            die("the toggler process failed", NULL);
+    } else {
+        tvm_error err;
+        for (int k = 0; k < toggles; k++) {
+            if (mode != M_NONE) {
+                call_begin(k);
+                if (tvm_trace_pattern(vm, "genmod:_/_", k % 2 == 0 ? TVM_TP_TRUE : TVM_TP_FALSE,
+                                      TVM_TP_LOCAL, NULL, &err) != TVM_OK)
+                    die("tvm_trace_pattern", err.message);
+                call_end();
             }
-            if (tvm_trace_pattern(vm, "genmod:_/_", k % 2 == 0 ? TVM_TP_TRUE : TVM_TP_FALSE,
-                                  TVM_TP_LOCAL, NULL, &err) != TVM_OK)
-                die("tvm_trace_pattern", err.message);
-            uint64_t b = mono_ns();
-            double run1 = 0, q1 = 0;
-            schedstat(self, &run1, &q1);
-            const int i = res->nlat++;
-            windows[i] = (Span){ a, b };
-            res->lat_ms[i] = (double)(b - a) / 1e6;
-            res->cpu_ms[i] = (thread_cpu_ns() - c0) / 1e6;
-            res->runq_ms_call[i] = (q1 - q0) / 1e6;
-            res->wait_ms[i] = (double)(bp_wait_ns(vm) - w0) / 1e6;
-            res->faults[i] = minor_faults() - f0;
-            res->sched_runq_ms[i] = 0;
-            for (int w = 0; w < nworkers; w++) {
-                double run = 0, q = 0;
-                schedstat(workers[w].tid, &run, &q);
-                if ((q - sq0[w]) / 1e6 > res->sched_runq_ms[i])
-                    res->sched_runq_ms[i] = (q - sq0[w]) / 1e6;
-            }
+            sleep_ms(sleep);
         }
-        sleep_ms(sleep);
     }
     vm_atomic_store_release(&phase, 2);
     double t1 = now_ns();
+    double on_ns = calls.on_ns;
     if (vm_atomic_load_relaxed(&tp_on))
-        on_ns += t1 - on_since;
+        on_ns += t1 - calls.on_since;
     vm_atomic_store_relaxed(&tp_on, 0);
     for (int i = 0; i < nworkers; i++)
         schedstat(workers[i].tid, &cpu1, &rq1);
@@ -499,6 +628,7 @@ int main(int argc, char **argv)
 {
     int scheds = 2, runs = 7, toggles = 40, nfns = 5000, hog_ms = 0;
     double sleep = 25;
+    bool by_process = false;
     bool want[NMODES] = { true, true, true };
     for (int i = 1; i < argc; i++) {
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -514,13 +644,17 @@ int main(int argc, char **argv)
             nfns = (int)arg_long(argv[i], val, 20, 100000), i++;
         else if (!strcmp(argv[i], "--hog-ms"))
             hog_ms = (int)arg_long(argv[i], val, 1, 10000), i++;
+        else if (!strcmp(argv[i], "--caller") && val &&
+                 (!strcmp(val, "thread") || !strcmp(val, "process")))
+            by_process = !strcmp(argv[++i], "process");
         else if (!strcmp(argv[i], "--modes") && val) {
             for (int m = 0; m < NMODES; m++)
                 want[m] = strstr(val, mode_name[m]) != NULL;
             i++;
         } else {
             fprintf(stderr, "usage: bench_pausefree [--schedulers S] [--runs R] [--toggles N] "
-                    "[--sleep-ms MS] [--fns N] [--modes none,nb,stw] [--hog-ms MS]\n");
+                    "[--sleep-ms MS] [--fns N] [--modes none,nb,stw] [--hog-ms MS] "
+                    "[--caller thread|process]\n");
             return 2;
         }
     }
@@ -559,13 +693,13 @@ int main(int argc, char **argv)
             int m = (j + r) % NMODES;  /* rotate the order from round to round */
             if (want[m])
                 run_mode(m == M_STW ? vm_stw : vm, m, hog_ms ? scheds - 1 : scheds, toggles,
-                         sleep, hog_ms, &results[m][r]);
+                         sleep, hog_ms, by_process, &results[m][r]);
         }
     tvm_destroy(vm);
     tvm_destroy(vm_stw);
 
-    printf("fns=%d\nschedulers=%d\nruns=%d\ntoggles=%d\nsleep_ms=%.0f\nhog_ms=%d\n",
-           nfns, scheds, runs, toggles, sleep, hog_ms);
+    printf("fns=%d\nschedulers=%d\nruns=%d\ntoggles=%d\nsleep_ms=%.0f\nhog_ms=%d\ncaller=%s\n",
+           nfns, scheds, runs, toggles, sleep, hog_ms, by_process ? "process" : "thread");
     printf("idle_latency_median_ms=%.3f\n", pct(idle_lat, toggles, 0.5));
     /* The calling thread's CPU time in those calls: the same cost without
      * the time the thread waited for a CPU (robust on a busy machine). */
