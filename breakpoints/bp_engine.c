@@ -190,11 +190,6 @@ int64_t bp_count_sum(const BpCount *c)
 #define BP_ASAN 1                /* clang's way of saying it */
 #endif
 #endif
-/* Idle records kept linked (emptied and disarmed: BpEngine.nidle),
- * 16 MiB at most, as the pool. */
-#ifndef BP_IDLE_MAX
-#define BP_IDLE_MAX 65536
-#endif
 #ifndef BP_POOL_MAX
 #ifdef BP_ASAN
 #define BP_POOL_MAX 0      /* AddressSanitizer then sees every free and reuse */

@@ -42,6 +42,12 @@ static inline void bp_prefetch_record(const BpRecord *r)
         bp_prefetch((const char *)r + k);
 }
 
+/* Idle records kept linked (emptied and disarmed: BpEngine.nidle),
+ * 16 MiB at most, as the pool. */
+#ifndef BP_IDLE_MAX
+#define BP_IDLE_MAX 65536
+#endif
+
 /* What the settle of a staged record left to the arm and disarm stages
  * (a record that existed before the call is armed by the settle itself,
  * stage 2a): arm after the first wait (a record the call created),
@@ -144,6 +150,7 @@ typedef struct BpEngine {
  * every one left. */
 void bp_sync_record(BpEngine *E, BpRecord *r);
 void bp_sync_all(BpEngine *E);
+
 /* The records a function has, created (unarmed, empty) if asked; NULL
  * if none.  The common cases inline: staging a call on a large module
  * runs them for every function. */
@@ -302,16 +309,16 @@ static inline void bp_arm_early(BpEngine *E, BpTouched *t)
 }
 
 /* The end of stage 1 for one staged record: its generation s's summary
- * from its entries, and whether stage 2 arms it or stage 4 disarms it.
+ * from its entries (bp_settle_one; bp_settle_act when the summary is
+ * written already), and whether stage 2 arms it or stage 4 disarms it.
  * A record that existed before this call is armed right here (stage 2a:
  * the record is in cache, and the store needs no wait before it); one
  * this call created is left to stage 2b.  r->armed changes only in stage
  * 5, so with `early` it says what the code word is until then (a record
  * settled again, after it was staged again, sees its own early arm). */
-static inline void bp_settle_one(BpEngine *E, BpTouched *t, unsigned s)
+static inline void bp_settle_act(BpEngine *E, BpTouched *t, unsigned s)
 {
     BpRecord *r = t->r;
-    bp_gen_summarize(E, r, s);
     r->mark = E->mark + 1;
     r->pend = (uint32_t)(t - E->touched) + 1;  /* if stage 5 is left to the next call */
     const bool on = r->gen[s].flags != 0;
@@ -326,6 +333,12 @@ static inline void bp_settle_one(BpEngine *E, BpTouched *t, unsigned s)
                            (t->early ? BP_SETTLED_EARLY : 0));
 }
 
+static inline void bp_settle_one(BpEngine *E, BpTouched *t, unsigned s)
+{
+    bp_gen_summarize(E, t->r, s);
+    bp_settle_act(E, t, s);
+}
+
 /* Settles the records touched since the last settle.  bp_trace_pattern
  * settles a function's records right after staging it (still in cache);
  * bp_commit settles the rest. */
@@ -338,6 +351,36 @@ static inline void bp_stage_settle(BpEngine *E, unsigned s)
         bp_settle_one(E, &touched[i], s);
     E->nsettled = n;
 }
+/*
+ * bp_sync_record without the mirror, for a pending record whose two
+ * generations hold at most one plain entry each (nothing referenced) and
+ * whose staging generation the caller then writes whole (bp_pattern.c,
+ * stage_plain: staging := active and the change it stages, in one step);
+ * `active` is the active index.  Stage 5's bookkeeping (bp_engine.c,
+ * consolidate_one and settle_idle) for the case that keeps the record:
+ * false, and nothing done, if it would be unlinked (empty, and no room
+ * among the idle ones); the caller then takes the general way.
+ */
+static inline bool bp_sync_plain(BpEngine *E, BpRecord *r, unsigned active)
+{
+    VM_ASSERT(E->pend[r->pend - 1].r == r && r->mark == E->pend_mark,
+              "a pending record's entry names it");
+    const unsigned d = r->settled, act = d & BP_SETTLED_ACT;
+    const bool was_idle = !(d & BP_SETTLED_FRESH) && !r->armed;
+    const bool empty = r->gen[active].flags == 0;
+    if (empty && !was_idle && E->nidle >= BP_IDLE_MAX)
+        return false;
+    if (act != BP_ACT_NONE)
+        r->armed = act != BP_ACT_DISARM;
+    else if (d & BP_SETTLED_EARLY)
+        r->armed = true;
+    r->pend = 0;
+    /* Idle from now on if empty (there is room), or no longer idle. */
+    E->nidle = empty ? E->nidle + !was_idle : E->nidle - was_idle;
+    E->npend_left--;
+    return true;
+}
+
 void bp_commit(tvm_vm *vm);
 void bp_end(tvm_vm *vm);
 

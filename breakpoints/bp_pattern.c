@@ -261,6 +261,75 @@ static inline __attribute__((always_inline)) void stage_call_trace(const Stage *
         bp_stage_call_ms(E, ge, (ge->flags & BP_CALL_TRACE) ? req->ms : NULL);
 }
 
+/* An entry of session sid that holds a local call trace without a spec
+ * or nothing at all: no reference to take or drop, nothing to keep. */
+static inline bool plain_entry(const BpSess *e, unsigned sid)
+{
+    /* One test of every field OR-ed: the usual entry passes them all. */
+    return e->sid == sid &&
+           ((e->flags & ~(uint32_t)BP_LOCAL) | e->call_tf | e->meta_tracer | (uintptr_t)e->count |
+            (uintptr_t)e->match_spec | (uintptr_t)e->meta_spec | (uintptr_t)e->time) == 0;
+}
+
+/* Generation g of r holds no entry, or one plain entry of session sid. */
+static inline bool plain_gen(const BpRecord *r, unsigned g, unsigned sid)
+{
+    const BpGen *x = &r->gen[g];
+    return x->nsess == 0 || (x->nsess == 1 && plain_entry(x->sess, sid));
+}
+
+/*
+ * Local call trace on or off without a spec (what a trace_pattern that
+ * toggles a module asks of each function) for a function whose record
+ * exists and holds only plain entries of this session in both
+ * generations: the staging generation is written whole, as the general
+ * way leaves it (stage_call_trace after the last call's stage 5: mirror
+ * the active generation, find the entry, set or clear the flag; the
+ * settle then summarizes), without those steps.  Both generations plain
+ * means that the mirror would neither take nor drop a reference and that
+ * the flag alone decides the result.  False, with nothing done, where
+ * the case does not apply: the general way then.
+ */
+static inline __attribute__((always_inline)) bool stage_plain(const Stage *st, FuncInfo *fn,
+                                                              bool on)
+{
+    BpEngine *E = st->E;
+    BpRecord *r = vm_atomic_load_ptr_relaxed(&fn->bp);
+    const unsigned s = st->s, a = s ^ 1u;
+    /* (A record this call staged already is the general way's: no
+     * function's record is, but the settle below relies on it.) */
+    if (!r || r->mark == E->mark || r->mark == E->mark + 1 || !plain_gen(r, a, st->sid) ||
+        !plain_gen(r, s, st->sid))
+        return false;
+    const bool pending = r->pend != 0;
+    if (pending && !bp_sync_plain(E, r, a))
+        return false;
+    /* gen[a] is what the mirror would copy: the state before this call. */
+    BpGen *g = &r->gen[s];
+    if (on) {
+        r->one[s] = (BpSess){ .flags = BP_LOCAL, .sid = st->sid };
+        *g = (BpGen){ .flags = BP_LOCAL, .sess = &r->one[s], .nsess = 1, .call_sid = st->sid };
+    } else if (r->gen[a].nsess) {
+        /* The entry stays until the settle empties it (bp_entry_clear). */
+        r->one[s] = (BpSess){ .sid = st->sid };
+        *g = (BpGen){ 0 };
+    } else {
+        /* Nothing to clear: not staged (the general way finds no entry),
+         * but consolidated, to the empty active generation. */
+        if (pending) {
+            if (g->nsess)
+                r->one[s] = (BpSess){ .sid = st->sid };
+            *g = (BpGen){ 0 };
+        }
+        return true;
+    }
+    /* Staged and settled: the summary is written (bp_settle_act). */
+    VM_ASSERT(E->nsettled == E->ntouched, "every record staged before is settled");
+    bp_touch(E, r);
+    bp_settle_act(E, &E->touched[E->nsettled++], s);
+    return true;
+}
+
 /* Meta trace: on with the request's tracer and spec, or off. */
 static void stage_meta(const Stage *st, FuncInfo *fn, const BpRequest *req)
 {
@@ -415,11 +484,18 @@ int bp_trace_pattern(tvm_vm *vm, unsigned sid, const BpPattern *pat, const BpReq
      * function (global on also clears them: stage_function). */
     const bool call_only = !(req.flags & ~(unsigned)(TVM_TP_GLOBAL | TVM_TP_LOCAL)) &&
                            !((req.flags & TVM_TP_GLOBAL) && req.how == TVM_TP_TRUE);
+    /* ... and of those, local without a spec: stage_plain where it applies
+     * (no global record anywhere: a local request clears a function's
+     * global call trace, which stage_plain does not look for). */
+    const bool plain = call_only && req.flags == TVM_TP_LOCAL && !call.ms &&
+                       (req.how == TVM_TP_TRUE || req.how == TVM_TP_FALSE);
     for (size_t i = 0; i < fns.n; i++) {
         FuncInfo *fn = fns.v[i];
         ahead_function(&fns, i);
         if (!(req.flags & TVM_TP_GLOBAL) || fn->export)
             matched++;
+        if (plain && !E->nglobal && stage_plain(&st, fn, req.how == TVM_TP_TRUE))
+            continue;           /* staged and settled */
         if (call_only)
             stage_call_trace(&st, fn, &call);
         else

@@ -5,9 +5,9 @@
  * 32, 33 and 37 (item 38, the concurrency torture, is
  * tests/stress/stress_bp.c).
  *
- * The hook records every traced call as "mod:fun/arity(args) local|global"
- * (args formatted with tvm_format_term); tests compare the whole sequence
- * of events, joined with " | ", against the exact expected text.  The
+ * The hook (call_events.h) records every traced call as
+ * "mod:fun/arity(args) local|global"; tests compare the whole sequence of
+ * events, joined with " | ", against the exact expected text.  The
  * call context `env` is traced (tvm_trace_calls(env, 0, true)), so
  * tvm_call() runs produce events too.
  */
@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "tests/unit/bp/call_events.h"
 #include "tests/unit/helpers.h"
 
 /* ---- the module under test ---- */
@@ -95,52 +96,6 @@ static tvm_status dbl(tvm_env *e, int argc, const tvm_term *argv, tvm_term *resu
     return tvm_make_int(e, 2 * v, result);
 }
 
-/* ---- the recording hook ---- */
-
-#define MAX_EVENTS 512
-
-static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;
-static char events[MAX_EVENTS][200];
-static tvm_pid event_pid[MAX_EVENTS];
-static int nevents;
-
-static void hook(tvm_env *e, const tvm_call_event *ev, void *data)
-{
-    (void)data;
-    char buf[200];
-    int n = snprintf(buf, sizeof buf, "%s:%s/%d(", ev->module, ev->function, ev->arity);
-    for (int i = 0; i < ev->arity && n < (int)sizeof buf; i++) {
-        if (i)
-            n += snprintf(buf + n, sizeof buf - n, ",");
-        if (n < (int)sizeof buf)
-            n += (int)tvm_format_term(e, ev->argv[i], buf + n, sizeof buf - n);
-    }
-    if (n < (int)sizeof buf)
-        snprintf(buf + n, sizeof buf - n, ") %s", ev->global ? "global" : "local");
-    pthread_mutex_lock(&ev_lock);
-    if (nevents < MAX_EVENTS) {
-        strcpy(events[nevents], buf);
-        event_pid[nevents] = ev->pid;
-        nevents++;
-    }
-    pthread_mutex_unlock(&ev_lock);
-}
-
-/* The events since the last call, joined with " | " ("" for none), and
- * forgotten. */
-static const char *take_events(void)
-{
-    static char out[MAX_EVENTS * 8];
-    out[0] = '\0';
-    pthread_mutex_lock(&ev_lock);
-    size_t n = 0;
-    for (int i = 0; i < nevents; i++)
-        n += (size_t)snprintf(out + n, sizeof out - n, "%s%s", i ? " | " : "", events[i]);
-    nevents = 0;
-    pthread_mutex_unlock(&ev_lock);
-    return out;
-}
-
 /* ---- fixture ---- */
 
 static tvm_vm *vm;
@@ -155,9 +110,7 @@ static void start_vm(const tvm_config *cfg)
     cr_assert_eq(tvm_register_native(vm, "t", "dbl", 1, dbl, NULL, &err), TVM_OK, "%s",
                  err.message);
     load_ok(vm, "bt.tasm", bt_src);
-    nevents = 0;
-    tvm_set_call_hook(vm, hook, NULL);
-    cr_assert_eq(tvm_trace_calls(env, 0, true), TVM_OK);
+    record_calls(vm, env);
 }
 
 static void setup(void)

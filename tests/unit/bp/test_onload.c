@@ -3,13 +3,15 @@
  * engine and applied to every module loaded later (BEAM behaviour 39,
  * docs/beam.md), armed before the module is published.
  *
- * The call hook records each traced call as "mod:fun/arity(args)
- * local|global"; tests compare the whole sequence of events, joined with
- * " | ", with the exact expected text.  The call context `env` is traced.
+ * The call hook (call_events.h) records each traced call as
+ * "mod:fun/arity(args) local|global"; tests compare the whole sequence of
+ * events, joined with " | ", with the exact expected text.  The call
+ * context `env` is traced.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
 
+#include "tests/unit/bp/call_events.h"
 #include "tests/unit/helpers.h"
 #include "trace/tr_clock.h"
 
@@ -40,34 +42,6 @@ static const char *const ol_v2 =
 static const char *const other_src =
     "module other\nexport f/1\nfunction f/1 regs 1\n    ret r0\nend\n";
 
-/* ---- the recording hook ---- */
-
-static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;
-static char events[4096];
-
-static void hook(tvm_env *e, const tvm_call_event *ev, void *data)
-{
-    (void)data;
-    char arg[64] = "";
-    if (ev->arity)
-        tvm_format_term(e, ev->argv[0], arg, sizeof arg);
-    pthread_mutex_lock(&ev_lock);
-    size_t n = strlen(events);
-    snprintf(events + n, sizeof events - n, "%s%s:%s/%d(%s) %s", n ? " | " : "", ev->module,
-             ev->function, ev->arity, arg, ev->global ? "global" : "local");
-    pthread_mutex_unlock(&ev_lock);
-}
-
-static const char *take_events(void)
-{
-    static char out[sizeof events];
-    pthread_mutex_lock(&ev_lock);
-    strcpy(out, events);
-    events[0] = '\0';
-    pthread_mutex_unlock(&ev_lock);
-    return out;
-}
-
 /* ---- fixture ---- */
 
 static tvm_vm *vm;
@@ -78,9 +52,7 @@ static void setup(void)
     tr_clock_set_manual(0);     /* call_time's times are exact: 0 unless moved */
     vm = tvm_new(&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 2, .quiet_crashes = true });
     env = tvm_env_new(vm);
-    events[0] = '\0';
-    tvm_set_call_hook(vm, hook, NULL);
-    cr_assert_eq(tvm_trace_calls(env, 0, true), TVM_OK);
+    record_calls(vm, env);
 }
 
 static void teardown(void)

@@ -651,3 +651,48 @@ Test(sessions, call_counts_in_two_sessions)
     cr_assert_eq(tvm_session_call_count(vm, b, "ss:f/1", &cb), TVM_OK);
     cr_assert_eq(cb, 300);
 }
+
+/* A session's local call trace switched on and off without a spec (the
+ * plain step of bp_pattern.c, which writes the session's entry and the
+ * summary's session itself) reports to that session only; on a function
+ * another session traces too, it takes the general way and leaves the
+ * other's entry. */
+Test(sessions, plain_toggles_of_one_session_keep_the_other)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *la = lines_new(), *lb = lines_new();
+    tvm_session a = session("a", la, NULL), b = session("b", lb, NULL);
+    /* b's flags alone first: a hit then takes the one-session fast path,
+     * which reads the summary's session (BpGen.call_sid) */
+    new_flags(b, TVM_TRACE_CALL, true);
+    tp(b, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    tvm_pid p1 = run1("g", 1);
+    tp(b, "ss:f/1", NULL, TVM_TP_FALSE, TVM_TP_LOCAL);
+    run1("g", 2);
+    /* on again over the idle record: b's, not the default session's */
+    tp(b, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    tvm_pid p3 = run1("g", 3);
+    cr_assert_str_eq(info(b, "ss:f/1", "traced"), "{traced,local}");
+    cr_assert_str_eq(info(TVM_SESSION_DEFAULT, "ss:f/1", "traced"), "{traced,false}");
+    /* a's entry beside b's: b's toggles leave it */
+    new_flags(a, TVM_TRACE_CALL, true);
+    tp(a, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    tp(b, "ss:f/1", NULL, TVM_TP_FALSE, TVM_TP_LOCAL);
+    tvm_pid p4 = run1("g", 4);
+    tp(b, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    tvm_pid p5 = run1("g", 5);
+    tp(a, "ss:f/1", NULL, TVM_TP_FALSE, TVM_TP_LOCAL);
+    tvm_pid p6 = run1("g", 6);
+    cr_assert_str_eq(info(a, "ss:f/1", "traced"), "{traced,false}");
+    char want[512];
+    snprintf(want, sizeof want,
+             "{trace,<0.%llu.0>,call,{ss,f,[4]}}\n{trace,<0.%llu.0>,call,{ss,f,[5]}}\n",
+             (unsigned long long)p4, (unsigned long long)p5);
+    cr_assert_str_eq(text(a, la), want);
+    snprintf(want, sizeof want,
+             "{trace,<0.%llu.0>,call,{ss,f,[1]}}\n{trace,<0.%llu.0>,call,{ss,f,[3]}}\n"
+             "{trace,<0.%llu.0>,call,{ss,f,[5]}}\n{trace,<0.%llu.0>,call,{ss,f,[6]}}\n",
+             (unsigned long long)p1, (unsigned long long)p3, (unsigned long long)p5,
+             (unsigned long long)p6);
+    cr_assert_str_eq(text(b, lb), want);
+}
