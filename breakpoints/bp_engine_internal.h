@@ -150,7 +150,6 @@ typedef struct BpEngine {
  * every one left. */
 void bp_sync_record(BpEngine *E, BpRecord *r);
 void bp_sync_all(BpEngine *E);
-
 /* The records a function has, created (unarmed, empty) if asked; NULL
  * if none.  The common cases inline: staging a call on a large module
  * runs them for every function. */
@@ -351,6 +350,7 @@ static inline void bp_stage_settle(BpEngine *E, unsigned s)
         bp_settle_one(E, &touched[i], s);
     E->nsettled = n;
 }
+
 /*
  * bp_sync_record without the mirror, for a pending record whose two
  * generations hold at most one plain entry each (nothing referenced) and
