@@ -186,15 +186,10 @@ static void owner_check(tvm_vm *vm, TrSession *s)
 {
     if (!s->owner)
         return;
-    Process *o = tr_proc_get(vm, s->owner);
-    bool alive = false;
-    if (o) {
-        pthread_mutex_lock(&o->lock);
-        alive = !o->exiting && o->state != PS_EXITED;
-        pthread_mutex_unlock(&o->lock);
+    Process *o = tr_proc_get(vm, s->owner);    /* NULL once it is exiting */
+    if (o)
         vm_proc_put(vm_sched_of(vm), o);
-    }
-    if (!alive)
+    else
         tr_session_request_stop(vm, s, TR_STOP_OWNER, true);
 }
 

@@ -217,13 +217,9 @@ bool tr_pflags_change(Process *p, unsigned sid, unsigned flags, bool on, bool fo
 static bool alive(tvm_vm *vm, uint64_t pid)
 {
     Process *t = pid ? tr_proc_get(vm, pid) : NULL;
-    if (!t)
-        return false;
-    pthread_mutex_lock(&t->lock);
-    bool a = t->state != PS_EXITED && !t->exiting;
-    pthread_mutex_unlock(&t->lock);
-    vm_proc_put(vm_sched_of(vm), t);
-    return a;
+    if (t)
+        vm_proc_put(vm_sched_of(vm), t);
+    return t != NULL;
 }
 
 bool tr_pflags_own_tracer(Process *p, uint64_t tracer, unsigned flags, bool on)
@@ -257,7 +253,20 @@ bool tr_pflags_own_tracer(Process *p, uint64_t tracer, unsigned flags, bool on)
 Process *tr_proc_get(tvm_vm *vm, uint64_t pid)
 {
     SchedSystem *sys = vm_sched_of(vm);
-    return sys ? vm_proc_get(sys, pid) : NULL;
+    Process *p = sys ? vm_proc_get(sys, pid) : NULL;
+    if (!p)
+        return NULL;
+    /* A process stays in the table after it exited, until its scheduler
+     * reaps it: by then tvm_join may have returned its result.  It is gone
+     * for tracing from the moment it counts as gone for monitors. */
+    pthread_mutex_lock(&p->lock);
+    bool gone = p->exiting || p->state == PS_EXITED;
+    pthread_mutex_unlock(&p->lock);
+    if (gone) {
+        vm_proc_put(sys, p);
+        return NULL;
+    }
+    return p;
 }
 
 /* The process of pid (a reference to drop with vm_proc_put), env's own

@@ -128,7 +128,8 @@ Term tr_flags_term(Process *p, unsigned flags);
 /* Session sid's flags for new processes. */
 unsigned tr_flags_new(tvm_vm *vm, unsigned sid);
 
-/* The process pid (a reference: vm_proc_put it), or NULL. */
+/* The process pid (a reference: vm_proc_put it), or NULL if there is
+ * none or it is exiting or exited (a snapshot: it may exit right after). */
 Process *tr_proc_get(tvm_vm *vm, uint64_t pid);
 
 /* The trace layer's natives: erlang:trace/3 and erlang:trace/4,
