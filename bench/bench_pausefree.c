@@ -334,8 +334,12 @@ static Span windows[MAX_TOGGLES];  /* the calls of the running mode */
  * toggler process pfdrv:toggler/2 on the VM's own schedulers (as BEAM's
  * benchmark calls erlang:trace_pattern/3 from an Erlang process), through
  * the natives pf_nat:tp_begin/1 and pf_nat:tp_end/1.  One call runs at a
- * time either way; run_mode reads the results after the caller is done
- * (after its loop, or after joining the toggler).
+ * time either way.  `calls` and the Result it points to are written only
+ * by the caller; the main thread fills `calls` before the calls start and
+ * reads the results after they end: for the toggler, tvm_spawn orders
+ * the first against its natives and tvm_join their writes against the
+ * second (a process may move between scheduler threads meanwhile; its
+ * own switches order its natives' writes).
  * The caller's CPU time, run-queue delay and page faults are a thread's:
  * measured for the main thread only (a process may resume on another
  * scheduler thread, whose CPU time is mostly a worker's).

@@ -659,16 +659,10 @@ static bool patch_pass(tvm_vm *vm, int act)
  * unlinked; E->nidle follows. */
 static void settle_idle(BpEngine *E, BpRecord *r, bool empty, bool was_idle, bool keep)
 {
-    if (!empty) {
-        E->nidle -= was_idle;
-        return;
-    }
-    if (keep && (was_idle || E->nidle < BP_IDLE_MAX)) {
-        E->nidle += !was_idle;
-        return;
-    }
-    E->nidle -= was_idle;
-    unlink_record(E, r);
+    const bool stays = bp_stays_linked(E, empty, was_idle, keep);
+    bp_count_idle(E, empty, was_idle, stays);
+    if (!stays)
+        unlink_record(E, r);
 }
 
 /* Stage 5 for one record r staged by a call whose settle decided
@@ -677,14 +671,8 @@ static void settle_idle(BpEngine *E, BpRecord *r, bool empty, bool was_idle, boo
 static inline __attribute__((always_inline)) void consolidate_one(BpEngine *E, BpRecord *r,
                                                                   unsigned from, bool keep_idle)
 {
-    const unsigned d = r->settled, act = d & BP_SETTLED_ACT;
-    /* Idle before that call: linked before it, and not armed. */
-    const bool was_idle = !(d & BP_SETTLED_FRESH) && !r->armed;
-    if (act != BP_ACT_NONE)
-        r->armed = act != BP_ACT_DISARM;
-    else if (d & BP_SETTLED_EARLY)
-        r->armed = true;
-    r->pend = 0;
+    const bool was_idle = bp_was_idle(r);
+    bp_learn_armed(r);
     if (r->gen[0].nsess <= 1 && r->gen[1].nsess <= 1)
         mirror_one(E, r, from);
     else

@@ -351,33 +351,62 @@ static inline void bp_stage_settle(BpEngine *E, unsigned s)
     E->nsettled = n;
 }
 
-/*
- * bp_sync_record without the mirror, for a pending record whose two
- * generations hold at most one plain entry each (nothing referenced) and
- * whose staging generation the caller then writes whole (bp_pattern.c,
- * stage_plain: staging := active and the change it stages, in one step);
- * `active` is the active index.  Stage 5's bookkeeping (bp_engine.c,
- * consolidate_one and settle_idle) for the case that keeps the record:
- * false, and nothing done, if it would be unlinked (empty, and no room
- * among the idle ones); the caller then takes the general way.
- */
-static inline bool bp_sync_plain(BpEngine *E, BpRecord *r, unsigned active)
+/* Stage 5's steps for one record, shared by bp_engine.c's
+ * consolidate_one and bp_sync_plain.  Whether r was idle before the call
+ * that settled it (linked before it, and not armed). */
+static inline bool bp_was_idle(const BpRecord *r)
 {
-    VM_ASSERT(E->pend[r->pend - 1].r == r && r->mark == E->pend_mark,
-              "a pending record's entry names it");
+    return !(r->settled & BP_SETTLED_FRESH) && !r->armed;
+}
+
+/* r learns whether it is armed from what its settle decided, and is no
+ * longer pending. */
+static inline void bp_learn_armed(BpRecord *r)
+{
     const unsigned d = r->settled, act = d & BP_SETTLED_ACT;
-    const bool was_idle = !(d & BP_SETTLED_FRESH) && !r->armed;
-    const bool empty = r->gen[active].flags == 0;
-    if (empty && !was_idle && E->nidle >= BP_IDLE_MAX)
-        return false;
     if (act != BP_ACT_NONE)
         r->armed = act != BP_ACT_DISARM;
     else if (d & BP_SETTLED_EARLY)
         r->armed = true;
     r->pend = 0;
-    /* Idle from now on if empty (there is room), or no longer idle. */
-    E->nidle = empty ? E->nidle + !was_idle : E->nidle - was_idle;
+}
+
+/* Whether a record stays linked after stage 5: one with flags does; an
+ * empty one stays idle if its call keeps idle records (`keep`) and it is
+ * idle already or there is room, else it is unlinked. */
+static inline bool bp_stays_linked(const BpEngine *E, bool empty, bool was_idle, bool keep)
+{
+    return !empty || (keep && (was_idle || E->nidle < BP_IDLE_MAX));
+}
+
+/* E->nidle after that decision: idle from now on if it stays empty, no
+ * longer idle otherwise (unlinked, or with flags). */
+static inline void bp_count_idle(BpEngine *E, bool empty, bool was_idle, bool stays)
+{
+    E->nidle = empty && stays ? E->nidle + !was_idle : E->nidle - was_idle;
+}
+
+/*
+ * bp_sync_record without the mirror, for a pending record whose two
+ * generations hold at most one plain entry each (nothing referenced) and
+ * whose staging generation the caller then writes whole (bp_pattern.c,
+ * stage_plain: staging := active and the change it stages, in one step);
+ * `active` is the active index.  Stage 5's bookkeeping for the case that
+ * keeps the record: false, and nothing done, if it would be unlinked
+ * (empty, and no room among the idle ones); the caller then takes the
+ * general way.
+ */
+static inline bool bp_sync_plain(BpEngine *E, BpRecord *r, unsigned active)
+{
+    VM_ASSERT(E->pend[r->pend - 1].r == r && r->mark == E->pend_mark,
+              "a pending record's entry names it");
+    const bool was_idle = bp_was_idle(r);
+    const bool empty = r->gen[active].flags == 0;
+    if (!bp_stays_linked(E, empty, was_idle, true))
+        return false;
+    bp_count_idle(E, empty, was_idle, true);
     E->npend_left--;
+    bp_learn_armed(r);
     return true;
 }
 

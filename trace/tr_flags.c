@@ -252,21 +252,10 @@ bool tr_pflags_own_tracer(Process *p, uint64_t tracer, unsigned flags, bool on)
 
 Process *tr_proc_get(tvm_vm *vm, uint64_t pid)
 {
+    /* Live only: tvm_join returns once a process has exited, before its
+     * scheduler reaps it, and a joined pid must be gone for tracing. */
     SchedSystem *sys = vm_sched_of(vm);
-    Process *p = sys ? vm_proc_get(sys, pid) : NULL;
-    if (!p)
-        return NULL;
-    /* A process stays in the table after it exited, until its scheduler
-     * reaps it: by then tvm_join may have returned its result.  It is gone
-     * for tracing from the moment it counts as gone for monitors. */
-    pthread_mutex_lock(&p->lock);
-    bool gone = p->exiting || p->state == PS_EXITED;
-    pthread_mutex_unlock(&p->lock);
-    if (gone) {
-        vm_proc_put(sys, p);
-        return NULL;
-    }
-    return p;
+    return sys ? vm_proc_get_live(sys, pid) : NULL;
 }
 
 /* The process of pid (a reference to drop with vm_proc_put), env's own

@@ -690,16 +690,11 @@ NATIVE_FN(bif_is_process_alive)
     SETUP();
     if (!term_is_pid(ARG(0)))
         BADARG();
-    bool alive = false;
     SchedSystem *sys = vm_sched_of(p->vm);
-    Process *t = sys ? vm_proc_get(sys, pid_value(ARG(0))) : NULL;
-    if (t) {
-        pthread_mutex_lock(&t->lock);
-        alive = t->state != PS_EXITED && !t->exiting;
-        pthread_mutex_unlock(&t->lock);
+    Process *t = sys ? vm_proc_get_live(sys, pid_value(ARG(0))) : NULL;
+    if (t)
         vm_proc_put(sys, t);
-    }
-    RETURN(make_bool(alive));
+    RETURN(make_bool(t != NULL));
 }
 
 /* timer:sleep(Ms): suspends the process (its native frames stay on its

@@ -100,6 +100,21 @@ Process *vm_proc_get(SchedSystem *sys, uint64_t pid)
     return p;
 }
 
+Process *vm_proc_get_live(SchedSystem *sys, uint64_t pid)
+{
+    Process *p = vm_proc_get(sys, pid);
+    if (!p)
+        return NULL;
+    pthread_mutex_lock(&p->lock);
+    bool gone = p->exiting || p->state == PS_EXITED;
+    pthread_mutex_unlock(&p->lock);
+    if (gone) {
+        vm_proc_put(sys, p);
+        return NULL;
+    }
+    return p;
+}
+
 /* Frees what an ended process still holds besides its buffers. */
 static void proc_release(Process *p)
 {

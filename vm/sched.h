@@ -150,6 +150,10 @@ void vm_proc_each(SchedSystem *sys, void (*fn)(Process *p, void *data), void *da
 
 /* Looks a process up (a reference the caller must drop with vm_proc_put). */
 Process *vm_proc_get(SchedSystem *sys, uint64_t pid);
+/* The same for a live process only: NULL also once it is exiting (the
+ * point from which monitors see it gone), though it stays in the table
+ * until its scheduler reaps it.  A snapshot: it may exit right after. */
+Process *vm_proc_get_live(SchedSystem *sys, uint64_t pid);
 void vm_proc_put(SchedSystem *sys, Process *p);
 
 /* Waits until a joinable process exits; returns it (exit fields valid). */
