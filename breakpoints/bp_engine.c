@@ -492,6 +492,7 @@ void bp_gen_summarize_many(BpEngine *E, BpRecord *r, unsigned s)
     }
     g->flags = flags;
     g->count = count;
+    g->plain = 0;               /* (one entry left is still the general way's) */
     g->call_tf = ncall > 1 ? BP_SPEC_RUN : call ? call->call_tf : 0;
     g->call_sid = ncall == 1 ? call->sid : 0;
 }
@@ -505,6 +506,7 @@ static void gen_release(BpEngine *E, BpRecord *r, unsigned s)
         bp_entry_clear(E, &g->sess[i]);
     sess_settle(r, s, 0);
     g->flags = 0;
+    g->plain = 0;
     g->count = NULL;
     g->call_tf = 0;
     g->call_sid = 0;

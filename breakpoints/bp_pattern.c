@@ -261,21 +261,16 @@ static inline __attribute__((always_inline)) void stage_call_trace(const Stage *
         bp_stage_call_ms(E, ge, (ge->flags & BP_CALL_TRACE) ? req->ms : NULL);
 }
 
-/* An entry of session sid that holds a local call trace without a spec
- * or nothing at all: no reference to take or drop, nothing to keep. */
-static inline bool plain_entry(const BpSess *e, unsigned sid)
-{
-    /* One test of every field OR-ed: the usual entry passes them all. */
-    return e->sid == sid &&
-           ((e->flags & ~(uint32_t)BP_LOCAL) | e->call_tf | e->meta_tracer | (uintptr_t)e->count |
-            (uintptr_t)e->match_spec | (uintptr_t)e->meta_spec | (uintptr_t)e->time) == 0;
-}
-
-/* Generation g of r holds no entry, or one plain entry of session sid. */
+/* Generation g of r holds no entry, or one plain entry of session sid:
+ * from the summary alone (BpGen.plain), so that the entries' lines stay
+ * unread. */
 static inline bool plain_gen(const BpRecord *r, unsigned g, unsigned sid)
 {
     const BpGen *x = &r->gen[g];
-    return x->nsess == 0 || (x->nsess == 1 && plain_entry(x->sess, sid));
+    VM_ASSERT(!x->plain || (x->nsess == 1 && bp_plain_entry(x->sess, x->sess->sid) &&
+                            x->sess->flags == BP_LOCAL && x->call_sid == x->sess->sid),
+              "a plain summary has one plain entry");
+    return x->nsess == 0 || (x->plain && x->call_sid == sid);
 }
 
 /*
@@ -304,23 +299,26 @@ static inline __attribute__((always_inline)) bool stage_plain(const Stage *st, F
     const bool pending = r->pend != 0;
     if (pending && !bp_sync_plain(E, r, a))
         return false;
-    /* gen[a] is what the mirror would copy: the state before this call. */
+    /* gen[a] is what the mirror would copy: the state before this call.
+     * The entry's line is written only where it changes: a generation
+     * without entries never reads its slot (the general way leaves the
+     * session's id there, which nothing looks at), and a plain one of
+     * this session holds exactly the entry a call trace needs, as when
+     * a module is switched on, off and on again (gen[s] is then still
+     * the generation of two calls ago: the last call's stage 5 pends). */
     BpGen *g = &r->gen[s];
     if (on) {
-        r->one[s] = (BpSess){ .flags = BP_LOCAL, .sid = st->sid };
-        *g = (BpGen){ .flags = BP_LOCAL, .sess = &r->one[s], .nsess = 1, .call_sid = st->sid };
+        if (!g->plain)
+            r->one[s] = (BpSess){ .flags = BP_LOCAL, .sid = st->sid };
+        *g = (BpGen){ .flags = BP_LOCAL, .sess = &r->one[s], .nsess = 1, .plain = 1,
+                      .call_sid = st->sid };
     } else if (r->gen[a].nsess) {
-        /* The entry stays until the settle empties it (bp_entry_clear). */
-        r->one[s] = (BpSess){ .sid = st->sid };
         *g = (BpGen){ 0 };
     } else {
         /* Nothing to clear: not staged (the general way finds no entry),
          * but consolidated, to the empty active generation. */
-        if (pending) {
-            if (g->nsess)
-                r->one[s] = (BpSess){ .sid = st->sid };
+        if (pending)
             *g = (BpGen){ 0 };
-        }
         return true;
     }
     /* Staged and settled: the summary is written (bp_settle_act). */

@@ -38,6 +38,7 @@
 #define VM_BREAKPOINT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "vm/atomics.h"
@@ -134,7 +135,13 @@ typedef struct BpGen {
     BpSess *sess;               /* nsess entries, ordered by slot: the
                                  * record's one[] slot of this generation
                                  * when nsess is 1, an array when more */
-    uint32_t nsess;
+    uint16_t nsess;
+    /* 1: the one entry holds a local call trace without a spec and
+     * nothing else (no counter, call time or meta trace): what a
+     * trace_pattern's plain step needs to know of a generation, here so
+     * that it need not read the entry's line (breakpoints/bp_pattern.c,
+     * stage_plain).  Engine only: the hit never reads it. */
+    uint16_t plain;
     uint32_t call_sid;          /* the one call-tracing entry's session */
 } BpGen;
 
@@ -143,10 +150,12 @@ _Static_assert(sizeof(BpGen) == 32, "a generation is 32 bytes");
 
 /*
  * Cache-line aligned, four lines: both generations in the first, what
- * a hit reads besides them and the engine's fields in the second, the
- * entries in the last two.  A trace_pattern over a large module passes
- * over thousands of records several times, and what it costs is mostly
- * the lines it touches (the engine allocates records aligned).
+ * a hit reads besides them and the engine's fields in the second, each
+ * generation's one entry in a line of its own.  A trace_pattern over a
+ * large module passes over thousands of records several times, and what
+ * it costs is mostly the lines it touches (the engine allocates records
+ * aligned): its plain step reads the first two and writes one entry's
+ * line at most.
  */
 typedef struct BpRecord {
     _Alignas(64) BpGen gen[2];  /* indexed by vm->bp_ix */
@@ -170,11 +179,17 @@ typedef struct BpRecord {
      * 0 (breakpoints/bp_engine.c). */
     uint32_t pend;
 
-    /* gen[i]'s entry when it has exactly one; written like gen[i]. */
+    /* gen[i]'s entry when it has exactly one; written like gen[i].  The
+     * pad puts one[1] at the start of the last line, so that neither
+     * entry spans two. */
+    char pad_one[8];
     BpSess one[2];
 } BpRecord;
 
 _Static_assert(sizeof(BpRecord) == 256, "a record is four cache lines");
+_Static_assert(offsetof(BpRecord, one) / 64 == 2 && offsetof(BpRecord, one[1]) == 192 &&
+                   sizeof(BpSess) <= 64,
+               "each entry in one line: the third and the fourth");
 
 /* Generation flags that take the slow path for a process with the call
  * flag, and for any process. */
