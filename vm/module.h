@@ -41,20 +41,27 @@ typedef struct FuncInfo {
     const char *file;           /* source file for stack traces, or NULL */
     const LineEntry *lines;     /* sorted by pc */
     uint32_t nlines;
-    /*
-     * The breakpoint record (vm/breakpoint.h), or NULL.  Written by
-     * the engine under the code-modification permission; read (relaxed) by
-     * the BREAKPOINT instruction, which runs only after a thread-progress
-     * wait separated the record's publication from the arming store.
-     */
-    VmAtomic bp;
     /* Trampolines of global breakpoints: the function entered; else NULL. */
     const struct FuncInfo *real;
     struct Export *export;      /* the export entry if exported, else NULL */
     tvm_native_fn native;       /* natives only */
     void *native_data;
+    /*
+     * The breakpoint record (vm/breakpoint.h), or NULL.  Written by
+     * the engine under the code-modification permission; read (relaxed) by
+     * the BREAKPOINT instruction, which runs only after a thread-progress
+     * wait separated the record's publication from the arming store.
+     * Right before code[0], the word a breakpoint replaces: both in one
+     * cache line (FuncInfo is at least 16-byte aligned), which the
+     * BREAKPOINT instruction and trace_pattern's step each read once.
+     */
+    VmAtomic bp;
     Instr code[];               /* code[0] is ENTER (or NATIVE / UNDEF) */
 } FuncInfo;
+
+_Static_assert(offsetof(FuncInfo, code) - offsetof(FuncInfo, bp) == sizeof(VmAtomic) &&
+                   offsetof(FuncInfo, bp) % 16 == 0 && sizeof(VmAtomic) + sizeof(Instr) <= 16,
+               "bp and code[0] share 16 aligned bytes, so one cache line");
 
 /* The function a FuncInfo stands for (itself, unless a trampoline). */
 static inline const FuncInfo *vm_func_real(const FuncInfo *fi)
