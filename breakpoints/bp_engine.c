@@ -403,10 +403,11 @@ void bp_entry_release(BpEngine *E, BpSess *e)
 BpSess *bp_entry_many(BpEngine *E, BpRecord *r, unsigned s, unsigned sid, bool create)
 {
     BpGen *g = &r->gen[s];
+    BpSess *v = bp_gen_entries_at(r, s);
     unsigned slot = vm_sid_slot(sid);
     uint32_t i = 0;
     for (; i < g->nsess; i++) {
-        BpSess *e = &g->sess[i];
+        BpSess *e = &v[i];
         unsigned es = vm_sid_slot(e->sid);
         if (es == slot && e->sid == sid)
             return e;
@@ -427,31 +428,32 @@ BpSess *bp_entry_many(BpEngine *E, BpRecord *r, unsigned s, unsigned sid, bool c
         return NULL;
     /* Safe to reallocate: nobody reads the staging generation. */
     if (g->nsess == 1) {
-        BpSess *v = vm_malloc(2 * sizeof *v);
-        v[0] = g->sess[0];
-        g->sess = v;
+        v = vm_malloc(2 * sizeof *v);
+        v[0] = r->one[s];
     } else {
-        g->sess = vm_realloc(g->sess, (g->nsess + 1) * sizeof *g->sess);
+        v = vm_realloc(v, (g->nsess + 1) * sizeof *v);
     }
-    memmove(&g->sess[i + 1], &g->sess[i], (g->nsess - i) * sizeof *g->sess);
+    r->many[s] = v;
+    memmove(&v[i + 1], &v[i], (g->nsess - i) * sizeof *v);
     g->nsess++;
-    g->sess[i] = (BpSess){ .sid = sid };
+    v[i] = (BpSess){ .sid = sid };
     bp_touch(E, r);
-    return &g->sess[i];
+    return &v[i];
 }
 
-/* Where a generation of k entries keeps them: the record's own slot for
- * one, an array for more (ours, as it is, or a new one). */
+/* Where a generation of k entries keeps them, its first k entries now
+ * being where its nsess were: the record's own slot for one, its array
+ * (kept) for more. */
 static void sess_settle(BpRecord *r, unsigned s, uint32_t k)
 {
     BpGen *g = &r->gen[s];
-    const bool heap = g->sess && g->sess != &r->one[s];
-    if (k == 1 && heap)
-        r->one[s] = g->sess[0];
-    if (k <= 1 && heap)
-        free(g->sess);
-    g->sess = k == 0 ? NULL : k == 1 ? &r->one[s] : g->sess;
-    g->nsess = k;
+    if (g->nsess > 1 && k <= 1) {
+        if (k == 1)
+            r->one[s] = r->many[s][0];
+        free(r->many[s]);
+        r->many[s] = NULL;
+    }
+    g->nsess = (uint16_t)k;
 }
 
 /* bp_gen_summarize for two or more entries. */
@@ -462,17 +464,19 @@ void bp_gen_summarize_many(BpEngine *E, BpRecord *r, unsigned s)
     bool plain = true;
     BpCount *count = NULL;
     const BpSess *call = NULL;
+    BpSess *v = r->many[s];
     for (uint32_t i = 0; i < g->nsess; i++) {
-        BpSess *e = &g->sess[i];
+        BpSess *e = &v[i];
         if (!e->flags) {
             bp_entry_clear(E, e);
             continue;
         }
-        g->sess[k++] = *e;
+        v[k++] = *e;
     }
     sess_settle(r, s, k);
+    v = bp_gen_entries_at(r, s);
     for (uint32_t i = 0; i < k; i++) {
-        const BpSess *e = &g->sess[i];
+        const BpSess *e = &v[i];
         flags |= e->flags;
         if (e->flags & BP_COUNT_ACTIVE) {
             ncount++;
@@ -502,8 +506,9 @@ void bp_gen_summarize_many(BpEngine *E, BpRecord *r, unsigned s)
 static void gen_release(BpEngine *E, BpRecord *r, unsigned s)
 {
     BpGen *g = &r->gen[s];
+    BpSess *v = bp_gen_entries_at(r, s);
     for (uint32_t i = 0; i < g->nsess; i++)
-        bp_entry_clear(E, &g->sess[i]);
+        bp_entry_clear(E, &v[i]);
     sess_settle(r, s, 0);
     g->flags = 0;
     g->plain = 0;
@@ -532,13 +537,12 @@ static inline void mirror_one(BpEngine *E, BpRecord *r, unsigned from)
     BpGen *to = &r->gen[t];
     const BpGen *g = &r->gen[from];
     if (g->nsess)
-        entry_retain(g->sess);
+        entry_retain(&r->one[from]);
     if (to->nsess)
-        bp_entry_clear(E, to->sess);
+        bp_entry_clear(E, &r->one[t]);
     if (g->nsess)
         r->one[t] = r->one[from];
     *to = *g;
-    to->sess = g->nsess ? &r->one[t] : NULL;
 }
 
 /* gen[from ^ 1] := gen[from], sharing counters, call time data and
@@ -552,22 +556,24 @@ void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from)
         mirror_one(E, r, from);
         return;
     }
+    BpSess *src = bp_gen_entries_at(r, from), *old = bp_gen_entries_at(r, t);
     for (uint32_t i = 0; i < g->nsess; i++)
-        entry_retain(&g->sess[i]);
+        entry_retain(&src[i]);
     for (uint32_t i = 0; i < to->nsess; i++)
-        bp_entry_clear(E, &to->sess[i]);
+        bp_entry_clear(E, &old[i]);
     /* An array of the right size is kept (a session's change in a record
      * of several rewrites it in place); otherwise to's storage follows g's
      * count. */
-    BpSess *keep = to->nsess == g->nsess && g->nsess > 1 ? to->sess : NULL;
+    BpSess *keep = to->nsess == g->nsess && g->nsess > 1 ? old : NULL;
     if (!keep)
         sess_settle(r, t, 0);
     BpSess *dst = keep ? keep : g->nsess == 1 ? &r->one[t]
                 : g->nsess ? vm_malloc(g->nsess * sizeof *dst) : NULL;
     if (g->nsess)
-        memcpy(dst, g->sess, g->nsess * sizeof *dst);
+        memcpy(dst, src, g->nsess * sizeof *dst);
     *to = *g;
-    to->sess = dst;
+    if (g->nsess > 1)
+        r->many[t] = dst;
 }
 
 /* Drops both generations' entries. */

@@ -66,7 +66,7 @@ enum { BP_SETTLED_ACT = 3u, BP_SETTLED_FRESH = 4u, BP_SETTLED_EARLY = 8u };
 typedef struct BpTouched {
     BpRecord *r;
     Instr *at;                  /* local: the function's code[0]; global: NULL */
-    Instr orig;                 /* local: the word disarming restores */
+    Instr orig;                 /* local, BP_ACT_DISARM: the word disarming restores */
     uint8_t act;                /* BP_ACT_* */
     bool fresh;                 /* created by the running call */
     bool early;                 /* armed at its settle (stage 2a) */
@@ -219,18 +219,16 @@ static inline BpSess *bp_entry(BpEngine *E, BpRecord *r, unsigned s, unsigned si
     if (!r)
         return NULL;
     BpGen *g = &r->gen[s];
-    VM_ASSERT(g->nsess != 1 || g->sess == &r->one[s], "one entry lives in the record");
-    if (g->nsess == 1 && g->sess->sid == sid)
-        return g->sess;
+    if (g->nsess == 1 && r->one[s].sid == sid)
+        return &r->one[s];
     if (g->nsess != 0)
         return bp_entry_many(E, r, s, sid, create);
     if (!create)
         return NULL;
     r->one[s] = (BpSess){ .sid = sid };
-    g->sess = &r->one[s];
     g->nsess = 1;
     bp_touch(E, r);
-    return g->sess;
+    return &r->one[s];
 }
 
 void bp_stage_count(BpEngine *E, BpSess *e, bool fresh);
@@ -284,11 +282,10 @@ static inline void bp_gen_summarize(BpEngine *E, BpRecord *r, unsigned s)
         bp_gen_summarize_many(E, r, s);
         return;
     }
-    BpSess *e = g->nsess ? g->sess : NULL;
+    BpSess *e = g->nsess ? &r->one[s] : NULL;
     if (e && !e->flags) {
         bp_entry_clear(E, e);
         e = NULL;
-        g->sess = NULL;
         g->nsess = 0;
     }
     const uint32_t fl = e ? e->flags : 0;
@@ -326,22 +323,31 @@ static inline void bp_arm_early(BpEngine *E, BpTouched *t)
  * the record is in cache, and the store needs no wait before it); one
  * this call created is left to stage 2b.  r->armed changes only in stage
  * 5, so with `early` it says what the code word is until then (a record
- * settled again, after it was staged again, sees its own early arm). */
-static inline void bp_settle_act(BpEngine *E, BpTouched *t, unsigned s)
+ * settled again, after it was staged again, sees its own early arm).
+ * `at` is the local record's code word (NULL for a global one); the
+ * saved word is read only for a disarm, so that a record being armed
+ * has only its first line read (the plain step passes `at` too). */
+static inline void bp_settle_act_at(BpEngine *E, BpTouched *t, unsigned s, Instr *at)
 {
     BpRecord *r = t->r;
     r->mark = E->mark + 1;
     r->pend = (uint32_t)(t - E->touched) + 1;  /* if stage 5 is left to the next call */
     const bool on = r->gen[s].flags != 0;
     const bool armed = r->armed || t->early;
-    t->at = r->target ? NULL : &r->fi->code[0];
-    t->orig = r->orig;
+    t->at = at;
     t->act = on && !armed && t->fresh ? BP_ACT_ARM : !on && armed ? BP_ACT_DISARM : BP_ACT_NONE;
+    t->orig = t->act == BP_ACT_DISARM ? r->orig : 0;
     E->acts |= 1u << t->act;
     if (on && !armed && !t->fresh)
         bp_arm_early(E, t);
     r->settled = (uint8_t)(t->act | (t->fresh ? BP_SETTLED_FRESH : 0) |
                            (t->early ? BP_SETTLED_EARLY : 0));
+}
+
+static inline void bp_settle_act(BpEngine *E, BpTouched *t, unsigned s)
+{
+    const BpRecord *r = t->r;
+    bp_settle_act_at(E, t, s, r->target ? NULL : &r->fi->code[0]);
 }
 
 static inline void bp_settle_one(BpEngine *E, BpTouched *t, unsigned s)

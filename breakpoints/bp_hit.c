@@ -330,9 +330,10 @@ static __attribute__((noinline)) bool hit_multi(Process *p, const BpGen *g, uint
     SessHit hits[VM_SESSIONS_MAX];
     unsigned nh = 0;
     uint32_t rbase = p->nroots;
+    const BpSess *v = bp_gen_entries(g);
     /* (1)-(2) for every session, before anything may suspend. */
     for (uint32_t i = 0; i < g->nsess; i++) {
-        const BpSess *e = &g->sess[i];
+        const BpSess *e = &v[i];
         SessHit *h = &hits[nh];
         *h = (SessHit){ .sid = e->sid };
         /* Several sessions count: each counts into its own counter. */
@@ -426,8 +427,9 @@ static __attribute__((noinline)) bool plain_rest(Process *p, const BpGen *g, uin
     PlainHit v[VM_SESSIONS_MAX];
     unsigned n = 0;
     v[n++] = first;
+    const BpSess *entries = bp_gen_entries(g);
     for (; i < g->nsess; i++) {
-        const BpSess *e = &g->sess[i];
+        const BpSess *e = &entries[i];
         unsigned sf = (e->flags & BP_CALL_TRACE) ? sess_flags(pf, tab, e->sid) : 0;
         if (sf & VM_TRACE_CALL)
             v[n++] = (PlainHit){ e->sid, sf, e->call_tf };
@@ -466,7 +468,8 @@ static __attribute__((noinline)) bool hit_multi_plain(Process *p, const BpGen *g
     const uint64_t now = tr_clock_ticks();
     /* The entries' bounds in locals: the emits store to memory, and the
      * compiler would reload them from g after each. */
-    const BpSess *e = g->sess, *const end = e + g->nsess;
+    const BpSess *const first = bp_gen_entries(g), *const end = first + g->nsess;
+    const BpSess *e = first;
     for (; e != end; e++) {
         if (!(e->flags & BP_CALL_TRACE))
             continue;
@@ -480,7 +483,7 @@ static __attribute__((noinline)) bool hit_multi_plain(Process *p, const BpGen *g
         hook |= h.sid == 0;
         if (!tr_vm_call_fast_at(p, h.sid, fn, h.sf, xf, args, now)) {
             h.tf = want;
-            if (!plain_rest(p, g, (uint32_t)(e - g->sess) + 1, h, fn, pf, tab, args, &hook))
+            if (!plain_rest(p, g, (uint32_t)(e - first) + 1, h, fn, pf, tab, args, &hook))
                 return false;
             break;
         }
@@ -525,6 +528,7 @@ bool vm_hook_bp_hit(Process *p, const BpGen *g, uint32_t fl, const FuncInfo *fn,
     if ((fl & BP_CALL_MULTI) && !(fl & (BP_ANY_PROCESS | BP_TIME_ACTIVE)))
         return hit_multi_plain(p, g, fl, fn, pf, args);
     if (g->nsess == 1)
-        return hit_one(p, &g->sess[0], (fl & BP_GLOBAL) != 0, fn, pf);
+        return hit_one(p, &bp_gen_record(g)->one[bp_gen_index(g)], (fl & BP_GLOBAL) != 0, fn,
+                       pf);
     return hit_multi(p, g, fl, (fl & BP_GLOBAL) != 0, fn);
 }

@@ -267,8 +267,8 @@ static inline __attribute__((always_inline)) void stage_call_trace(const Stage *
 static inline bool plain_gen(const BpRecord *r, unsigned g, unsigned sid)
 {
     const BpGen *x = &r->gen[g];
-    VM_ASSERT(!x->plain || (x->nsess == 1 && bp_plain_entry(x->sess, x->sess->sid) &&
-                            x->sess->flags == BP_LOCAL && x->call_sid == x->sess->sid),
+    VM_ASSERT(!x->plain || (x->nsess == 1 && bp_plain_entry(&r->one[g], r->one[g].sid) &&
+                            r->one[g].flags == BP_LOCAL && x->call_sid == r->one[g].sid),
               "a plain summary has one plain entry");
     return x->nsess == 0 || (x->plain && x->call_sid == sid);
 }
@@ -310,8 +310,7 @@ static inline __attribute__((always_inline)) bool stage_plain(const Stage *st, F
     if (on) {
         if (!g->plain)
             r->one[s] = (BpSess){ .flags = BP_LOCAL, .sid = st->sid };
-        *g = (BpGen){ .flags = BP_LOCAL, .sess = &r->one[s], .nsess = 1, .plain = 1,
-                      .call_sid = st->sid };
+        *g = (BpGen){ .flags = BP_LOCAL, .nsess = 1, .plain = 1, .call_sid = st->sid };
     } else if (r->gen[a].nsess) {
         *g = (BpGen){ 0 };
     } else {
@@ -321,10 +320,12 @@ static inline __attribute__((always_inline)) bool stage_plain(const Stage *st, F
             *g = (BpGen){ 0 };
         return true;
     }
-    /* Staged and settled: the summary is written (bp_settle_act). */
+    /* Staged and settled: the summary is written (bp_settle_act; the
+     * record is fn's local one, so its code word is fn's). */
     VM_ASSERT(E->nsettled == E->ntouched, "every record staged before is settled");
+    VM_ASSERT(r->fi == fn && !r->target, "a function's record is local");
     bp_touch(E, r);
-    bp_settle_act(E, &E->touched[E->nsettled++], s);
+    bp_settle_act_at(E, &E->touched[E->nsettled++], s, &fn->code[0]);
     return true;
 }
 
@@ -519,8 +520,9 @@ static void clear_function(BpEngine *E, FuncInfo *fn, unsigned s)
         if (!rs[k])
             continue;
         BpGen *g = &rs[k]->gen[s];
+        BpSess *v = bp_gen_entries_at(rs[k], s);
         for (uint32_t i = 0; i < g->nsess; i++)
-            bp_entry_clear(E, &g->sess[i]);
+            bp_entry_clear(E, &v[i]);
         bp_touch(E, rs[k]);
     }
 }
@@ -546,9 +548,10 @@ void bp_remove_session(tvm_vm *vm, unsigned sid)
     E->on_load_ms[slot] = NULL;
     for (BpRecord *r = E->records; r; r = r->next) {
         BpGen *g = &r->gen[s];
+        BpSess *v = bp_gen_entries_at(r, s);
         for (uint32_t i = 0; i < g->nsess; i++)
-            if (vm_sid_slot(g->sess[i].sid) == slot) {
-                bp_entry_clear(E, &g->sess[i]);
+            if (vm_sid_slot(v[i].sid) == slot) {
+                bp_entry_clear(E, &v[i]);
                 bp_touch(E, r);
             }
     }

@@ -25,7 +25,7 @@
  *
  * Trace sessions.  A generation holds every session's settings: a summary
  * in the generation itself (what the hot path reads) and one entry per
- * session out of line (BpGen.sess).  Each generation owns its entries:
+ * session out of line (bp_gen_entries).  Each generation owns its entries:
  * the only one in the record itself (BpRecord.one, the common case of a
  * single session, so that staging it allocates nothing), two or more in
  * an array of their own; the engine reallocates and rewrites them only
@@ -117,12 +117,12 @@ typedef struct BpSess {
 
 /*
  * One generation: a summary that the BREAKPOINT instruction and the hit's
- * fast path read, and every session's settings out of line (`sess`, by
- * slot).  The summary is what one session alone would have: so a
- * function armed by one session costs what it cost before sessions
- * existed, and one armed by several costs an untraced process nothing
- * more.  Written only while it is the staging generation (the engine
- * recomputes the summary from the entries: bp_gen_summarize).
+ * fast path read; every session's settings are out of line (nsess
+ * entries, bp_gen_entries).  The summary is what one session alone would
+ * have: so a function armed by one session costs what it cost before
+ * sessions existed, and one armed by several costs an untraced process
+ * nothing more.  Written only while it is the staging generation (the
+ * engine recomputes the summary from the entries: bp_gen_summarize).
  */
 typedef struct BpGen {
     /* The union of the entries' flags, except that BP_COUNT_ACTIVE
@@ -132,10 +132,7 @@ typedef struct BpGen {
      * entries call-trace (the hit then takes its slow path). */
     uint32_t call_tf;
     BpCount *count;             /* BP_COUNT_ACTIVE: the one active counter */
-    BpSess *sess;               /* nsess entries, ordered by slot: the
-                                 * record's one[] slot of this generation
-                                 * when nsess is 1, an array when more */
-    uint16_t nsess;
+    uint16_t nsess;             /* entries */
     /* 1: the one entry holds a local call trace without a spec and
      * nothing else (no counter, call time or meta trace): what a
      * trace_pattern's plain step needs to know of a generation, here so
@@ -145,39 +142,42 @@ typedef struct BpGen {
     uint32_t call_sid;          /* the one call-tracing entry's session */
 } BpGen;
 
-/* A hit indexes gen[] with a shift. */
-_Static_assert(sizeof(BpGen) == 32, "a generation is 32 bytes");
+_Static_assert(sizeof(BpGen) == 24, "a generation is 24 bytes");
 
 /*
- * Cache-line aligned, four lines: both generations in the first, what
- * a hit reads besides them and the engine's fields in the second, each
- * generation's one entry in a line of its own.  A trace_pattern over a
- * large module passes over thousands of records several times, and what
- * it costs is mostly the lines it touches (the engine allocates records
- * aligned): its plain step reads the first two and writes one entry's
- * line at most.
+ * Cache-line aligned (the engine allocates records aligned), four lines:
+ * the first holds both generations and the engine's state of the record
+ * (so that trace_pattern's plain step, which passes over every function
+ * of a module, reads and writes that line alone), the second what a hit
+ * reads besides the generation (the word the breakpoint replaced, or the
+ * trampoline's function) and the engine's links, the last two each
+ * generation's one entry.
  */
 typedef struct BpRecord {
     _Alignas(64) BpGen gen[2];  /* indexed by vm->bp_ix */
-    /* Immutable while the record is linked. */
-    Instr orig;                 /* local: the word BREAKPOINT replaced */
-    const FuncInfo *target;     /* global: the function the trampoline enters */
-
     /* Engine only, under the code-modification permission. */
-    FuncInfo *fi;               /* the function or trampoline it hangs off */
-    Export *export;             /* global: the entry pointing at the trampoline */
-    struct BpRecord *next;      /* every linked record */
-    struct BpRecord *prev;
     uint32_t mark;              /* touched by the running trace_pattern */
+    /* 1 + its index in the engine's list of records whose consolidation
+     * (stage 5) the last trace_pattern left to the next engine call, or
+     * 0 (breakpoints/bp_engine.c). */
+    uint32_t pend;
     bool armed;
     /* What its last settle decided (the BpTouched act, fresh and early
      * as BP_SETTLED_* bits, breakpoints/bp_engine_internal.h), for its
      * stage 5, which then reads no touched list. */
     uint8_t settled;
-    /* 1 + its index in the engine's list of records whose consolidation
-     * (stage 5) the last trace_pattern left to the next engine call, or
-     * 0 (breakpoints/bp_engine.c). */
-    uint32_t pend;
+
+    /* Immutable while the record is linked. */
+    _Alignas(64) Instr orig;    /* local: the word BREAKPOINT replaced */
+    const FuncInfo *target;     /* global: the function the trampoline enters */
+    /* Engine only, under the code-modification permission. */
+    FuncInfo *fi;               /* the function or trampoline it hangs off */
+    Export *export;             /* global: the entry pointing at the trampoline */
+    struct BpRecord *next;      /* every linked record */
+    struct BpRecord *prev;
+    /* gen[i]'s entries when it has two or more (an array of its own);
+     * written like gen[i], meaningless otherwise. */
+    BpSess *many[2];
 
     /* gen[i]'s entry when it has exactly one; written like gen[i].  The
      * pad puts one[1] at the start of the last line, so that neither
@@ -187,9 +187,36 @@ typedef struct BpRecord {
 } BpRecord;
 
 _Static_assert(sizeof(BpRecord) == 256, "a record is four cache lines");
+_Static_assert(offsetof(BpRecord, gen) == 0 && offsetof(BpRecord, settled) < 64 &&
+                   offsetof(BpRecord, orig) == 64 && offsetof(BpRecord, many) + sizeof(BpSess *[2]) <= 128,
+               "the first line: generations and engine state; the second: the rest");
 _Static_assert(offsetof(BpRecord, one) / 64 == 2 && offsetof(BpRecord, one[1]) == 192 &&
                    sizeof(BpSess) <= 64,
                "each entry in one line: the third and the fourth");
+
+/* The record a generation belongs to, and which of its two it is: a
+ * record is 64-byte aligned with gen[] at its start, so a hit that holds
+ * only the generation finds the rest from its address. */
+static inline BpRecord *bp_gen_record(const BpGen *g)
+{
+    return (BpRecord *)((uintptr_t)g & ~(uintptr_t)63);
+}
+
+static inline unsigned bp_gen_index(const BpGen *g)
+{
+    return g != &bp_gen_record(g)->gen[0];
+}
+
+/* Generation i's entries (nsess of them, ordered by slot). */
+static inline BpSess *bp_gen_entries_at(BpRecord *r, unsigned i)
+{
+    return r->gen[i].nsess > 1 ? r->many[i] : &r->one[i];
+}
+
+static inline BpSess *bp_gen_entries(const BpGen *g)
+{
+    return bp_gen_entries_at(bp_gen_record(g), bp_gen_index(g));
+}
 
 /* Generation flags that take the slow path for a process with the call
  * flag, and for any process. */
@@ -200,9 +227,10 @@ _Static_assert(offsetof(BpRecord, one) / 64 == 2 && offsetof(BpRecord, one[1]) =
  * ordered by slot). */
 static inline const BpSess *bp_gen_sess(const BpGen *g, unsigned slot)
 {
+    const BpSess *e = bp_gen_entries(g);
     for (uint32_t i = 0; i < g->nsess; i++)
-        if ((g->sess[i].sid & 0xffu) == slot)
-            return &g->sess[i];
+        if ((e[i].sid & 0xffu) == slot)
+            return &e[i];
     return NULL;
 }
 
