@@ -528,7 +528,6 @@ bool vm_hook_bp_hit(Process *p, const BpGen *g, uint32_t fl, const FuncInfo *fn,
     if ((fl & BP_CALL_MULTI) && !(fl & (BP_ANY_PROCESS | BP_TIME_ACTIVE)))
         return hit_multi_plain(p, g, fl, fn, pf, args);
     if (g->nsess == 1)
-        return hit_one(p, &bp_gen_record(g)->one[bp_gen_index(g)], (fl & BP_GLOBAL) != 0, fn,
-                       pf);
+        return hit_one(p, bp_gen_entries(g), (fl & BP_GLOBAL) != 0, fn, pf);
     return hit_multi(p, g, fl, (fl & BP_GLOBAL) != 0, fn);
 }

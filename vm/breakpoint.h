@@ -197,9 +197,9 @@ _Static_assert(offsetof(BpRecord, one) / 64 == 2 && offsetof(BpRecord, one[1]) =
 /* The record a generation belongs to, and which of its two it is: a
  * record is 64-byte aligned with gen[] at its start, so a hit that holds
  * only the generation finds the rest from its address. */
-static inline BpRecord *bp_gen_record(const BpGen *g)
+static inline const BpRecord *bp_gen_record(const BpGen *g)
 {
-    return (BpRecord *)((uintptr_t)g & ~(uintptr_t)63);
+    return (const BpRecord *)((uintptr_t)g & ~(uintptr_t)63);
 }
 
 static inline unsigned bp_gen_index(const BpGen *g)
@@ -213,9 +213,11 @@ static inline BpSess *bp_gen_entries_at(BpRecord *r, unsigned i)
     return r->gen[i].nsess > 1 ? r->many[i] : &r->one[i];
 }
 
-static inline BpSess *bp_gen_entries(const BpGen *g)
+static inline const BpSess *bp_gen_entries(const BpGen *g)
 {
-    return bp_gen_entries_at(bp_gen_record(g), bp_gen_index(g));
+    const BpRecord *r = bp_gen_record(g);
+    const unsigned i = bp_gen_index(g);
+    return g->nsess > 1 ? r->many[i] : &r->one[i];
 }
 
 /* Generation flags that take the slow path for a process with the call
