@@ -696,3 +696,75 @@ Test(sessions, plain_toggles_of_one_session_keep_the_other)
              (unsigned long long)p6);
     cr_assert_str_eq(text(b, lb), want);
 }
+
+/* The count of session s on ss:f/1, or -1 when it has none. */
+static int64_t count_of(tvm_session s)
+{
+    int64_t n = -1;
+    tvm_status st = tvm_session_call_count(vm, s, "ss:f/1", &n);
+    cr_assert(st == TVM_OK || st == TVM_ERR_NOTFOUND, "status %d", (int)st);
+    return st == TVM_OK ? n : -1;
+}
+
+/* Runs loop(n, 0): n calls of ss:f/1. */
+static void calls(int64_t n)
+{
+    int64_t args[2] = { n, 0 };
+    run("loop", 2, args);
+}
+
+/* One function's entries go from one (in the record) to two and three
+ * (an array of their own, grown and kept ordered by slot), then back to
+ * two and one as sessions leave from the middle and the front, and to
+ * two again: every session keeps exactly its own counter and its call
+ * trace through each move. */
+Test(sessions, entries_grow_and_shrink_around_one_function)
+{
+    load_ok(vm, "ss", ss_src);
+    Lines *la = lines_new(), *lb = lines_new(), *lc = lines_new();
+    tvm_session a = session("a", la, NULL), b = session("b", lb, NULL),
+                c = session("c", lc, NULL);
+    tp(a, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_CALL_COUNT);
+    calls(3);
+    tp(b, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_CALL_COUNT);
+    calls(2);
+    tp(c, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_CALL_COUNT | TVM_TP_LOCAL);
+    new_flags(c, TVM_TRACE_CALL | TVM_TRACE_ARITY, true);
+    calls(4);
+    cr_assert_eq(count_of(a), 9);
+    cr_assert_eq(count_of(b), 6);
+    cr_assert_eq(count_of(c), 4);
+    cr_assert_str_eq(info(c, "ss:f/1", "traced"), "{traced,local}");
+    cr_assert_str_eq(info(b, "ss:f/1", "traced"), "{traced,false}");
+    /* b, in the middle, leaves: three entries become two */
+    tp(b, "ss:f/1", NULL, TVM_TP_FALSE, TVM_TP_CALL_COUNT);
+    calls(1);
+    cr_assert_eq(count_of(a), 10);
+    cr_assert_eq(count_of(b), -1);
+    cr_assert_eq(count_of(c), 5);
+    /* a, at the front, leaves: c's entry moves into the record */
+    tp(a, "ss:f/1", NULL, TVM_TP_FALSE, TVM_TP_CALL_COUNT);
+    calls(2);
+    cr_assert_eq(count_of(a), -1);
+    cr_assert_eq(count_of(c), 7);
+    cr_assert_str_eq(info(c, "ss:f/1", "traced"), "{traced,local}");
+    /* b again, with a new counter: two entries, b's first by slot */
+    tp(b, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_CALL_COUNT);
+    calls(3);
+    cr_assert_eq(count_of(a), -1);
+    cr_assert_eq(count_of(b), 3);
+    cr_assert_eq(count_of(c), 10);
+    /* c's call trace saw every call from its start, in four processes */
+    tvm_session_flush(vm, c);
+    cr_assert_eq(lc->n, 10, "%s", lc->buf);
+    cr_assert_eq(la->n, 0);
+    cr_assert_eq(lb->n, 0);
+    int lines = 0;
+    for (const char *at = lc->buf; *at; at = strchr(at, '\n') + 1, lines++) {
+        unsigned long long pid = 0;
+        int end = -1;
+        sscanf(at, "{trace,<0.%llu.0>,call,{ss,f,1}}%n", &pid, &end);
+        cr_assert(end > 0 && at[end] == '\n' && pid != 0, "line %d: %s", lines, at);
+    }
+    cr_assert_eq(lines, 10);
+}
