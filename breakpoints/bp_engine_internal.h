@@ -260,13 +260,12 @@ static inline void bp_entry_clear(BpEngine *E, BpSess *e)
     *e = (BpSess){ .sid = e->sid };
 }
 
-/* An entry of session sid that holds a local call trace without a spec
- * or nothing at all: no reference to take or drop, nothing to keep. */
-static inline bool bp_plain_entry(const BpSess *e, unsigned sid)
+/* An entry that holds a local call trace without a spec or nothing at
+ * all: no reference to take or drop, nothing to keep. */
+static inline bool bp_plain_entry(const BpSess *e)
 {
     /* One test of every field OR-ed: the usual entry passes them all. */
-    return e->sid == sid &&
-           ((e->flags & ~(uint32_t)BP_LOCAL) | e->call_tf | e->meta_tracer | (uintptr_t)e->count |
+    return ((e->flags & ~(uint32_t)BP_LOCAL) | e->call_tf | e->meta_tracer | (uintptr_t)e->count |
             (uintptr_t)e->match_spec | (uintptr_t)e->meta_spec | (uintptr_t)e->time) == 0;
 }
 
@@ -295,7 +294,7 @@ static inline void bp_gen_summarize(BpEngine *E, BpRecord *r, unsigned s)
     g->call_tf = call ? e->call_tf : 0;
     g->call_sid = call ? e->sid : 0;
     /* (A kept entry has flags: plain means exactly BP_LOCAL.) */
-    g->plain = e && bp_plain_entry(e, e->sid);
+    g->plain = e && bp_plain_entry(e);
 }
 
 void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from);

@@ -267,7 +267,7 @@ static inline __attribute__((always_inline)) void stage_call_trace(const Stage *
 static inline bool plain_gen(const BpRecord *r, unsigned g, unsigned sid)
 {
     const BpGen *x = &r->gen[g];
-    VM_ASSERT(!x->plain || (x->nsess == 1 && bp_plain_entry(&r->one[g], r->one[g].sid) &&
+    VM_ASSERT(!x->plain || (x->nsess == 1 && bp_plain_entry(&r->one[g]) &&
                             r->one[g].flags == BP_LOCAL && x->call_sid == r->one[g].sid),
               "a plain summary has one plain entry");
     return x->nsess == 0 || (x->plain && x->call_sid == sid);

@@ -175,8 +175,9 @@ typedef struct BpRecord {
     Export *export;             /* global: the entry pointing at the trampoline */
     struct BpRecord *next;      /* every linked record */
     struct BpRecord *prev;
-    /* gen[i]'s entries when it has two or more (an array of its own);
-     * written like gen[i], meaningless otherwise. */
+    /* gen[i]'s entries when it has two or more (an array of its own),
+     * meaningless otherwise; written like gen[i] (only while it stages),
+     * so a hit reads it (bp_gen_entries) under the same grace periods. */
     BpSess *many[2];
 
     /* gen[i]'s entry when it has exactly one; written like gen[i].  The

@@ -57,6 +57,7 @@ C
 cat > "$tmp/tools/cli.c" <<'C'
 #include "include/tracevm.h"
 #include "vm/hook.h"
+#include "tools/cli.h"
 C
 cat > "$tmp/tests/unit/trace/test_tr.c" <<'C'
 #include "trace/tr_internal.h"
@@ -72,6 +73,7 @@ want="bench/b.c:1: private: includes \"trace/tr_internal.h\", a private header o
 loader/ld.c:1: private: includes \"trace/tr_internal.h\", a private header of trace/
 loader/ld.c:3: declaration: vm_core() is declared in a .c file that does not define it; declare it in a header
 tools/cli.c:2: embedder: tools/ includes \"vm/hook.h\"; the CLI and the examples use only include/tracevm.h
+tools/cli.c:3: embedder: tools/ includes \"tools/cli.h\"; the CLI and the examples use only include/tracevm.h
 trace/tr.c:2: upward: trace/ includes \"breakpoints/bp.h\" from breakpoints/, a layer above it
 vm/core.c:2: upward: vm/ includes \"trace/tr.h\" from trace/, a layer above it
 vm/core.c:4: declaration: vm_helper() is declared in a .c file that does not define it; declare it in a header
