@@ -228,7 +228,11 @@ void ctl_cmd_calls(CtlClient *c, int argc, char **argv)
         ctl_error(c, "%s: %s", argv[0], ctl_api_why(&err));
         return;
     }
-    ctl_nap(c, (long)(r.seconds * 1000 + 0.5));
+    if (!ctl_nap(c, (long)(r.seconds * 1000 + 0.5)) && c->gone) {
+        /* The client hung up: cancelled, and its session with it. */
+        tvm_session_destroy(vm, s, &derr);
+        return;
+    }
     /* Stopped first (pause: the counters keep their values), so that the
      * table is of exactly the interval, then read, then removed. */
     for (int i = 0; i < r.npatterns; i++)

@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include "control/ctl_internal.h"
 
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -285,7 +286,17 @@ static void cmd_procs(CtlClient *c, int argc, char **argv)
     ctl_end(c);
 }
 
-/* Sleeps ms, in steps, returning false early when the endpoint stops. */
+bool ctl_client_here(CtlClient *c)
+{
+    struct pollfd p = { .fd = c->fd, .events = POLLRDHUP };
+    return poll(&p, 1, 0) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* Sleeps ms, in steps, returning false early when the endpoint stops or
+ * the client leaves.  A client that hangs up in the middle of a count or
+ * a profile (tracevm attach stopped by ^C) must not keep its thread, its
+ * slot among the CTL_MAX_CLIENTS and its session's breakpoints for the
+ * rest of a duration of up to an hour: nothing would read the result. */
 bool ctl_nap(CtlClient *c, long ms)
 {
     while (ms > 0) {
@@ -295,6 +306,10 @@ bool ctl_nap(CtlClient *c, long ms)
         ms -= step;
         if (vm_atomic_load_acquire(&c->srv->stopping))
             return false;
+        if (!ctl_client_here(c)) {
+            c->gone = true;
+            return false;
+        }
     }
     return true;
 }
@@ -582,8 +597,13 @@ static void cmd_profile(CtlClient *c, int argc, char **argv)
         ctl_error(c, "profile: %s", err.message);
         return;
     }
-    ctl_nap(c, (long)(seconds * 1000 + 0.5));
+    const bool stayed = ctl_nap(c, (long)(seconds * 1000 + 0.5)) || !c->gone;
     tvm_profile_stop(prof);
+    if (!stayed) {
+        /* The client hung up: the profile is cancelled, no file. */
+        tvm_profile_free(prof);
+        return;
+    }
     tvm_profile_stats st;
     tvm_profile_get_stats(prof, &st);
     tvm_status ws = tvm_profile_write(prof, out, &wo, &err);

@@ -116,7 +116,12 @@ const char *ctl_api_why(const tvm_error *err);
 bool ctl_number(const char *s, long lo, long hi, long *out);
 /* A process id as N or <0.N.0> (false if s is neither). */
 bool ctl_pid(const char *s, uint64_t *out);
-/* Sleeps ms in steps of 50; false as soon as the endpoint stops. */
+/* Whether the client is still connected: it has not shut its end
+ * (POLLRDHUP; a client may still have requests queued). */
+bool ctl_client_here(CtlClient *c);
+/* Sleeps ms in steps of 50; false as soon as the endpoint stops or the
+ * client hangs up (c->gone is then set: the command is cancelled and
+ * nothing more is written to it). */
 bool ctl_nap(CtlClient *c, long ms);
 /* The trace command (ctl_trace.c). */
 void ctl_cmd_trace(CtlClient *c, int argc, char **argv);

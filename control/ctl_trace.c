@@ -34,7 +34,6 @@
 #define _GNU_SOURCE
 #include "control/ctl_internal.h"
 
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,13 +259,6 @@ static bool check_patterns(CtlClient *c, const TraceReq *r)
     return ok;
 }
 
-/* Whether the client is still connected (it has not shut its end). */
-static bool client_here(CtlClient *c)
-{
-    struct pollfd p = { .fd = c->fd, .events = POLLRDHUP };
-    return poll(&p, 1, 0) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
 /* A session destroyed on a thread of its own, while the client's thread
  * keeps relaying what its sink writes until then (its last record). */
 typedef struct Destroyer {
@@ -336,7 +328,7 @@ void ctl_cmd_trace(CtlClient *c, int argc, char **argv)
     const char *bad = NULL;
     bool ok = set_patterns(vm, s, &r, &bad, &err) >= 0 && set_flags(vm, s, &r, &err);
     tvm_session_info in;
-    while (ok && !c->gone && !vm_atomic_load_acquire(&c->srv->stopping) && client_here(c) &&
+    while (ok && !c->gone && !vm_atomic_load_acquire(&c->srv->stopping) && ctl_client_here(c) &&
            tvm_session_info_get(vm, s, &in) == TVM_OK && !in.stopped)
         ctl_relay_pump(c, &rl, 50, false);
     destroy_relaying(c, s, &rl);

@@ -3,14 +3,18 @@
  * public API alone, in one OS process: tvm_control_start/stop/path, the
  * peer list, a client's calls (an "ok" reply's exact lines, an "error"
  * reply's exact message), a load with errors and a good one, and the
- * status codes of bad targets.  tests/sh/control.sh drives the same
+ * status codes of bad targets, and a client that hangs up in the middle
+ * of a long request.  tests/sh/control.sh drives the same
  * endpoint from another OS process with tracevm attach.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/unit/helpers.h"
@@ -189,4 +193,80 @@ Test(control, bad_targets_have_their_status)
     char path[128];
     snprintf(path, sizeof path, "%s/none.sock", dir);
     cr_assert_eq(tvm_control_connect(path, &c, &err), TVM_ERR_NOTFOUND);
+}
+
+/* Connects without the client API, sends `request` (one line) once the
+ * greeting is read, and hangs up at once, as tracevm attach does when ^C
+ * stops it. */
+static void hang_up_during(const char *request)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", tvm_control_path(vm));
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    char c;
+    while (read(fd, &c, 1) == 1 && c != '\n')
+        ;
+    cr_assert_eq(write(fd, request, strlen(request)), (ssize_t)strlen(request));
+    close(fd);
+}
+
+/* info's clients and sessions once the endpoint serves only `c` and the
+ * VM holds only its default session, or as they are after 30 s (a bound
+ * on a stuck request, not a timing: a cancelled one ends within 50 ms). */
+static void wait_alone(tvm_control_client *c, char *clients, char *sessions)
+{
+    for (int i = 0; i < 600; i++) {
+        Lines l = { 0 };
+        tvm_error err;
+        const char *argv[] = { "info" };
+        cr_assert_eq(tvm_control_call(c, 1, argv, on_line, &l, &err), TVM_OK, "%s",
+                     err.message);
+        field(&l, "clients", clients, 16);
+        field(&l, "sessions", sessions, 16);
+        if (!strcmp(clients, "1") && !strcmp(sessions, "1"))
+            return;
+        nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
+    }
+}
+
+/* A client that hangs up in the middle of a count, a time, a profile or
+ * a top of an hour cancels it: the request's thread ends and frees its
+ * slot (one of 16), the count's session and its breakpoints go, and the
+ * profile writes no file.  Each request is first made whole, short, to
+ * show that it is one the server runs. */
+Test(control, a_client_that_hangs_up_cancels_its_request)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    load_ok(vm, "m.tasm", "module m\nexport f/0\nfunction f/0 regs 1\n    loadi r0, 1\n"
+                          "    ret r0\nend\n");
+    char out[128], line[192];
+    snprintf(out, sizeof out, "%s/cancelled.folded", dir);
+    const char *whole[][6] = {
+        { "count", "m:_/_", "--duration", "0.05" },
+        { "time", "m:_/_", "--duration", "0.05" },
+        { "profile", "--duration", "0.05", "--out", out },
+        { "top", "--interval", "10", "--count", "1" },
+    };
+    const int nwords[] = { 4, 4, 5, 5 };
+    const char *cut[] = { "count m:_/_ --duration 3600", "time m:_/_ --duration 3600",
+                          "profile --duration 3600 --out ", "top --interval 3600000" };
+    tvm_control_client *c = connect_ok();
+    for (size_t i = 0; i < sizeof cut / sizeof *cut; i++) {
+        Lines l = { 0 };
+        cr_assert_eq(tvm_control_call(c, nwords[i], whole[i], on_line, &l, &err), TVM_OK,
+                     "%s: %s", whole[i][0], err.message);
+        unlink(out);
+        snprintf(line, sizeof line, "%s%s\n", cut[i], i == 2 ? out : "");
+        hang_up_during(line);
+        char clients[16], sessions[16];
+        wait_alone(c, clients, sessions);
+        cr_assert_str_eq(clients, "1", "after '%s': %s clients", cut[i], clients);
+        cr_assert_str_eq(sessions, "1", "after '%s': %s sessions", cut[i], sessions);
+    }
+    struct stat st;
+    cr_assert_neq(stat(out, &st), 0, "the cancelled profile wrote %s", out);
+    tvm_control_close(c);
 }
