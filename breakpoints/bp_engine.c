@@ -183,15 +183,8 @@ int64_t bp_count_sum(const BpCount *c)
  * safe as a fresh allocation.  The pool is an array, not a chain through
  * the records: taking one names the next ones, which are read ahead.
  */
-#if defined(__SANITIZE_ADDRESS__)
-#define BP_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define BP_ASAN 1                /* clang's way of saying it */
-#endif
-#endif
 #ifndef BP_POOL_MAX
-#ifdef BP_ASAN
+#ifdef VM_ASAN
 #define BP_POOL_MAX 0      /* AddressSanitizer then sees every free and reuse */
 #else
 #define BP_POOL_MAX 65536  /* records */

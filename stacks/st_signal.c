@@ -122,7 +122,7 @@ ST_NO_SANITIZE static bool st_has_activations(const StStack *out)
  */
 ST_NO_SANITIZE static bool st_registers_current(uintptr_t sp, uintptr_t lo, uintptr_t hi)
 {
-#if defined(__SANITIZE_THREAD__) || defined(VM_TSAN)
+#if defined(VM_TSAN)
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     return here >= lo && here < sp && here < hi;
 #else

@@ -52,7 +52,7 @@
  * redzones of its last frames poisoned on its stack; a reused stack must
  * be unpoisoned before new frames are built on it.
  */
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(VM_ASAN)
 #include <sanitizer/asan_interface.h>
 #define UNPOISON_STACK(f) \
     ASAN_UNPOISON_MEMORY_REGION((f)->stack_lo, (size_t)((f)->stack_hi - (f)->stack_lo))
@@ -136,7 +136,7 @@ void vm_fiber_pool_use_slabs(FiberPool *pool)
 
 static void unmap(Fiber *f)
 {
-#if defined(__SANITIZE_THREAD__)
+#if defined(VM_TSAN)
     __tsan_destroy_fiber(f->tsan);
 #endif
     if (f->in_slab) {
@@ -255,7 +255,7 @@ Fiber *vm_fiber_alloc(FiberPool *pool)
         pthread_mutex_unlock(&pool->lock);
         return NULL;
     }
-#if defined(__SANITIZE_THREAD__)
+#if defined(VM_TSAN)
     f->tsan = __tsan_create_fiber(0);
 #endif
     return f;

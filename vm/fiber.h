@@ -60,7 +60,7 @@ typedef void (*FiberFn)(void *arg);
  * target's context; vm_fiber_tsan_current() names the running one.  Both
  * compile to nothing outside tsan builds.
  */
-#if defined(__SANITIZE_THREAD__)
+#if defined(VM_TSAN)
 #include <sanitizer/tsan_interface.h>
 static inline void *vm_fiber_tsan_current(void) { return __tsan_get_current_fiber(); }
 static inline void vm_fiber_tsan_switch(void *target) { __tsan_switch_to_fiber(target, 0); }

@@ -76,13 +76,13 @@ static void chain(int sig, siginfo_t *si, void *uc)
  * handler and earlier signals left there never returned through the code
  * that unpoisons them (this one replaced their return).
  */
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(VM_ASAN)
 #include <sanitizer/asan_interface.h>
 __attribute__((no_sanitize_address))
 #endif
 static VM_NORETURN void overflowed(Process *p, uintptr_t pc, uintptr_t fp)
 {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(VM_ASAN)
     void *alt = vm_current_scheduler()->alt_stack;
     ASAN_UNPOISON_MEMORY_REGION(alt, ALT_STACK_BYTES);
 #endif

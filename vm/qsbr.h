@@ -32,7 +32,7 @@ extern char vm_qsbr_pub;
  * Readers never release vm_qsbr_pub, so no reader gains a false
  * happens-before edge from another reader.
  */
-#if defined(__SANITIZE_THREAD__)
+#if defined(VM_TSAN)
 #include <sanitizer/tsan_interface.h>
 #define VM_QSBR_RELEASE() __tsan_release(&vm_qsbr_clock)
 #define VM_QSBR_ACQUIRE() __tsan_acquire(&vm_qsbr_clock)
