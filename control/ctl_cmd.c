@@ -125,7 +125,11 @@ bool ctl_pid(const char *s, uint64_t *out)
 }
 
 /* Parses argv[1..] against the options named in `allowed` (a
- * space-separated list); false after replying with the error. */
+ * space-separated list); false after replying with the error.  The
+ * positional words are gathered at argv[1..] in their order by swapping,
+ * never by copying over: argv still owns each word exactly once when
+ * ctl_words_free frees them (a copy over an option freed its value twice,
+ * as in `stacks 5 --group 7`: fuzz/corpus/ctl/regress-options-double-free). */
 static bool options(CtlClient *c, int argc, char **argv, const char *allowed, Opts *o)
 {
     *o = (Opts){ .sort = "reds", .limit = 0, .interval = 1000, .count = 10 };
@@ -133,7 +137,10 @@ static bool options(CtlClient *c, int argc, char **argv, const char *allowed, Op
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0) {
-            o->pos[o->npos++] = argv[i];
+            /* o->pos[npos] is argv[i] itself or a word already parsed. */
+            char *w = argv[i];
+            argv[i] = o->pos[o->npos];
+            o->pos[o->npos++] = w;
             continue;
         }
         char key[40];

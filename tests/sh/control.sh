@@ -143,6 +143,7 @@ cases = [
     (b'procs --sort size\n', b'error procs: bad value for --sort: \'size\'\n.\n'),
     (b'procs --limit 0\n', b'error procs: bad value for --limit: \'0\'\n.\n'),
     (b'procs --verbose\n', b'error procs: unknown option --verbose\n.\n'),
+    (b'procs --sort heap x --limit 5\n', b'error procs: unexpected argument \'x\'\n.\n'),
     (b'info now\n', b'error info: unexpected argument \'now\'\n.\n'),
     (b'stacks 12x\n', b'error stacks: bad pid \'12x\' (N or <0.N.0>)\n.\n'),
     (b'load x.tasm 99999999999\n', b'error load: expects NAME BYTES (BYTES at most 16777216)\n.\n'),
