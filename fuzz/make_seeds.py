@@ -7,16 +7,18 @@ the dictionaries (fuzz/*.dict) from the tree: tests/ and examples/.
   term       each distinct literal of a `loadk` line in those files
   pattern    "pattern\\nspec\\nargs" from the match specs of the unit tests
              and docs/tracing.md, with a few patterns and argument lists
+  ctl        what a control client sends: each command of docs/control.md
+             with its options, loads good and bad, and malformed requests
   *.dict     the instruction names (vm/opcodes.def), the assembly's
              keywords and punctuation, the match-spec functions
 
-Run from the repository root; it replaces the corpora it writes.
+Run from the repository root; it replaces the seeds of the corpora it
+writes and keeps their findings (regress-*).
 """
 import glob
 import hashlib
 import os
 import re
-import shutil
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX = 16 * 1024
@@ -28,8 +30,10 @@ def rel(*p):
 
 def write_corpus(name, items):
     d = rel('fuzz', 'corpus', name)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
+    os.makedirs(d, exist_ok=True)
+    for old in os.listdir(d):
+        if not old.startswith('regress-'):
+            os.remove(os.path.join(d, old))
     seen = set()
     for data in items:
         if isinstance(data, str):
@@ -79,6 +83,37 @@ def specs():
     return sorted(out)
 
 
+def ctl_seeds():
+    good = 'module fz2\nexport g/0\nfunction g/0 regs 1\n    loadi r0, 7\n    ret r0\nend\n'
+    bad = 'module fz3\nexport f/0\nfunction f/0 regs 1\n    bogus r0\n    ret r9\nend\n'
+    requests = [
+        'info', 'procs', 'procs --sort pid', 'procs --sort reds --limit 1', 'procs --sort mq',
+        'procs --sort heap --limit 5', 'top --interval 10 --count 2 --limit 1',
+        'top --interval 10 --count 1 --sort pid', 'stacks', 'stacks --group', 'stacks --running',
+        'stacks 1 <0.2.0> 99', 'trace fz:f/1 --local --max-events 3',
+        'trace fz:_/_ --local --match "[{\'_\',[],[{return_trace}]}]" --format jsonl --max-events 5',
+        'trace fz:f/1 --local --pids 2 --flags call,return_to --format chrome --duration 1',
+        'trace fz:f/_ --local --rate 10 --max-events 2 --format text',
+        'trace erlang:_/_ --max-events 1', 'trace "fz:f/1" --local --flags procs,send,receive',
+        'trace_info fz:f/1', 'trace_info fz:f/1 all', 'trace_info fz:f/1 call_count',
+        'count fz:_/_ --duration 0.1', 'count fz:f/1 fz:idle/0 --duration 0.1 --limit 1',
+        'time fz:_/_ --duration 0.1 --limit 2', 'time _:_/_ --duration 0.05',
+        'frobnicate', '', 'info  ', 'info ', 'procs "--sort', 'procs "a\\q"', 'procs "a\\x00"',
+        'procs "a"b', 'procs a\\b', 'procs --sort', 'procs --sort size', 'procs --limit 0',
+        'procs --verbose', 'info now', 'stacks 12x', 'load x.tasm 99999999999',
+        'trace fz:f/1 --format ctf', 'trace fz:f/1 --out /tmp/x', 'count fz:_/_',
+        'time fz:_/_ --duration 0', 'trace_info fz:f', 'procs "\\x70ids"',
+    ]
+    items = [r + '\n' for r in requests]
+    items.append('load fz2.tasm %d\n%sinfo\n' % (len(good), good))
+    items.append('load fz3.tasm %d\n%sinfo\n' % (len(bad), bad))
+    items.append('load fz2.tasm 10\nmodule')
+    items.append('info\nprocs --sort pid\nstacks --group\ntrace_info fz:f/1\n')
+    items.append('info')
+    items.append('x' * 70000)
+    return items
+
+
 def main():
     n = write_corpus('asm', [read(p) for p in tasm_files(True)])
     print('asm: %d seeds' % n)
@@ -93,6 +128,8 @@ def main():
         items.append('%s\n%s\n%s\n' % (patterns[i % len(patterns)], s, args[i % len(args)]))
     n = write_corpus('pattern', items)
     print('pattern: %d seeds' % n)
+    n = write_corpus('ctl', ctl_seeds())
+    print('ctl: %d seeds' % n)
 
     ops = re.findall(r'^X\(\w+,\s*"([a-z_]+)"', read(rel('vm/opcodes.def')).decode(), re.M)
     # Plain strings: '\n' is a newline, '\\n' the two characters of an escape.
@@ -105,7 +142,14 @@ def main():
              '\\n', '\\x41', '\\\\', 'ok', "'$1'", "'_'"]
     fns = re.findall(r'\{ "([^"]+)", -?\d+, F_', read(rel('trace/tr_ms_compile.c')).decode())
     pat = terms + ["'%s'" % f for f in fns] + ["'$_'", "'$$'", 'const', 'on_load', '_:_/_', '\n']
-    for name, words in (('asm', asm), ('run', asm), ('term', terms), ('pattern', pat)):
+    ctl = ['info', 'procs', 'top', 'stacks', 'trace', 'trace_info', 'count', 'time', 'load',
+           '--sort', '--limit', '--interval', '--count', '--running', '--group', '--match',
+           '--local', '--flags', '--pids', '--max-events', '--duration', '--rate', '--format',
+           'pid', 'reds', 'mq', 'heap', 'text', 'jsonl', 'chrome', 'call', 'return_to', 'procs',
+           'send', 'receive', 'fz:f/1', 'fz:_/_', '_', ':', '/', ' ', '"', '\\', '\\x',
+           '\\n', '\n', '<0.2.0>', 'all', 'call_count', 'call_time', '0.05', '1', '10']
+    for name, words in (('asm', asm), ('run', asm), ('term', terms), ('pattern', pat),
+                        ('ctl', ctl)):
         with open(rel('fuzz', name + '.dict'), 'w') as f:
             f.write('# fuzz/%s.dict -- made by fuzz/make_seeds.py\n' % name)
             for w in sorted(set(words)):

@@ -7,7 +7,7 @@
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 BUILD=$(dirname "$(dirname "$TRACEVM")")
-for h in asm term pattern run; do
+for h in asm term pattern run ctl; do
     prog="$BUILD/fuzz/fuzz_replay_$h"
     [[ -x "$prog" ]] || fail "no $prog"
     want=$(ls fuzz/corpus/$h | wc -l)

@@ -1,0 +1,266 @@
+/*
+ * fuzz/fuzz_ctl.c - the control endpoint (docs/control.md) as a hostile
+ * client sees it: the input is everything a client sends after the
+ * greeting, bytes as they are (request lines, a load's module text,
+ * anything), written to a real connection to the endpoint of a VM that
+ * runs two processes (with fuzz_run's limits); then the client shuts its end (which cancels what
+ * still waits: count, time, top, trace) and reads every reply to the end.
+ * Checks:
+ *   - the replies are well formed: each starts with `ok` or `error WHAT`,
+ *     a payload line that begins with `.` is dot-stuffed, and a reply
+ *     ends with a line `.`, but for the last one, which the hang-up may
+ *     cut, and the closing errors of the bounds (`error truncated
+ *     request`, `error request longer than ...`), which end the stream;
+ *   - the endpoint still answers `info` on a new connection, and the
+ *     fuzzed connection's thread ends (that one is the only client).
+ * The VM is renewed every 200 inputs (loads accumulate modules).
+ *
+ * `profile` writes a file wherever its request says, so an input that
+ * could name it is not sent: one whose bytes spell `profile` once `\xHH`
+ * escapes are decoded and quotes and backslashes dropped, which is how a
+ * request word could spell it (over-strict for module text, harmlessly).
+ * Its parsing is covered by tests/sh/profile.sh instead.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fuzz/fuzz_util.h"
+
+static const char *const mod_src =
+    "module fz\n"
+    "export idle/0, tick/0, f/1\n"
+    "function f/1 regs 1\n    ret r0\nend\n"
+    "function idle/0 regs 2\n"
+    "again:\n    recv r0, none\n    accept\n    jump again\n"
+    "none:\n    loadk r1, infinity\n    wait r1, wake\n"
+    "wake:\n    jump again\nend\n"
+    "function tick/0 regs 2\n"
+    "again:\n    loadi r0, 1\n    call r1, r0, f/1\n    callx r1, r0, timer:sleep/1\n"
+    "    jump again\nend\n";
+
+static tvm_vm *vm;
+static unsigned uses;
+static char dir[64];            /* the endpoint's directory, this run's own */
+
+/* At exit: the last VM goes, so that its endpoint joins the client
+ * threads that ended since its last accept (TSan reports them leaked),
+ * and with it its socket; then the directory. */
+static void vm_down(void)
+{
+    if (vm)
+        tvm_destroy(vm);
+    vm = NULL;
+    rmdir(dir);
+}
+
+/* A VM with the endpoint and module fz's two processes: one waiting in
+ * receive, one calling f/1 every millisecond. */
+static void vm_up(void)
+{
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/tvm-fuzz-ctl.%ld", (long)getpid());
+        FUZZ_CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST, "mkdir %s", dir);
+        setenv("TRACEVM_CONTROL_DIR", dir, 1);
+        atexit(vm_down);
+    }
+    /* fuzz_run's limits: a loaded module's code may run (a load of fz
+     * replaces what the two processes call). */
+    tvm_config cfg = { .size = sizeof cfg, .schedulers = 1, .quiet_crashes = true,
+                       .output = fuzz_devnull(), .stack_limit_words = 1 << 14,
+                       .max_heap_words = 1 << 16, .max_processes = 32,
+                       .max_message_words = 1 << 14 };
+    vm = tvm_new(&cfg);
+    tvm_error err;
+    FUZZ_CHECK(tvm_load_string(vm, "fz.tasm", mod_src, strlen(mod_src), &err) == TVM_OK, "%s",
+               err.message);
+    FUZZ_CHECK(tvm_control_start(vm, &err) == TVM_OK, "%s", err.message);
+    tvm_env *env = tvm_env_new(vm);
+    tvm_pid pid;
+    FUZZ_CHECK(tvm_spawn(env, "fz", "idle", 0, NULL, &pid) == TVM_OK, "spawn idle");
+    FUZZ_CHECK(tvm_spawn(env, "fz", "tick", 0, NULL, &pid) == TVM_OK, "spawn tick");
+    tvm_env_free(env);
+    uses = 0;
+}
+
+/* Whether the input could name the profile command (see above). */
+static bool could_profile(const uint8_t *d, size_t n)
+{
+    static const char word[] = "profile";
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = d[i];
+        if (c == '\\' && i + 3 < n && d[i + 1] == 'x') {
+            char hex[3] = { (char)d[i + 2], (char)d[i + 3], 0 };
+            char *end;
+            long v = strtol(hex, &end, 16);
+            if (!*end) {
+                c = (int)v;
+                i += 3;
+            }
+        }
+        if (c == '"' || c == '\\')
+            continue;
+        k = c == word[k] ? k + 1 : c == word[0];
+        if (k == sizeof word - 1)
+            return true;
+    }
+    return false;
+}
+
+/* What the reply stream's lines must follow. */
+typedef struct Replies {
+    bool in_reply;            /* a status line came, its `.` not yet */
+    bool closed;              /* a closing error came: nothing may follow */
+    char line[256];           /* the current line's start */
+    size_t len;               /* its length so far (may exceed the buffer) */
+} Replies;
+
+static void reply_line(Replies *r)
+{
+    const char *s = r->line;
+    size_t n = r->len < sizeof r->line ? r->len : sizeof r->line;
+    FUZZ_CHECK(!r->closed, "a line after a closing error: %.*s", (int)n, s);
+    if (!r->in_reply) {
+        bool ok = r->len == 2 && !memcmp(s, "ok", 2);
+        bool error = r->len > 6 && !memcmp(s, "error ", 6);
+        FUZZ_CHECK(ok || error, "a reply starts with '%.*s'", (int)n, s);
+        if (error && ((r->len == 23 && !memcmp(s, "error truncated request", 23)) ||
+                      (n > 30 && !memcmp(s, "error request longer than ", 26))))
+            r->closed = true;
+        else
+            r->in_reply = true;
+        return;
+    }
+    if (r->len == 1 && s[0] == '.')
+        r->in_reply = false;
+    else
+        FUZZ_CHECK(r->len == 0 || s[0] != '.' || (r->len > 1 && s[1] == '.'),
+                   "a payload line not dot-stuffed: '%.*s'", (int)n, s);
+}
+
+static void replies_take(Replies *r, const char *buf, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (buf[i] == '\n') {
+            reply_line(r);
+            r->len = 0;
+            continue;
+        }
+        if (r->len < sizeof r->line)
+            r->line[r->len] = buf[i];
+        r->len++;
+    }
+}
+
+/* Sends the input and reads the replies at the same time (neither side
+ * may block the other with a full socket buffer), shuts the sending side
+ * once all is sent, and reads to the end. */
+static void exchange(const uint8_t *data, size_t size)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    FUZZ_CHECK(fd >= 0, "socket");
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", tvm_control_path(vm));
+    FUZZ_CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect %s", a.sun_path);
+    char buf[4096];
+    size_t sent = 0;
+    bool greeted = false, shut = false;
+    Replies r = { 0 };
+    for (;;) {
+        if (!shut && sent == size) {
+            shutdown(fd, SHUT_WR);
+            shut = true;
+        }
+        struct pollfd p = { .fd = fd, .events = (short)(POLLIN | (shut ? 0 : POLLOUT)) };
+        FUZZ_CHECK(poll(&p, 1, -1) > 0 || errno == EINTR, "poll");
+        if (p.revents & POLLOUT) {
+            ssize_t w = send(fd, data + sent, size - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (w > 0)
+                sent += (size_t)w;
+            else if (w < 0 && errno != EAGAIN && errno != EINTR)
+                sent = size;   /* the server closed (a bound): stop sending */
+        }
+        if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        ssize_t got = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (got < 0 && (errno == EAGAIN || errno == EINTR))
+            continue;
+        if (got <= 0)
+            break;
+        size_t from = 0;
+        if (!greeted) {
+            const char *nl = memchr(buf, '\n', (size_t)got);
+            FUZZ_CHECK(nl && !strncmp(buf, "tracevm-control 1 pid=", 22), "the greeting");
+            from = (size_t)(nl - buf) + 1;
+            greeted = true;
+        }
+        replies_take(&r, buf + from, (size_t)got - from);
+    }
+    close(fd);
+}
+
+/* info's lines, for still_serves. */
+typedef struct Info {
+    bool protocol, one_client;
+    long processes;
+} Info;
+
+static void info_line(const char *line, size_t len, void *data)
+{
+    Info *in = data;
+    char l[64];
+    snprintf(l, sizeof l, "%.*s", (int)(len < 63 ? len : 63), line);
+    in->protocol |= !strcmp(l, "protocol: 1");
+    in->one_client |= !strcmp(l, "clients: 1");
+    if (!strncmp(l, "processes: ", 11))
+        in->processes = atol(l + 11);
+}
+
+/* The endpoint answers on a new connection, and the fuzzed one's thread
+ * ends: it may still be finishing when the hang-up arrives (a closing
+ * error shuts the socket before the thread lets go of its slot), so info
+ * is asked again, for up to two seconds, until it is the only client.
+ * The processes: fewer when a load of module fz purged their code, more
+ * when the code loaded spawns, within max_processes. */
+static void still_serves(void)
+{
+    tvm_control_client *c;
+    tvm_error err;
+    FUZZ_CHECK(tvm_control_connect(tvm_control_path(vm), &c, &err) == TVM_OK, "%s", err.message);
+    const char *argv[] = { "info" };
+    Info in = { .processes = -1 };
+    for (int i = 0; i < 2000 && !in.one_client; i++) {
+        if (i)
+            nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+        in = (Info){ .processes = -1 };
+        FUZZ_CHECK(tvm_control_call(c, 1, argv, info_line, &in, &err) == TVM_OK, "info: %s",
+                   err.message);
+    }
+    FUZZ_CHECK(in.protocol && in.one_client && in.processes >= 0 && in.processes <= 32,
+               "info after the input: protocol %d, one client %d, %ld processes", in.protocol,
+               in.one_client, in.processes);
+    tvm_control_close(c);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (could_profile(data, size))
+        return 0;
+    if (vm && uses >= 200) {
+        tvm_destroy(vm);
+        vm = NULL;
+        fuzz_atoms_trim();
+    }
+    if (!vm)
+        vm_up();
+    uses++;
+    exchange(data, size);
+    still_serves();
+    return 0;
+}
