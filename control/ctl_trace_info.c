@@ -28,12 +28,17 @@ static bool session_line(CtlClient *c, tvm_env *env, tvm_session s, const char *
     tvm_session_info in;
     tvm_term t;
     tvm_error err;
-    if (tvm_session_info_get(c->srv->vm, s, &in) != TVM_OK)
-        return true;   /* destroyed meanwhile: not live */
+    if (tvm_session_info_get(c->srv->vm, s, &in) != TVM_OK || in.stopped)
+        return true;   /* destroyed or stopped meanwhile: not live */
     tvm_status st = tvm_session_trace_info(env, s, mfa, item, &t, &err);
     if (st == TVM_ERR_NOTFOUND)
         return true;
     if (st != TVM_OK) {
+        /* A session that a limit stopped since (another client's trace
+         * at its --max-events) answers with an error, as a bad MFA or
+         * item does: it is asked again whether it still lives. */
+        if (tvm_session_info_get(c->srv->vm, s, &in) != TVM_OK || in.stopped)
+            return true;
         ctl_error(c, "trace_info: %s", ctl_api_why(&err));
         return false;
     }

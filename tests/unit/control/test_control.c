@@ -270,3 +270,47 @@ Test(control, a_client_that_hangs_up_cancels_its_request)
     cr_assert_neq(stat(out, &st), 0, "the cancelled profile wrote %s", out);
     tvm_control_close(c);
 }
+
+/* trace_info while a session has stopped at its limit (as another
+ * client's trace at its --max-events) and is not destroyed yet: that
+ * session is not live and has no line; its own answer would be an
+ * error, which the command once replied with instead of the table. */
+Test(control, trace_info_skips_a_stopped_session)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    load_ok(vm, "m.tasm", "module m\nexport f/0, main/0\nfunction f/0 regs 1\n    loadi r0, 1\n"
+                          "    ret r0\nend\nfunction main/0 regs 1\n    call r0, r0, f/0\n"
+                          "    call r0, r0, f/0\n    ret r0\nend\n");
+    tvm_trace_options o = { .size = sizeof o, .format = TVM_TRACE_TEXT, .path = "/dev/null",
+                            .max_events = 1 };
+    tvm_session s;
+    cr_assert_eq(tvm_session_create(vm, "limited", &o, &s, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_session_trace_pattern(vm, s, "m:f/0", NULL, TVM_TP_TRUE, TVM_TP_LOCAL, 0,
+                                           NULL, &err),
+                 TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_session_trace_flags_all(vm, s, TVM_TRACE_ALL, TVM_TRACE_CALL, true, &err),
+                 TVM_OK, "%s", err.message);
+    tvm_env *env = tvm_env_new(vm);
+    tvm_pid pid;
+    tvm_term r;
+    cr_assert_eq(tvm_spawn(env, "m", "main", 0, NULL, &pid), TVM_OK);
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
+    tvm_session_info in = { .live = true };
+    for (int i = 0; i < 1000 && in.live; i++) {
+        if (i)
+            nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+        cr_assert_eq(tvm_session_info_get(vm, s, &in), TVM_OK);
+    }
+    cr_assert(!in.live && in.stopped && !strcmp(in.stopped, "max_events"), "the session: %s",
+              in.stopped ? in.stopped : "running");
+
+    tvm_control_client *c = connect_ok();
+    Lines l = { 0 };
+    const char *argv[] = { "trace_info", "m:f/0", "traced" };
+    cr_assert_eq(tvm_control_call(c, 3, argv, on_line, &l, &err), TVM_OK, "%s", err.message);
+    cr_assert_str_eq(l.text, "session 0 default: {traced,false}\n");
+    tvm_control_close(c);
+    cr_assert_eq(tvm_session_destroy(vm, s, &err), TVM_OK, "%s", err.message);
+    tvm_env_free(env);
+}
