@@ -13,7 +13,6 @@
  *     request`, `error request longer than ...`), which end the stream;
  *   - the endpoint still answers `info` on a new connection, and the
  *     fuzzed connection's thread ends (that one is the only client).
- * The VM is renewed every 200 inputs (loads accumulate modules).
  *
  * `profile` writes a file wherever its request says, so an input that
  * could name it is not sent: one whose bytes spell `profile` once `\xHH`
@@ -44,8 +43,7 @@ static const char *const mod_src =
     "again:\n    loadi r0, 1\n    call r1, r0, f/1\n    callx r1, r0, timer:sleep/1\n"
     "    jump again\nend\n";
 
-static tvm_vm *vm;
-static unsigned uses;
+static tvm_vm *vm;               /* fuzz_vm_with's, set up by vm_setup */
 static char dir[64];            /* the endpoint's directory, this run's own */
 
 /* At exit: the last VM goes, so that its endpoint joins the client
@@ -53,15 +51,16 @@ static char dir[64];            /* the endpoint's directory, this run's own */
  * and with it its socket; then the directory. */
 static void vm_down(void)
 {
-    if (vm)
-        tvm_destroy(vm);
-    vm = NULL;
+    if (fuzz_vm_cur)
+        tvm_destroy(fuzz_vm_cur);
+    fuzz_vm_cur = NULL;
     rmdir(dir);
 }
 
-/* A VM with the endpoint and module fz's two processes: one waiting in
+/* The VM, renewed every 200 inputs (loads accumulate modules); a new one
+ * gets the endpoint and module fz's two processes: one waiting in
  * receive, one calling f/1 every millisecond. */
-static void vm_up(void)
+static tvm_vm *vm_get(void)
 {
     if (!dir[0]) {
         snprintf(dir, sizeof dir, "/tmp/tvm-fuzz-ctl.%ld", (long)getpid());
@@ -75,17 +74,20 @@ static void vm_up(void)
                        .output = fuzz_devnull(), .stack_limit_words = 1 << 14,
                        .max_heap_words = 1 << 16, .max_processes = 32,
                        .max_message_words = 1 << 14 };
-    vm = tvm_new(&cfg);
+    bool fresh;
+    tvm_vm *v = fuzz_vm_with(200, &cfg, &fresh);
+    if (!fresh)
+        return v;
     tvm_error err;
-    FUZZ_CHECK(tvm_load_string(vm, "fz.tasm", mod_src, strlen(mod_src), &err) == TVM_OK, "%s",
+    FUZZ_CHECK(tvm_load_string(v, "fz.tasm", mod_src, strlen(mod_src), &err) == TVM_OK, "%s",
                err.message);
-    FUZZ_CHECK(tvm_control_start(vm, &err) == TVM_OK, "%s", err.message);
-    tvm_env *env = tvm_env_new(vm);
+    FUZZ_CHECK(tvm_control_start(v, &err) == TVM_OK, "%s", err.message);
+    tvm_env *env = tvm_env_new(v);
     tvm_pid pid;
     FUZZ_CHECK(tvm_spawn(env, "fz", "idle", 0, NULL, &pid) == TVM_OK, "spawn idle");
     FUZZ_CHECK(tvm_spawn(env, "fz", "tick", 0, NULL, &pid) == TVM_OK, "spawn tick");
     tvm_env_free(env);
-    uses = 0;
+    return v;
 }
 
 /* Whether the input could name the profile command (see above). */
@@ -252,14 +254,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (could_profile(data, size))
         return 0;
-    if (vm && uses >= 200) {
-        tvm_destroy(vm);
-        vm = NULL;
-        fuzz_atoms_trim();
-    }
-    if (!vm)
-        vm_up();
-    uses++;
+    vm = vm_get();
     exchange(data, size);
     still_serves();
     return 0;

@@ -16,6 +16,7 @@
 #ifndef FUZZ_FUZZ_UTIL_H
 #define FUZZ_FUZZ_UTIL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,25 +44,34 @@ static inline void fuzz_atoms_trim(void)
 #endif
 }
 
-/* A VM for inputs that leave nothing running, renewed every `uses` inputs
- * (export entries and replaced modules accumulate otherwise). */
+/* A VM kept across inputs and renewed every `uses` inputs (export
+ * entries and replaced modules accumulate otherwise), made with `cfg`;
+ * *fresh tells the caller that it is new (to set it up). */
 static tvm_vm *fuzz_vm_cur;
 static unsigned fuzz_vm_uses;
 
-static inline tvm_vm *fuzz_vm(unsigned uses)
+static inline tvm_vm *fuzz_vm_with(unsigned uses, const tvm_config *cfg, bool *fresh)
 {
     if (fuzz_vm_cur && fuzz_vm_uses >= uses) {
         tvm_destroy(fuzz_vm_cur);
         fuzz_vm_cur = NULL;
         fuzz_atoms_trim();
     }
+    *fresh = !fuzz_vm_cur;
     if (!fuzz_vm_cur) {
-        tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1, .quiet_crashes = true, .output = fuzz_devnull() };
-        fuzz_vm_cur = tvm_new(&cfg);
+        fuzz_vm_cur = tvm_new(cfg);
         fuzz_vm_uses = 0;
     }
     fuzz_vm_uses++;
     return fuzz_vm_cur;
+}
+
+/* The same for inputs that leave nothing running: one scheduler. */
+static inline tvm_vm *fuzz_vm(unsigned uses)
+{
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1, .quiet_crashes = true, .output = fuzz_devnull() };
+    bool fresh;
+    return fuzz_vm_with(uses, &cfg, &fresh);
 }
 
 /* A NUL-terminated copy of the input (caller frees). */

@@ -7,10 +7,12 @@ the dictionaries (fuzz/*.dict) from the tree: tests/ and examples/.
   term       each distinct literal of a `loadk` line in those files
   pattern    "pattern\\nspec\\nargs" from the match specs of the unit tests
              and docs/tracing.md, with a few patterns and argument lists
-  ctl        what a control client sends: each command of docs/control.md
-             with its options, loads good and bad, and malformed requests
+  ctl        what a control client sends, from a list below: each command of
+             docs/control.md with its options, loads good and bad, and the
+             malformed requests tests/sh/control.sh checks
   *.dict     the instruction names (vm/opcodes.def), the assembly's
-             keywords and punctuation, the match-spec functions
+             keywords and punctuation, the match-spec functions, the
+             control commands and options
 
 Run from the repository root; it replaces the seeds of the corpora it
 writes and keeps their findings (regress-*).
@@ -110,7 +112,6 @@ def ctl_seeds():
     items.append('load fz2.tasm 10\nmodule')
     items.append('info\nprocs --sort pid\nstacks --group\ntrace_info fz:f/1\n')
     items.append('info')
-    items.append('x' * 70000)
     return items
 
 

@@ -69,6 +69,11 @@ got=$(attach $vm stacks '<0.4.0>' 99 | vmframes)
   control:idle/0 (tests/sh/data/control.tasm:14)
 <0.99.0>
   (no process 99: no such process)' ]] || fail "stacks of a pid and a missing one: $got"
+# Pids on both sides of an option (the option parser once freed a word
+# twice here, and the VM aborted).
+got=$(attach $vm stacks 4 --group 5 | grep -v '^  ')
+[[ "$got" == '1 process: <0.4.0>
+1 process: <0.5.0>' ]] || fail "stacks 4 --group 5: $got"
 
 # load: a module with errors changes nothing and says why; a good one loads.
 printf 'module extra\nexport f/0\nfunction f/0 regs 1\n    bogus r0\n    ret r9\nend\n' >"$tmp/bad.tasm"
