@@ -92,6 +92,8 @@ typedef struct TrRingStats {
     uint64_t emitted;          /* events written */
     uint64_t lost;             /* events dropped (drop policy) */
     uint64_t full;             /* TR_FULL returns (lossless policy) */
+    uint64_t yields;           /* CPU offered to the collector (drop policy,
+                                  tr_buffer.c: "Waking the collector") */
 } TrRingStats;
 
 typedef struct TrStats {

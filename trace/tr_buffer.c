@@ -73,6 +73,28 @@
  *   the next one's load half (an acquire) ARMv8 keeps in order, as a
  *   locked instruction does on x86.
 
+ *   Waking the collector.  An idle collector sleeps poll_ns (1 ms by
+ *   default), and a busy scheduler fills a 1 MiB ring faster than that
+ *   (fully traced fib: about 0.8 ms).  So the producer looks at its ring
+ *   when its head passes `wake_at`: it loads `tail` ([TB2'], as reserve
+ *   does), and if the ring is at least half full it wakes the collector
+ *   threads that sleep (tr_collector_kick: a mutex and a broadcast, only
+ *   when `sleeping` says one does) and looks again TR_WAKE_STEPS times
+ *   per further half ring; otherwise it looks again when the ring could
+ *   next be half full (tail + size / 2).  wake_at caps fast_end, so the
+ *   fast path needs no test of its own; the cost is one load of a
+ *   collector-written line per look.  Under the drop policy a
+ *   scheduler's producer also calls sched_yield() at each such look:
+ *   when the schedulers keep every CPU busy, a woken collector waits for
+ *   a CPU longer than half a ring takes to fill, and the yield lets the
+ *   collector queued on this CPU run now instead (a fully traced fib(27)
+ *   on 2 schedulers and 2 vCPUs lost about 100,000 of 2.5 M events per
+ *   run without it, a median of 0 with it; docs/benchmarks.md).  A yield
+ *   is not a wait: with nothing else runnable it returns at once, and it
+ *   happens at most TR_WAKE_STEPS times per half ring that the collector
+ *   leaves unread.  Under the lossless policy a full ring suspends the
+ *   process anyway, which lets the collector run.
+
  *   Memory is bounded by size per ring; a producer never allocates, never
  *   blocks (a scheduler ring takes no lock at all) and never waits for
  *   the collector.
@@ -84,24 +106,53 @@
  */
 #include "trace/tr_internal.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "trace/tr_clock.h"
 #include "trace/tr_encode.h"
 
+/* How many times per half ring the producer looks again while the
+ * collector leaves its ring at least half full ("Waking the collector"). */
+#define TR_WAKE_STEPS 4
+
 static inline size_t align_record(size_t n)
 {
     return (n + TR_RECORD_ALIGN - 1) & ~(size_t)(TR_RECORD_ALIGN - 1);
 }
 
-/* Producer: recomputes fast_end (tr_internal.h) from head, tail_cache
- * and pending_lost. */
+/* Producer: recomputes fast_end (tr_internal.h) from head, tail_cache,
+ * wake_at and pending_lost. */
 static void fast_end_update(TrRing *r)
 {
     uint64_t lap_end = (r->head_local & ~(uint64_t)(r->size - 1)) + r->size;
     uint64_t room_end = r->tail_cache + r->size;
-    r->fast_end = r->pending_lost ? 0 : lap_end < room_end ? lap_end : room_end;
+    uint64_t end = lap_end < room_end ? lap_end : room_end;
+    end = r->wake_at < end ? r->wake_at : end;
+    r->fast_end = r->pending_lost ? 0 : end;
+}
+
+/* Producer, within a record of wake_at (where the fast path gives up):
+ * wakes a sleeping collector if the ring is at least half full, under the
+ * drop policy offers the CPU to it (a scheduler's ring only: the shared
+ * ring's producer holds shared_lock), and sets the next wake_at.  The
+ * protocol is "Waking the collector" above. */
+static void wake_check(TrPipeline *tp, TrRing *r, bool may_yield)
+{
+    /* [TB2'] as in reserve(): a fresher tail is only ever more room. */
+    r->tail_cache = vm_atomic_load_acquire(&r->tail);
+    uint64_t half = r->size / 2;
+    if (r->head_local - r->tail_cache < half) {
+        r->wake_at = r->tail_cache + half;
+        return;
+    }
+    tr_collector_kick(tp);
+    if (may_yield && tp->opts.policy == TR_POLICY_DROP) {
+        sched_yield();
+        vm_atomic_store_relaxed(&r->yields, (uintptr_t)++r->n_yields);
+    }
+    r->wake_at = r->head_local + half / TR_WAKE_STEPS;
 }
 
 void tr_ring_init(TrRing *r, size_t size, int sched, size_t cap)
@@ -112,6 +163,7 @@ void tr_ring_init(TrRing *r, size_t size, int sched, size_t cap)
     r->sched = sched;
     size_t imm = cap / TR_IMM_MAX;
     r->imm_terms = (unsigned)(imm < TR_IMM_TERMS ? imm : TR_IMM_TERMS);
+    r->wake_at = size / 2;
     fast_end_update(r);
 }
 
@@ -268,6 +320,8 @@ TrStatus tr_emit(TrPipeline *tp, int sched, const TrEmit *ev)
         st = ring_write(tp, r, ev, ticks) ? TR_OK : ring_full(tp, r, ev, ticks);
         if (st == TR_OK)
             vm_atomic_store_relaxed(&r->emitted, vm_atomic_load_relaxed(&r->emitted) + 1);
+        if (r->head_local + tp->max_record > r->wake_at)
+            wake_check(tp, r, true);
         fast_end_update(r);
         return st;
     }
@@ -278,6 +332,8 @@ TrStatus tr_emit(TrPipeline *tp, int sched, const TrEmit *ev)
     st = ring_write(tp, r, ev, ticks) ? TR_OK : ring_full(tp, r, ev, ticks);
     if (st == TR_OK)
         vm_atomic_store_relaxed(&r->emitted, vm_atomic_load_relaxed(&r->emitted) + 1);
+    if (r->head_local + tp->max_record > r->wake_at)
+        wake_check(tp, r, false);
     fast_end_update(r);
     pthread_mutex_unlock(&tp->shared_lock);
     return st;

@@ -4,8 +4,9 @@
  *
  * Protocol: collecting.
  *
- *   The collector wakes every poll_ns, when a producer finds its ring full
- *   (tr_collector_kick), at tr_flush() and at shutdown.  Each pass loads
+ *   The collector wakes every poll_ns, when a producer finds its ring
+ *   half full or full (tr_collector_kick; tr_buffer.c, "Waking the
+ *   collector"), at tr_flush() and at shutdown.  Each pass loads
  *   every ring's head ([TB1'], see tr_buffer.c) and then repeatedly takes,
  *   among the first unread records of all rings, the one with the smallest
  *   timestamp, and hands it to every sink.  Consumed space goes back to
@@ -434,6 +435,7 @@ TrStats *tr_pipeline_stats(TrPipeline *tp)
         s->ring[i].emitted = vm_atomic_load_relaxed(&r->emitted);
         s->ring[i].lost = vm_atomic_load_relaxed(&r->lost);
         s->ring[i].full = vm_atomic_load_relaxed(&r->full);
+        s->ring[i].yields = vm_atomic_load_relaxed(&r->yields);
     }
     return s;
 }

@@ -46,15 +46,21 @@ typedef struct TrRing {
      * end (8 bytes too, where no PAD fits: tr_emit's next write skips them
      * without writing, by the protocol's rule in tr_buffer.c). */
     uint64_t fast_end;
-    uint64_t n_lost, n_full;   /* producer only; mirrored below */
+    /* Producer only: where the producer next looks whether the collector
+     * should be woken (tr_buffer.c, "Waking the collector"); fast_end
+     * stays at or below it, so the fast path hands the check to tr_emit
+     * by the comparison it makes anyway. */
+    uint64_t wake_at;
+    uint64_t n_lost, n_full, n_yields;   /* producer only; mirrored below */
     /* Statistics: relaxed stores by the producer (`emitted` is its own
      * counter: the producer is its one writer, so it adds with a relaxed
-     * load and store; `lost` and `full` mirror n_lost and n_full), relaxed
-     * loads by tr_pipeline_stats (a slightly stale value is fine).  `lost`
+     * load and store; `lost`, `full` and `yields` mirror n_lost, n_full
+     * and n_yields), relaxed loads by tr_pipeline_stats (a slightly stale
+     * value is fine).  `lost`
      * is also read by the collector at shutdown, after the producers
      * stopped (the thread join or the caller's own synchronisation orders
      * it). */
-    VmAtomic emitted, lost, full;
+    VmAtomic emitted, lost, full, yields;
 
     /* ---- written by the collector ---- */
     /* Bytes consumed.  [TB2] seq_cst add (a release) by the collector after it
@@ -117,8 +123,9 @@ struct TrPipeline {
     bool stop;
     uint64_t flush_req;
     /* The collector threads sleeping on `kick`.  Written under `lock`;
-     * read relaxed by producers whose ring is full, who then kick them (a
-     * stale 0 only costs one poll interval). */
+     * read relaxed by producers whose ring is half full or full, who then
+     * kick them (a stale 0 only costs one poll interval, or the next look
+     * a TR_WAKE_STEPS part of half a ring later). */
     VmAtomic sleeping;
     bool started;
     int nworkers;            /* set by tr_pipeline_start */

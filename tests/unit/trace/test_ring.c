@@ -263,8 +263,54 @@ Test(ring, lossless_never_loses_and_the_producer_waits)
     TrStats *st = tr_pipeline_stats(tp);
     cr_expect_eq(st->ring[0].lost, 0);
     cr_expect_eq(st->ring[0].full, run.full);
+    cr_expect_eq(st->ring[0].yields, 0, "lossless never offers the CPU");
     free(st);
     tr_pipeline_free(tp);
+}
+
+/* Counts events for a reader on another thread than the collector. */
+static void count_atomic(const TrEvent *ev, void *data)
+{
+    if (ev->kind != TR_K_LOST)
+        vm_atomic_fetch_add_relaxed((VmAtomic *)data, 1);
+}
+
+/* Waits until `n` holds `want`, for at most `seconds`. */
+static bool reaches(VmAtomic *n, uintptr_t want, int seconds)
+{
+    struct timespec nap = { 0, 1000000 };
+    for (int i = 0; i < seconds * 1000; i++) {
+        if (vm_atomic_load_relaxed(n) == want)
+            return true;
+        nanosleep(&nap, NULL);
+    }
+    return false;
+}
+
+Test(ring, a_half_full_ring_wakes_the_sleeping_collector, .timeout = 60)
+{
+    /* The collector sleeps an hour between polls, and nothing flushes:
+     * only the producer's look at half the ring can wake it. */
+    VmAtomic n = VM_ATOMIC_INIT(0);
+    char err[256];
+    TrOptions o = { .nscheds = 1, .ring_bytes = 4096, .payload_cap = 128,
+                    .poll_ns = 3600ull * 1000000000u };
+    TrPipeline *tp = tr_pipeline_new(&o, err, sizeof err);
+    cr_assert(tp, "%s", err);
+    tr_pipeline_add_sink(tp, tr_sink_callback_new(count_atomic, &n));
+    tr_pipeline_start(tp);
+    cr_assert(reaches(&tp->sleeping, 1, 30), "the collector never went to sleep");
+    /* 52 records of 40 bytes (pid 61 * k: an empty binary): the last
+     * passes 2048 bytes, half the ring; a full ring is 102. */
+    for (uint64_t i = 0; i < 52; i++)
+        cr_assert_eq(emit_seq(tp, 0, i * 61), TR_OK);
+    cr_expect(reaches(&n, 52, 30), "the collector delivered %llu of 52 events",
+              (unsigned long long)vm_atomic_load_relaxed(&n));
+    TrStats *st = tr_pipeline_stats(tp);
+    cr_expect_eq(st->ring[0].lost, 0);
+    free(st);
+    tr_pipeline_free(tp);
+    cr_expect_eq(vm_atomic_load_relaxed(&n), 52);
 }
 
 /* Foreign threads share the last ring. */
@@ -414,19 +460,40 @@ Test(ring, the_fast_path_declines_without_writing)
     ev.nterms = ev.arity = 9;
     cr_expect_not(tr_ring_put_imm(r, &ev));
     cr_expect_eq(r->head_local, 0);
-    /* Fill the ring with 40-byte records (the collector is not running):
-     * the fast path stops short of the array's end and leaves the
-     * padding, the drop and its LOST marker to tr_emit. */
+    /* Fill the ring with 40-byte records (the collector is not running).
+     * The fast path first stops where a record could pass half the ring
+     * (wake_at: tr_emit looks at the collector there): 51 records, the
+     * last starting where 43 bytes (a header and the largest
+     * one-immediate payload) still fit below 2048. */
     Term one = I(7);
     ev.terms = &one;
     ev.nterms = ev.arity = 1;
-    unsigned fast_n = 0;
+    unsigned fast_n = 0, emit_n = 0;
     while (tr_ring_put_imm(r, &ev))
         fast_n++;
-    /* 102 records: the last starts where 43 bytes (a header and the
-     * largest one-immediate payload) still fit, 16 bytes stay. */
-    cr_expect_eq(fast_n, 102, "fast records before the end: %u", fast_n);
-    cr_expect_eq(r->head_local, (uint64_t)fast_n * 40);
+    cr_expect_eq(fast_n, 51, "fast records before half the ring: %u", fast_n);
+    /* From there tr_emit looks again every 512 bytes (an eighth of the
+     * ring), and the fast path writes what lies between: the ring is at
+     * least half full at each look and the policy is drop, so each look
+     * offers the CPU, at 2080, 2600, 3120 and 3640 bytes.  The fast path
+     * stops short of the array's end (16 bytes stay) and leaves the
+     * padding, the drop and its LOST marker to tr_emit. */
+    for (;;) {
+        if (tr_ring_put_imm(r, &ev)) {
+            fast_n++;
+        } else if (r->head_local + 43 <= 4096) {
+            cr_assert_eq(tr_emit(tp, 0, &ev), TR_OK);
+            emit_n++;
+        } else {
+            break;
+        }
+    }
+    cr_expect_eq(fast_n + emit_n, 102, "records: %u fast, %u by tr_emit", fast_n, emit_n);
+    cr_expect_eq(emit_n, 4);
+    cr_expect_eq(r->head_local, 102 * 40);
+    TrStats *st = tr_pipeline_stats(tp);
+    cr_expect_eq(st->ring[0].yields, 4);
+    free(st);
     cr_expect_eq(tr_emit(tp, 0, &ev), TR_DROPPED);   /* no room even with a pad */
     cr_expect_eq(r->pending_lost, 1);
     cr_expect_not(tr_ring_put_imm(r, &ev), "a LOST marker is pending");
@@ -620,7 +687,8 @@ static void wrap_write_emit(TrPipeline *tp, const WrapSeq *q)
  * flush half-way gives tr_emit the room for the wrap).  The fast path
  * writes up to the end whenever its largest record fits, so it leaves 8
  * bytes whatever the collector does; it declines the wrap, which tr_emit
- * writes, and takes the rest.
+ * writes, and takes the rest, except where a record could pass wake_at
+ * (tr_emit looks at the collector there and writes that record).
  */
 static void wrap_write_fast(TrPipeline *tp, const WrapSeq *q)
 {
@@ -635,9 +703,12 @@ static void wrap_write_fast(TrPipeline *tp, const WrapSeq *q)
             cr_assert_not(tr_ring_put_imm(r, &ev), "the fast path declines the wrap");
             wrap_emit(tp, &ev);
             cr_assert_eq(r->head_local, r->size + 40, "the wrap: the end skipped, 40 at 0");
-        } else {
-            cr_assert(tr_ring_put_imm(r, &ev), "the fast path takes event %llu",
-                      (unsigned long long)pid);
+        } else if (!tr_ring_put_imm(r, &ev)) {
+            /* Declined only where the record could pass wake_at (tr_emit
+             * looks at the collector there); tr_emit writes it. */
+            cr_assert_gt(r->head_local + sizeof(TrRecord) + ev.nterms * TR_IMM_MAX, r->wake_at,
+                         "the fast path takes event %llu", (unsigned long long)pid);
+            wrap_emit(tp, &ev);
         }
         if (pid == q->nlap / 2)
             tr_flush(tp);
