@@ -268,6 +268,43 @@ Test(ring, lossless_never_loses_and_the_producer_waits)
     tr_pipeline_free(tp);
 }
 
+Test(ring, a_large_ring_is_mapped_on_a_huge_page_boundary_and_wraps_in_order, .timeout = 120)
+{
+    /* 4 MiB rings have a mapping of their own, aligned to 2 MiB for
+     * transparent huge pages (tr_buffer.c, ring_alloc); every byte of it
+     * is used: 300,000 events of 40-100 bytes wrap the ring several
+     * times and arrive exactly, in order. */
+    Seen seen;
+    seen_init(&seen);
+    TrOptions o = { .nscheds = 1, .ring_bytes = 4u << 20, .payload_cap = 128,
+                    .policy = TR_POLICY_LOSSLESS };
+    TrPipeline *tp = make(&o, &seen);
+    for (int i = 0; i < tp->nrings; i++)
+        cr_expect_eq((uintptr_t)tp->rings[i].data & ((2u << 20) - 1), 0, "ring %d at %p", i,
+                     (void *)tp->rings[i].data);
+    tr_pipeline_start(tp);
+    uint64_t full = 0;
+    for (uint64_t pid = 0; pid < 300000;) {
+        TrStatus st = emit_seq(tp, 0, pid);
+        if (st == TR_OK) {
+            pid++;
+        } else {
+            cr_assert_eq(st, TR_FULL);
+            full++;
+            cr_assert(tr_wait_space(tp, 0, 10u * 1000000000u), "no wake-up in 10 s");
+        }
+    }
+    TrStats *st = tr_pipeline_stats(tp);
+    cr_expect_eq(st->ring[0].emitted, 300000);
+    cr_expect_eq(st->ring[0].full, full);
+    free(st);
+    tr_pipeline_free(tp);
+    cr_expect_eq(seen.events, 300000);
+    cr_expect_eq(seen.lost, 0);
+    cr_expect(seen.order_ok);
+    cr_expect(seen.payload_ok);
+}
+
 /* Counts events for a reader on another thread than the collector. */
 static void count_atomic(const TrEvent *ev, void *data)
 {
