@@ -17,8 +17,11 @@
  * child spawned meanwhile included).  A looker thread reads the workers'
  * flags with tvm_trace_flags_get (folding them in, against the
  * schedulers' folds): a read with no change running around it must give
- * the flags of the last change.  The run must have checked thousands of
- * calls both ways, and every check must hold; run under TSan and ASan.
+ * the flags of the last change.  The callers are paced (nat_pre): at
+ * most some hundreds of calls per change and per window between two, so
+ * that every window gets its calls however the OS shares the CPUs.  The
+ * run must have checked thousands of calls both ways, and every check
+ * must hold; run under TSan and ASan.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -37,6 +40,18 @@ enum { WORKERS = 4, CHANGES = 400, MAX_TICKETS = 4000000 };
 /* Changes begun and returned (the host is their only writer). */
 static atomic_long started, done;
 static atomic_long tickets;
+/* Calls whose post found no change begun since their pre's done: the
+ * calls the check can use (the host waits for some in each window). */
+static atomic_long usable;
+/* `usable` when the current window began (the host writes it right after
+ * `done`). */
+static atomic_long window_base;
+/* `tickets` when the current change began (the host writes it before
+ * `started`). */
+static atomic_long change_base;
+/* Usable calls a window may take, and tickets a change may see, before
+ * the callers pause (nat_pre). */
+enum { WINDOW_CALLS = 200, CHANGE_CALLS = 500 };
 static atomic_int stop;
 /* By ticket: done when it was taken (-1: none), and whether the call ran
  * between two changes (1) or not (2). */
@@ -49,6 +64,20 @@ static tvm_status nat_pre(tvm_env *env, int argc, const tvm_term *argv, tvm_term
                           void *data)
 {
     (void)argc, (void)argv, (void)data;
+    /* Pace the callers: once the window between two changes holds
+     * WINDOW_CALLS usable calls, or a running change has seen
+     * CHANGE_CALLS tickets taken, they sleep in the VM (-2: once/0 waits
+     * 1 ms and asks again), so that the tickets last all the changes even
+     * when the host thread is kept off the CPU (they did not: a fast
+     * machine spent 2.9 M of the 4 M tickets before the 20th change, most
+     * of them while a change ran).  Calls still run during every change,
+     * against its folds.  A sleep in the VM, not here: a change's
+     * thread-progress wait needs the scheduler back from the native. */
+    bool changing = atomic_load(&started) != atomic_load(&done);
+    if (!atomic_load(&stop) &&
+        (changing ? atomic_load(&tickets) - atomic_load(&change_base) >= CHANGE_CALLS
+                  : atomic_load(&usable) - atomic_load(&window_base) >= WINDOW_CALLS))
+        return tvm_make_int(env, -2, res);
     long d = atomic_load(&done);
     long j = atomic_fetch_add(&tickets, 1);
     if (j >= MAX_TICKETS)
@@ -65,8 +94,11 @@ static tvm_status nat_post(tvm_env *env, int argc, const tvm_term *argv, tvm_ter
     int64_t j;
     if (tvm_get_int(env, argv[0], &j) != TVM_OK)
         return tvm_raise_badarg(env);
-    if (j >= 0)
+    if (j >= 0) {
         between[j] = atomic_load(&started) == seen_done[j] ? 1 : 2;
+        if (between[j] == 1)
+            atomic_fetch_add(&usable, 1);
+    }
     return tvm_make_int(env, atomic_load(&stop) || j < 0, res);
 }
 
@@ -76,11 +108,20 @@ static const char sf_text[] =
     "function f/1 regs 1\n    addi r0, r0, 1\n    ret r0\nend\n"
     /* once(): pre, f(J), post(J): post's answer */
     "function once/0 regs 2\n"
+    "again:\n"
     "    callx r0, r0, sf_nat:pre/0\n"
+    "    jeqi r0, -2, pause\n"
     "    move r1, r0\n"
     "    callx r1, r1, sf:f/1\n"
     "    callx r0, r0, sf_nat:post/1\n"
     "    ret r0\n"
+    /* pre said the window has its calls: sleep 1 ms in the VM (no
+     * message comes), which leaves the scheduler free, and ask again */
+    "pause:\n"
+    "    loadi r1, 1\n"
+    "    wait r1, slept\n"
+    "slept:\n"
+    "    jump again\n"
     "end\n"
     /* worker(K): once() until it says stop (K names it in a crash) */
     "function worker/1 regs 1\n"
@@ -196,13 +237,21 @@ int main(void)
     pthread_t looker;
     pthread_create(&looker, NULL, looker_main, &l);
     for (long k = 1; k <= CHANGES; k++) {
-        long t0 = atomic_load(&tickets);
-        while (atomic_load(&tickets) < t0 + 20 && atomic_load(&tickets) < MAX_TICKETS)
+        /* Each window holds calls that ran wholly inside it: traced calls
+         * under the lossless policy are far slower than untraced ones (a
+         * sanitizer's callback sink keeps them waiting for room), and a
+         * wait for tickets alone let a fast machine spend them all in the
+         * untraced windows (0-64 traced calls checked).  A few calls of
+         * the last window may still count here, so ask for 20. */
+        long u0 = atomic_load(&window_base);
+        while (atomic_load(&usable) < u0 + 20 && atomic_load(&tickets) < MAX_TICKETS)
             usleep(50);
+        atomic_store(&change_base, atomic_load(&tickets));
         atomic_store(&started, k);
         if (tvm_trace_flags_all(vm, TVM_TRACE_ALL, TVM_TRACE_CALL, k % 2 == 1) != TVM_OK)
             return fail("tvm_trace_flags_all");
         atomic_store(&done, k);
+        atomic_store(&window_base, atomic_load(&usable));
     }
     long t0 = atomic_load(&tickets);
     while (atomic_load(&tickets) < t0 + 20 && atomic_load(&tickets) < MAX_TICKETS)
