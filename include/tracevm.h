@@ -748,8 +748,9 @@ typedef struct tvm_trace_options {
     /* An open descriptor to write to (a pipe, a socket), never closed
      * here.  A reader that cannot keep up costs events, not a blocked
      * scheduler: with TVM_TRACE_DROP the rings drop (counted), and the
-     * writer waits for the descriptor in slices, giving up on what is
-     * left once the session ends (docs/tracing.md, "Sessions"). */
+     * writer waits for the descriptor in slices; once the session ends
+     * it gives up on what is left when the reader takes nothing for a
+     * whole slice (docs/tracing.md, "Sessions"). */
     bool use_fd;
     int fd;
     /* Limits (0: none).  The session stops by itself after max_events

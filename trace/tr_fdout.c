@@ -11,8 +11,13 @@
  * would hold the destroy for ever.  So the stream's write function waits
  * for the descriptor with poll(2) in slices of TR_FDOUT_SLICE_MS, and
  * gives up once the pipeline is closing (tr_fdout_closing, set by the
- * session's stop before it frees the pipeline) and one more slice passed:
- * what it could not write then is dropped and counted in bytes.  A
+ * session's stop before it frees the pipeline) and a whole slice passed
+ * in which the reader took nothing: what it could not write then is
+ * dropped and counted in bytes.  A reader that keeps reading, however
+ * slowly, gets everything (what is left is bounded: the rings and the
+ * sink's buffer); before, a second full descriptor after the first wait
+ * gave up at once, and a control client's relay, late by a slice on a
+ * loaded machine, lost a trace's last record, `trace_stopped`.  A
  * descriptor that fails (EPIPE: the reader closed) drops everything
  * after.  Sockets are written with MSG_NOSIGNAL, so a reader that went
  * away is an error here and not a SIGPIPE for the whole program.  The
@@ -79,6 +84,7 @@ static ssize_t fdout_write(void *cookie, const char *buf, size_t n)
         ssize_t k = put(o, buf + done, n - done);
         if (k > 0) {
             done += (size_t)k;
+            last_slice = false;   /* the reader reads: it gets its slice again */
             continue;
         }
         if (k < 0 && errno == EINTR)
@@ -88,7 +94,8 @@ static ssize_t fdout_write(void *cookie, const char *buf, size_t n)
             break;
         }
         /* Not writable now: wait a slice; after the pipeline began to
-         * close, give up after one more. */
+         * close, give up after a whole slice in which the reader took
+         * nothing. */
         if (last_slice) {
             /* Given up once while closing: the rest goes at once. */
             o->broken = true;

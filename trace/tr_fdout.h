@@ -16,8 +16,9 @@ typedef struct TrFdOut TrFdOut;
  * make one.  *out: the state to pass to the functions below. */
 FILE *tr_fdout_open(int fd, TrFdOut **out);
 
-/* The pipeline is closing: what cannot be written within one more slice
- * is dropped.  Any thread. */
+/* The pipeline is closing: from now on the stream gives up once a whole
+ * slice passes in which the reader takes nothing, and drops the rest.
+ * Any thread. */
 void tr_fdout_closing(TrFdOut *o);
 
 /* Bytes dropped so far (a slow or gone reader). */
