@@ -65,6 +65,10 @@ typedef struct TrOptions {
 
 #define TR_RING_DEFAULT ((size_t)1 << 20)
 #define TR_RING_MIN ((size_t)4096)
+/* The largest ring: a gibibyte per scheduler is far more than any trace
+ * needs, and a larger ring_bytes is far more likely a mistake (it used to
+ * abort the program when the allocation failed). */
+#define TR_RING_MAX ((size_t)1 << 30)
 #define TR_PAYLOAD_DEFAULT 256
 #define TR_PAYLOAD_MAX 4096
 #define TR_MERGE_WINDOW_DEFAULT 1000000u

@@ -88,8 +88,9 @@
  *   when the schedulers keep every CPU busy, a woken collector waits for
  *   a CPU longer than half a ring takes to fill, and the yield lets the
  *   collector queued on this CPU run now instead (a fully traced fib(27)
- *   on 2 schedulers and 2 vCPUs lost about 100,000 of 2.5 M events per
- *   run without it, a median of 0 with it; docs/benchmarks.md).  A yield
+ *   on 2 schedulers and 2 vCPUs lost a median of 73,000 to 156,000 of
+ *   2.5 M events per run without it, 0 to a few thousand with it;
+ *   docs/tracing.md).  A yield
  *   is not a wait: with nothing else runnable it returns at once, and it
  *   happens at most TR_WAKE_STEPS times per half ring that the collector
  *   leaves unread.  Under the lossless policy a full ring suspends the
@@ -167,21 +168,22 @@ static void wake_check(TrPipeline *tp, TrRing *r, bool may_yield)
  * pages costs more than the events: a fresh 32 MiB buffer took 110 ms to
  * fill and its first write into tmpfs 86 ms (19.6 ms the second time);
  * with huge pages 73 and 17.5 ms.  The raw CTF stream rate of
- * bench_events (a 128 MiB ring) went from 8.8-10.0 to 69.7-99.0 M
+ * bench_events (a 128 MiB ring) went from 8.8-10.0 to 88-102 M
  * events/s.  The advice is only a hint: without THP the ring simply has
  * 4 KiB pages.  Smaller rings come from the heap, which reuses its
  * memory across sessions.
  */
 #define TR_HUGE_PAGE ((size_t)2 << 20)
 
+/* NULL when the memory is not there (the caller reports it). */
 static uint8_t *ring_alloc(size_t size)
 {
     if (size < TR_HUGE_PAGE)
-        return vm_calloc(1, size);
+        return calloc(1, size);
     size_t span = size + TR_HUGE_PAGE;
     uint8_t *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
-        vm_die("out of memory");
+        return NULL;
     /* Keep the aligned `size` bytes of the span, unmap the rest (mmap
      * gives zeroed pages, as calloc would). */
     uintptr_t at = ((uintptr_t)p + TR_HUGE_PAGE - 1) & ~(uintptr_t)(TR_HUGE_PAGE - 1);
@@ -202,16 +204,19 @@ static void ring_free(uint8_t *data, size_t size)
         munmap(data, size);
 }
 
-void tr_ring_init(TrRing *r, size_t size, int sched, size_t cap)
+bool tr_ring_init(TrRing *r, size_t size, int sched, size_t cap)
 {
     memset(r, 0, sizeof *r);
     r->data = ring_alloc(size);
+    if (!r->data)
+        return false;
     r->size = size;
     r->sched = sched;
     size_t imm = cap / TR_IMM_MAX;
     r->imm_terms = (unsigned)(imm < TR_IMM_TERMS ? imm : TR_IMM_TERMS);
     r->wake_at = size / 2;
     fast_end_update(r);
+    return true;
 }
 
 void tr_ring_destroy(TrRing *r)

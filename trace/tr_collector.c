@@ -333,6 +333,11 @@ TrPipeline *tr_pipeline_new(const TrOptions *opts, char *err, size_t errlen)
                  o.ring_bytes, 4 * max_record > TR_RING_MIN ? 4 * max_record : TR_RING_MIN);
         return NULL;
     }
+    if (o.ring_bytes > TR_RING_MAX) {
+        snprintf(err, errlen, "trace: ring size %zu is above the maximum %zu", o.ring_bytes,
+                 TR_RING_MAX);
+        return NULL;
+    }
     if (o.policy != TR_POLICY_DROP && o.policy != TR_POLICY_LOSSLESS) {
         snprintf(err, errlen, "trace: bad full-buffer policy %d", (int)o.policy);
         return NULL;
@@ -347,8 +352,19 @@ TrPipeline *tr_pipeline_new(const TrOptions *opts, char *err, size_t errlen)
     if (posix_memalign((void **)&tp->rings, TR_CACHE_LINE,
                        (size_t)tp->nrings * sizeof *tp->rings) != 0)
         vm_die("out of memory");
-    for (int i = 0; i < tp->nrings; i++)
-        tr_ring_init(&tp->rings[i], o.ring_bytes, i < o.nscheds ? i : -1, o.payload_cap);
+    for (int i = 0; i < tp->nrings; i++) {
+        if (tr_ring_init(&tp->rings[i], o.ring_bytes, i < o.nscheds ? i : -1, o.payload_cap))
+            continue;
+        /* Out of memory (or of address space): an error for the caller,
+         * who asked for this much, not the end of the program. */
+        snprintf(err, errlen, "trace: cannot allocate %d rings of %zu bytes", tp->nrings,
+                 o.ring_bytes);
+        while (i-- > 0)
+            tr_ring_destroy(&tp->rings[i]);
+        free(tp->rings);
+        free(tp);
+        return NULL;
+    }
     pthread_mutex_init(&tp->shared_lock, NULL);
     pthread_mutex_init(&tp->lock, NULL);
     pthread_cond_init(&tp->kick, NULL);

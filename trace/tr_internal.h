@@ -134,8 +134,9 @@ struct TrPipeline {
 
 /* ---- tr_buffer.c: ring primitives used by the collector ---- */
 
-/* Allocates ring memory (zeroed); `cap` is the pipeline's payload cap. */
-void tr_ring_init(TrRing *r, size_t size, int sched, size_t cap);
+/* Allocates ring memory (zeroed); `cap` is the pipeline's payload cap.
+ * False, with nothing allocated, when the memory is not there. */
+bool tr_ring_init(TrRing *r, size_t size, int sched, size_t cap);
 void tr_ring_destroy(TrRing *r);
 
 /* Collector: the next record below the head snapshot, skipping padding;

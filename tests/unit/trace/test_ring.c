@@ -417,6 +417,9 @@ Test(ring, bad_options_are_refused_with_a_reason)
     o.payload_cap = TR_PAYLOAD_MAX + 1;
     cr_expect_null(tr_pipeline_new(&o, err, sizeof err));
     cr_expect(strstr(err, "payload cap"), "%s", err);
+    o = (TrOptions){ .nscheds = 1, .ring_bytes = TR_RING_MAX * 2 };
+    cr_expect_null(tr_pipeline_new(&o, err, sizeof err));
+    cr_expect_str_eq(err, "trace: ring size 2147483648 is above the maximum 1073741824");
     o = (TrOptions){ .nscheds = -1 };
     cr_expect_null(tr_pipeline_new(&o, err, sizeof err));
     /* Freed without ever starting: the sinks are closed all the same. */

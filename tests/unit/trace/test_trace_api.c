@@ -248,6 +248,12 @@ Test(trace_api, bad_options)
     cr_assert_str_eq(err.message, "tvm_trace_start: the chrome format needs a path or a file");
     cr_assert_eq(start_with((tvm_trace_options){ .ring_bytes = 1000 }, &err), TVM_ERR_BADARG);
     cr_assert(strstr(err.message, "ring size 1000 must be a power of two"), "%s", err.message);
+    /* 1 TiB per ring: an error, where the allocation's failure used to
+     * abort the program. */
+    cr_assert_eq(start_with((tvm_trace_options){ .ring_bytes = (size_t)1 << 40 }, &err),
+                 TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_trace_start: trace: ring size 1099511627776 is above the "
+                                  "maximum 1073741824");
     cr_assert_eq(start_with((tvm_trace_options){ .path = "/nonexistent/dir/t.txt" }, &err),
                  TVM_ERR_IO);
     cr_assert_str_eq(err.message, "tvm_trace_start: cannot open /nonexistent/dir/t.txt: "
