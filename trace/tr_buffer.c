@@ -72,7 +72,7 @@
  *   either: both sides use two SC RMWs, whose store half (a release) and
  *   the next one's load half (an acquire) ARMv8 keeps in order, as a
  *   locked instruction does on x86.
-
+ *
  *   Waking the collector.  An idle collector sleeps poll_ns (1 ms by
  *   default), and a busy scheduler fills a 1 MiB ring faster than that
  *   (fully traced fib: about 0.8 ms).  So the producer looks at its ring
@@ -90,12 +90,12 @@
  *   collector queued on this CPU run now instead (a fully traced fib(27)
  *   on 2 schedulers and 2 vCPUs lost a median of 73,000 to 156,000 of
  *   2.5 M events per run without it, 0 to a few thousand with it;
- *   docs/tracing.md).  A yield
- *   is not a wait: with nothing else runnable it returns at once, and it
- *   happens at most TR_WAKE_STEPS times per half ring that the collector
- *   leaves unread.  Under the lossless policy a full ring suspends the
- *   process anyway, which lets the collector run.
-
+ *   docs/tracing.md).  A yield is not a wait: with nothing else runnable
+ *   it returns at once, and it happens at most TR_WAKE_STEPS times per
+ *   half ring that the collector leaves unread.  Under the lossless
+ *   policy a full ring suspends the process anyway, which lets the
+ *   collector run.
+ *
  *   Memory is bounded by size per ring; a producer never allocates, never
  *   blocks (a scheduler ring takes no lock at all) and never waits for
  *   the collector.

@@ -24,13 +24,14 @@ typedef struct Reader {
     bool bytes_ok;
 } Reader;
 
-/* Reads a page every 5 ms until end of file: never a whole slice
- * (50 ms) without reading. */
+/* Reads a page every millisecond until end of file: never near a whole
+ * slice (50 ms) without reading, and still slower than the writer, which
+ * so finds the pipe full after every page. */
 static void *steady_reader(void *arg)
 {
     Reader *r = arg;
     char buf[PAGE];
-    struct timespec nap = { 0, 5000000 };
+    struct timespec nap = { 0, 1000000 };
     for (;;) {
         ssize_t k = read(r->fd, buf, sizeof buf);
         if (k == 0)
@@ -75,7 +76,7 @@ static uint64_t write_closing(int fd)
 
 Test(fdout, a_reader_that_keeps_reading_gets_every_byte, .timeout = 60)
 {
-    /* 16 pages at one per 5 ms: the writer finds the pipe full 15 times
+    /* 16 pages at one per ms: the writer finds the pipe full 15 times
      * while closing; the reader never lets a slice pass, so nothing is
      * dropped (before, the second full pipe gave up at once: 57,344
      * bytes dropped). */
