@@ -25,7 +25,7 @@
  * stack is never unmapped on its own (that would split the VMA again): a
  * freed one stays in the pool for reuse whatever max_free says, trimming
  * gives its pages back (madvise DONTNEED, which leaves guard regions in
- * place), and the slabs are unmapped with the pool.  Address space is
+ * place; neighbouring free stacks in one call), and the slabs are unmapped with the pool.  Address space is
  * reserved, not committed (MAP_NORESERVE): 300,000 slots of 320 KiB are
  * 92 GiB of it, of the 128 TiB a process has.
  */
@@ -122,6 +122,7 @@ void vm_fiber_pool_init(FiberPool *pool, size_t stack_size, size_t max_free)
     pool->free = NULL;
     pool->nfree = 0;
     pool->ndirty = 0;
+    pool->release_calls = 0;
     pool->live = 0;
     pool->slabs = false;
     pool->slab_next = pool->slab_end = NULL;
@@ -282,6 +283,12 @@ void vm_fiber_free(FiberPool *pool, Fiber *f)
     pthread_mutex_unlock(&pool->lock);
 }
 
+/* Gives back the pages of [lo, hi); one madvise, one TLB flush. */
+static void release_range(char *lo, char *hi)
+{
+    madvise(lo, (size_t)(hi - lo), MADV_DONTNEED);
+}
+
 void vm_fiber_pool_trim(FiberPool *pool)
 {
     /* Take the whole free list, madvise outside the lock (a spawn meanwhile
@@ -297,13 +304,42 @@ void vm_fiber_pool_trim(FiberPool *pool)
     pool->nfree = 0;
     pool->ndirty = 0;
     pthread_mutex_unlock(&pool->lock);
+    /* Dirty stacks that are neighbours in memory, [guard | stack][guard |
+     * stack], go back in one call over the run, guards included: every
+     * madvise that drops pages ends with a TLB flush on each CPU that ran
+     * the OS process (an interprocessor interrupt), and a burst of ended
+     * processes frees slab stacks side by side.  MADV_DONTNEED leaves a
+     * guard region's markers in place (they are page-table markers that
+     * zapping keeps), and a PROT_NONE guard has no pages to drop.  The
+     * free list holds them in the order they were freed, newest first: a
+     * run grows at either end. */
+    const size_t g = guard_size();
+    char *run_lo = NULL, *run_hi = NULL;
+    size_t calls = 0;
     Fiber *last = NULL;
     for (Fiber *f = list; f; f = f->next_free) {
-        if (f->dirty) {
-            madvise(f->stack_lo, (size_t)(f->stack_hi - f->stack_lo), MADV_DONTNEED);
-            f->dirty = false;
-        }
         last = f;
+        if (!f->dirty)
+            continue;
+        f->dirty = false;
+        if (run_lo && f->stack_lo == run_hi + g) {
+            run_hi = f->stack_hi;
+            continue;
+        }
+        if (run_lo && f->stack_hi + g == run_lo) {
+            run_lo = f->stack_lo;
+            continue;
+        }
+        if (run_lo) {
+            release_range(run_lo, run_hi);
+            calls++;
+        }
+        run_lo = f->stack_lo;
+        run_hi = f->stack_hi;
+    }
+    if (run_lo) {
+        release_range(run_lo, run_hi);
+        calls++;
     }
     pthread_mutex_lock(&pool->lock);
     if (last) {
@@ -311,6 +347,7 @@ void vm_fiber_pool_trim(FiberPool *pool)
         pool->free = list;
         pool->nfree += n;
     }
+    pool->release_calls += calls;
     pthread_mutex_unlock(&pool->lock);
 }
 

@@ -93,12 +93,13 @@ void vm_fiber_init(Fiber *f, FiberFn fn, void *arg);
 typedef struct FiberPool {
     size_t stack_size;     /* usable bytes per stack (a multiple of the page size) */
     size_t max_free;       /* stacks kept for reuse; more are unmapped */
-    /* lock protects free, nfree and live; the system calls (mmap, madvise,
-     * munmap) run outside it. */
+    /* lock protects free, nfree, ndirty, release_calls and live; the
+     * system calls (mmap, madvise, munmap) run outside it. */
     pthread_mutex_t lock;
     Fiber *free;
     size_t nfree;
     size_t ndirty;         /* free stacks whose pages are still resident */
+    size_t release_calls;  /* madvise calls trims made (neighbours share one) */
     size_t live;           /* stacks handed out and not yet returned */
     /* Slab pools (vm_fiber_pool_use_slabs), under lock: the slab being
      * carved ([slab_next, slab_end)) and every slab, unmapped at destroy. */
@@ -127,8 +128,10 @@ Fiber *vm_fiber_alloc(FiberPool *pool);
 void vm_fiber_free(FiberPool *pool, Fiber *f);
 
 /*
- * Gives the resident pages of the pool's free stacks back to the OS.  The
- * schedulers call it when they go idle, so memory returns once a burst of
+ * Gives the resident pages of the pool's free stacks back to the OS, one
+ * madvise for each run of neighbouring stacks (release_calls counts
+ * them).  The last scheduler to go idle calls it once the whole VM has
+ * stayed idle VM_POOL_TRIM_DELAY_MS, so memory returns once a burst of
  * processes is over, and the burst itself pays no system calls.
  */
 void vm_fiber_pool_trim(FiberPool *pool);

@@ -486,6 +486,15 @@ static bool idle_locked(Scheduler *s)
            !vm_atomic_load_acquire(&s->sys->stw);
 }
 
+/* Whether no scheduler has gone idle again since our own entry number
+ * `entry`, and all still are: nobody ran work in between (a scheduler that
+ * found work left the idle count, and counts a new entry when it is back). */
+static bool stayed_idle(SchedSystem *sys, uintptr_t entry)
+{
+    return vm_atomic_load_relaxed(&sys->idle_entries) == entry &&
+           vm_atomic_load_relaxed(&sys->nidle) == (uintptr_t)sys->n;
+}
+
 static void *sched_main(void *arg)
 {
     Scheduler *s = arg;
@@ -527,9 +536,12 @@ static void *sched_main(void *arg)
              * while, so that a burst that follows at once (or that another
              * scheduler still runs) reuses them without a system call. */
             uintptr_t idle = vm_atomic_fetch_add_relaxed(&sys->nidle, 1);
+            uintptr_t entry = vm_atomic_fetch_add_relaxed(&sys->idle_entries, 1) + 1;
             bool last = idle == (uintptr_t)sys->n - 1;
-            if (last)
+            if (last) {
                 sleep_locked(s, VM_POOL_TRIM_DELAY_MS);
+                last = stayed_idle(sys, entry);
+            }
             if (idle_locked(s) && (s->cache || last)) {
                 pthread_mutex_unlock(&s->lock);
                 vm_qsbr_offline();

@@ -101,6 +101,13 @@ typedef struct SchedSystem {
      * trims the fiber pool).  Read relaxed by busy schedulers as a hint
      * to share a backlog (a stale value costs a missed or a vain look). */
     VmAtomic nidle;
+    /* How many times a scheduler has gone idle (relaxed fetch-add, beside
+     * nidle's).  The one whose add completed nidle trims the fiber pool
+     * after VM_POOL_TRIM_DELAY_MS only if the count has not moved and
+     * every scheduler is still idle: the whole VM stayed idle that long.
+     * A stale read costs a trim too many or one put off, never a stack in
+     * use (the trim takes only free stacks, under the pool's lock). */
+    VmAtomic idle_entries;
     VmAtomic next_ref;        /* monitor references (relaxed fetch-add) */
     Process *joinables;       /* spawned joinable, not yet joined (lock) */
     VmTimers timers;          /* of waiting processes (vm/timer.h) */

@@ -1,14 +1,20 @@
 /*
  * tests/unit/vm/test_many_procs.c - slab fiber stacks (tvm_config
  * fiber_slabs): a pool carves stacks, each above its guard region, out of
- * one mapping and keeps freed ones; and 300,000 processes alive at once,
+ * one mapping and keeps freed ones, whose pages a trim gives back with
+ * one system call for neighbours, guards kept; and 300,000 processes
+ * alive at once,
  * each waiting in receive, in a few mappings (the guards are guard
  * regions, not mappings: Linux 6.13), where one mapping per process
  * against vm.max_map_count's 65530 would stop far short.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "tests/unit/helpers.h"
 #include "vm/config.h"
@@ -57,6 +63,77 @@ Test(fiber_slabs, stacks_are_carved_side_by_side_and_kept_when_freed)
     cr_assert_eq(pool.nslabs, 2, "%zu slabs", pool.nslabs);
     for (int i = 0; i <= VM_FIBER_SLAB_STACKS; i++)
         vm_fiber_free(&pool, more[i]);
+    vm_fiber_pool_destroy(&pool);
+}
+
+/* Resident pages of [lo, hi) (mincore). */
+static size_t resident(const char *lo, const char *hi)
+{
+    size_t ps = (size_t)sysconf(_SC_PAGESIZE), n = (size_t)(hi - lo) / ps, r = 0;
+    unsigned char vec[256];
+    cr_assert_leq(n, sizeof vec);
+    cr_assert_eq(mincore((void *)lo, (size_t)(hi - lo), vec), 0, "mincore: %s", strerror(errno));
+    for (size_t i = 0; i < n; i++)
+        r += vec[i] & 1;
+    return r;
+}
+
+/* Whether the byte below f's stack (its guard) faults: the kernel's copy
+ * out of it fails with EFAULT instead of a signal. */
+static bool guard_faults(const Fiber *f)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    bool faults = write(fds[1], f->stack_lo - 1, 1) < 0 && errno == EFAULT;
+    close(fds[0]);
+    close(fds[1]);
+    return faults;
+}
+
+Test(fiber_slabs, freed_neighbours_go_back_in_one_call_and_keep_their_guards)
+{
+    FiberPool pool;
+    vm_fiber_pool_init(&pool, 64 * 1024, 0);
+    vm_fiber_pool_use_slabs(&pool);
+    Fiber *f[4];
+    for (int i = 0; i < 4; i++) {
+        f[i] = vm_fiber_alloc(&pool);
+        memset(f[i]->stack_lo, 0xab, 64 * 1024);
+    }
+    for (int round = 0; round < 2; round++) {
+        /* Freed in address order, then in the reverse: the free list
+         * holds the three lowest newest first, so the run grows down,
+         * then up. */
+        for (int k = 0; k < 3; k++)
+            vm_fiber_free(&pool, f[round == 0 ? k : 2 - k]);
+        cr_assert_eq(pool.ndirty, 3);
+        size_t calls = pool.release_calls;
+        vm_fiber_pool_trim(&pool);
+        cr_assert_eq(pool.release_calls - calls, 1, "round %d: %zu madvise calls for 3 neighbours",
+                     round, pool.release_calls - calls);
+        cr_assert_eq(pool.ndirty, 0);
+        for (int i = 0; i < 3; i++)
+            cr_assert_eq(resident(f[i]->stack_lo, f[i]->stack_hi), 0, "round %d: stack %d kept pages",
+                         round, i);
+        /* The live neighbour above the run keeps its pages and contents. */
+        cr_assert_eq(resident(f[3]->stack_lo, f[3]->stack_hi),
+                     64 * 1024 / (size_t)sysconf(_SC_PAGESIZE));
+        cr_assert_eq((unsigned char)f[3]->stack_lo[0], 0xab);
+        cr_assert_eq((unsigned char)f[3]->stack_hi[-1], 0xab);
+        for (int i = 0; i < 4; i++)
+            cr_assert(guard_faults(f[i]), "round %d: the guard below stack %d is gone", round, i);
+        /* Nothing dirty: no call. */
+        vm_fiber_pool_trim(&pool);
+        cr_assert_eq(pool.release_calls - calls, 1);
+        /* Taken again (newest first) and written end to end. */
+        for (int k = 0; k < 3; k++) {
+            Fiber *g = vm_fiber_alloc(&pool);
+            memset(g->stack_lo, 0xab, 64 * 1024);
+        }
+        cr_assert_eq(pool.nfree, 0);
+    }
+    for (int i = 0; i < 4; i++)
+        vm_fiber_free(&pool, f[i]);
     vm_fiber_pool_destroy(&pool);
 }
 
