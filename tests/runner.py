@@ -428,6 +428,11 @@ def main(env, units, stress, tracevm, embed):
         wall, ', '.join('%s %.0f s' % (k, sum(s for s, p in TIMES if kind_of(p) == k))
                         for k, _ in steps),
         ', '.join('%s %.0f s' % (p, s) for s, p in sorted(TIMES, reverse=True)[:5])))
+    # Every program's time, slowest first, when TEST_TIMES names a file.
+    if os.environ.get('TEST_TIMES'):
+        with open(os.environ['TEST_TIMES'], 'w') as f:
+            for s, p in sorted(TIMES, reverse=True):
+                f.write('%.1f %s\n' % (s, p))
     if t.filter and not t.matched:
         print('filter=%s matches no test' % t.filter)
         t.failed += 1
