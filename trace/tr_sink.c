@@ -1,6 +1,7 @@
 /*
  * trace/tr_sink.c - what every sink shares: reading an event's payload as
- * named fields or single terms, and the C callback sink for embedders.
+ * named fields or single terms, lines gathered into batches, and the C
+ * callback sink for embedders.
  */
 #include "trace/tr_sink.h"
 
@@ -101,6 +102,25 @@ bool tr_event_term(const TrEvent *ev, unsigned i, StrBuf *sb)
         if (!tr_skip_term(&p, end))
             return false;
     return tr_print_term(sb, &p, end);
+}
+
+static void lines_write(StrBuf *lines, FILE *out)
+{
+    if (lines->len)
+        fwrite(lines->s, 1, lines->len, out);
+    lines->len = 0;
+}
+
+void tr_lines_done(StrBuf *lines, FILE *out)
+{
+    if (lines->len >= TR_LINES_BATCH)
+        lines_write(lines, out);
+}
+
+void tr_lines_flush(StrBuf *lines, FILE *out)
+{
+    lines_write(lines, out);
+    fflush(out);
 }
 
 void tr_ring_label(int sched, StrBuf *sb)

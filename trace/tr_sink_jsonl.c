@@ -25,7 +25,7 @@
 typedef struct JsonlSink {
     TrSink base;
     FILE *out;
-    StrBuf line, vals;
+    StrBuf line, vals;  /* line: lines not written yet (tr_lines_done) */
 } JsonlSink;
 
 static void put_key_str(StrBuf *sb, const char *key, const char *s, size_t n)
@@ -48,14 +48,13 @@ static void jsonl_event(TrSink *s, const TrEvent *ev)
 {
     JsonlSink *j = (JsonlSink *)s;
     StrBuf *sb = &j->line;
-    sb->len = 0;
     sb_puts(sb, "{\"ts\":");
     tr_put_u64(sb, ev->ts);
     sb_puts(sb, ",\"sched\":");
     tr_put_i64(sb, ev->sched);
     if (ev->kind == TR_K_LOST) {
         sb_printf(sb, ",\"kind\":\"lost\",\"count\":%llu}\n", (unsigned long long)ev->lost);
-        fwrite(sb->s, 1, sb->len, j->out);
+        tr_lines_done(sb, j->out);
         return;
     }
     sb_puts(sb, ",\"pid\":");
@@ -77,18 +76,19 @@ static void jsonl_event(TrSink *s, const TrEvent *ev)
     if (ev->flags & TR_F_TRUNCATED)
         sb_puts(sb, ",\"truncated\":true");
     sb_puts(sb, "}\n");
-    fwrite(sb->s, 1, sb->len, j->out);
+    tr_lines_done(sb, j->out);
 }
 
 static void jsonl_flush(TrSink *s)
 {
-    fflush(((JsonlSink *)s)->out);
+    JsonlSink *j = (JsonlSink *)s;
+    tr_lines_flush(&j->line, j->out);
 }
 
 static void jsonl_close(TrSink *s)
 {
     JsonlSink *j = (JsonlSink *)s;
-    fflush(j->out);
+    tr_lines_flush(&j->line, j->out);
     sb_free(&j->line);
     sb_free(&j->vals);
     free(j);

@@ -136,27 +136,27 @@ typedef struct TextSink {
     TrSink base;
     FILE *out;
     bool ts;
-    StrBuf sb;      /* one line, reused */
+    StrBuf sb;      /* lines not written yet (tr_lines_done) */
 } TextSink;
 
 static void text_event(TrSink *s, const TrEvent *ev)
 {
     TextSink *t = (TextSink *)s;
-    t->sb.len = 0;
     tr_event_format(ev, t->ts || (ev->flags & TR_F_TIMESTAMP), &t->sb);
     sb_putc(&t->sb, '\n');
-    fwrite(t->sb.s, 1, t->sb.len, t->out);
+    tr_lines_done(&t->sb, t->out);
 }
 
 static void text_flush(TrSink *s)
 {
-    fflush(((TextSink *)s)->out);
+    TextSink *t = (TextSink *)s;
+    tr_lines_flush(&t->sb, t->out);
 }
 
 static void text_close(TrSink *s)
 {
     TextSink *t = (TextSink *)s;
-    fflush(t->out);
+    tr_lines_flush(&t->sb, t->out);
     sb_free(&t->sb);
     free(t);
 }

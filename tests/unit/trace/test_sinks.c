@@ -2,10 +2,12 @@
  * tests/unit/trace/test_sinks.c - every sink's exact output for the fixed
  * synthetic sequence of tr_fixture.h (a call tree, a loss, an exception,
  * scheduling, messages, a spawn, an exit, a payload cut at the cap, and a
- * call still open at the end).  The Chrome JSON is also parsed back by
+ * call still open at the end), and text and JSON lines written in
+ * batches of whole lines.  The Chrome JSON is also parsed back by
  * tests/sh/trace_chrome.sh and the CTF trace read by babeltrace2 in
  * tests/sh/trace_ctf.sh.
  */
+#define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,4 +376,62 @@ Test(sinks, chrome_names_past_the_cache)
         }
     cr_expect_null(strstr(at, "\"ph\":\"B\""));
     free(text);
+}
+
+/* An unbuffered stream (like stderr) that counts the writes it gets and
+ * keeps their bytes. */
+typedef struct Counted {
+    int writes;
+    size_t bytes;
+    char last[64];
+} Counted;
+
+static ssize_t counted_write(void *c, const char *buf, size_t n)
+{
+    Counted *k = c;
+    k->writes++;
+    k->bytes += n;
+    size_t tail = n < sizeof k->last - 1 ? n : sizeof k->last - 1;
+    memcpy(k->last, buf + n - tail, tail);
+    k->last[tail] = 0;
+    return (ssize_t)n;
+}
+
+/* Text and JSON lines gather their lines: into an unbuffered stream, one
+ * write per 32 KiB (TR_LINES_BATCH) and one at each flush, never a write
+ * per event, and never a line cut between two writes. */
+Test(sinks, lines_go_out_in_batches_and_at_flush)
+{
+    TrSink *(*makers[2])(FILE *) = { text_sink, jsonl_sink };
+    /* {trace,<0.42.0>,call,{fib,fib,[10]}}\n is 37 bytes; the JSON line
+     * of the same call 93. */
+    const size_t line[2] = { 37, 93 };
+    for (int m = 0; m < 2; m++) {
+        Counted k = { 0 };
+        cookie_io_functions_t io = { .write = counted_write };
+        FILE *f = fopencookie(&k, "w", io);
+        cr_assert(f);
+        setvbuf(f, NULL, _IONBF, 0);
+        TrSink *s = makers[m](f);
+        static uint8_t buf[256];
+        Term arg = I(10);
+        TrEvent ev = fx_event(buf, sizeof buf, 1000, 0, TR_K_CALL, 0, 42, "fib", "fib", 1, &arg, 1);
+        for (int i = 0; i < 100; i++)
+            s->ops->event(s, &ev);
+        cr_assert_eq(k.writes, 0, "sink %d: %d writes before a flush", m, k.writes);
+        s->ops->flush(s);
+        cr_assert_eq(k.writes, 1, "sink %d", m);
+        cr_assert_eq(k.bytes, 100 * line[m], "sink %d: %zu bytes", m, k.bytes);
+        /* 3,000 more: a write each time 32 KiB are gathered, each ending
+         * with a whole line. */
+        size_t per = (TR_LINES_BATCH + line[m] - 1) / line[m];
+        for (int i = 0; i < 3000; i++) {
+            s->ops->event(s, &ev);
+            cr_assert_eq(k.last[strlen(k.last) - 1], '\n', "sink %d: a write ends mid-line", m);
+        }
+        cr_assert_eq(k.writes, 1 + (int)(3000 / per), "sink %d: %d writes", m, k.writes);
+        s->ops->close(s);
+        cr_assert_eq(k.bytes, 3100 * line[m], "sink %d: %zu bytes at close", m, k.bytes);
+        fclose(f);
+    }
 }
