@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Terms 10,000,000 levels deep, built by VM code (tests/e2e/deep_terms.tasm,
-# which runs every check at 1,000,000 levels in the suite's e2e pass):
+# which runs every check at 200,000 levels in the suite's e2e pass):
 # 1. returned by the first process: the exit value is copied out of the
 #    process, into the CLI's env, and printed whole (tracevm run prints
 #    the result): [[...[]...]] is 2N + 2 bytes (20,000,002) and a newline;
