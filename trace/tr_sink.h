@@ -137,8 +137,9 @@ TrSink *tr_sink_api_new(tvm_trace_callback fn, void *data);
  * collector calls whenever a pass finds nothing new, at tr_flush() and at
  * the end.  stderr, the default output, is unbuffered: with a write(2)
  * per event a fully traced fib(25) into stderr took 0.46 s against 0.05 s
- * into a file (1.7 us more per event); both take 0.04 s now.  Only whole lines are written, so lines of
- * other writers to the same stream fall between events, as before.
+ * into a file (1.7 us more per event); both take 0.04 s now.  Only whole
+ * lines are written, so lines of other writers to the same stream fall
+ * between events, as before.
  */
 enum { TR_LINES_BATCH = 32 * 1024 };
 void tr_lines_done(StrBuf *lines, FILE *out);

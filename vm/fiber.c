@@ -25,9 +25,10 @@
  * stack is never unmapped on its own (that would split the VMA again): a
  * freed one stays in the pool for reuse whatever max_free says, trimming
  * gives its pages back (madvise DONTNEED, which leaves guard regions in
- * place; neighbouring free stacks in one call), and the slabs are unmapped with the pool.  Address space is
- * reserved, not committed (MAP_NORESERVE): 300,000 slots of 320 KiB are
- * 92 GiB of it, of the 128 TiB a process has.
+ * place; neighbouring free stacks in one call), and the slabs are
+ * unmapped with the pool.  Address space is reserved, not committed
+ * (MAP_NORESERVE): 300,000 slots of 320 KiB are 92 GiB of it, of the 128
+ * TiB a process has.
  */
 #define _GNU_SOURCE
 #include "vm/fiber.h"

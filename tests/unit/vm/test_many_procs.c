@@ -113,8 +113,8 @@ Test(fiber_slabs, freed_neighbours_go_back_in_one_call_and_keep_their_guards)
                      round, pool.release_calls - calls);
         cr_assert_eq(pool.ndirty, 0);
         for (int i = 0; i < 3; i++)
-            cr_assert_eq(resident(f[i]->stack_lo, f[i]->stack_hi), 0, "round %d: stack %d kept pages",
-                         round, i);
+            cr_assert_eq(resident(f[i]->stack_lo, f[i]->stack_hi), 0,
+                         "round %d: stack %d kept pages", round, i);
         /* The live neighbour above the run keeps its pages and contents. */
         cr_assert_eq(resident(f[3]->stack_lo, f[3]->stack_hi),
                      64 * 1024 / (size_t)sysconf(_SC_PAGESIZE));
