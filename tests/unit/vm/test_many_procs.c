@@ -3,10 +3,9 @@
  * fiber_slabs): a pool carves stacks, each above its guard region, out of
  * one mapping and keeps freed ones, whose pages a trim gives back with
  * one system call for neighbours, guards kept; and 300,000 processes
- * alive at once,
- * each waiting in receive, in a few mappings (the guards are guard
- * regions, not mappings: Linux 6.13), where one mapping per process
- * against vm.max_map_count's 65530 would stop far short.
+ * alive at once, each waiting in receive, in a few mappings (the guards
+ * are guard regions, not mappings: Linux 6.13), where one mapping per
+ * process against vm.max_map_count's 65530 would stop far short.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -32,11 +31,17 @@ static long mappings(void)
     return n;
 }
 
+/* A slab pool of 64 KiB stacks that keeps no free stack beyond the slabs'. */
+static void slab_pool(FiberPool *pool)
+{
+    vm_fiber_pool_init(pool, 64 * 1024, 0);
+    vm_fiber_pool_use_slabs(pool);
+}
+
 Test(fiber_slabs, stacks_are_carved_side_by_side_and_kept_when_freed)
 {
     FiberPool pool;
-    vm_fiber_pool_init(&pool, 64 * 1024, 0);
-    vm_fiber_pool_use_slabs(&pool);
+    slab_pool(&pool);
     Fiber *f[3];
     for (int i = 0; i < 3; i++)
         f[i] = vm_fiber_alloc(&pool);
@@ -93,8 +98,7 @@ static bool guard_faults(const Fiber *f)
 Test(fiber_slabs, freed_neighbours_go_back_in_one_call_and_keep_their_guards)
 {
     FiberPool pool;
-    vm_fiber_pool_init(&pool, 64 * 1024, 0);
-    vm_fiber_pool_use_slabs(&pool);
+    slab_pool(&pool);
     Fiber *f[4];
     for (int i = 0; i < 4; i++) {
         f[i] = vm_fiber_alloc(&pool);
