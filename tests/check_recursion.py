@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """tests/check_recursion.py - no C recursion grows with a term.
 
-    tests/check_recursion.py [--root DIR] [--cc gcc]
+    tests/check_recursion.py [--root DIR] [--cc gcc] [--build DIR]
 
-Compiles every library source (the folders of the layer stack, at -O0 so
-that nothing is inlined away) with gcc's -fcallgraph-info, joins the call
-graphs, and finds every cycle of direct calls (Tarjan's strongly connected
+Reads gcc's -fcallgraph-info of every library source (the folders of the
+layer stack, at -O0 so that nothing is inlined away): the files the gcc
+debug build writes beside its objects (--build build/debug: SConstruct
+adds the flag there), or, without --build, from compiling each source
+here, which takes half a minute.  Joins the call graphs, and finds every cycle of direct calls (Tarjan's strongly connected
 components).  Each cycle must be one of the ALLOWED below, each bounded
 by a constant (a depth the code checks, or log2 of a size), with the
 reason; a new cycle, or an allowed one that is gone, prints a line and
@@ -26,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 
-FOLDERS = ['vm', 'loader', 'stacks', 'trace', 'breakpoints', 'control', 'api']
+FOLDERS = ['vm', 'loader', 'stacks', 'trace', 'breakpoints', 'profile', 'control', 'api']
 
 # Each bounded cycle (its functions, sorted) and why it is bounded.
 ALLOWED = {
@@ -57,25 +59,51 @@ ALLOWED = {
         'an iolist nests at most 100 levels (badarg beyond)',
     ('vm/bif.c:merge_sort',):
         'halves its range: depth log2 of the list length, at most 64',
+    ('profile/pf_agg.c:fns_add',):
+        'rehashes into a table twice as big, where the inner call finds room: one level',
+    ('profile/pf_agg.c:vm_frame',):
+        'a frame with a line interns its function\'s frame (line 0), which goes no '
+        'deeper: one level',
+    ('profile/pf_out.c:folded_node',):
+        'walks the profile\'s call tree, as deep as the deepest sample: at most '
+        '1 + ST_MAX_NATIVE + ST_MAX_VM (257) levels below the root (pf_agg.c keeps no more)',
+    ('profile/pf_out.c:speedscope_node',):
+        'walks the profile\'s call tree: at most 257 levels, as folded_node',
+    ('profile/pf_svg.c:draw',):
+        'walks the profile\'s call tree: at most 257 levels, as folded_node',
 }
 
 EDGE = re.compile(r'edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"')
 
 
-def callgraph(root, cc, work):
+def compiled(root, cc, work, rel):
+    """The -fcallgraph-info of one source, compiled into work."""
+    base = os.path.join(work, rel.replace('/', '_'))
+    r = subprocess.run([cc, '-std=gnu11', '-O0', '-I', root, '-DVM_DEBUG',
+                        '-fcallgraph-info', '-c', rel, '-o', base + '.o',
+                        '-dumpbase', rel.replace('/', '_'), '-dumpdir', work + '/'],
+                       cwd=root, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit('%s: does not compile:\n%s' % (rel, r.stderr[-2000:]))
+    return base + '.ci'
+
+
+def built(build, rel):
+    """The -fcallgraph-info the build wrote beside the source's object."""
+    ci = os.path.join(build, rel[:-2] + '.ci')
+    if not os.path.exists(ci):
+        sys.exit('%s: missing (the gcc debug build writes it: scons mode=debug)' % ci)
+    return ci
+
+
+def callgraph(root, cc, work, build):
     """{caller: {callee}} over every source of FOLDERS."""
     graph = collections.defaultdict(set)
     for folder in FOLDERS:
         for src in sorted(glob.glob(os.path.join(root, folder, '*.c'))):
             rel = os.path.relpath(src, root)
-            base = os.path.join(work, rel.replace('/', '_'))
-            r = subprocess.run([cc, '-std=gnu11', '-O0', '-I', root, '-DVM_DEBUG',
-                                '-fcallgraph-info', '-c', rel, '-o', base + '.o',
-                                '-dumpbase', rel.replace('/', '_'), '-dumpdir', work + '/'],
-                               cwd=root, capture_output=True, text=True)
-            if r.returncode != 0:
-                sys.exit('%s: does not compile:\n%s' % (rel, r.stderr[-2000:]))
-            text = open(base + '.ci').read()
+            ci = built(build, rel) if build else compiled(root, cc, work, rel)
+            text = open(ci).read()
             for a, b in EDGE.findall(text):
                 if b != '__indirect_call':
                     graph[a].add(b)
@@ -131,9 +159,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--root', default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ap.add_argument('--cc', default='gcc')
+    ap.add_argument('--build', help='a gcc debug build whose objects have their .ci files')
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
-        found = set(cycles(callgraph(args.root, args.cc, work)))
+        found = set(cycles(callgraph(args.root, args.cc, work, args.build)))
     bad = False
     for c in sorted(found - set(ALLOWED)):
         print('recursion: %s: a cycle of direct calls not known to be bounded' % ' -> '.join(c))
