@@ -11,13 +11,18 @@
  * would hold the destroy for ever.  So the stream's write function waits
  * for the descriptor with poll(2) in slices of TR_FDOUT_SLICE_MS, and
  * gives up once the pipeline is closing (tr_fdout_closing, set by the
- * session's stop before it frees the pipeline) and a whole slice passed
- * in which the reader took nothing: what it could not write then is
- * dropped and counted in bytes.  A reader that keeps reading, however
+ * session's stop before it frees the pipeline) and TR_FDOUT_GIVE_UP_MS
+ * passed in which the reader took nothing: what it could not write then
+ * is dropped and counted in bytes.  A reader that keeps reading, however
  * slowly, gets everything (what is left is bounded: the rings and the
- * sink's buffer); before, a second full descriptor after the first wait
- * gave up at once, and a control client's relay, late by a slice on a
- * loaded machine, lost a trace's last record, `trace_stopped`.  A
+ * sink's buffer).  Why a second and not a slice: the reader that matters
+ * is a control client's relay, a thread that reads without bound while
+ * the session closes, and on a loaded machine it went a slice without
+ * running (ThreadSanitizer's suite, two schedulers spinning, the other
+ * test of the pair running): the client lost the trace's last record,
+ * `trace_stopped`.  Before that, a second full descriptor after the first
+ * wait gave up at once, and lost it for a relay late by one slice.  A
+ * reader that stopped for good holds a destroy for that second.  A
  * descriptor that fails (EPIPE: the reader closed) drops everything
  * after.  Sockets are written with MSG_NOSIGNAL, so a reader that went
  * away is an error here and not a SIGPIPE for the whole program.  The
@@ -37,12 +42,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vm/atomics.h"
 #include "vm/common.h"
 
 #define TR_FDOUT_SLICE_MS 50
+/* While closing: how long the reader may take nothing before the rest is
+ * dropped. */
+#define TR_FDOUT_GIVE_UP_MS 1000
 
 struct TrFdOut {
     int fd;
@@ -75,16 +84,23 @@ static ssize_t put(TrFdOut *o, const char *buf, size_t n)
     return write(o->fd, buf, n > PIPE_BUF ? PIPE_BUF : n);
 }
 
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 static ssize_t fdout_write(void *cookie, const char *buf, size_t n)
 {
     TrFdOut *o = cookie;
     size_t done = 0;
-    bool last_slice = false;
+    uint64_t stalled_since = 0;   /* closing, and nothing taken since (ms); 0: not */
     while (done < n && !o->broken) {
         ssize_t k = put(o, buf + done, n - done);
         if (k > 0) {
             done += (size_t)k;
-            last_slice = false;   /* the reader reads: it gets its slice again */
+            stalled_since = 0;   /* the reader reads: its time starts again */
             continue;
         }
         if (k < 0 && errno == EINTR)
@@ -94,15 +110,17 @@ static ssize_t fdout_write(void *cookie, const char *buf, size_t n)
             break;
         }
         /* Not writable now: wait a slice; after the pipeline began to
-         * close, give up after a whole slice in which the reader took
-         * nothing. */
-        if (last_slice) {
-            /* Given up once while closing: the rest goes at once. */
-            o->broken = true;
-            break;
+         * close, give up once the reader took nothing for
+         * TR_FDOUT_GIVE_UP_MS (given up, the rest goes at once). */
+        if (vm_atomic_load_relaxed(&o->closing)) {
+            uint64_t t = now_ms();
+            if (!stalled_since) {
+                stalled_since = t ? t : 1;
+            } else if (t - stalled_since >= TR_FDOUT_GIVE_UP_MS) {
+                o->broken = true;
+                break;
+            }
         }
-        if (vm_atomic_load_relaxed(&o->closing))
-            last_slice = true;
         struct pollfd pfd = { .fd = o->fd, .events = POLLOUT };
         if (poll(&pfd, 1, TR_FDOUT_SLICE_MS) < 0 && errno != EINTR) {
             o->broken = true;

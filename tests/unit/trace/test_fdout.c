@@ -2,7 +2,8 @@
  * tests/unit/trace/test_fdout.c - a sink's output to a descriptor
  * (trace/tr_fdout.c) while its pipeline closes: a reader that keeps
  * reading gets every byte however slowly it reads, and one that stops is
- * given up on, with the bytes it did not take counted exactly.
+ * given up on after a second, with the bytes it did not take counted
+ * exactly.
  *
  * The pipe holds one page (F_SETPIPE_SZ 4096), so the writer finds it
  * full after every page and must wait for the reader each time.
@@ -24,9 +25,9 @@ typedef struct Reader {
     bool bytes_ok;
 } Reader;
 
-/* Reads a page every millisecond until end of file: never near a whole
- * slice (50 ms) without reading, and still slower than the writer, which
- * so finds the pipe full after every page. */
+/* Reads a page every millisecond until end of file: never near the
+ * second a closing stream waits for its reader, and still slower than
+ * the writer, which so finds the pipe full after every page. */
 static void *steady_reader(void *arg)
 {
     Reader *r = arg;
@@ -94,10 +95,41 @@ Test(fdout, a_reader_that_keeps_reading_gets_every_byte, .timeout = 60)
     cr_expect(r.bytes_ok);
 }
 
-Test(fdout, a_reader_that_stops_is_given_up_on_after_a_slice, .timeout = 60)
+/* Sleeps 200 ms, four slices of the stream's poll, then reads as
+ * steady_reader: a thread starved of CPU for a while, as a control
+ * client's relay was on a loaded machine. */
+static void *late_reader(void *arg)
+{
+    struct timespec late = { 0, 200 * 1000000 };
+    nanosleep(&late, NULL);
+    return steady_reader(arg);
+}
+
+Test(fdout, a_reader_late_by_several_slices_gets_every_byte, .timeout = 60)
+{
+    /* The stream is closing and finds the pipe full after the first
+     * page; the reader takes nothing for 200 ms, then everything.  (When
+     * a closing stream gave up after one 50 ms slice without progress,
+     * 61,440 bytes were dropped here.) */
+    int p[2];
+    one_page_pipe(p);
+    Reader r = { .fd = p[0], .bytes_ok = true };
+    pthread_t t;
+    pthread_create(&t, NULL, late_reader, &r);
+    uint64_t dropped = write_closing(p[1]);
+    close(p[1]);
+    pthread_join(t, NULL);
+    close(p[0]);
+    cr_expect_eq(dropped, 0, "%llu bytes dropped", (unsigned long long)dropped);
+    cr_expect_eq(r.got, TOTAL, "%zu bytes read", r.got);
+    cr_expect(r.bytes_ok);
+}
+
+Test(fdout, a_reader_that_stops_is_given_up_on_after_a_second, .timeout = 60)
 {
     /* Nobody reads while the stream writes: the pipe takes one page, a
-     * slice passes without progress, and the rest is dropped, counted. */
+     * second (TR_FDOUT_GIVE_UP_MS) passes without progress, and the rest
+     * is dropped, counted. */
     int p[2];
     one_page_pipe(p);
     uint64_t dropped = write_closing(p[1]);
