@@ -75,17 +75,15 @@ static uint64_t write_closing(int fd)
     return dropped;
 }
 
-Test(fdout, a_reader_that_keeps_reading_gets_every_byte, .timeout = 60)
+/* A closing stream writes TOTAL bytes to `reader` on its own thread,
+ * which must get every one of them, intact. */
+static void gets_every_byte(void *(*reader)(void *))
 {
-    /* 16 pages at one per ms: the writer finds the pipe full 15 times
-     * while closing; the reader never lets a slice pass, so nothing is
-     * dropped (before, the second full pipe gave up at once: 57,344
-     * bytes dropped). */
     int p[2];
     one_page_pipe(p);
     Reader r = { .fd = p[0], .bytes_ok = true };
     pthread_t t;
-    pthread_create(&t, NULL, steady_reader, &r);
+    pthread_create(&t, NULL, reader, &r);
     uint64_t dropped = write_closing(p[1]);
     close(p[1]);
     pthread_join(t, NULL);
@@ -93,6 +91,15 @@ Test(fdout, a_reader_that_keeps_reading_gets_every_byte, .timeout = 60)
     cr_expect_eq(dropped, 0, "%llu bytes dropped", (unsigned long long)dropped);
     cr_expect_eq(r.got, TOTAL, "%zu bytes read", r.got);
     cr_expect(r.bytes_ok);
+}
+
+Test(fdout, a_reader_that_keeps_reading_gets_every_byte, .timeout = 60)
+{
+    /* 16 pages at one per ms: the writer finds the pipe full 15 times
+     * while closing; the reader never lets a slice pass, so nothing is
+     * dropped (before, the second full pipe gave up at once: 57,344
+     * bytes dropped). */
+    gets_every_byte(steady_reader);
 }
 
 /* Sleeps 200 ms, four slices of the stream's poll, then reads as
@@ -111,18 +118,7 @@ Test(fdout, a_reader_late_by_several_slices_gets_every_byte, .timeout = 60)
      * page; the reader takes nothing for 200 ms, then everything.  (When
      * a closing stream gave up after one 50 ms slice without progress,
      * 61,440 bytes were dropped here.) */
-    int p[2];
-    one_page_pipe(p);
-    Reader r = { .fd = p[0], .bytes_ok = true };
-    pthread_t t;
-    pthread_create(&t, NULL, late_reader, &r);
-    uint64_t dropped = write_closing(p[1]);
-    close(p[1]);
-    pthread_join(t, NULL);
-    close(p[0]);
-    cr_expect_eq(dropped, 0, "%llu bytes dropped", (unsigned long long)dropped);
-    cr_expect_eq(r.got, TOTAL, "%zu bytes read", r.got);
-    cr_expect(r.bytes_ok);
+    gets_every_byte(late_reader);
 }
 
 Test(fdout, a_reader_that_stops_is_given_up_on_after_a_second, .timeout = 60)
