@@ -7,8 +7,8 @@ Reads gcc's -fcallgraph-info of every library source (the folders of the
 layer stack, at -O0 so that nothing is inlined away): the files the gcc
 debug build writes beside its objects (--build build/debug: SConstruct
 adds the flag there), or, without --build, from compiling each source
-here, which takes half a minute.  Joins the call graphs, and finds every cycle of direct calls (Tarjan's strongly connected
-components).  Each cycle must be one of the ALLOWED below, each bounded
+here, which takes half a minute.  Joins the call graphs, and finds every
+cycle of direct calls (Tarjan's strongly connected components).  Each cycle must be one of the ALLOWED below, each bounded
 by a constant (a depth the code checks, or log2 of a size), with the
 reason; a new cycle, or an allowed one that is gone, prints a line and
 exits 1.  Walks over terms keep their work in explicit stacks instead

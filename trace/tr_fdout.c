@@ -95,12 +95,13 @@ static ssize_t fdout_write(void *cookie, const char *buf, size_t n)
 {
     TrFdOut *o = cookie;
     size_t done = 0;
-    uint64_t stalled_since = 0;   /* closing, and nothing taken since (ms); 0: not */
+    bool stalled = false;         /* closing, and nothing taken since stalled_since (ms) */
+    uint64_t stalled_since = 0;
     while (done < n && !o->broken) {
         ssize_t k = put(o, buf + done, n - done);
         if (k > 0) {
             done += (size_t)k;
-            stalled_since = 0;   /* the reader reads: its time starts again */
+            stalled = false;   /* the reader reads: its time starts again */
             continue;
         }
         if (k < 0 && errno == EINTR)
@@ -114,8 +115,9 @@ static ssize_t fdout_write(void *cookie, const char *buf, size_t n)
          * TR_FDOUT_GIVE_UP_MS (given up, the rest goes at once). */
         if (vm_atomic_load_relaxed(&o->closing)) {
             uint64_t t = now_ms();
-            if (!stalled_since) {
-                stalled_since = t ? t : 1;
+            if (!stalled) {
+                stalled = true;
+                stalled_since = t;
             } else if (t - stalled_since >= TR_FDOUT_GIVE_UP_MS) {
                 o->broken = true;
                 break;

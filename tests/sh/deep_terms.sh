@@ -11,7 +11,7 @@
 #    recursive walk, which would recurse on every level).
 # Everything is checked by size and by its two ends, nothing stored whole.
 set -uo pipefail
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # 10,000,000 levels in the optimised native build (release), 1,000,000 in
@@ -23,11 +23,8 @@ trap 'rm -rf "$tmp"' EXIT
 # or emulated and the same C walks deeper natively
 # (tests/unit/vm/test_deep.c says more).
 N=1000000
-case "${TRACEVM_MODE:-}" in
-release) N=10000000;;
-tsan) N=200000;;
-esac
-[[ -n "${TRACEVM_RUN:-}" ]] && N=200000
+[[ "${TRACEVM_MODE:-}" == tsan || -n "${TRACEVM_RUN:-}" ]] && N=200000
+full_scale && N=10000000
 PROG=tests/e2e/deep_terms.tasm
 
 # ends FILE: "BYTES HEAD...TAIL" (16 bytes each end).

@@ -27,6 +27,14 @@ not_emulated() {
     exit 77
 }
 
+# full_scale: true in the build the largest loads run in, the optimised
+# native one (release), which users run; the other builds and user-mode
+# emulation run smaller ones, each test saying why they still prove its
+# claim (tests/unit/helpers.h has the same test: test_full_scale).
+full_scale() {
+    [[ "${TRACEVM_MODE:-}" == release && -z "${TRACEVM_RUN:-}" ]]
+}
+
 # emulated_program PROG: the build's program PROG stands for (under
 # emulation "$TRACEVM" and its neighbours are launchers: tests/runner.py),
 # or PROG itself.

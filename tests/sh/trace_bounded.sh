@@ -5,10 +5,10 @@
 #    one trace frame for the whole chain (BEAM's stack grows by a frame
 #    per iteration): it ends with its result although a process's frame
 #    stack holds at most 1,048,576 frames (VM_STACK_LIMIT_WORDS / 4: a
-#    frame per iteration would raise system_limit a tenth of the way),
-#    and every event is accounted for: N + 1 calls (N .. 0) + 1
-#    return_from = events
-#    written + events the drop policy counted as lost; the same loop of
+#    frame per iteration would raise system_limit a tenth of the way
+#    into 10,000,000), and every event is accounted for: N + 1 calls
+#    (N .. 0) + 1 return_from = events written + events the drop policy
+#    counted as lost; the same loop of
 #    100,000 under the lossless policy gives exactly 100,001 calls, one
 #    return_from and nothing lost;
 # 2. 32,769 levels of body recursion with {return_trace} and return_to
@@ -23,7 +23,7 @@
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 N=2000000
-[[ "${TRACEVM_MODE:-}" == release && -z "${TRACEVM_RUN:-}" ]] && N=10000000
+full_scale && N=10000000
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 LIB=tests/e2e/lib/trl.tasm

@@ -5,6 +5,7 @@
 #define TESTS_UNIT_HELPERS_H
 
 #include <criterion/criterion.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,18 @@
             cr_skip_test("not under user-mode emulation (%s): %s",             \
                          getenv("TRACEVM_RUN"), why);                          \
     } while (0)
+
+/* Whether this is the build the largest loads run in: the optimised
+ * native one (release), which users run.  The other builds (debug, the
+ * sanitizers', clang's) and user-mode emulation run smaller ones, each
+ * test saying why its smaller load still proves its claim.  The runner
+ * names the build in TRACEVM_MODE and the emulator in TRACEVM_RUN
+ * (tests/runner.py); tests/sh/lib.sh has the same test (full_scale). */
+static inline bool test_full_scale(void)
+{
+    const char *mode = getenv("TRACEVM_MODE");
+    return !getenv("TRACEVM_RUN") && mode && strcmp(mode, "release") == 0;
+}
 
 /* The usual fixture: a fresh VM (made with config *cfgp, or defaults for
  * NULL) and one env for every test of the suite. */

@@ -38,10 +38,10 @@
 static size_t deep_levels(void)
 {
     const char *mode = getenv("TRACEVM_MODE");
+    if (test_full_scale())
+        return 10000000u;
     if (getenv("TRACEVM_RUN") || (mode && strcmp(mode, "tsan") == 0))
         return 200000u;
-    if (mode && strcmp(mode, "release") == 0)
-        return 10000000u;
     return 1000000u;
 }
 #define DEEP deep_levels()

@@ -158,11 +158,10 @@ static const char *const mp_src =
  * run, and 100,000 in the debug, AddressSanitizer and clang builds, where
  * the 300,000 took 30, 115-134 and 29 s of a CI suite: 100,000 are still
  * past what a mapping or two per stack allows against vm.max_map_count's
- * 65,530.  The runner names the build in TRACEVM_MODE (tests/runner.py). */
+ * 65,530 (test_full_scale, tests/unit/helpers.h). */
 static long n_procs(void)
 {
-    const char *mode = getenv("TRACEVM_MODE");
-    return mode && strcmp(mode, "release") == 0 ? 300000 : 100000;
+    return test_full_scale() ? 300000 : 100000;
 }
 
 Test(fiber_slabs, processes_past_the_mapping_limit_alive_at_once, .timeout = 600)
