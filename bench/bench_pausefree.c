@@ -41,8 +41,9 @@
  * which every worker was stalled (stop-the-world stalls them all; host
  * noise rarely does),
  * and the latency median and p99 of all nb (and stw) calls pooled.
- * Before the rounds, the same calls on the idle nb VM (no worker):
- * idle_latency_median_ms, the engine's own cost.
+ * Before the rounds, the same calls on the idle nb VM (no worker), with
+ * the same sleeps between them: idle_latency_median_ms, the engine's own
+ * cost.
  *
  * --hog-ms MS: one of the S processes is a hog instead of a worker: it
  * loops calling the native pf_nat:spin/1, which keeps its scheduler
@@ -689,7 +690,11 @@ int main(int argc, char **argv)
             die("tvm_trace_pattern", err.message);
         idle_lat[k] = (now_ns() - a) / 1e6;
         idle_cpu[k] = (thread_cpu_ns() - c) / 1e6;
-        sleep_ms(1);
+        /* Spaced as in the rounds: a call after a long sleep finds
+         * the records no longer in cache (on this machine, a call over
+         * 50,000 functions spends about twice the CPU time 25 ms after
+         * the last one as 1 ms after it, with no worker running). */
+        sleep_ms(sleep);
     }
 
     for (int r = 0; r < runs; r++)
