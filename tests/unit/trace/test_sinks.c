@@ -397,6 +397,52 @@ static ssize_t counted_write(void *c, const char *buf, size_t n)
     return (ssize_t)n;
 }
 
+/* The Chrome sink gathers its events the same way: after the document's
+ * head (written at open), nothing until a flush or 32 KiB, each write
+ * ending with a whole event, and at close the rest and the document's
+ * tail. */
+Test(sinks, chrome_events_go_out_in_batches_and_at_flush)
+{
+    Counted k = { 0 };
+    cookie_io_functions_t io = { .write = counted_write };
+    FILE *f = fopencookie(&k, "w", io);
+    cr_assert(f);
+    setvbuf(f, NULL, _IONBF, 0);
+    TrSink *s = chrome_opened(f);
+    const int head = k.writes;
+    cr_assert_gt(head, 0);
+    static uint8_t buf[256];
+    Term arg = I(10);
+    /* An instant on pid 42's lane: the first also names the lane. */
+    TrEvent ev = fx_event(buf, sizeof buf, 1000, 0, TR_K_CALL, 0, 42, "fib", "fib", 1, &arg, 1);
+    for (int i = 0; i < 100; i++)
+        s->ops->event(s, &ev);
+    cr_assert_eq(k.writes, head, "%d writes before a flush", k.writes - head);
+    s->ops->flush(s);
+    cr_assert_eq(k.writes, head + 1);
+    cr_assert_eq(k.last[strlen(k.last) - 1], '}', "a flush ends mid-event: %s", k.last);
+    /* One more alone: ",\n" and the instant, the same bytes each time. */
+    size_t before = k.bytes;
+    s->ops->event(s, &ev);
+    s->ops->flush(s);
+    const size_t per = k.bytes - before;
+    cr_assert_gt(per, 40);
+    cr_assert_eq(k.writes, head + 2);
+    const size_t flushed = k.bytes;
+    for (int i = 0; i < 3000; i++) {
+        s->ops->event(s, &ev);
+        cr_assert_eq(k.last[strlen(k.last) - 1], '}', "a write ends mid-event: %s", k.last);
+    }
+    /* A write each time 32 KiB are gathered. */
+    const size_t batch = (TR_LINES_BATCH + per - 1) / per;
+    cr_assert_eq(k.writes, head + 2 + (int)(3000 / batch), "%d writes", k.writes - head - 2);
+    cr_assert_eq(k.bytes, flushed + 3000 / batch * batch * per);
+    s->ops->close(s);
+    cr_assert_str_eq(k.last + strlen(k.last) - 3, "}}\n");
+    cr_assert_gt(k.bytes, flushed);
+    fclose(f);
+}
+
 /* Text and JSON lines gather their lines: into an unbuffered stream, one
  * write per 32 KiB (TR_LINES_BATCH) and one at each flush, never a write
  * per event, and never a line cut between two writes. */
