@@ -6,6 +6,8 @@
  */
 #include "trace/tr_encode.h"
 
+#include <string.h>
+
 #include "vm/atom.h"
 #include "vm/print.h"
 
@@ -23,14 +25,30 @@ static bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
     return false;
 }
 
+/* "00" to "99": two digits per division, which halves the chain of
+ * dependent divisions a 19-digit timestamp costs (the number sinks print
+ * most). */
+static const char two_digits[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
 void tr_put_u64(StrBuf *sb, uint64_t v)
 {
     char tmp[20];
     size_t n = sizeof tmp;
-    do {
-        tmp[--n] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
+    while (v >= 100) {
+        const unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        n -= 2;
+        memcpy(tmp + n, two_digits + 2 * r, 2);
+    }
+    if (v >= 10) {
+        n -= 2;
+        memcpy(tmp + n, two_digits + 2 * v, 2);
+    } else {
+        tmp[--n] = (char)('0' + v);
+    }
     sb_put(sb, tmp + n, sizeof tmp - n);
 }
 

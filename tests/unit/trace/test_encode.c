@@ -201,3 +201,41 @@ Test(encode, json_escape)
     cr_expect_str_eq(sb.s, "a\\\"b\\\\c\\nd\\u0001\xc3\xa9\\u00ff");
     sb_free(&sb);
 }
+
+/* The sinks' integers: every digit count, both ends of both types, and
+ * each power of ten and the number before it (where a digit pair
+ * splits or a one-digit head starts). */
+Test(encode, integers_in_decimal)
+{
+    StrBuf sb, want;
+    sb_init(&sb);
+    sb_init(&want);
+    uint64_t p = 1;
+    for (int digits = 1; digits <= 20; digits++, p *= 10) {
+        const uint64_t vs[] = { p - 1, p, p + 1, p * 3 + 7 };
+        for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+            if (digits == 20 && i > 1)
+                break;          /* past UINT64_MAX */
+            sb.len = want.len = 0;
+            tr_put_u64(&sb, vs[i]);
+            sb_printf(&want, "%llu", (unsigned long long)vs[i]);
+            cr_assert_eq(sb.len, want.len, "%llu: %.*s", (unsigned long long)vs[i], (int)sb.len,
+                         sb.s);
+            cr_assert_eq(memcmp(sb.s, want.s, sb.len), 0, "%llu: %.*s",
+                         (unsigned long long)vs[i], (int)sb.len, sb.s);
+        }
+    }
+    const int64_t is[] = { 0, -1, 9, -10, 99, -100, INT64_MAX, INT64_MIN };
+    for (size_t i = 0; i < sizeof is / sizeof is[0]; i++) {
+        sb.len = want.len = 0;
+        tr_put_i64(&sb, is[i]);
+        sb_printf(&want, "%lld", (long long)is[i]);
+        cr_assert(sb.len == want.len && memcmp(sb.s, want.s, sb.len) == 0, "%lld: %.*s",
+                  (long long)is[i], (int)sb.len, sb.s);
+    }
+    sb.len = 0;
+    tr_put_u64(&sb, UINT64_MAX);
+    cr_assert(sb.len == 20 && memcmp(sb.s, "18446744073709551615", 20) == 0);
+    sb_free(&sb);
+    sb_free(&want);
+}
