@@ -97,6 +97,7 @@ def ctl_seeds():
         'trace fz:f/1 --local --pids 2 --flags call,return_to --format chrome --duration 1',
         'trace fz:f/_ --local --rate 10 --max-events 2 --format text',
         'trace erlang:_/_ --max-events 1', 'trace "fz:f/1" --local --flags procs,send,receive',
+        'trace fz:f/1 --local --flags call,set_on_spawn,set_on_first_spawn --max-events 2',
         'trace_info fz:f/1', 'trace_info fz:f/1 all', 'trace_info fz:f/1 call_count',
         'count fz:_/_ --duration 0.1', 'count fz:f/1 fz:idle/0 --duration 0.1 --limit 1',
         'time fz:_/_ --duration 0.1 --limit 2', 'time _:_/_ --duration 0.05',
@@ -138,7 +139,8 @@ def main():
                  '/', ',', ':', '[', ']', '{', '}', '|', '"', "'", ';', '\n', '\\n', '\\x',
                  'infinity', 'erlang:spawn/3', 'erlang:send/2', 'erlang:monitor/2',
                  'erlang:trace_pattern/3', 'erlang:apply/2', 'erlang:display/1', 'lists:seq/2',
-                 'io:format/2', 'erlang:binary_to_atom/1', 'erlang:trace/3']
+                 'io:format/2', 'erlang:binary_to_atom/1', 'erlang:trace/3',
+                 'set_on_spawn', 'set_on_first_spawn']
     terms = ['[', ']', '{', '}', '|', ',', '"', "'", 'fun ', ':', '/', '-', '[]', '{}',
              '\\n', '\\x41', '\\\\', 'ok', "'$1'", "'_'"]
     fns = re.findall(r'\{ "([^"]+)", -?\d+, F_', read(rel('trace/tr_ms_compile.c')).decode())
@@ -147,7 +149,7 @@ def main():
            '--sort', '--limit', '--interval', '--count', '--running', '--group', '--match',
            '--local', '--flags', '--pids', '--max-events', '--duration', '--rate', '--format',
            'pid', 'reds', 'mq', 'heap', 'text', 'jsonl', 'chrome', 'call', 'return_to', 'procs',
-           'send', 'receive', 'fz:f/1', 'fz:_/_', '_', ':', '/', ' ', '"', '\\', '\\x',
+           'send', 'receive', 'set_on_spawn', 'set_on_first_spawn', 'fz:f/1', 'fz:_/_', '_', ':', '/', ' ', '"', '\\', '\\x',
            '\\n', '\n', '<0.2.0>', 'all', 'call_count', 'call_time', '0.05', '1', '10']
     for name, words in (('asm', asm), ('run', asm), ('term', terms), ('pattern', pat),
                         ('ctl', ctl)):

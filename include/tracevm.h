@@ -633,6 +633,13 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data);
  *                        process sends (VM code, natives, tvm_send)
  *   TVM_TRACE_RECEIVE    {trace,Pid,'receive',Msg} for each message the
  *                        process takes from its mailbox (docs/tracing.md)
+ *   TVM_TRACE_SET_ON_SPAWN  every process this one spawns gets its flags
+ *                        (this one included), in each session that set it,
+ *                        on top of the VM's defaults for new processes
+ *   TVM_TRACE_SET_ON_FIRST_SPAWN  the next process this one spawns gets
+ *                        its flags but this one and TVM_TRACE_SET_ON_SPAWN,
+ *                        and this process loses both (BEAM's
+ *                        set_on_first_spawn, which overrides set_on_spawn)
  * A change applies from the process's next event; nothing is stopped or
  * waited for.  Events are written only while a pipeline runs.
  */
@@ -646,6 +653,8 @@ enum {
     TVM_TRACE_RUNNING = 1u << 6,
     TVM_TRACE_SEND = 1u << 7,
     TVM_TRACE_RECEIVE = 1u << 8,
+    TVM_TRACE_SET_ON_SPAWN = 1u << 9,
+    TVM_TRACE_SET_ON_FIRST_SPAWN = 1u << 10,
 };
 
 /*
@@ -657,7 +666,8 @@ tvm_status tvm_trace_flags(tvm_env *env, tvm_pid pid, unsigned flags, bool on);
 
 /*
  * Flags by name: "call,arity,timestamp,procs,return_to,silent,running,
- * send,receive" (any comma-separated subset) into TVM_TRACE_* bits;
+ * send,receive,set_on_spawn,set_on_first_spawn" (any comma-separated
+ * subset) into TVM_TRACE_* bits;
  * TVM_ERR_BADARG naming the unknown flag otherwise.
  */
 tvm_status tvm_trace_flags_parse(const char *list, unsigned *flags, tvm_error *err);

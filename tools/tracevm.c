@@ -77,6 +77,8 @@ static const char *const usage_run =
     "                     running    in/out events when scheduled in and out\n"
     "                     send       send events {trace,Pid,send,Msg,To}\n"
     "                     receive    receive events {trace,Pid,'receive',Msg}\n"
+    "                     set_on_spawn  each process it spawns gets its flags\n"
+    "                     set_on_first_spawn  the first one it spawns only\n"
     "  --format FMT     text (default), jsonl, chrome, ctf or ctf-raw (each\n"
     "                   scheduler's records copied as they are: the fastest)\n"
     "  --policy POLICY  drop (default: a full buffer drops events, counted) or\n"

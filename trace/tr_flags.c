@@ -65,7 +65,8 @@ static const struct {
     { "timestamp", TVM_TRACE_TIMESTAMP }, { "procs", TVM_TRACE_PROCS },
     { "return_to", TVM_TRACE_RETURN_TO }, { "silent", TVM_TRACE_SILENT },
     { "running", TVM_TRACE_RUNNING },     { "send", TVM_TRACE_SEND },
-    { "receive", TVM_TRACE_RECEIVE },
+    { "receive", TVM_TRACE_RECEIVE },     { "set_on_spawn", TVM_TRACE_SET_ON_SPAWN },
+    { "set_on_first_spawn", TVM_TRACE_SET_ON_FIRST_SPAWN },
 };
 
 #define NFLAG_NAMES (sizeof flag_names / sizeof flag_names[0])
@@ -211,6 +212,56 @@ bool tr_pflags_change(Process *p, unsigned sid, unsigned flags, bool on, bool fo
         tr_state_change(&p->trace, &p->trace_tab, NULL, sid, flags, on);
     pthread_mutex_unlock(&p->lock);
     return ok;
+}
+
+/* ==== inheritance at spawn: set_on_spawn, set_on_first_spawn ==== */
+
+/*
+ * What parent hands its new child, per session (slot), in w[]: its
+ * flags where they include SOS or SOS1, with SOS1 without SOS1 and SOS,
+ * which parent then loses (BEAM: erl_create_process in
+ * erts/emulator/beam/erl_process.c; set_on_first_spawn overrides
+ * set_on_spawn).  parent->lock held, the changes for all folded in.
+ */
+static void inherit_locked(Process *parent, uintptr_t give[VM_SESSIONS_MAX])
+{
+    uintptr_t w[VM_SESSIONS_MAX];
+    tr_state_words(&parent->trace, vm_atomic_load_ptr_relaxed(&parent->trace_tab), w);
+    const unsigned sos = VM_TRACE_SOS | VM_TRACE_SOS1;
+    for (unsigned i = 0; i < VM_SESSIONS_MAX; i++) {
+        unsigned f = VM_TRACE_FLAGS(w[i]);
+        give[i] = 0;
+        if (!(f & sos))
+            continue;
+        const unsigned sid = vm_trace_sid(w[i]);
+        if (f & VM_TRACE_SOS1) {
+            f &= ~sos;
+            tr_state_change(&parent->trace, &parent->trace_tab, NULL, sid, sos, false);
+        }
+        give[i] = f ? vm_trace_word(sid, f) : 0;
+    }
+}
+
+void tr_flags_inherit(Process *parent, uint64_t child)
+{
+    uintptr_t give[VM_SESSIONS_MAX];
+    pthread_mutex_lock(&parent->lock);
+    tr_fold_locked(parent);
+    inherit_locked(parent, give);
+    const uint64_t tracer = vm_atomic_load_relaxed(&parent->tracer);
+    pthread_mutex_unlock(&parent->lock);
+    /* (Killed before it ran: nothing to hand on.) */
+    Process *c = tr_proc_get(parent->vm, child);
+    if (!c)
+        return;
+    for (unsigned i = 0; i < VM_SESSIONS_MAX; i++) {
+        const unsigned f = VM_TRACE_FLAGS(give[i]);
+        if (f & VM_TRACE_TRACER)
+            tr_pflags_own_tracer(c, tracer, f & ~(unsigned)VM_TRACE_TRACER, true);
+        else if (f)
+            tr_pflags_change(c, vm_trace_sid(give[i]), f, true, false);
+    }
+    vm_proc_put(vm_sched_of(parent->vm), c);
 }
 
 /* Whether pid is a live process (a snapshot). */

@@ -92,6 +92,19 @@ static inline unsigned tr_pflags_of(const Process *p, uintptr_t pf, unsigned sid
 bool tr_pflags_change(Process *p, unsigned sid, unsigned flags, bool on, bool force);
 
 /*
+ * parent, whose flags include VM_TRACE_SOS or VM_TRACE_SOS1 in some
+ * session, spawned child (vm_hook_spawn: child is in the process table
+ * and runs only after this returns).  In each such session, child gets
+ * parent's flags on top of the defaults it got at spawn (with parent's
+ * own tracer in the default session); with SOS1, without SOS1 and SOS,
+ * which parent loses.  Parent's flags are read and its SOS1 cleared in
+ * one critical section of its lock, and child's flags change as any
+ * change does (tr_pflags_change): another thread's change of either
+ * comes wholly before or after.  On parent's thread.
+ */
+void tr_flags_inherit(Process *parent, uint64_t child);
+
+/*
  * erlang:trace(Pid, How, [... {tracer, T}]) in the default session: on
  * sets `flags` with T as p's own tracer (its events go to T as messages:
  * VM_TRACE_TRACER); false when p has another tracer that is alive (one

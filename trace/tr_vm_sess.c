@@ -100,6 +100,11 @@ void vm_hook_spawn(Process *parent, uint64_t child, const Export *entry, int arg
                    const Term *args)
 {
     uintptr_t pf = vm_atomic_load_relaxed(&parent->trace);
+    if (VM_LIKELY(!(pf & (VM_TRACE_PROCS | VM_TRACE_SOS | VM_TRACE_SOS1))))
+        return;
+    /* The child's flags before anything it does (it has not run yet). */
+    if (pf & (VM_TRACE_SOS | VM_TRACE_SOS1))
+        tr_flags_inherit(parent, child);
     if (!(pf & VM_TRACE_PROCS))
         return;
     Term terms[VM_MAX_ARITY + 1];

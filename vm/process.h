@@ -33,6 +33,8 @@
  *   SILENT     no call/return/exception/return_to events (match specs run)
  *   RUNNING    in/out when scheduled in and out (trace/tr_vm_proc.c)
  *   SEND       send events, by the sender; RECEIVE: receive events
+ *   SOS        children inherit the flags (trace/tr_flags.c,
+ *              tr_flags_inherit); SOS1: the next child only
  */
 enum {
     VM_TRACE_CALL = TVM_TRACE_CALL,
@@ -44,9 +46,11 @@ enum {
     VM_TRACE_RUNNING = TVM_TRACE_RUNNING,
     VM_TRACE_SEND = TVM_TRACE_SEND,
     VM_TRACE_RECEIVE = TVM_TRACE_RECEIVE,
+    VM_TRACE_SOS = TVM_TRACE_SET_ON_SPAWN,
+    VM_TRACE_SOS1 = TVM_TRACE_SET_ON_FIRST_SPAWN,
     VM_TRACE_ALL = VM_TRACE_CALL | VM_TRACE_ARITY | VM_TRACE_TIMESTAMP | VM_TRACE_PROCS |
                    VM_TRACE_RETURN_TO | VM_TRACE_SILENT | VM_TRACE_RUNNING | VM_TRACE_SEND |
-                   VM_TRACE_RECEIVE,
+                   VM_TRACE_RECEIVE | VM_TRACE_SOS | VM_TRACE_SOS1,
     /* Internal, default session only (erlang:trace/3's {tracer, T}): the
      * process's events go to the process Process.tracer as messages
      * instead of the session's sink (trace/tr_vm_sess.c).  Not one of

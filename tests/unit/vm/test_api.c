@@ -429,20 +429,22 @@ Test(api, trace_flags_by_name)
     unsigned f = 99;
     tvm_error err;
     cr_assert_eq(tvm_trace_flags_parse("call,arity,timestamp,procs,return_to,silent,running,"
-                                       "send,receive", &f, &err), TVM_OK);
+                                       "send,receive,set_on_spawn,set_on_first_spawn", &f, &err),
+                 TVM_OK);
     cr_assert_eq(f, TVM_TRACE_CALL | TVM_TRACE_ARITY | TVM_TRACE_TIMESTAMP | TVM_TRACE_PROCS |
                         TVM_TRACE_RETURN_TO | TVM_TRACE_SILENT | TVM_TRACE_RUNNING |
-                        TVM_TRACE_SEND | TVM_TRACE_RECEIVE);
+                        TVM_TRACE_SEND | TVM_TRACE_RECEIVE | TVM_TRACE_SET_ON_SPAWN |
+                        TVM_TRACE_SET_ON_FIRST_SPAWN);
     cr_assert_str_eq(err.message, "");
     cr_assert_eq(tvm_trace_flags_parse("procs", &f, NULL), TVM_OK);
     cr_assert_eq(f, TVM_TRACE_PROCS);
     cr_assert_eq(tvm_trace_flags_parse("call,bogus", &f, &err), TVM_ERR_BADARG);
     cr_assert_str_eq(err.message, "unknown flag 'bogus' (expected a comma-separated list of call, "
                                   "arity, timestamp, procs, return_to, silent, running, send, "
-                                  "receive)");
+                                  "receive, set_on_spawn, set_on_first_spawn)");
     cr_assert_eq(err.status, TVM_ERR_BADARG);
     cr_assert_eq(tvm_trace_flags_parse("", &f, &err), TVM_ERR_BADARG);
     cr_assert_str_eq(err.message, "unknown flag '' (expected a comma-separated list of call, "
                                   "arity, timestamp, procs, return_to, silent, running, send, "
-                                  "receive)");
+                                  "receive, set_on_spawn, set_on_first_spawn)");
 }
