@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define CTL_CALLS_PATTERNS 16
 
@@ -228,10 +229,19 @@ void ctl_cmd_calls(CtlClient *c, int argc, char **argv)
         ctl_error(c, "%s: %s", argv[0], ctl_api_why(&err));
         return;
     }
-    if (!ctl_nap(c, (long)(r.seconds * 1000 + 0.5)) && c->gone) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const bool whole = ctl_nap(c, (long)(r.seconds * 1000 + 0.5));
+    if (!whole && c->gone) {
         /* The client hung up: cancelled, and its session with it. */
         tvm_session_destroy(vm, s, &derr);
         return;
+    }
+    if (!whole) {
+        /* Cut short by the endpoint's stop: the table says how long it
+         * counted. */
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        r.seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     }
     /* Stopped first (pause: the counters keep their values), so that the
      * table is of exactly the interval, then read, then removed. */

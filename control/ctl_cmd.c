@@ -296,7 +296,12 @@ static void cmd_procs(CtlClient *c, int argc, char **argv)
 bool ctl_client_here(CtlClient *c)
 {
     struct pollfd p = { .fd = c->fd, .events = POLLRDHUP };
-    return poll(&p, 1, 0) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+    if (poll(&p, 1, 0) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        return true;
+    /* A read side that ended because the endpoint stops (tvm_control_stop
+     * shuts it after `stopping` is set, so this load sees the flag): the
+     * client is still there to read the end of its reply. */
+    return !(p.revents & (POLLHUP | POLLERR)) && vm_atomic_load_acquire(&c->srv->stopping);
 }
 
 /* Sleeps ms, in steps, returning false early when the endpoint stops or

@@ -117,7 +117,9 @@ bool ctl_number(const char *s, long lo, long hi, long *out);
 /* A process id as N or <0.N.0> (false if s is neither). */
 bool ctl_pid(const char *s, uint64_t *out);
 /* Whether the client is still connected: it has not shut its end
- * (POLLRDHUP; a client may still have requests queued). */
+ * (POLLRDHUP; a client may still have requests queued).  While the
+ * endpoint stops, a read side that ended counts as there: the stop ends
+ * it itself, and the client still reads the end of its reply. */
 bool ctl_client_here(CtlClient *c);
 /* Sleeps ms in steps of 50; false as soon as the endpoint stops or the
  * client hangs up (c->gone is then set: the command is cancelled and

@@ -17,10 +17,14 @@
  * Threads and lifetime.  The accept loop polls the listening socket and a
  * wake-up pipe.  Each client runs on a joinable thread recorded in a slot
  * (at most CTL_MAX_CLIENTS; the loop reaps finished ones).  Stopping:
- * `stopping` is set (release), the pipe wakes the loop, which ends; every
- * client socket is shut down, which ends its thread's read with EOF; the
- * threads are joined; the socket file is removed.  A client in the middle
- * of a command (a load waiting for thread progress) finishes it first.
+ * `stopping` is set (release), the pipe wakes the loop, which ends, and
+ * the socket file is removed; every client socket's read side is shut
+ * down, which ends an idle thread's read with EOF, while a thread in the
+ * middle of a command sees `stopping` and ends its reply as the command
+ * does at its own end (ctl_client_here still counts the client as there:
+ * the end of its read side is the endpoint's own doing); after two
+ * seconds the sockets of the threads still running are shut down whole,
+ * and the threads are joined.
  */
 #define _GNU_SOURCE
 #include "control/control.h"
@@ -344,6 +348,34 @@ tvm_status tvm_control_start(tvm_vm *vm, tvm_error *err)
     return st;
 }
 
+/* How long tvm_control_stop lets the requests in progress finish. */
+#define CTL_STOP_GRACE_MS 2000
+
+/* shutdown(how) on every client connection still served. */
+static void shut_clients(CtlServer *srv, int how)
+{
+    pthread_mutex_lock(&srv->lock);
+    for (int i = 0; i < CTL_MAX_CLIENTS; i++)
+        if (srv->slots[i].used && !srv->slots[i].done)
+            shutdown(srv->slots[i].fd, how);
+    pthread_mutex_unlock(&srv->lock);
+}
+
+/* Waits until every client thread is done, for ms at most. */
+static void wait_clients(CtlServer *srv, long ms)
+{
+    for (; ms > 0; ms -= 10) {
+        bool busy = false;
+        pthread_mutex_lock(&srv->lock);
+        for (int i = 0; i < CTL_MAX_CLIENTS; i++)
+            busy = busy || (srv->slots[i].used && !srv->slots[i].done);
+        pthread_mutex_unlock(&srv->lock);
+        if (!busy)
+            return;
+        nanosleep(&(struct timespec){ 0, 10 * 1000000L }, NULL);
+    }
+}
+
 void tvm_control_stop(tvm_vm *vm)
 {
     if (!vm)
@@ -361,11 +393,15 @@ void tvm_control_stop(tvm_vm *vm)
     pthread_join(srv->thread, NULL);
     close(srv->lfd);
     unlink(srv->path);
-    pthread_mutex_lock(&srv->lock);
-    for (int i = 0; i < CTL_MAX_CLIENTS; i++)
-        if (srv->slots[i].used && !srv->slots[i].done)
-            shutdown(srv->slots[i].fd, SHUT_RDWR);
-    pthread_mutex_unlock(&srv->lock);
+    /* The clients' read sides first: a client between requests ends at
+     * once (its read sees the end), while one in the middle of a request
+     * notices `stopping` within a nap (50 ms) and finishes its reply: a
+     * trace its last record, a count, a time, a top or a profile what it
+     * has.  Then whatever is still running after CTL_STOP_GRACE_MS is cut
+     * (a peer that does not read holds its thread in a send). */
+    shut_clients(srv, SHUT_RD);
+    wait_clients(srv, CTL_STOP_GRACE_MS);
+    shut_clients(srv, SHUT_RDWR);
     for (int i = 0; i < CTL_MAX_CLIENTS; i++)
         if (srv->slots[i].used)
             pthread_join(srv->slots[i].thread, NULL);

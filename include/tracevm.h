@@ -909,9 +909,11 @@ void tvm_profile_get_stats(tvm_profile *prof, tvm_profile_stats *out);
  */
 tvm_status tvm_control_start(tvm_vm *vm, tvm_error *err);
 
-/* Stops serving: clients are disconnected (a command already running
- * finishes first) and the socket is removed.  Nothing when not serving.
- * tvm_destroy does it.  Any thread. */
+/* Stops serving: the socket is removed and clients are disconnected; a
+ * request in progress ends its reply first, as at its own end (a trace
+ * with its last record, a count, a time or a top with what it has, a
+ * profile with its file), within about two seconds.  Nothing when not
+ * serving.  tvm_destroy does it.  Any thread. */
 void tvm_control_stop(tvm_vm *vm);
 
 /* The socket's path while serving, else NULL. */

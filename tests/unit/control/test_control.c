@@ -3,11 +3,12 @@
  * public API alone, in one OS process: tvm_control_start/stop/path, the
  * peer list, a client's calls (an "ok" reply's exact lines, an "error"
  * reply's exact message), a load with errors and a good one, and the
- * status codes of bad targets, and a client that hangs up in the middle
- * of a long request.  tests/sh/control.sh drives the same
+ * status codes of bad targets, a client that hangs up in the middle
+ * of a long request, and requests in progress when the endpoint stops.  tests/sh/control.sh drives the same
  * endpoint from another OS process with tracevm attach.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,4 +314,85 @@ Test(control, trace_info_skips_a_stopped_session)
     tvm_control_close(c);
     cr_assert_eq(tvm_session_destroy(vm, s, &err), TVM_OK, "%s", err.message);
     tvm_env_free(env);
+}
+
+/* A request made on a connection of its own, on a thread of its own. */
+typedef struct Pending {
+    tvm_control_client *c;
+    const char *const *argv;
+    int argc;
+    tvm_status st;
+    Lines l;
+    pthread_t th;
+} Pending;
+
+static void *pending_main(void *arg)
+{
+    Pending *p = arg;
+    tvm_error err;
+    p->st = tvm_control_call(p->c, p->argc, p->argv, on_line, &p->l, &err);
+    return NULL;
+}
+
+/* The endpoint stops while a trace and a count of an hour are running:
+ * each ends its reply as at its own end, the trace with its last record
+ * (the session destroyed, nothing written: m:f/0 is never called), the
+ * count with its table of the time it counted, and both calls succeed; a client that was
+ * between requests is ended, and the socket file is gone. */
+Test(control, requests_in_progress_end_their_replies_when_the_endpoint_stops)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    load_ok(vm, "m.tasm", "module m\nexport f/0\nfunction f/0 regs 1\n    loadi r0, 1\n"
+                          "    ret r0\nend\n");
+    static const char *const trace[] = { "trace", "m:f/0", "--duration", "3600" };
+    static const char *const count[] = { "count", "m:_/_", "--duration", "3600" };
+    Pending p[2] = { { .c = connect_ok(), .argv = trace, .argc = 4 },
+                     { .c = connect_ok(), .argv = count, .argc = 4 } };
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&p[i].th, NULL, pending_main, &p[i]), 0);
+    /* Both running: three clients, and a session each besides the
+     * default (a bound of 30 s on a stuck start, not a timing). */
+    tvm_control_client *idle = connect_ok();
+    char clients[16] = "", sessions[16] = "";
+    for (int i = 0; i < 600 && (strcmp(clients, "3") || strcmp(sessions, "3")); i++) {
+        Lines l = { 0 };
+        const char *argv[] = { "info" };
+        cr_assert_eq(tvm_control_call(idle, 1, argv, on_line, &l, &err), TVM_OK, "%s",
+                     err.message);
+        field(&l, "clients", clients, sizeof clients);
+        field(&l, "sessions", sessions, sizeof sessions);
+        if (strcmp(clients, "3") || strcmp(sessions, "3"))
+            nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
+    }
+    cr_assert_str_eq(clients, "3");
+    cr_assert_str_eq(sessions, "3");
+    char path[256];
+    snprintf(path, sizeof path, "%s", tvm_control_path(vm));
+    tvm_control_stop(vm);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(pthread_join(p[i].th, NULL), 0);
+        cr_assert_eq(p[i].st, TVM_OK, "%s: %s (%s)", p[i].argv[0], tvm_status_name(p[i].st),
+                     p[i].l.text);
+        tvm_control_close(p[i].c);
+    }
+    cr_assert_str_eq(p[0].l.text, "{trace_stopped,destroyed,0,0}\n");
+    /* The count's table: no function called, in the time it counted
+     * (cut short: less than the hour asked for). */
+    double secs = 0;
+    char tail[8] = "";
+    cr_assert_eq(sscanf(p[1].l.text,
+                        "FUNCTION                                        CALLS\n"
+                        "  0 functions, 0 calls in %lf %7s",
+                        &secs, tail),
+                 2, "%s", p[1].l.text);
+    cr_assert_str_eq(tail, "s");
+    cr_assert(secs > 0 && secs < 3600, "%s", p[1].l.text);
+    /* The idle connection was ended: a request on it fails. */
+    Lines l = { 0 };
+    const char *argv[] = { "info" };
+    cr_assert_neq(tvm_control_call(idle, 1, argv, on_line, &l, &err), TVM_OK);
+    tvm_control_close(idle);
+    struct stat st;
+    cr_assert_neq(stat(path, &st), 0, "%s is still there", path);
 }
