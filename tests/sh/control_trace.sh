@@ -192,16 +192,25 @@ grep -qx 'sessions: 1' <(attach $vm info) || fail "the killed client's session i
 # session of its own: trace_info shows both armed while they run (the
 # second sets nothing on tick/2) and nothing once they are gone; each got
 # exactly its own events.
-attach $vm trace ticker:tick/2 --pids 2 --duration 1.5 >"$tmp/ca" &
+# (Three seconds each: long enough for both to be set up at once on a
+# loaded machine.)
+attach $vm trace ticker:tick/2 --pids 2 --duration 3 >"$tmp/ca" &
 ca=$!
-attach $vm trace timer:sleep/1 --pids 3 --duration 1.5 >"$tmp/cb" &
+attach $vm trace timer:sleep/1 --pids 3 --duration 3 >"$tmp/cb" &
 cb=$!
+# Until both clients' sessions show in trace_info with their patterns
+# set.  Waiting for `sessions: 3` in info alone once let trace_info run
+# while the second client's session did not show yet (a local CI run,
+# the release suite beside other programs); its patterns are set after
+# the session is made, and that loop went on silently after 100 tries.
 for _ in $(seq 100); do
-    grep -qx 'sessions: 3' <(attach $vm info) && break
+    attach $vm trace_info ticker:tick/2 >"$tmp/ti" || fail "trace_info exited $?"
+    attach $vm trace_info timer:sleep/1 traced >"$tmp/ti2" || fail "trace_info traced exited $?"
+    [[ $(grep -c ' control-' "$tmp/ti") == 2 && $(grep -c ' control-' "$tmp/ti2") == 2 ]] &&
+        grep -q '{traced,global}' "$tmp/ti" && grep -q '{traced,global}' "$tmp/ti2" && break
     sleep 0.05
 done
-attach $vm trace_info ticker:tick/2 >"$tmp/ti" || fail "trace_info exited $?"
-attach $vm trace_info timer:sleep/1 traced >>"$tmp/ti" || fail "trace_info traced exited $?"
+cat "$tmp/ti2" >>"$tmp/ti"
 python3 - "$tmp/ti" <<'PY' || fail "trace_info with two clients: $(cat "$tmp/ti")"
 import re, sys
 lines = open(sys.argv[1]).read().splitlines()
