@@ -18,7 +18,9 @@
  *
  * Writers.  Every change of a process's flags, by any thread (an API
  * call, erlang:trace, a fold of the changes for all, a match spec's
- * {silent, B} on the process's own thread), takes p->lock, reads the
+ * {silent, B} on the process's own thread, a parent handing its flags
+ * to a child it spawned or dropping set_on_first_spawn: tr_flags_inherit,
+ * one process's lock at a time), takes p->lock, reads the
  * sessions' words (from the word or the table: tr_state_words), changes
  * them, and writes the table (allocated on first need) and then the word
  * (tr_state_store), so the union always matches the table a reader finds

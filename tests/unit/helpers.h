@@ -13,6 +13,18 @@
 
 #include "include/tracevm.h"
 
+/* Everything written to f so far (a tmpfile a text sink writes into), as
+ * a string the caller frees; f is left at its start. */
+static inline char *file_text(FILE *f)
+{
+    fflush(f);
+    long n = ftell(f);
+    char *s = calloc(1, (size_t)n + 1);
+    rewind(f);
+    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    return s;
+}
+
 /* A case that cannot run under ThreadSanitizer skips itself there, saying
  * why: the runner lists it by name and counts it as skipped. */
 #if defined(VM_TSAN)

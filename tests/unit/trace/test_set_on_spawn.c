@@ -75,26 +75,18 @@ static const char *const sos_src =
 static tvm_config one_sched = { .size = sizeof(tvm_config), .schedulers = 1 };
 TVM_FIXTURE(sos, &one_sched);
 
-/* Everything written to f, as a string (freed by the caller). */
-static char *contents(FILE *f)
-{
-    fflush(f);
-    long n = ftell(f);
-    char *s = calloc(1, (size_t)n + 1);
-    rewind(f);
-    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    return s;
-}
-
-/* Call trace on sos:f/1 in session s, whose text goes to a new file. */
-static FILE *traced(tvm_session s, bool create, tvm_session *out)
+/* Call trace on sos:f/1, its text into a new file: in the default
+ * session's pipeline (created NULL), or in a new session (*created). */
+static FILE *traced(tvm_session *created)
 {
     FILE *f = tmpfile();
     tvm_error err;
     tvm_trace_options o = { .size = sizeof o, .format = TVM_TRACE_TEXT, .file = f };
-    if (create) {
-        cr_assert_eq(tvm_session_create(vm, "second", &o, out, &err), TVM_OK, "%s", err.message);
-        s = *out;
+    tvm_session s = TVM_SESSION_DEFAULT;
+    if (created) {
+        cr_assert_eq(tvm_session_create(vm, "second", &o, created, &err), TVM_OK, "%s",
+                     err.message);
+        s = *created;
     } else {
         cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
     }
@@ -131,14 +123,14 @@ static char *run_root(const char *fun, int64_t n, unsigned flags, const char *re
                       tvm_pid *root)
 {
     load_ok(vm, "sos", sos_src);
-    FILE *f = traced(TVM_SESSION_DEFAULT, false, NULL);
+    FILE *f = traced(NULL);
     *root = spawn_waiting(fun, n);
     cr_assert_eq(tvm_trace_flags(env, *root, flags, true), TVM_OK);
     char r[128];
     go_and_join(*root, r, sizeof r);
     cr_assert_str_eq(r, result);
     cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
-    char *got = contents(f);
+    char *got = file_text(f);
     fclose(f);
     return got;
 }
@@ -150,7 +142,7 @@ static char *run_root(const char *fun, int64_t n, unsigned flags, const char *re
  * traced; f is closed. */
 static void root_and_child_called(FILE *f, tvm_pid root)
 {
-    char want[256], *got = contents(f);
+    char want[256], *got = file_text(f);
     snprintf(want, sizeof want,
              "{trace,<0.%llu.0>,call,{sos,f,[1]}}\n{trace,<0.%llu.0>,call,{sos,f,[0]}}\n", P(0),
              P(1));
@@ -220,9 +212,9 @@ Test(sos, set_on_first_spawn_overrides_set_on_spawn)
 Test(sos, each_session_hands_on_its_own_flags)
 {
     load_ok(vm, "sos", sos_src);
-    FILE *f1 = traced(TVM_SESSION_DEFAULT, false, NULL);
+    FILE *f1 = traced(NULL);
     tvm_session s2;
-    FILE *f2 = traced(TVM_SESSION_DEFAULT, true, &s2);
+    FILE *f2 = traced(&s2);
     tvm_pid root = spawn_waiting("go", 1);
     tvm_error err;
     cr_assert_eq(tvm_trace_flags(env, root, TVM_TRACE_CALL | TVM_TRACE_SET_ON_SPAWN, true),
@@ -235,7 +227,7 @@ Test(sos, each_session_hands_on_its_own_flags)
     cr_assert_eq(tvm_session_destroy(vm, s2, &err), TVM_OK, "%s", err.message);
     cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
     root_and_child_called(f1, root);
-    char want[512], *got = contents(f2);
+    char want[512], *got = file_text(f2);
     snprintf(want, sizeof want,
              "{trace,<0.%llu.0>,call,{sos,f,[1]}}\n{trace_stopped,destroyed,1,0}\n", P(0));
     cr_assert_str_eq(got, want);
@@ -249,7 +241,7 @@ Test(sos, each_session_hands_on_its_own_flags)
 Test(sos, the_defaults_for_new_processes_stay)
 {
     load_ok(vm, "sos", sos_src);
-    FILE *f = traced(TVM_SESSION_DEFAULT, false, NULL);
+    FILE *f = traced(NULL);
     tvm_pid root = spawn_waiting("go", 2);
     cr_assert_eq(tvm_trace_flags(env, root, TVM_TRACE_CALL | TVM_TRACE_SET_ON_SPAWN, true),
                  TVM_OK);
@@ -259,7 +251,7 @@ Test(sos, the_defaults_for_new_processes_stay)
     cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_RECEIVE, false), TVM_OK);
     cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
     /* The root was spawned before the default: no receive of its own. */
-    char want[1024], *got = contents(f);
+    char want[1024], *got = file_text(f);
     snprintf(want, sizeof want,
              "{trace,<0.%llu.0>,call,{sos,f,[2]}}\n"
              "{trace,<0.%llu.0>,call,{sos,f,[1]}}\n"
@@ -284,7 +276,7 @@ Test(sos, the_flags_by_name)
                      "arity, timestamp, procs, return_to, silent, running, send, receive, "
                      "set_on_spawn, set_on_first_spawn)");
     load_ok(vm, "sos", sos_src);
-    FILE *f = traced(TVM_SESSION_DEFAULT, false, NULL);
+    FILE *f = traced(NULL);
     tvm_term r;
     tvm_pid root;
     cr_assert_eq(tvm_spawn(env, "sos", "self_trace", 0, NULL, &root), TVM_OK);
@@ -338,7 +330,7 @@ Test(sos_race, every_child_traced_while_the_parent_s_flags_change, .timeout = 60
     cr_assert_gt(toggles, 0);
     cr_assert_eq(tvm_join(e2, root, &r), TVM_OK);
     cr_assert_eq(tvm_trace_stop(v2), TVM_OK);
-    char *got = contents(f);
+    char *got = file_text(f);
     cr_assert_eq(count_lines(got, ",call,{sos,f,[0]}}"), 300, "%d toggles", toggles);
     cr_assert_leq(count_lines(got, ",send,done,"), 300);
     free(got);

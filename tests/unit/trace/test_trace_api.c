@@ -63,16 +63,6 @@ static tvm_pid run_g(int64_t n)
     return pid;
 }
 
-/* Everything written to f, as a string (freed by the caller). */
-static char *contents(FILE *f)
-{
-    long n = ftell(f);
-    char *s = calloc(1, (size_t)n + 1);
-    rewind(f);
-    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    return s;
-}
-
 static void start_text(FILE *f)
 {
     tvm_error err;
@@ -158,14 +148,14 @@ Test(trace_api, events_and_start_stop_twice)
     start_text(f2);
     tvm_pid p3 = run_g(3);
     cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
-    char want[512], *got = contents(f1);
+    char want[512], *got = file_text(f1);
     snprintf(want, sizeof want,
              "{trace,<0.%llu.0>,call,{ta,g,[1]}}\n{trace,<0.%llu.0>,call,{ta,f,[1]}}\n"
              "{trace,<0.%llu.0>,exit,normal}\n",
              (unsigned long long)p1, (unsigned long long)p1, (unsigned long long)p1);
     cr_assert_str_eq(got, want);
     free(got);
-    got = contents(f2);
+    got = file_text(f2);
     snprintf(want, sizeof want,
              "{trace,<0.%llu.0>,call,{ta,g,1}}\n{trace,<0.%llu.0>,call,{ta,f,1}}\n"
              "{trace,<0.%llu.0>,exit,normal}\n",
@@ -211,7 +201,7 @@ Test(trace_api, call_context_events)
     tvm_pid w = spawn_waiter();
     end_waiter(w);
     cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
-    char *got = contents(f), want[256];
+    char *got = file_text(f), want[256];
     snprintf(want, sizeof want, "{trace_ts,<0.0.0>,call,{ta,f,[41]},TS}\n"
                                 "{trace_ts,<0.0.0>,spawn,<0.%llu.0>,{ta,waiter,[]},TS}\n",
              (unsigned long long)w);
@@ -278,7 +268,7 @@ Test(trace_api, destroy_stops_the_pipeline)
     tvm_destroy(vm);
     vm = tvm_new(NULL);
     env = tvm_env_new(vm);
-    char *got = contents(f), want[64];
+    char *got = file_text(f), want[64];
     snprintf(want, sizeof want, "{trace,<0.%llu.0>,exit,normal}\n", (unsigned long long)w);
     cr_assert_str_eq(got, want);
     free(got);
