@@ -616,8 +616,10 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data);
  *                        arguments: {trace,Pid,call,{M,F,Arity}}
  *   TVM_TRACE_TIMESTAMP  the text format prints trace_ts messages with the
  *                        timestamp (CLOCK_MONOTONIC ns) last
- *   TVM_TRACE_PROCS      spawn and exit events:
- *                        {trace,Pid,spawn,Child,{M,F,Args}}, {trace,Pid,exit,Reason}
+ *   TVM_TRACE_PROCS      spawn, spawned and exit events:
+ *                        {trace,Pid,spawn,Child,{M,F,Args}} (Pid spawned Child),
+ *                        {trace,Pid,spawned,Parent,{M,F,Args}} (Pid was spawned:
+ *                        its first event), {trace,Pid,exit,Reason}
  *   TVM_TRACE_RETURN_TO  when a function traced with TVM_TP_LOCAL returns (or
  *                        an exception passing it is caught), the function
  *                        execution returns to: {trace,Pid,return_to,{M,F,A}};
@@ -716,7 +718,8 @@ typedef struct tvm_trace_event {
     uint64_t ts;             /* CLOCK_MONOTONIC ns */
     int sched;               /* the scheduler that wrote it; -1: another thread */
     const char *kind;        /* "call", "return_from", "exception_from", "return_to",
-                                "spawn", "exit", "in", "out", "send", "receive", "lost" */
+                                "spawn", "spawned", "exit", "in", "out", "send", "receive",
+                                "lost" */
     tvm_pid pid;             /* 0 for a call context and for "lost" */
     const char *module, *function;   /* NULL when the event names no function */
     int arity;

@@ -50,8 +50,8 @@ ALLOWED = {
     ('trace/tr_deliver.c:shape_elems',):
         'follows an event shape of trace/tr_events.def, a constant string with at '
         'most two levels of braces',
-    ('tr_deliver', 'tr_deliver_to', 'tr_emit_flagged', 'tr_sess_emit',
-     'trace/tr_vm_sess.c:to_own_tracer',
+    ('tr_deliver', 'tr_deliver_to', 'tr_emit_flagged', 'trace/tr_vm_sess.c:emit_flagged',
+     'trace/tr_vm_sess.c:sess_emit', 'trace/tr_vm_sess.c:to_own_tracer',
      'vm_hook_send', 'vm_send'):
         'tr_deliver_to sends a tracer its message with no sender (from NULL), '
         'and vm_send writes a send event only for a sender: one level',

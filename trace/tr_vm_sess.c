@@ -54,7 +54,11 @@ static TrStatus to_own_tracer(Process *p, unsigned sid, const TrEmit *ev)
     return r == VM_SEND_OK ? TR_OK : TR_DROPPED;
 }
 
-TrStatus tr_sess_emit(Process *p, unsigned sid, const TrEmit *ev)
+/* ev, an event of p, into session sid, written by `runner`: the process
+ * whose thread this is, whose ring takes the record and which the
+ * lossless policy suspends.  It is p itself but for the child's spawned
+ * event, which its parent writes before the child first runs. */
+static inline TrStatus sess_emit(Process *p, Process *runner, unsigned sid, const TrEmit *ev)
 {
     if (sid == 0 &&
         (tr_pflags_of(p, vm_atomic_load_relaxed(&p->trace), 0) & VM_TRACE_TRACER))
@@ -71,16 +75,22 @@ TrStatus tr_sess_emit(Process *p, unsigned sid, const TrEmit *ev)
         return tr_deliver(p, s, ev) ? TR_OK : TR_DROPPED;
     /* [TP1'] acquire; pairs with [TP1] in tr_vm_start(). */
     TrVm *t = vm_atomic_load_ptr_acquire(&s->out);
-    return t ? tr_vm_emit(p, t, ev) : TR_DROPPED;
+    return t ? tr_vm_emit(runner, t, ev) : TR_DROPPED;
 }
 
-void tr_emit_flagged(Process *p, uintptr_t pf, unsigned want, TrEmit *ev)
+TrStatus tr_sess_emit(Process *p, unsigned sid, const TrEmit *ev)
+{
+    return sess_emit(p, p, sid, ev);
+}
+
+/* tr_emit_flagged, written by runner (sess_emit). */
+static void emit_flagged(Process *p, Process *runner, uintptr_t pf, unsigned want, TrEmit *ev)
 {
     const unsigned base = ev->flags;
     unsigned sid = vm_trace_sid(pf);
     if (VM_LIKELY(sid != VM_SID_MULTI)) {
         ev->flags = base | record_flags(VM_TRACE_FLAGS(pf));
-        tr_sess_emit(p, sid, ev);
+        sess_emit(p, runner, sid, ev);
         return;
     }
     /* [TF1'] acquire: pairs with [TF1] (the table before the word). */
@@ -90,29 +100,42 @@ void tr_emit_flagged(Process *p, uintptr_t pf, unsigned want, TrEmit *ev)
         if (!(VM_TRACE_FLAGS(w) & want))
             continue;
         ev->flags = base | record_flags(VM_TRACE_FLAGS(w));
-        tr_sess_emit(p, vm_trace_sid(w), ev);
+        sess_emit(p, runner, vm_trace_sid(w), ev);
     }
+}
+
+void tr_emit_flagged(Process *p, uintptr_t pf, unsigned want, TrEmit *ev)
+{
+    emit_flagged(p, p, pf, want, ev);
 }
 
 /* ==== spawn and exit ==== */
 
-void vm_hook_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
+/*
+ * BEAM's two process events of a spawn, in its order: the parent's spawn
+ * ({trace,Parent,spawn,Child,{M,F,Args}}) where the parent has the procs
+ * flag, then the child's spawned ({trace,Child,spawned,Parent,{M,F,Args}})
+ * where the child has it: from the defaults for new processes or handed
+ * on by set_on_spawn just before (OTP's erl_create_process reports them
+ * in this order, after the inheritance).  Both are written by the parent
+ * into its own ring, before the child can run, so they precede every
+ * event of the child.  The child's word is read through tr_pword: a
+ * change of flags for all since the child took its defaults is folded in
+ * (the scheduler would fold it only when the child first runs).
+ */
+void vm_hook_spawn(Process *parent, Process *child, const Export *entry, int argc,
                    const Term *args)
 {
+    const uintptr_t any = VM_TRACE_PROCS | VM_TRACE_SOS | VM_TRACE_SOS1;
     uintptr_t pf = vm_atomic_load_relaxed(&parent->trace);
-    if (VM_LIKELY(!(pf & (VM_TRACE_PROCS | VM_TRACE_SOS | VM_TRACE_SOS1))))
+    if (VM_LIKELY(!(pf & any) && !(tr_pword(child) & VM_TRACE_PROCS)))
         return;
     /* The child's flags before anything it does (it has not run yet). */
     if (pf & (VM_TRACE_SOS | VM_TRACE_SOS1))
-        tr_flags_inherit(parent, child);
-    if (!(pf & VM_TRACE_PROCS))
-        return;
+        tr_flags_inherit(parent, child->pid);
     Term terms[VM_MAX_ARITY + 1];
-    terms[0] = make_pid(child);
     memcpy(terms + 1, args, (size_t)argc * sizeof(Term));
     TrEmit ev = {
-        .kind = TR_K_SPAWN,
-        .pid = parent->pid,
         .mod = entry->mod,
         .fun = entry->name,
         .arity = (unsigned)argc,
@@ -120,7 +143,20 @@ void vm_hook_spawn(Process *parent, uint64_t child, const Export *entry, int arg
         .nterms = (unsigned)argc + 1,
     };
     vm_qsbr_call_enter();
-    tr_emit_flagged(parent, pf, VM_TRACE_PROCS, &ev);
+    if (pf & VM_TRACE_PROCS) {
+        ev.kind = TR_K_SPAWN;
+        ev.pid = parent->pid;
+        terms[0] = make_pid(child->pid);
+        tr_emit_flagged(parent, pf, VM_TRACE_PROCS, &ev);
+    }
+    uintptr_t cf = tr_pword(child);
+    if (cf & VM_TRACE_PROCS) {
+        ev.kind = TR_K_SPAWNED;
+        ev.flags = 0;
+        ev.pid = child->pid;
+        terms[0] = make_pid(parent->pid);
+        emit_flagged(child, parent, cf, VM_TRACE_PROCS, &ev);
+    }
     vm_qsbr_call_leave();
 }
 

@@ -109,10 +109,12 @@ void vm_hook_module_loading(tvm_vm *vm, Module *m);
 
 /*
  * `parent` spawned process `child` running entry(args) (vm_spawn, after
- * the child got its pid, before it can run).  On the parent's thread: a
- * scheduler's, or a foreign thread with a call context.
+ * the child got its pid and its flags for new processes and entered the
+ * process table, before it can run: it is in no run queue yet, so it
+ * cannot exit and `child` stays valid throughout).  On the parent's
+ * thread: a scheduler's, or a foreign thread with a call context.
  */
-void vm_hook_spawn(Process *parent, uint64_t child, const Export *entry, int argc,
+void vm_hook_spawn(Process *parent, Process *child, const Export *entry, int argc,
                    const Term *args);
 
 /* p is exiting with `reason` (on p's own fiber); trace sessions p owns

@@ -318,7 +318,7 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
     pthread_mutex_unlock(&sys->lock);
     uint64_t pid = p->pid;
     /* Before the child can run, so its own events come after this one. */
-    vm_hook_spawn(parent, pid, entry, argc, args);
+    vm_hook_spawn(parent, p, entry, argc, args);
     vm_sched_enqueue(sys, p);
     return pid;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tracevm run --trace: the exact call, spawn and exit events of
+# tracevm run --trace: the exact call, spawn, spawned and exit events of
 # tests/sh/data/trace_calls.tasm in text for global and local patterns and
 # the arity, timestamp and procs flags; the same run on every scheduler
 # (same events, order free); JSON lines and Chrome JSON parsed by python3;
@@ -28,8 +28,10 @@ expect --trace 'tc:_/_' <<'WANT'
 {trace,<0.2.0>,call,{tc,twice,[5]}}
 WANT
 expect --trace 'tc:_/_' --flags call,procs <<'WANT'
+{trace,<0.1.0>,spawned,<0.0.0>,{tc,main,[]}}
 {trace,<0.1.0>,call,{tc,main,[]}}
 {trace,<0.1.0>,spawn,<0.2.0>,{tc,worker,[5]}}
+{trace,<0.2.0>,spawned,<0.1.0>,{tc,worker,[5]}}
 {trace,<0.2.0>,call,{tc,worker,[5]}}
 {trace,<0.2.0>,call,{tc,twice,[5]}}
 {trace,<0.2.0>,exit,normal}
@@ -37,8 +39,10 @@ expect --trace 'tc:_/_' --flags call,procs <<'WANT'
 WANT
 # Local patterns: local calls too (add_self/1, and twice/1 from main).
 cat >"$tmp/local" <<'WANT'
+{trace,<0.1.0>,spawned,<0.0.0>,{tc,main,[]}}
 {trace,<0.1.0>,call,{tc,main,[]}}
 {trace,<0.1.0>,spawn,<0.2.0>,{tc,worker,[5]}}
+{trace,<0.2.0>,spawned,<0.1.0>,{tc,worker,[5]}}
 {trace,<0.2.0>,call,{tc,worker,[5]}}
 {trace,<0.2.0>,call,{tc,twice,[5]}}
 {trace,<0.2.0>,call,{tc,add_self,[5]}}
@@ -57,7 +61,9 @@ expect --trace tc:twice/1 --trace tc:add_self/1 --local --flags call,arity <<'WA
 WANT
 # Processes only, no patterns.
 expect --flags procs <<'WANT'
+{trace,<0.1.0>,spawned,<0.0.0>,{tc,main,[]}}
 {trace,<0.1.0>,spawn,<0.2.0>,{tc,worker,[5]}}
+{trace,<0.2.0>,spawned,<0.1.0>,{tc,worker,[5]}}
 {trace,<0.2.0>,exit,normal}
 {trace,<0.1.0>,exit,normal}
 WANT
@@ -69,8 +75,10 @@ WANT
 # timestamp: trace_ts with a nanosecond stamp last, not decreasing.
 run --trace 'tc:_/_' --flags call,procs,timestamp
 sed -E 's/,[0-9]+}$/,TS}/' "$tmp/err" | diff -u - <(cat <<'WANT'
+{trace_ts,<0.1.0>,spawned,<0.0.0>,{tc,main,[]},TS}
 {trace_ts,<0.1.0>,call,{tc,main,[]},TS}
 {trace_ts,<0.1.0>,spawn,<0.2.0>,{tc,worker,[5]},TS}
+{trace_ts,<0.2.0>,spawned,<0.1.0>,{tc,worker,[5]},TS}
 {trace_ts,<0.2.0>,call,{tc,worker,[5]},TS}
 {trace_ts,<0.2.0>,call,{tc,twice,[5]},TS}
 {trace_ts,<0.2.0>,exit,normal,TS}
@@ -97,9 +105,12 @@ got = []
 for line in open(sys.argv[1]):
     o = json.loads(line)
     assert list(o)[:4] == ["ts", "sched", "pid", "kind"], o
-    assert o["sched"] == 0, o
+    # (the first process's spawned event is written by the thread that
+    # spawned it, the command's, into the shared ring: -1)
+    assert o["sched"] == (-1 if (o["pid"], o["kind"]) == (1, "spawned") else 0), o
     got.append((o["pid"], o["kind"], o.get("fun"), o.get("args") or o.get("reason")))
-want = [(1, "call", "main", "[]"), (1, "spawn", "worker", "[5]"), (2, "call", "worker", "[5]"),
+want = [(1, "spawned", "main", "[]"), (1, "call", "main", "[]"), (1, "spawn", "worker", "[5]"),
+        (2, "spawned", "worker", "[5]"), (2, "call", "worker", "[5]"),
         (2, "call", "twice", "[5]"), (2, "exit", None, "normal"), (1, "exit", None, "normal")]
 assert got == want, got
 PY
@@ -113,7 +124,8 @@ ev = d["traceEvents"]
 lanes = {e["tid"]: e["args"]["name"] for e in ev if e["name"] == "thread_name"}
 assert lanes == {1: "<0.1.0>", 2: "<0.2.0>"}, lanes
 got = [(e["tid"], e["cat"], e["name"]) for e in ev if e["ph"] == "i"]
-want = [(1, "call", "tc:main/0"), (1, "spawn", "spawn"), (2, "call", "tc:worker/1"),
+want = [(1, "spawned", "spawned"), (1, "call", "tc:main/0"), (1, "spawn", "spawn"),
+        (2, "spawned", "spawned"), (2, "call", "tc:worker/1"),
         (2, "call", "tc:twice/1"), (2, "exit", "exit"), (1, "exit", "exit")]
 assert got == want, got
 assert d["otherData"]["lost_events"] == 0
@@ -145,8 +157,10 @@ usage_error "--out $tmp/no/such/dir/t.txt: cannot open" --trace tc:main/0 --out 
 need babeltrace2 "the CTF part"
 run --trace 'tc:_/_' --flags call,procs --format ctf --out "$tmp/ctf"
 babeltrace2 "$tmp/ctf" 2>"$tmp/bterr" | sed -E 's/^\[[^]]*\] \([^)]*\) //' | diff -u - <(cat <<'WANT'
+spawned: { sched_id = -1 }, { pid = 1, module = "tc", function = "main", arity = 0, parent = "<0.0.0>", args = "[]" }
 call: { sched_id = 0 }, { pid = 1, module = "tc", function = "main", arity = 0, args = "[]", message = "", backtrace = "" }
 spawn: { sched_id = 0 }, { pid = 1, module = "tc", function = "worker", arity = 1, child = "<0.2.0>", args = "[5]" }
+spawned: { sched_id = 0 }, { pid = 2, module = "tc", function = "worker", arity = 1, parent = "<0.1.0>", args = "[5]" }
 call: { sched_id = 0 }, { pid = 2, module = "tc", function = "worker", arity = 1, args = "[5]", message = "", backtrace = "" }
 call: { sched_id = 0 }, { pid = 2, module = "tc", function = "twice", arity = 1, args = "[5]", message = "", backtrace = "" }
 exit: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0, reason = "normal" }

@@ -5,8 +5,8 @@
 # every record's size as the header and payload length padded to 8:
 # tracevm run on tests/sh/data/trace_fib.tasm (two workers and main each
 # compute fib(12): 465 calls each, traced with return_trace, on two
-# schedulers) gives exactly 2,795 events (1,395 call, 1,395 return_from,
-# 2 spawn, 3 exit), every one named through the atom table in the
+# schedulers) gives exactly 2,798 events (1,395 call, 1,395 return_from,
+# 2 spawn, 3 spawned, 3 exit), every one named through the atom table in the
 # metadata, with exact payload bytes (trace/tr_encode.h) for main's first
 # events and its result, and exact flags, arity and nterms per kind; with
 # the arity and timestamp flags every call reads back flags 18
@@ -66,36 +66,45 @@ PY
     --out "$tmp/fib" >"$tmp/out" 2>"$tmp/err" || fail "tracevm run exited $?: $(cat "$tmp/err")"
 [[ $(cat "$tmp/out") == 144 ]] || fail "result: $(cat "$tmp/out")"
 events "$tmp/fib" >"$tmp/ev" || fail "decoding: $(cat "$tmp/ev")"
-[[ $(wc -l <"$tmp/ev") == 2795 ]] || fail "babeltrace2 read $(wc -l <"$tmp/ev") events, not 2795"
+[[ $(wc -l <"$tmp/ev") == 2798 ]] || fail "babeltrace2 read $(wc -l <"$tmp/ev") events, not 2798"
 [[ ! -s "$tmp/bterr" ]] || fail "babeltrace2's stderr: $(head -3 "$tmp/bterr")"
 awk '{print $1, $3}' "$tmp/ev" | sort | uniq -c | sed 's/^ *//' | diff -u - <(cat <<'WANT'
 1395 call tf:fib
 3 exit -
 1395 return_from tf:fib
 2 spawn tf:worker
+1 spawned tf:main
+2 spawned tf:worker
 WANT
 ) || fail "event kinds differ"
-# main (pid 1): two spawns of worker with args [12] (PID 2, PID 3, SMALL
-# 12), its own fib(12) call and, last, its return value 144 and its exit
-# with reason normal (an ATOM; the name checked through the table).
-grep '^[a-z_]* 1 ' "$tmp/ev" | sed -n '1,3p;$p' | diff -u - <(cat <<'WANT'
+# main (pid 1): spawned by the command's thread (PID 0, no arguments),
+# two spawns of worker with args [12] (PID 2, PID 3, SMALL 12), its own
+# fib(12) call and, last, its return value 144 and its exit with reason
+# normal (an ATOM; the name checked through the table); each worker
+# spawned by main (PID 1) with args [12].
+grep '^[a-z_]* 1 ' "$tmp/ev" | sed -n '1,4p;$p' | diff -u - <(cat <<'WANT'
+spawned 1 tf:main 04 00
 spawn 1 tf:worker 04 02 01 18
 spawn 1 tf:worker 04 03 01 18
 call 1 tf:fib 01 18
 exit 1 - 02 07
 WANT
 ) || fail "main's events differ"
+[[ $(grep -c '^spawned [23] tf:worker 04 01 01 18$' "$tmp/ev") == 2 ]] ||
+    fail "the workers' spawned events: $(grep '^spawned' "$tmp/ev")"
 grep '^[a-z_]* 1 ' "$tmp/ev" | tail -2 | head -1 | grep -qx 'return_from 1 tf:fib 01 a0 02' ||
     fail "main's last return_from is not 144: $(grep '^[a-z_]* 1 ' "$tmp/ev" | tail -2)"
 grep -q '^	atom_7 = "normal";$' "$tmp/fib/metadata" || fail "atom 7 is not normal in the metadata"
 # flags (trace/tr_event.h's TR_F_*): calls have TR_F_RETURNS (4, the
-# return_trace), exits TR_F_NO_MFA (8); a spawn's terms are the pid and
-# the argument list.
+# return_trace), exits TR_F_NO_MFA (8); a spawn's and a spawned's terms
+# are the other pid and the argument list.
 sort "$tmp/hdr" | uniq -c | sed 's/^ *//' | diff -u - <(cat <<'WANT'
 1395 call 4 1 1
 3 exit 8 0 1
 1395 return_from 0 1 1
 2 spawn 0 1 2
+1 spawned 0 0 1
+2 spawned 0 1 2
 WANT
 ) || fail "flags, arity or nterms differ"
 # The arity and timestamp flags: calls with the arity and no terms.

@@ -20,8 +20,10 @@ expect() {
 }
 
 cat >"$tmp/down" <<'WANT'
+{trace,<0.1.0>,spawned,<0.0.0>,{tc,main,[]}}
 {trace,<0.1.0>,in,{tc,main,0}}
 {trace,<0.1.0>,spawn,<0.2.0>,{tc,worker,[5]}}
+{trace,<0.2.0>,spawned,<0.1.0>,{tc,worker,[5]}}
 {trace,<0.1.0>,out,{tc,main,0}}
 {trace,<0.2.0>,in,{tc,worker,1}}
 {trace,<0.2.0>,exit,normal}

@@ -17,8 +17,8 @@
  * free); under ASan that nothing is used after it is freed.
  *
  * What the files must hold, line by line: only the events this program
- * makes (calls of sv's functions, spawns of sv:child, normal exits, in
- * and out), and each process's calls in program order: f(X) is followed
+ * makes (calls of sv's functions, spawns of sv:child and their spawned
+ * events, normal exits, in and out), and each process's calls in program order: f(X) is followed
  * by g(X) (f calls g), a loop's g(X) by f(X + 1) (loop calls f with g's
  * result), a child's child() by f(7), and nothing after its g(7).  A
  * lossless file may not report a loss nor break that order anywhere; a
@@ -232,9 +232,10 @@ static long check_file(const char *path, int file, bool lossless)
                          (unsigned long long)pid, copy, l->fun, l->arg);
             l->fun = c;
             l->arg = arg;
-        } else if (!strncmp(body, "spawn,<0.", 9)) {
+        } else if (!strncmp(body, "spawn,<0.", 9) || !strncmp(body, "spawned,<0.", 11)) {
+            /* spawn names the child, spawned (the child's) its parent */
             char *end;
-            strtoull(body + 9, &end, 10);
+            strtoull(body + (body[5] == 'e' ? 11 : 9), &end, 10);
             ok = !strcmp(end, ".0>,{sv,child,[]}");
         } else if (!strncmp(body, "in,", 3) || !strncmp(body, "out,", 4)) {
             ok = known_mfa(body + (body[0] == 'i' ? 3 : 4));

@@ -4,12 +4,15 @@
  * set_on_first_spawn): the exact events of a chain of spawns, the first
  * child only and the parent's flags after it, set_on_first_spawn over
  * set_on_spawn, one session's flags and not another's, the defaults for
- * new processes kept under the inherited flags, and the flags by name
- * from the API, erlang:trace/3 and erlang:trace_info/2.  One scheduler,
+ * new processes kept under the inherited flags, a child's spawned event
+ * (after its parent's spawn, or alone where only the child is traced,
+ * in the child's timestamped form), and the flags by name from the API,
+ * erlang:trace/3 and erlang:trace_info/2.  One scheduler,
  * and every parent waits for its child, so the order is exact.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/unit/helpers.h"
 
@@ -161,13 +164,16 @@ Test(sos, a_chain_of_spawns_inherits_the_flags)
     snprintf(want, sizeof want,
              "{trace,<0.%llu.0>,call,{sos,f,[2]}}\n"
              "{trace,<0.%llu.0>,spawn,<0.%llu.0>,{sos,kid,[<0.%llu.0>,1]}}\n"
+             "{trace,<0.%llu.0>,spawned,<0.%llu.0>,{sos,kid,[<0.%llu.0>,1]}}\n"
              "{trace,<0.%llu.0>,call,{sos,f,[1]}}\n"
              "{trace,<0.%llu.0>,spawn,<0.%llu.0>,{sos,kid,[<0.%llu.0>,0]}}\n"
+             "{trace,<0.%llu.0>,spawned,<0.%llu.0>,{sos,kid,[<0.%llu.0>,0]}}\n"
              "{trace,<0.%llu.0>,call,{sos,f,[0]}}\n"
              "{trace,<0.%llu.0>,exit,normal}\n"
              "{trace,<0.%llu.0>,exit,normal}\n"
              "{trace,<0.%llu.0>,exit,normal}\n",
-             P(0), P(0), P(1), P(0), P(1), P(1), P(2), P(1), P(2), P(2), P(1), P(0));
+             P(0), P(0), P(1), P(0), P(1), P(0), P(0), P(1), P(1), P(2), P(1), P(2), P(1),
+             P(1), P(2), P(2), P(1), P(0));
     cr_assert_str_eq(got, want);
     free(got);
 }
@@ -179,16 +185,20 @@ static void first_spawn_only(unsigned flags)
 {
     tvm_pid root;
     char *got = run_root("first", 1, flags, "{flags,[call,procs]}", &root);
-    /* Pids: the first child 1, its child 2, the second child 3, its 4. */
+    /* Pids: the first child 1, its child 2, the second child 3, its 4.
+     * The first child has procs, so its first event is spawned (its own
+     * child and the second child, untraced, have none). */
     char want[1024];
     snprintf(want, sizeof want,
              "{trace,<0.%llu.0>,spawn,<0.%llu.0>,{sos,kid,[<0.%llu.0>,1]}}\n"
+             "{trace,<0.%llu.0>,spawned,<0.%llu.0>,{sos,kid,[<0.%llu.0>,1]}}\n"
              "{trace,<0.%llu.0>,call,{sos,f,[1]}}\n"
              "{trace,<0.%llu.0>,spawn,<0.%llu.0>,{sos,kid,[<0.%llu.0>,0]}}\n"
              "{trace,<0.%llu.0>,exit,normal}\n"
              "{trace,<0.%llu.0>,spawn,<0.%llu.0>,{sos,kid,[<0.%llu.0>,1]}}\n"
              "{trace,<0.%llu.0>,exit,normal}\n",
-             P(0), P(1), P(0), P(1), P(1), P(2), P(1), P(1), P(0), P(3), P(0), P(0));
+             P(0), P(1), P(0), P(1), P(0), P(0), P(1), P(1), P(2), P(1), P(1), P(0), P(3), P(0),
+             P(0));
     cr_assert_str_eq(got, want);
     free(got);
 }
@@ -259,6 +269,40 @@ Test(sos, the_defaults_for_new_processes_stay)
              "{trace,<0.%llu.0>,'receive',done}\n",
              P(0), P(1), P(2), P(1));
     cr_assert_str_eq(got, want);
+    free(got);
+    fclose(f);
+}
+
+/* A child traced by the defaults for new processes under an untraced
+ * parent: its spawned event alone (BEAM's, since OTP 21), and in the
+ * child's form: its session's timestamp flag makes it a trace_ts. */
+Test(sos, spawned_alone_where_only_the_child_is_traced)
+{
+    load_ok(vm, "sos", sos_src);
+    FILE *f = traced(NULL);
+    tvm_pid root = spawn_waiting("go", 1);
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_PROCS | TVM_TRACE_TIMESTAMP,
+                                     true), TVM_OK);
+    char r[64];
+    go_and_join(root, r, sizeof r);
+    cr_assert_str_eq(r, "1");
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    /* Each line's timestamp (the last element) as TS. */
+    char *got = file_text(f), norm[512], *o = norm;
+    for (const char *l = got; *l;) {
+        const char *nl = strchr(l, '\n'), *c = nl;
+        cr_assert(nl);
+        while (c > l && c[-1] != ',')
+            c--;
+        o += snprintf(o, norm + sizeof norm - o, "%.*sTS}\n", (int)(c - l), l);
+        l = nl + 1;
+    }
+    char want[512];
+    snprintf(want, sizeof want,
+             "{trace_ts,<0.%llu.0>,spawned,<0.%llu.0>,{sos,kid,[<0.%llu.0>,0]},TS}\n"
+             "{trace_ts,<0.%llu.0>,exit,normal,TS}\n",
+             P(1), P(0), P(0), P(1));
+    cr_assert_str_eq(norm, want);
     free(got);
     fclose(f);
 }

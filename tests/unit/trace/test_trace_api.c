@@ -149,17 +149,21 @@ Test(trace_api, events_and_start_stop_twice)
     tvm_pid p3 = run_g(3);
     cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
     char want[512], *got = file_text(f1);
+    /* Each process's first event: spawned by the call context (<0.0.0>),
+     * and its arguments whatever the arity flag (which is for calls). */
     snprintf(want, sizeof want,
-             "{trace,<0.%llu.0>,call,{ta,g,[1]}}\n{trace,<0.%llu.0>,call,{ta,f,[1]}}\n"
-             "{trace,<0.%llu.0>,exit,normal}\n",
-             (unsigned long long)p1, (unsigned long long)p1, (unsigned long long)p1);
+             "{trace,<0.%1$llu.0>,spawned,<0.0.0>,{ta,g,[1]}}\n"
+             "{trace,<0.%1$llu.0>,call,{ta,g,[1]}}\n{trace,<0.%1$llu.0>,call,{ta,f,[1]}}\n"
+             "{trace,<0.%1$llu.0>,exit,normal}\n",
+             (unsigned long long)p1);
     cr_assert_str_eq(got, want);
     free(got);
     got = file_text(f2);
     snprintf(want, sizeof want,
-             "{trace,<0.%llu.0>,call,{ta,g,1}}\n{trace,<0.%llu.0>,call,{ta,f,1}}\n"
-             "{trace,<0.%llu.0>,exit,normal}\n",
-             (unsigned long long)p3, (unsigned long long)p3, (unsigned long long)p3);
+             "{trace,<0.%1$llu.0>,spawned,<0.0.0>,{ta,g,[3]}}\n"
+             "{trace,<0.%1$llu.0>,call,{ta,g,1}}\n{trace,<0.%1$llu.0>,call,{ta,f,1}}\n"
+             "{trace,<0.%1$llu.0>,exit,normal}\n",
+             (unsigned long long)p3);
     cr_assert_str_eq(got, want);
     free(got);
     fclose(f1);
@@ -268,8 +272,10 @@ Test(trace_api, destroy_stops_the_pipeline)
     tvm_destroy(vm);
     vm = tvm_new(NULL);
     env = tvm_env_new(vm);
-    char *got = file_text(f), want[64];
-    snprintf(want, sizeof want, "{trace,<0.%llu.0>,exit,normal}\n", (unsigned long long)w);
+    char *got = file_text(f), want[128];
+    snprintf(want, sizeof want,
+             "{trace,<0.%1$llu.0>,spawned,<0.0.0>,{ta,waiter,[]}}\n"
+             "{trace,<0.%1$llu.0>,exit,normal}\n", (unsigned long long)w);
     cr_assert_str_eq(got, want);
     free(got);
     fclose(f);
@@ -337,6 +343,7 @@ Test(trace_api, callback_format)
     cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
     char want[1024];
     snprintf(want, sizeof want,
+             "spawned ta:g/1 {trace,<0.%1$llu.0>,spawned,<0.0.0>,{ta,g,[4]}}\n"
              "call ta:g/1 {trace,<0.%1$llu.0>,call,{ta,g,[4]}}\n"
              "call ta:f/1 {trace,<0.%1$llu.0>,call,{ta,f,[4]}}\n"
              "return_from ta:f/1 {trace,<0.%1$llu.0>,return_from,{ta,f,1},5}\n"
@@ -344,5 +351,5 @@ Test(trace_api, callback_format)
              "exit -:-/0 {trace,<0.%1$llu.0>,exit,normal}\n",
              (unsigned long long)p);
     cr_assert_str_eq(seen.text, want);
-    cr_assert_eq(seen.n, 5);
+    cr_assert_eq(seen.n, 6);
 }
