@@ -174,9 +174,10 @@ static __attribute__((noinline)) void call_prep(Process *p, const FuncInfo *fn,
     uint32_t base = p->frames[p->nframes - 1].base;
     const TrMs *ms = e->match_spec;
     TrMsResult res = { 0 };
+    TrMsCtx ctx;
     if (ms) {
-        TrMsCtx ctx;
         bp_ms_ctx(p, ms, &ctx);
+        ctx.flags = h->sf;
         if (!tr_ms_run(ms, &p->stack[base], fn->arity, &ctx, bp_scratch(), &res))
             return;
         if (res.flags & (TR_MS_SILENT_ON | TR_MS_SILENT_OFF)) {
@@ -190,14 +191,17 @@ static __attribute__((noinline)) void call_prep(Process *p, const FuncInfo *fn,
     h->matched = true;
     h->sf = tr_pflags_of(p, vm_atomic_load_relaxed(&p->trace), h->sid);
     h->want |= frame_flags(&res, e->flags, h->sf);
+    /* The spec's changes of trace flags: this call's event keeps the
+     * flags it found (h->sf), as BEAM reports the call that disabled
+     * its own call trace. */
+    if (res.flags & TR_MS_TRACE)
+        tr_flags_from_ms(p, h->sid, &res);
     if ((h->sf & VM_TRACE_SILENT) || res.message == TR_MS_MSG_OFF)
         return;
     h->report = true;
     if (res.flags & TR_MS_BACKTRACE) {
         /* The stack term is built on the heap, so the results must live
          * there too (same arguments, same context: the same results). */
-        TrMsCtx ctx;
-        bp_ms_ctx(p, ms, &ctx);
         tr_ms_run_heap(ms, p, &p->stack[base], fn->arity, &ctx, bp_scratch(), &res);
         tvm_term msg = vm_root_push(p, res.message == TR_MS_MSG_TERM ? res.msg : TERM_NIL);
         Term bt = st_backtrace_term(p, BP_BACKTRACE_MAX);
@@ -236,9 +240,10 @@ static __attribute__((noinline)) bool process_call(Process *p, const FuncInfo *f
     uint32_t base = p->frames[p->nframes - 1].base;
     const TrMs *ms = e->match_spec;
     TrMsResult res = { 0 };
+    TrMsCtx ctx;
     if (ms) {
-        TrMsCtx ctx;
         bp_ms_ctx(p, ms, &ctx);
+        ctx.flags = sf;
         if (!tr_ms_run(ms, &p->stack[base], fn->arity, &ctx, bp_scratch(), &res))
             return false;
         if (res.flags & (TR_MS_SILENT_ON | TR_MS_SILENT_OFF)) {
@@ -249,6 +254,11 @@ static __attribute__((noinline)) bool process_call(Process *p, const FuncInfo *f
         }
         if (res.ndisplay)
             display(&res);
+        /* The spec's changes of trace flags: this call's event keeps the
+         * flags it found (sf), as BEAM reports the call that disabled its
+         * own call trace. */
+        if (res.flags & TR_MS_TRACE)
+            tr_flags_from_ms(p, sid, &res);
     }
     uint32_t need = bp_frame_needed(p, fn, sid, frame_flags(&res, e->flags, sf));
     *want = need;
@@ -260,8 +270,6 @@ static __attribute__((noinline)) bool process_call(Process *p, const FuncInfo *f
     if (res.flags & TR_MS_BACKTRACE) {
         /* The stack term is built on the heap, so the results must live
          * there too (same arguments, same context: the same results). */
-        TrMsCtx ctx;
-        bp_ms_ctx(p, ms, &ctx);
         tr_ms_run_heap(ms, p, &p->stack[base], fn->arity, &ctx, bp_scratch(), &res);
         tvm_term msg = vm_root_push(p, res.message == TR_MS_MSG_TERM ? res.msg : TERM_NIL);
         Term bt = st_backtrace_term(p, BP_BACKTRACE_MAX);
@@ -293,7 +301,7 @@ static __attribute__((noinline)) bool hit_one(Process *p, const BpSess *e, bool 
     void *tdata = NULL;
     /* (1) meta trace: never suspends. */
     if (e->flags & BP_META)
-        meta = bp_meta_call(p, fn, e->meta_spec, e->meta_tracer);
+        meta = bp_meta_call(p, fn, e->sid, e->meta_spec, e->meta_tracer);
     unsigned sf = tr_pflags_of(p, pf, sid);
     /* (1b) call_time, for processes with the call flag (as BEAM: the
      * call-traced processes are the ones measured); the frame's tdata is
@@ -341,7 +349,7 @@ static __attribute__((noinline)) bool hit_multi(Process *p, const BpGen *g, uint
             count_call(p, e->count);
         /* (1) meta trace: never suspends. */
         if (e->flags & BP_META)
-            h->want |= bp_meta_call(p, fn, e->meta_spec, e->meta_tracer);
+            h->want |= bp_meta_call(p, fn, e->sid, e->meta_spec, e->meta_tracer);
         h->sf = tr_pflags_of(p, vm_atomic_load_relaxed(&p->trace), e->sid);
         /* (1b) call_time, for processes with the call flag (as BEAM: the
          * call-traced processes are the ones measured); the frame's tdata

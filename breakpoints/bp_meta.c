@@ -10,6 +10,7 @@
 #include "breakpoints/bp_hit.h"
 #include "vm/breakpoint.h"
 #include "trace/tr_clock.h"
+#include "trace/tr_vm.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/sched.h"
@@ -38,7 +39,8 @@ static Term mfa_tuple(Process *p, const FuncInfo *fn)
     return vm_make_tuple(p, 3, e);
 }
 
-uint32_t bp_meta_call(Process *p, const FuncInfo *fn, const TrMs *ms, uint64_t tracer)
+uint32_t bp_meta_call(Process *p, const FuncInfo *fn, unsigned sid, const TrMs *ms,
+                      uint64_t tracer)
 {
     uint32_t base = p->frames[p->nframes - 1].base;
     uint32_t rbase = p->nroots;
@@ -46,8 +48,13 @@ uint32_t bp_meta_call(Process *p, const FuncInfo *fn, const TrMs *ms, uint64_t t
     if (ms) {
         TrMsCtx ctx;
         bp_ms_ctx(p, ms, &ctx);
+        ctx.flags = tr_pflags_of(p, vm_atomic_load_relaxed(&p->trace), sid);
         if (!tr_ms_run_heap(ms, p, &p->stack[base], fn->arity, &ctx, bp_scratch(), &res))
             return 0;
+        /* A meta spec's changes of trace flags are the process's flags in
+         * the meta pattern's session. */
+        if (res.flags & TR_MS_TRACE)
+            tr_flags_from_ms(p, sid, &res);
     }
     uint32_t tf = 0;
     if (res.flags & TR_MS_RETURN_TRACE)

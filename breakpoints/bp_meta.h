@@ -20,11 +20,13 @@
 
 /*
  * The top activation of p (function fn, just entered) hit a meta
- * breakpoint with spec `ms` (NULL: every call) and tracer pid `tracer`.
- * Sends the call message if the spec matches; returns the BP_TF_META_*
+ * breakpoint of session sid with spec `ms` (NULL: every call) and tracer
+ * pid `tracer`.  Sends the call message if the spec matches (and makes
+ * the spec's changes of trace flags in sid); returns the BP_TF_META_*
  * flags its return_trace / exception_trace actions ask for.  May collect.
  */
-uint32_t bp_meta_call(Process *p, const FuncInfo *fn, const TrMs *ms, uint64_t tracer);
+uint32_t bp_meta_call(Process *p, const FuncInfo *fn, unsigned sid, const TrMs *ms,
+                      uint64_t tracer);
 
 /* fn's meta trace frame of session sid (window at `base`, value in r0)
  * is returned through: return_from to fn's current meta tracer in that

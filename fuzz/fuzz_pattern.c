@@ -90,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             bool m1 = tr_ms_run(ms, argv, n, &ctx, &s1, &r1);
             bool m2 = tr_ms_run_heap(ms, proc, proc->roots + proc->nroots - n, n, &ctx, &s2, &r2);
             FUZZ_CHECK(m1 == m2 && r1.flags == r2.flags && r1.message == r2.message &&
-                           r1.ndisplay == r2.ndisplay,
+                           r1.ndisplay == r2.ndisplay && r1.ntrace == r2.ntrace,
                        "run and run_heap disagree on %s", buf);
             proc->nroots = base;
             tr_ms_free(ms);

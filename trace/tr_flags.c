@@ -51,6 +51,7 @@
 #include <string.h>
 
 #include "trace/tr_flags_internal.h"
+#include "trace/tr_ms.h"
 #include "trace/tr_session.h"
 #include "trace/tr_vm.h"
 #include "vm/atom.h"
@@ -264,6 +265,22 @@ void tr_flags_inherit(Process *parent, uint64_t child)
             tr_pflags_change(c, vm_trace_sid(give[i]), f, true, false);
     }
     vm_proc_put(vm_sched_of(parent->vm), c);
+}
+
+void tr_flags_from_ms(Process *p, unsigned sid, const TrMsResult *res)
+{
+    for (unsigned i = 0; i < res->ntrace; i++) {
+        const TrMsTrace *t = &res->trace[i];
+        Process *q = t->pid ? tr_proc_get(p->vm, t->pid) : p;
+        if (!q)
+            continue;
+        if (t->off)
+            tr_pflags_change(q, sid, t->off, false, false);
+        if (t->on)
+            tr_pflags_change(q, sid, t->on, true, false);
+        if (q != p)
+            vm_proc_put(vm_sched_of(p->vm), q);
+    }
 }
 
 /* Whether pid is a live process (a snapshot). */

@@ -84,7 +84,25 @@ enum {
     TR_MS_SILENT_OFF = 1u << 4,      /* {silent, false} */
     TR_MS_DISPLAY = 1u << 5,         /* {display, X}: see display[] */
     TR_MS_BACKTRACE = 1u << 6,       /* {backtrace} */
+    TR_MS_TRACE = 1u << 7,           /* enable_trace, disable_trace or trace: see trace[] */
 };
+
+/*
+ * One process's trace flag changes asked for by a run's body
+ * ({enable_trace, F}, {disable_trace, Pid, F}, {trace, Disable, Enable},
+ * ...), in the session whose spec ran: `off` cleared, then `on` set
+ * (disjoint: a later action on the same flag takes it out of the other
+ * mask, so the two are what the actions in order leave).  Recorded, not
+ * applied: the caller applies them (tr_flags_from_ms) once the call's
+ * own event has the flags the call found, as BEAM reports the call that
+ * disabled its own call trace.
+ */
+#define TR_MS_MAX_TRACE 4
+typedef struct TrMsTrace {
+    uint64_t pid;            /* the process; 0: the calling process */
+    unsigned on, off;        /* VM_TRACE_* bits */
+    unsigned flags;          /* the caller's flags as the actions so far leave them */
+} TrMsTrace;
 
 /* What the call event should carry (the last {message, X} wins). */
 typedef enum TrMsMessage {
@@ -99,6 +117,8 @@ typedef struct TrMsResult {
     Term msg;                /* TR_MS_MSG_TERM: the term X */
     unsigned ndisplay;       /* {display, X} terms, in evaluation order */
     Term display[TR_MS_MAX_DISPLAY];
+    unsigned ntrace;         /* TR_MS_TRACE: the processes whose flags change */
+    TrMsTrace trace[TR_MS_MAX_TRACE];
 } TrMsResult;
 
 /*
@@ -114,6 +134,9 @@ typedef struct TrMsCtx {
      * line of the call in it (0: unknown). */
     const char *caller_file;
     uint32_t caller_line;
+    /* TR_MS_NEED_FLAGS: the calling process's trace flags in the session
+     * whose spec runs (VM_TRACE_* bits), for {trace, D, E}'s answer. */
+    unsigned flags;
 } TrMsCtx;
 
 /* {caller_line} gives at most this many bytes of the file name. */
@@ -122,6 +145,7 @@ typedef struct TrMsCtx {
 enum {
     TR_MS_NEED_CALLER = 1u << 0,   /* the spec uses {caller} or {caller_line} */
     TR_MS_NEED_SELF = 1u << 1,     /* the spec uses {self} */
+    TR_MS_NEED_FLAGS = 1u << 2,    /* the spec changes trace flags: TrMsCtx.flags */
 };
 
 /*

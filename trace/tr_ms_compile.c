@@ -64,6 +64,9 @@ const MsFun tr_ms_funs[] = {
     { "exception_trace", 0, F_EXCEPTION_TRACE }, { "caller", 0, F_CALLER },
     { "silent", 1, F_SILENT }, { "display", 1, F_DISPLAY },
     { "backtrace", 0, F_BACKTRACE }, { "caller_line", 0, F_CALLER_LINE },
+    { "enable_trace", 1, F_ENABLE_TRACE }, { "enable_trace", 2, F_ENABLE_TRACE2 },
+    { "disable_trace", 1, F_DISABLE_TRACE }, { "disable_trace", 2, F_DISABLE_TRACE2 },
+    { "trace", 2, F_TRACE2 }, { "trace", 3, F_TRACE3 },
 };
 const size_t tr_ms_nfuns = sizeof tr_ms_funs / sizeof tr_ms_funs[0];
 
@@ -429,6 +432,10 @@ static bool c_call_effects(Comp *c, unsigned id)
     }
     if (id == F_SELF)
         c->needs |= TR_MS_NEED_SELF;
+    /* trace/2 answers whether the caller's flags changed: it needs them
+     * (and {self} as a target is the caller itself) */
+    if (id >= F_ENABLE_TRACE)
+        c->needs |= TR_MS_NEED_SELF | TR_MS_NEED_FLAGS;
     if (id == F_DISPLAY && ++c->ndisplay > TR_MS_MAX_DISPLAY)
         return cfail(c, "more than %d display actions in a clause", TR_MS_MAX_DISPLAY);
     return true;

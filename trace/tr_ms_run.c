@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace/tr_vm.h"
 #include "vm/atom.h"
 #include "vm/atomics.h"
 #include "vm/heap.h"
@@ -380,6 +381,93 @@ static bool action(Run *r, unsigned id, Term a, Term *out)
     }
 }
 
+/* ==== trace flag changes ==== */
+
+/* The flag the atom a names (erlang:trace/3's names), or 0. */
+static unsigned flag_of(Term a)
+{
+    size_t n;
+    const char *name = term_is_atom(a) ? vm_atom_name(atom_value(a), &n) : NULL;
+    return name ? tr_flag_bit(name, n) : 0;
+}
+
+/* The flags a proper list of flag names names; false for anything else
+ * (a list longer than there are names would repeat one: bounded by the
+ * run's steps like every other walk). */
+static bool flag_list(Run *r, Term l, unsigned *flags)
+{
+    *flags = 0;
+    for (; term_is_cons(l); l = cons_tail(l)) {
+        unsigned f = flag_of(cons_head(l));
+        if (!f || r->steps == 0)
+            return false;
+        r->steps--;
+        *flags |= f;
+    }
+    return term_is_nil(l);
+}
+
+/* res->trace's entry for pid (0: the caller), added if it is not there;
+ * NULL when TR_MS_MAX_TRACE processes are taken. */
+static TrMsTrace *trace_entry(Run *r, uint64_t pid)
+{
+    TrMsResult *res = r->res;
+    for (unsigned i = 0; i < res->ntrace; i++)
+        if (res->trace[i].pid == pid)
+            return &res->trace[i];
+    if (res->ntrace == TR_MS_MAX_TRACE)
+        return NULL;
+    TrMsTrace *t = &res->trace[res->ntrace++];
+    *t = (TrMsTrace){ .pid = pid, .flags = pid || !r->ctx ? 0 : r->ctx->flags };
+    return t;
+}
+
+/*
+ * {enable_trace, [Pid,] F}, {disable_trace, [Pid,] F} and {trace, [Pid,]
+ * Disable, Enable}, as erlang:trace(Pid, true | false, Flags) in the
+ * session whose spec runs, Pid the caller when not given: recorded in
+ * res->trace (applied by the caller after the call's event).  The first
+ * two answer true; trace answers whether the caller's flags changed, as
+ * BEAM's, and for another process whether it named any flag (its flags
+ * are not looked up: a run takes no lock).  Not a pid, not a flag name,
+ * not a proper list, or a fifth process: a failure ('EXIT' in a body).
+ */
+static bool trace_action(Run *r, unsigned id, const Term *a, Term *out)
+{
+    uint64_t pid = 0;
+    if (id == F_ENABLE_TRACE2 || id == F_DISABLE_TRACE2 || id == F_TRACE3) {
+        if (!term_is_pid(a[0]))
+            return false;
+        pid = pid_value(a[0]);
+        if (r->ctx && r->ctx->self && pid == pid_value(r->ctx->self))
+            pid = 0;
+        a++;
+    }
+    unsigned on = 0, off = 0;
+    if (id == F_ENABLE_TRACE || id == F_ENABLE_TRACE2)
+        on = flag_of(a[0]);
+    else if (id == F_DISABLE_TRACE || id == F_DISABLE_TRACE2)
+        off = flag_of(a[0]);
+    else if (!flag_list(r, a[0], &off) || !flag_list(r, a[1], &on))
+        return false;
+    if (id < F_TRACE2 && !(on | off))
+        return false;
+    TrMsTrace *t = trace_entry(r, pid);
+    if (!t)
+        return false;
+    /* Disable, then enable (erlang:trace/3 order within {trace, D, E}). */
+    t->off = (t->off | off) & ~on;
+    t->on = (t->on & ~off) | on;
+    unsigned before = t->flags;
+    t->flags = (t->flags & ~off) | on;
+    r->res->flags |= TR_MS_TRACE;
+    if (id == F_TRACE2 || id == F_TRACE3)
+        *out = make_bool(pid ? (on | off) != 0 : t->flags != before);
+    else
+        *out = TERM_TRUE;
+    return true;
+}
+
 static bool call_fn(Run *r, unsigned id, const Term *a, unsigned n, Term *out)
 {
     if (id <= F_IS_FUNCTION)
@@ -405,6 +493,8 @@ static bool call_fn(Run *r, unsigned id, const Term *a, unsigned n, Term *out)
         *out = r->ctx && r->ctx->self ? r->ctx->self : make_atom(ATOM_UNDEFINED);
         return true;
     }
+    if (id >= F_ENABLE_TRACE)
+        return trace_action(r, id, a, out);
     return action(r, id, n ? a[0] : TERM_NIL, out);
 }
 

@@ -105,6 +105,17 @@ bool tr_pflags_change(Process *p, unsigned sid, unsigned flags, bool on, bool fo
 void tr_flags_inherit(Process *parent, uint64_t child);
 
 /*
+ * The trace flag changes a match spec's body asked for ({enable_trace,
+ * F}, {trace, Pid, Disable, Enable}, ...: res->trace, TR_MS_TRACE), made
+ * in session sid for p (the caller, whose call ran the spec) and the
+ * other processes it names, each as tr_pflags_change makes a change (a
+ * process that has exited is skipped).  On p's thread, once the call's
+ * own event has the flags the call found.
+ */
+struct TrMsResult;
+void tr_flags_from_ms(Process *p, unsigned sid, const struct TrMsResult *res);
+
+/*
  * erlang:trace(Pid, How, [... {tracer, T}]) in the default session: on
  * sets `flags` with T as p's own tracer (its events go to T as messages:
  * VM_TRACE_TRACER); false when p has another tracer that is alive (one

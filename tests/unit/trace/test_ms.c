@@ -524,6 +524,101 @@ Test(ms, every_action)
                      "match msg={'EXIT',ok}");
 }
 
+/* "pid on=.. off=.." per entry of res->trace, flags as erlang:trace/3
+ * names them (the VM_TRACE_* bits of the three used here). */
+static const char *trace_changes(const TrMsResult *res)
+{
+    static char out[256];
+    static const struct { unsigned bit; const char *name; } fl[] = {
+        { VM_TRACE_CALL, "call" }, { VM_TRACE_PROCS, "procs" }, { VM_TRACE_SEND, "send" } };
+    char *o = out;
+    *o = 0;
+    for (unsigned i = 0; i < res->ntrace; i++) {
+        const TrMsTrace *t = &res->trace[i];
+        o += sprintf(o, "%s%llu", i ? "; " : "", (unsigned long long)t->pid);
+        for (unsigned k = 0; k < 2; k++) {
+            unsigned m = k ? t->off : t->on;
+            o += sprintf(o, " %s=", k ? "off" : "on");
+            for (unsigned j = 0; j < 3; j++)
+                if (m & fl[j].bit)
+                    o += sprintf(o, "%s,", fl[j].name);
+        }
+    }
+    return out;
+}
+
+/* {enable_trace, ...}, {disable_trace, ...} and {trace, ...} record the
+ * changes in order (the last action on a flag wins; trace disables, then
+ * enables), for the caller (pid 0, also when named by its pid) and for
+ * other processes; trace answers whether the caller's flags changed (for
+ * another process, whether it named a flag); a bad flag, a bad pid, an
+ * improper list and a fifth process fail ('EXIT'), and they are body
+ * actions only (BEAM's shapes, checked on OTP 25's erl). */
+Test(ms, trace_flag_changes_are_recorded_in_order)
+{
+    TrMs *ms = compile_ok("[{'_', [], [{enable_trace, send}, {disable_trace, call}, "
+                          "{message, {trace, [send], [procs]}}]}]", 0);
+    cr_expect_eq(tr_ms_needs(ms), TR_MS_NEED_SELF | TR_MS_NEED_FLAGS);
+    TrMsCtx ctx = { .self = make_pid(5), .flags = VM_TRACE_CALL };
+    TrMsResult res;
+    cr_assert(tr_ms_run(ms, NULL, 0, &ctx, &scratch, &res));
+    cr_expect_eq(res.flags, TR_MS_TRACE);
+    cr_expect_eq(res.message, TR_MS_MSG_DEFAULT);   /* {message, true}: trace said true */
+    cr_expect_str_eq(trace_changes(&res), "0 on=procs, off=call,send,");
+    tr_ms_free(ms);
+    /* trace/2: false when nothing changes; the caller by its own pid */
+    ms = compile_ok("[{'_', [], [{message, {{{trace, [], [call]}, "
+                    "{trace, {self}, [call], []}, {trace, [call], [call]}}}}]}]", 0);
+    cr_assert(tr_ms_run(ms, NULL, 0, &ctx, &scratch, &res));
+    cr_expect_str_eq(show(res.msg), "{false,true,true}");
+    cr_expect_str_eq(trace_changes(&res), "0 on=call, off=");
+    tr_ms_free(ms);
+    /* other processes: their own entries, at most four */
+    ms = compile_ok("[{['$1', '$2'], [], [{enable_trace, '$1', procs}, {disable_trace, '$2', send}, "
+                    "{enable_trace, '$1', send}, {message, {{{trace, '$2', [], []}, "
+                    "{trace, '$2', [call], []}}}}]}]", 2);
+    Term two[2] = { make_pid(7), make_pid(9) };
+    cr_assert(tr_ms_run(ms, two, 2, &ctx, &scratch, &res));
+    cr_expect_str_eq(show(res.msg), "{false,true}");
+    cr_expect_str_eq(trace_changes(&res), "7 on=procs,send, off=; 9 on= off=call,send,");
+    tr_ms_free(ms);
+    ms = compile_ok("[{'_', [], [{enable_trace, {self}, call}]}]", 0);
+    cr_assert(tr_ms_run(ms, NULL, 0, &ctx, &scratch, &res));
+    cr_expect_str_eq(trace_changes(&res), "0 on=call, off=");
+    tr_ms_free(ms);
+    ms = compile_ok("[{['$1'], [], [{enable_trace, '$1', call}]}]", 1);
+    Term pids[5];
+    for (unsigned i = 0; i < 5; i++) {
+        pids[0] = make_pid(10 + i);
+        cr_assert(tr_ms_run(ms, pids, 1, &ctx, &scratch, &res));
+    }
+    cr_expect_eq(res.ntrace, 1);   /* each run starts afresh */
+    tr_ms_free(ms);
+    /* (no context: {self} is undefined, which is not a pid) */
+    cr_expect_str_eq(outcome("[{'_', [], [{message, {{{enable_trace, call}, "
+                             "{enable_trace, {self}, call}}}}]}]", "[]"),
+                     "match msg={true,'EXIT'}");
+    /* failures: 'EXIT', and nothing recorded */
+    cr_expect_str_eq(eval("{enable_trace, bogus}", "[a]"), "'EXIT'");
+    cr_expect_str_eq(eval("{disable_trace, \"call\"}", "[a]"), "'EXIT'");
+    cr_expect_str_eq(eval("{enable_trace, '$1', call}", "[a]"), "'EXIT'");
+    cr_expect_str_eq(eval("{trace, [call | send], []}", "[a]"), "'EXIT'");
+    cr_expect_str_eq(eval("{trace, [call], [bogus]}", "[a]"), "'EXIT'");
+    ms = compile_ok("[{['$1', '$2', '$3', '$4', '$5'], [], [{enable_trace, '$1', call}, "
+                    "{enable_trace, '$2', call}, {enable_trace, '$3', call}, "
+                    "{enable_trace, '$4', call}, {message, {enable_trace, '$5', call}}]}]", 5);
+    for (unsigned i = 0; i < 5; i++)
+        pids[i] = make_pid(20 + i);
+    cr_assert(tr_ms_run(ms, pids, 5, &ctx, &scratch, &res));
+    cr_expect_str_eq(show(res.msg), "'EXIT'");
+    cr_expect_eq(res.ntrace, 4);
+    tr_ms_free(ms);
+    cr_expect_str_eq(compile_err("[{'_', [{enable_trace, call}], []}]", 0),
+                     "match spec clause 1: guard 1: enable_trace/1 is allowed only in the body");
+    cr_expect_str_eq(compile_err("[{'_', [], [{trace, call}]}]", 0),
+                     "match spec clause 1: action 1: unknown function trace/1");
+}
+
 Test(ms, caller_and_self_come_from_the_context)
 {
     TrMs *ms = compile_ok("[{'_', [], [{message, {{{caller}, {self}}}}]}]", 0);
