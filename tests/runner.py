@@ -405,12 +405,8 @@ def main(env, units, stress, tracevm, embed):
         # every program's exit, to catch threads racing with it; the VM
         # joins its threads before it returns, and the suite starts a few
         # hundred programs (that second was most of the e2e tests' time).
-        # allow_user_segv_handler=1: clang's runtime otherwise reports a
-        # fault in a guard page as its own deadly signal, where the VM's
-        # handler ends only the process that overflowed its stack
-        # (test_overflow.c; gcc's runtime lets the handler run as it is).
         # Set before the shell tests' environment is copied from penv.
-        penv['TSAN_OPTIONS'] = ('halt_on_error=1 atexit_sleep_ms=0 allow_user_segv_handler=1 ' +
+        penv['TSAN_OPTIONS'] = ('halt_on_error=1 atexit_sleep_ms=0 ' +
                                 os.environ.get('TSAN_OPTIONS', '')).strip()
     if env['TEST_JOBS'] > 1:
         POOL.append(concurrent.futures.ThreadPoolExecutor(env['TEST_JOBS']))
