@@ -173,7 +173,8 @@ static __attribute__((noinline)) void call_prep(Process *p, const FuncInfo *fn,
 {
     uint32_t base = p->frames[p->nframes - 1].base;
     const TrMs *ms = e->match_spec;
-    TrMsResult res = { 0 };
+    TrMsResult res;
+    tr_ms_result_clear(&res);
     TrMsCtx ctx;
     if (ms) {
         bp_ms_ctx(p, ms, &ctx);
@@ -239,7 +240,8 @@ static __attribute__((noinline)) bool process_call(Process *p, const FuncInfo *f
     const unsigned sid = e->sid;
     uint32_t base = p->frames[p->nframes - 1].base;
     const TrMs *ms = e->match_spec;
-    TrMsResult res = { 0 };
+    TrMsResult res;
+    tr_ms_result_clear(&res);
     TrMsCtx ctx;
     if (ms) {
         bp_ms_ctx(p, ms, &ctx);

@@ -44,7 +44,8 @@ uint32_t bp_meta_call(Process *p, const FuncInfo *fn, unsigned sid, const TrMs *
 {
     uint32_t base = p->frames[p->nframes - 1].base;
     uint32_t rbase = p->nroots;
-    TrMsResult res = { 0 };
+    TrMsResult res;
+    tr_ms_result_clear(&res);
     if (ms) {
         TrMsCtx ctx;
         bp_ms_ctx(p, ms, &ctx);
