@@ -60,7 +60,7 @@ enum {
     /* actions */
     F_MESSAGE, F_RETURN_TRACE, F_EXCEPTION_TRACE, F_CALLER, F_SILENT,
     F_DISPLAY, F_BACKTRACE, F_CALLER_LINE,
-    /* trace flag changes (these last: tr_ms_run.c tests id >= F_ENABLE_TRACE) */
+    /* trace flag changes (these last: tr_ms_compile.c tests id >= F_ENABLE_TRACE) */
     F_ENABLE_TRACE, F_ENABLE_TRACE2, F_DISABLE_TRACE, F_DISABLE_TRACE2, F_TRACE2, F_TRACE3,
 };
 #define F_FIRST_ACTION F_MESSAGE

@@ -433,7 +433,8 @@ static TrMsTrace *trace_entry(Run *r, uint64_t pid)
  * {enable_trace, [Pid,] F}, {disable_trace, [Pid,] F} and {trace, [Pid,]
  * Disable, Enable}, as erlang:trace(Pid, true | false, Flags) in the
  * session whose spec runs, Pid the caller when not given: recorded in
- * res->trace (applied by the caller after the call's event).  The first
+ * res->trace (made by the caller once the call's event has the flags
+ * the call found: tr_flags_from_ms).  The first
  * two answer true; trace answers whether the caller's flags changed, as
  * BEAM's, and for another process whether it named any flag (its flags
  * are not looked up: a run takes no lock).  Not a pid, not a flag name,

@@ -12,10 +12,12 @@
  * event (limits: trace/tr_session.c), and then the event goes to its
  * pipeline (trace/tr_vm.c's rule: `out` loaded with acquire and used only
  * while the emitter is online; tr_vm_emit, whose lossless wait may
- * suspend the process) or, for a session with a tracer process, to that
- * process as a message (trace/tr_deliver.c: built off the heap, so no
- * collection happens here and the event's terms stay valid for the next
- * session).
+ * suspend the process that writes the event: the process itself, or the
+ * parent for a child's spawned event, which the parent writes into its
+ * own ring before the child first runs) or, for a session with a
+ * tracer process, to that process as a message (trace/tr_deliver.c:
+ * built off the heap, so no collection happens here and the event's
+ * terms stay valid for the next session).
  */
 #include <string.h>
 
