@@ -754,7 +754,7 @@ typedef struct tvm_trace_options {
      * (below), else stderr (text and JSON lines only).  One at most. */
     const char *path;
     void *file;
-    size_t ring_bytes;       /* per ring, a power of two up to 1 GiB; 0 = 1 MiB */
+    size_t ring_bytes;       /* per ring, a power of two up to 1 GiB; 0 = 1-8 MiB */
     tvm_trace_policy policy;
     tvm_trace_callback callback;   /* TVM_TRACE_CALLBACK: required */
     void *callback_data;

@@ -42,7 +42,7 @@ typedef enum TrPolicy {
 
 typedef struct TrOptions {
     int nscheds;               /* scheduler rings (>= 0); plus one shared ring */
-    size_t ring_bytes;         /* bytes per ring, a power of two (0: TR_RING_DEFAULT) */
+    size_t ring_bytes;         /* bytes per ring, a power of two (0: tr_ring_default) */
     TrPolicy policy;
     size_t payload_cap;        /* payload bytes per event (0: TR_PAYLOAD_DEFAULT;
                                   at most TR_PAYLOAD_MAX) */
@@ -63,7 +63,26 @@ typedef struct TrOptions {
     void *on_space_data;
 } TrOptions;
 
-#define TR_RING_DEFAULT ((size_t)1 << 20)
+/*
+ * The default ring size: TR_RING_BUDGET shared among the scheduler rings,
+ * as the largest power of two that fits, but no less than
+ * TR_RING_DEFAULT_MIN and no more than TR_RING_DEFAULT_MAX per ring (the
+ * shared ring gets the same).  So 1 to 4 schedulers get 8 MiB rings, 8 get
+ * 4 MiB, 16 get 2 MiB and 32 or more 1 MiB.  Why 8 MiB: a scheduler that
+ * traces every call fills a ring at about 1.5 GB/s, and a woken collector
+ * thread may wait for a CPU for as long as the OS's time slice (a few ms
+ * where the schedulers keep every CPU busy); a fully traced fib(27) on 2
+ * schedulers and 2 vCPUs lost a median of 0 to 12,727 events per run with
+ * 1 MiB rings, 0 with 4 MiB but up to 45,196 in a single run, and 0 with
+ * 8 MiB (docs/tracing.md, "Benchmarks against the targets").  Why a
+ * budget: the memory is committed as the rings fill, and a VM with a
+ * scheduler per core on a large machine would otherwise commit 8 MiB per
+ * core per session.
+ */
+#define TR_RING_BUDGET ((size_t)32 << 20)
+#define TR_RING_DEFAULT_MIN ((size_t)1 << 20)
+#define TR_RING_DEFAULT_MAX ((size_t)8 << 20)
+size_t tr_ring_default(int nscheds);
 #define TR_RING_MIN ((size_t)4096)
 /* The largest ring: a gibibyte per scheduler is far more than any trace
  * needs, and a larger ring_bytes is far more likely a mistake (it used to

@@ -304,11 +304,20 @@ static bool is_pow2(size_t n)
     return n && !(n & (n - 1));
 }
 
+size_t tr_ring_default(int nscheds)
+{
+    size_t share = TR_RING_BUDGET / (size_t)(nscheds > 1 ? nscheds : 1);
+    size_t bytes = TR_RING_DEFAULT_MIN;
+    while (bytes * 2 <= share && bytes < TR_RING_DEFAULT_MAX)
+        bytes *= 2;
+    return bytes;
+}
+
 TrPipeline *tr_pipeline_new(const TrOptions *opts, char *err, size_t errlen)
 {
     TrOptions o = *opts;
     if (!o.ring_bytes)
-        o.ring_bytes = TR_RING_DEFAULT;
+        o.ring_bytes = tr_ring_default(o.nscheds);
     if (!o.payload_cap)
         o.payload_cap = TR_PAYLOAD_DEFAULT;
     if (!o.merge_window_ns)

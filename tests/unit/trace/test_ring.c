@@ -431,6 +431,25 @@ Test(ring, bad_options_are_refused_with_a_reason)
     tr_pipeline_free(tp);
 }
 
+/* The default ring: the budget over the scheduler rings, a power of two
+ * between 1 and 8 MiB, the same for every ring of a pipeline. */
+Test(ring, the_default_ring_shares_a_budget_among_the_schedulers)
+{
+    const size_t mib = (size_t)1 << 20;
+    const int scheds[] = { 0, 1, 2, 4, 5, 8, 12, 16, 32, 64, 4096 };
+    const size_t want[] = { 8, 8, 8, 8, 4, 4, 2, 2, 1, 1, 1 };
+    for (size_t i = 0; i < sizeof scheds / sizeof scheds[0]; i++)
+        cr_expect_eq(tr_ring_default(scheds[i]), want[i] * mib, "%d schedulers: %zu",
+                     scheds[i], tr_ring_default(scheds[i]));
+    char err[256];
+    TrOptions o = { .nscheds = 8 };
+    TrPipeline *tp = tr_pipeline_new(&o, err, sizeof err);
+    cr_assert(tp, "%s", err);
+    for (int i = 0; i < tp->nrings; i++)
+        cr_expect_eq(tp->rings[i].size, 4 * mib, "ring %d: %zu", i, tp->rings[i].size);
+    tr_pipeline_free(tp);
+}
+
 /* ==== the fast path (trace/tr_fast.h) ==== */
 
 /* The bytes of ring 0's records in [from, to), with each record's ticks
