@@ -179,6 +179,7 @@ static __attribute__((noinline)) void call_prep(Process *p, const FuncInfo *fn,
     if (ms) {
         bp_ms_ctx(p, ms, &ctx);
         ctx.flags = h->sf;
+        ctx.tracer_ok = e->sid == 0;
         if (!tr_ms_run(ms, &p->stack[base], fn->arity, &ctx, bp_scratch(), &res))
             return;
         if (res.flags & (TR_MS_SILENT_ON | TR_MS_SILENT_OFF)) {
@@ -246,6 +247,7 @@ static __attribute__((noinline)) bool process_call(Process *p, const FuncInfo *f
     if (ms) {
         bp_ms_ctx(p, ms, &ctx);
         ctx.flags = sf;
+        ctx.tracer_ok = sid == 0;
         if (!tr_ms_run(ms, &p->stack[base], fn->arity, &ctx, bp_scratch(), &res))
             return false;
         if (res.flags & (TR_MS_SILENT_ON | TR_MS_SILENT_OFF)) {

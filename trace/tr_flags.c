@@ -276,7 +276,12 @@ void tr_flags_from_ms(Process *p, unsigned sid, const TrMsResult *res)
             continue;
         if (t->off)
             tr_pflags_change(q, sid, t->off, false, false);
-        if (t->on)
+        /* {tracer, Pid}: the process's own tracer, as erlang:trace/3
+         * gives it (the run allowed it in the default session only);
+         * refused, as there, while another live tracer has it. */
+        if (t->tracer && sid == 0)
+            tr_pflags_own_tracer(q, t->tracer, t->on, true);
+        else if (t->on)
             tr_pflags_change(q, sid, t->on, true, false);
         if (q != p)
             vm_proc_put(vm_sched_of(p->vm), q);

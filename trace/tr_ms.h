@@ -103,6 +103,8 @@ typedef struct TrMsTrace {
     unsigned on, off;        /* VM_TRACE_* bits */
     unsigned flags;          /* the caller's: its flags as the actions so far leave
                                 them (another process's are not known: unused) */
+    uint64_t tracer;         /* {tracer, Pid} in trace's lists: the process's own
+                                tracer from now on (0: none named) */
 } TrMsTrace;
 
 /* What the call event should carry (the last {message, X} wins). */
@@ -153,6 +155,9 @@ typedef struct TrMsCtx {
     /* TR_MS_NEED_FLAGS: the calling process's trace flags in the session
      * whose spec runs (VM_TRACE_* bits), for {trace, D, E}'s answer. */
     unsigned flags;
+    /* Whether {trace, D, E} may name {tracer, Pid}: in the default
+     * session only, as erlang:trace/3 (a session's tracer is fixed). */
+    bool tracer_ok;
 } TrMsCtx;
 
 /* {caller_line} gives at most this many bytes of the file name. */

@@ -398,18 +398,39 @@ static unsigned flag_of(Term a)
     return name ? tr_flag_bit(name, n) : 0;
 }
 
-/* The flags a proper list of flag names names; false for anything else
- * (a list longer than there are names would repeat one: bounded by the
- * run's steps like every other walk). */
-static bool flag_list(Run *r, Term l, unsigned *flags)
+/* The pid of a {tracer, Pid} term, 0 for anything else. */
+static uint64_t tracer_of(Term t)
+{
+    if (!term_is_tuple(t) || tuple_arity(t) != 2 || !term_is_pid(tuple_elems(t)[1]) ||
+        !term_is_atom(tuple_elems(t)[0]))
+        return 0;
+    size_t n;
+    const char *name = vm_atom_name(atom_value(tuple_elems(t)[0]), &n);
+    return n == 6 && !memcmp(name, "tracer", 6) ? pid_value(tuple_elems(t)[1]) : 0;
+}
+
+/* The flags a proper list of flag names names, and a {tracer, Pid} in
+ * it (*tracer, left as it is where there is none: BEAM takes it from
+ * either list, the last one named winning) where the run's context
+ * allows one; false for anything else (a list longer than there are
+ * names would repeat one: bounded by the run's steps like every other
+ * walk). */
+static bool flag_list(Run *r, Term l, unsigned *flags, uint64_t *tracer)
 {
     *flags = 0;
     for (; term_is_cons(l); l = cons_tail(l)) {
-        unsigned f = flag_of(cons_head(l));
-        if (!f || r->steps == 0)
+        if (r->steps == 0)
             return false;
         r->steps--;
-        *flags |= f;
+        unsigned f = flag_of(cons_head(l));
+        if (f) {
+            *flags |= f;
+            continue;
+        }
+        uint64_t t = tracer_of(cons_head(l));
+        if (!t || !r->ctx || !r->ctx->tracer_ok)
+            return false;
+        *tracer = t;
     }
     return term_is_nil(l);
 }
@@ -457,11 +478,12 @@ static __attribute__((noinline)) bool trace_action(Run *r, unsigned id, const Te
         a++;
     }
     unsigned on = 0, off = 0;
+    uint64_t tracer = 0;
     if (id == F_ENABLE_TRACE || id == F_ENABLE_TRACE2)
         on = flag_of(a[0]);
     else if (id == F_DISABLE_TRACE || id == F_DISABLE_TRACE2)
         off = flag_of(a[0]);
-    else if (!flag_list(r, a[0], &off) || !flag_list(r, a[1], &on))
+    else if (!flag_list(r, a[0], &off, &tracer) || !flag_list(r, a[1], &on, &tracer))
         return false;
     if (id < F_TRACE2 && !(on | off))
         return false;
@@ -473,9 +495,11 @@ static __attribute__((noinline)) bool trace_action(Run *r, unsigned id, const Te
     t->on = (t->on & ~off) | on;
     unsigned before = t->flags;
     t->flags = (t->flags & ~off) | on;
+    if (tracer)
+        t->tracer = tracer;
     r->res->flags |= TR_MS_TRACE;
     if (id == F_TRACE2 || id == F_TRACE3)
-        *out = make_bool(pid ? (on | off) != 0 : t->flags != before);
+        *out = make_bool(pid ? (on | off) != 0 || tracer : t->flags != before || tracer);
     else
         *out = TERM_TRUE;
     return true;

@@ -543,6 +543,8 @@ static const char *trace_changes(const TrMsResult *res)
                 if (m & fl[j].bit)
                     o += sprintf(o, "%s,", fl[j].name);
         }
+        if (t->tracer)
+            o += sprintf(o, " tracer=%llu", (unsigned long long)t->tracer);
     }
     return out;
 }
@@ -617,6 +619,41 @@ Test(ms, trace_flag_changes_are_recorded_in_order)
                      "match spec clause 1: guard 1: enable_trace/1 is allowed only in the body");
     cr_expect_str_eq(compile_err("[{'_', [], [{trace, call}]}]", 0),
                      "match spec clause 1: action 1: unknown function trace/1");
+}
+
+/* {tracer, Pid} in trace's lists: the process's own tracer, in the
+ * default session only (the context says), the last one named winning;
+ * anything else shaped like it is not a flag. */
+Test(ms, trace_may_name_a_tracer_in_the_default_session)
+{
+    TrMs *ms = compile_ok("[{['$1', '$2'], [], [{message, {{{trace, [], [send, {{tracer, '$1'}}]}, "
+                          "{trace, '$2', [{{tracer, '$2'}}], [call]}, "
+                          "{trace, [], [{{tracer, '$2'}}]}}}}]}]", 2);
+    TrMsCtx ctx = { .self = make_pid(5), .flags = VM_TRACE_SEND, .tracer_ok = true };
+    Term two[2] = { make_pid(7), make_pid(9) };
+    TrMsResult res;
+    cr_assert(tr_ms_run(ms, two, 2, &ctx, &scratch, &res));
+    /* naming a tracer is a change even where the flags stay as they were */
+    cr_expect_str_eq(show(res.msg), "{true,true,true}");
+    cr_expect_str_eq(trace_changes(&res), "0 on=send, off= tracer=9; 9 on=call, off= tracer=9");
+    /* outside the default session: 'EXIT', as erlang:trace/3's badarg */
+    ctx.tracer_ok = false;
+    cr_assert(tr_ms_run(ms, two, 2, &ctx, &scratch, &res));
+    cr_expect_str_eq(show(res.msg), "{'EXIT','EXIT','EXIT'}");
+    cr_expect_eq(res.ntrace, 0);
+    tr_ms_free(ms);
+    ctx.tracer_ok = true;
+    const char *bad[] = { "[{['$1'], [], [{message, {trace, [], [{{tracer, a}}]}}]}]",
+                          "[{['$1'], [], [{message, {trace, [], [{{tracer, '$1', '$1'}}]}}]}]",
+                          "[{['$1'], [], [{message, {trace, [], [{{tracers, '$1'}}]}}]}]",
+                          "[{['$1'], [], [{message, {trace, [], [{{'$1', '$1'}}]}}]}]" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ms = compile_ok(bad[i], 1);
+        cr_assert(tr_ms_run(ms, two, 1, &ctx, &scratch, &res));
+        cr_expect_str_eq(show(res.msg), "'EXIT'", "%s", bad[i]);
+        cr_expect_eq(res.ntrace, 0, "%s", bad[i]);
+        tr_ms_free(ms);
+    }
 }
 
 Test(ms, caller_and_self_come_from_the_context)
