@@ -60,10 +60,14 @@ TrMsScratch *bp_scratch(void)
     return &scratch;
 }
 
-void bp_ms_ctx(const Process *p, const TrMs *ms, TrMsCtx *ctx)
+void bp_ms_ctx(const Process *p, const TrMs *ms, unsigned sid, unsigned flags, TrMsCtx *ctx)
 {
     unsigned needs = tr_ms_needs(ms);
-    *ctx = (TrMsCtx){ 0 };
+    *ctx = (TrMsCtx){ .flags = flags, .tracer_ok = sid == 0 };
+    if (needs & TR_MS_NEED_FLAGS) {
+        ctx->alive = tr_ms_alive;
+        ctx->alive_data = p->vm;
+    }
     if (needs & TR_MS_NEED_SELF)
         ctx->self = p->pid ? make_pid(p->pid) : 0;
     if (needs & TR_MS_NEED_CALLER) {
@@ -177,9 +181,7 @@ static __attribute__((noinline)) void call_prep(Process *p, const FuncInfo *fn,
     tr_ms_result_clear(&res);
     TrMsCtx ctx;
     if (ms) {
-        bp_ms_ctx(p, ms, &ctx);
-        ctx.flags = h->sf;
-        ctx.tracer_ok = e->sid == 0;
+        bp_ms_ctx(p, ms, e->sid, h->sf, &ctx);
         if (!tr_ms_run(ms, &p->stack[base], fn->arity, &ctx, bp_scratch(), &res))
             return;
         if (res.flags & (TR_MS_SILENT_ON | TR_MS_SILENT_OFF)) {
@@ -245,9 +247,7 @@ static __attribute__((noinline)) bool process_call(Process *p, const FuncInfo *f
     tr_ms_result_clear(&res);
     TrMsCtx ctx;
     if (ms) {
-        bp_ms_ctx(p, ms, &ctx);
-        ctx.flags = sf;
-        ctx.tracer_ok = sid == 0;
+        bp_ms_ctx(p, ms, sid, sf, &ctx);
         if (!tr_ms_run(ms, &p->stack[base], fn->arity, &ctx, bp_scratch(), &res))
             return false;
         if (res.flags & (TR_MS_SILENT_ON | TR_MS_SILENT_OFF)) {

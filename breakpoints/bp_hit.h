@@ -9,14 +9,16 @@
 
 #include "vm/breakpoint.h"
 #include "trace/tr_ms.h"
+#include "trace/tr_vm.h"
 #include "vm/process.h"
 
 /* This thread's match-spec working memory (a run never suspends, so one
  * per thread is enough; its results die with the next run). */
 TrMsScratch *bp_scratch(void);
 
-/* The context a run of `ms` needs for p's top activation. */
-void bp_ms_ctx(const Process *p, const TrMs *ms, TrMsCtx *ctx);
+/* The context a run of `ms` needs for p's top activation, in session
+ * sid where p has `flags`. */
+void bp_ms_ctx(const Process *p, const TrMs *ms, unsigned sid, unsigned flags, TrMsCtx *ctx);
 
 /* {M, F, [Args]} of fn with the arguments in p->stack[base ...], on p's heap. */
 Term bp_args_tuple(Process *p, const FuncInfo *fn, uint32_t base);

@@ -48,9 +48,7 @@ uint32_t bp_meta_call(Process *p, const FuncInfo *fn, unsigned sid, const TrMs *
     tr_ms_result_clear(&res);
     if (ms) {
         TrMsCtx ctx;
-        bp_ms_ctx(p, ms, &ctx);
-        ctx.flags = tr_pflags_of(p, vm_atomic_load_relaxed(&p->trace), sid);
-        ctx.tracer_ok = sid == 0;
+        bp_ms_ctx(p, ms, sid, tr_pflags_of(p, vm_atomic_load_relaxed(&p->trace), sid), &ctx);
         if (!tr_ms_run_heap(ms, p, &p->stack[base], fn->arity, &ctx, bp_scratch(), &res))
             return 0;
         /* A meta spec's changes of trace flags are the process's flags in

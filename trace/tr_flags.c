@@ -297,6 +297,11 @@ static bool alive(tvm_vm *vm, uint64_t pid)
     return t != NULL;
 }
 
+bool tr_ms_alive(void *vm, uint64_t pid)
+{
+    return alive(vm, pid);
+}
+
 bool tr_pflags_own_tracer(Process *p, uint64_t tracer, unsigned flags, bool on)
 {
     const unsigned own = VM_TRACE_TRACER;

@@ -158,6 +158,11 @@ typedef struct TrMsCtx {
     /* Whether {trace, D, E} may name {tracer, Pid}: in the default
      * session only, as erlang:trace/3 (a session's tracer is fixed). */
     bool tracer_ok;
+    /* Whether another process named by {enable_trace, Pid, F} and the
+     * others with a pid is live: when not, the action is a failure, as in
+     * BEAM.  NULL: no process is looked up (a run without a VM). */
+    bool (*alive)(void *data, uint64_t pid);
+    void *alive_data;
 } TrMsCtx;
 
 /* {caller_line} gives at most this many bytes of the file name. */

@@ -436,17 +436,21 @@ static bool flag_list(Run *r, Term l, unsigned *flags, uint64_t *tracer)
 }
 
 /* res->trace's entry for pid (0: the caller), added if it is not there;
- * NULL when TR_MS_MAX_TRACE processes are taken. */
+ * NULL when TR_MS_MAX_TRACE processes are taken or the context says pid
+ * is not a live process. */
 static TrMsTrace *trace_entry(Run *r, uint64_t pid)
 {
     TrMsResult *res = r->res;
+    const TrMsCtx *ctx = r->ctx;
     for (unsigned i = 0; i < res->ntrace; i++)
         if (res->trace[i].pid == pid)
             return &res->trace[i];
     if (res->ntrace == TR_MS_MAX_TRACE)
         return NULL;
+    if (pid && ctx && ctx->alive && !ctx->alive(ctx->alive_data, pid))
+        return NULL;
     TrMsTrace *t = &res->trace[res->ntrace++];
-    *t = (TrMsTrace){ .pid = pid, .flags = pid || !r->ctx ? 0 : r->ctx->flags };
+    *t = (TrMsTrace){ .pid = pid, .flags = pid || !ctx ? 0 : ctx->flags };
     return t;
 }
 
@@ -456,10 +460,12 @@ static TrMsTrace *trace_entry(Run *r, uint64_t pid)
  * session whose spec runs, Pid the caller when not given: recorded in
  * res->trace (made by the caller once the call's event has the flags
  * the call found: tr_flags_from_ms).  The first
- * two answer true; trace answers whether the caller's flags changed, as
- * BEAM's, and for another process whether it named any flag (its flags
- * are not looked up: a run takes no lock).  Not a pid, not a flag name,
- * not a proper list, or a fifth process: a failure ('EXIT' in a body).
+ * two answer true; trace answers whether the caller's flags changed (or
+ * a tracer was named), as BEAM's, and for another process whether it
+ * named any flag or a tracer (OTP 25 answered true for another process
+ * even where its flags stayed as they were).  Not a pid, not a flag
+ * name, not a proper list, a fifth process, or a process that the
+ * context says is not live: a failure ('EXIT' in a body).
  * Reached through action()'s switch, and out of line: a test of its own
  * ahead of the other functions in call_fn cost every run 18 instructions
  * (callgrind, bench_ms: 314 -> 332 per run of its four specs), in specs

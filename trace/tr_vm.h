@@ -115,6 +115,11 @@ void tr_flags_inherit(Process *parent, uint64_t child);
 struct TrMsResult;
 void tr_flags_from_ms(Process *p, unsigned sid, const struct TrMsResult *res);
 
+/* A match spec run's look at another process (TrMsCtx.alive, data the
+ * tvm_vm): whether pid is a live process of the VM.  A snapshot: it may
+ * exit before the run's changes are made, which then skip it. */
+bool tr_ms_alive(void *vm, uint64_t pid);
+
 /*
  * erlang:trace(Pid, How, [... {tracer, T}]) in the default session: on
  * sets `flags` with T as p's own tracer (its events go to T as messages:

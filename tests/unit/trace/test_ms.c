@@ -656,6 +656,36 @@ Test(ms, trace_may_name_a_tracer_in_the_default_session)
     }
 }
 
+/* A context that looks processes up: 7 is live, 9 is not. */
+static bool stub_alive(void *data, uint64_t pid)
+{
+    (*(unsigned *)data)++;
+    return pid == 7;
+}
+
+/* With the context's alive, a process that is not live is a failure, as
+ * in BEAM; each process is looked up once per run. */
+Test(ms, another_process_is_looked_up_where_the_context_can)
+{
+    TrMs *ms = compile_ok("[{['$1', '$2'], [], [{message, {{{trace, '$1', [], [send]}, "
+                          "{trace, '$1', [send], [call]}, {enable_trace, '$2', call}, "
+                          "{trace, '$2', [], [call]}}}}]}]", 2);
+    unsigned looked = 0;
+    TrMsCtx ctx = { .self = make_pid(5), .alive = stub_alive, .alive_data = &looked };
+    Term two[2] = { make_pid(7), make_pid(9) };
+    TrMsResult res;
+    cr_assert(tr_ms_run(ms, two, 2, &ctx, &scratch, &res));
+    cr_expect_str_eq(show(res.msg), "{true,true,'EXIT','EXIT'}");
+    cr_expect_str_eq(trace_changes(&res), "7 on=call, off=send,");
+    cr_expect_eq(looked, 3, "%u lookups", looked);   /* 7 once, 9 twice (never kept) */
+    /* without alive: recorded all the same */
+    ctx.alive = NULL;
+    cr_assert(tr_ms_run(ms, two, 2, &ctx, &scratch, &res));
+    cr_expect_str_eq(show(res.msg), "{true,true,true,true}");
+    cr_expect_str_eq(trace_changes(&res), "7 on=call, off=send,; 9 on=call, off=");
+    tr_ms_free(ms);
+}
+
 Test(ms, caller_and_self_come_from_the_context)
 {
     TrMs *ms = compile_ok("[{'_', [], [{message, {{{caller}, {self}}}}]}]", 0);
