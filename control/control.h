@@ -15,6 +15,11 @@
  * VM runs without it). */
 void ctl_layer_init(tvm_vm *vm);
 
+/* The clients vm's endpoint is serving now, their threads not yet ended
+ * (-1: no endpoint).  For tests and the fuzzer, which wait for a
+ * client's thread to let go of its memory before they look for leaks. */
+int ctl_client_count(tvm_vm *vm);
+
 /* The per-user directory of the sockets (docs/control.md). */
 tvm_status ctl_dir(char *out, size_t size, tvm_error *err);
 

@@ -411,6 +411,12 @@ void tvm_control_stop(tvm_vm *vm)
     free(srv);
 }
 
+int ctl_client_count(tvm_vm *vm)
+{
+    CtlServer *srv = vm ? vm->control : NULL;
+    return srv ? ctl_clients(srv) : -1;
+}
+
 const char *tvm_control_path(tvm_vm *vm)
 {
     CtlServer *srv = vm ? vm->control : NULL;
