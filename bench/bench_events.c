@@ -57,8 +57,9 @@
  * interp:fib(27) (bench/interp.tasm: 635,621 calls), with interp:fib/1
  * traced [{'_',[],[{return_trace}]}] for every new process (a call and a
  * return_from event per call: 2,542,484 events) into raw CTF on tmpfs
- * with the default rings (tr_ring_default: 8 MiB per scheduler for up to 4), under the drop policy and
- * the lossless one, against the same run untraced (no pattern, no flag);
+ * with the default rings (tr_ring_default: 8 MiB per scheduler for up to
+ * 4), under the drop policy and the lossless one, against the same run
+ * untraced (no pattern, no flag);
  * wall time from the first spawn to the last join, median of --rounds
  * rounds (the three runs of a round back to back):
  *   fib_untraced_ms, fib_ctf_drop_ms, fib_ctf_lossless_ms

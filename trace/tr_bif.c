@@ -43,10 +43,9 @@ static bool flag_list(Term l, unsigned *flags, uint64_t *tracer)
     *tracer = 0;
     for (; term_is_cons(l); l = cons_tail(l)) {
         Term h = cons_head(l);
-        if (term_is_tuple(h) && tuple_arity(h) == 2 && term_is_atom(tuple_elems(h)[0]) &&
-            !strcmp(vm_atom_name(atom_value(tuple_elems(h)[0]), NULL), "tracer") &&
-            term_is_pid(tuple_elems(h)[1])) {
-            *tracer = pid_value(tuple_elems(h)[1]);
+        uint64_t t = tr_tracer_of(h);
+        if (t) {
+            *tracer = t;
             continue;
         }
         size_t n;

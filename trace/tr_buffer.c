@@ -74,8 +74,9 @@
  *   locked instruction does on x86.
  *
  *   Waking the collector.  An idle collector sleeps poll_ns (1 ms by
- *   default), and a busy scheduler fills a 1 MiB ring faster than that
- *   (fully traced fib: about 0.8 ms).  So the producer looks at its ring
+ *   default), and a busy scheduler fills a 1 MiB ring (the smallest
+ *   default, tr_ring_default) faster than that (fully traced fib: about
+ *   0.8 ms; 8 MiB in about 5).  So the producer looks at its ring
  *   when its head passes `wake_at`: it loads `tail` ([TB2'], as reserve
  *   does), and if the ring is at least half full it wakes the collector
  *   threads that sleep (tr_collector_kick: a mutex and a broadcast, only

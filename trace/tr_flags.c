@@ -288,8 +288,19 @@ void tr_flags_from_ms(Process *p, unsigned sid, const TrMsResult *res)
     }
 }
 
-/* Whether pid is a live process (a snapshot). */
-static bool alive(tvm_vm *vm, uint64_t pid)
+uint64_t tr_tracer_of(Term t)
+{
+    if (!term_is_tuple(t) || tuple_arity(t) != 2 || !term_is_pid(tuple_elems(t)[1]) ||
+        !term_is_atom(tuple_elems(t)[0]))
+        return 0;
+    size_t n;
+    const char *name = vm_atom_name(atom_value(tuple_elems(t)[0]), &n);
+    return n == 6 && !memcmp(name, "tracer", 6) ? pid_value(tuple_elems(t)[1]) : 0;
+}
+
+/* Whether pid is a live process (a snapshot); vm a tvm_vm (void * for
+ * TrMsCtx.alive). */
+bool tr_ms_alive(void *vm, uint64_t pid)
 {
     Process *t = pid ? tr_proc_get(vm, pid) : NULL;
     if (t)
@@ -297,17 +308,12 @@ static bool alive(tvm_vm *vm, uint64_t pid)
     return t != NULL;
 }
 
-bool tr_ms_alive(void *vm, uint64_t pid)
-{
-    return alive(vm, pid);
-}
-
 bool tr_pflags_own_tracer(Process *p, uint64_t tracer, unsigned flags, bool on)
 {
     const unsigned own = VM_TRACE_TRACER;
     if (on) {
         uint64_t old = vm_atomic_load_relaxed(&p->tracer);
-        bool other = old && old != tracer && alive(p->vm, old);
+        bool other = old && old != tracer && tr_ms_alive(p->vm, old);
         pthread_mutex_lock(&p->lock);
         /* The changes for all first, as in tr_pflags_change. */
         tr_fold_locked(p);

@@ -398,17 +398,6 @@ static unsigned flag_of(Term a)
     return name ? tr_flag_bit(name, n) : 0;
 }
 
-/* The pid of a {tracer, Pid} term, 0 for anything else. */
-static uint64_t tracer_of(Term t)
-{
-    if (!term_is_tuple(t) || tuple_arity(t) != 2 || !term_is_pid(tuple_elems(t)[1]) ||
-        !term_is_atom(tuple_elems(t)[0]))
-        return 0;
-    size_t n;
-    const char *name = vm_atom_name(atom_value(tuple_elems(t)[0]), &n);
-    return n == 6 && !memcmp(name, "tracer", 6) ? pid_value(tuple_elems(t)[1]) : 0;
-}
-
 /* The flags a proper list of flag names names, and a {tracer, Pid} in
  * it (*tracer, left as it is where there is none: BEAM takes it from
  * either list, the last one named winning) where the run's context
@@ -427,7 +416,7 @@ static bool flag_list(Run *r, Term l, unsigned *flags, uint64_t *tracer)
             *flags |= f;
             continue;
         }
-        uint64_t t = tracer_of(cons_head(l));
+        uint64_t t = tr_tracer_of(cons_head(l));
         if (!t || !r->ctx || !r->ctx->tracer_ok)
             return false;
         *tracer = t;

@@ -73,6 +73,9 @@ void tr_emit_flagged(Process *p, uintptr_t pf, unsigned want, TrEmit *ev);
 bool tr_flags_valid(unsigned flags);
 /* The TVM_TRACE_* bit named name[0..n), 0 if none. */
 unsigned tr_flag_bit(const char *name, size_t n);
+/* The pid of a {tracer, Pid} term (erlang:trace/3's and a match spec's
+ * trace lists), 0 for anything else. */
+uint64_t tr_tracer_of(Term t);
 
 /* Session sid's flags for p, given p's trace word pf (its table when
  * several sessions trace p).  Any thread. */
@@ -115,9 +118,9 @@ void tr_flags_inherit(Process *parent, uint64_t child);
 struct TrMsResult;
 void tr_flags_from_ms(Process *p, unsigned sid, const struct TrMsResult *res);
 
-/* A match spec run's look at another process (TrMsCtx.alive, data the
- * tvm_vm): whether pid is a live process of the VM.  A snapshot: it may
- * exit before the run's changes are made, which then skip it. */
+/* Whether pid is a live process of the VM (a snapshot: it may exit
+ * before the caller acts); a match spec run's look at another process
+ * (TrMsCtx.alive, data the tvm_vm).  Any thread. */
 bool tr_ms_alive(void *vm, uint64_t pid);
 
 /*
