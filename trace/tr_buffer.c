@@ -97,6 +97,39 @@
  *   policy a full ring suspends the process anyway, which lets the
  *   collector run.
  *
+ *   Cuts.  A raw sink (the raw CTF format) writes a range of records
+ *   straight from the ring, and needs only where the range ends, its
+ *   first and last record's ticks, its last record's pad and the counts
+ *   of the LOST markers in it.  Walking the headers to find them read
+ *   every record before the kernel copied it (about 2 ns per event of
+ *   the collector's 11, bench_events raw_null_mev_s); the cut table
+ *   (tr_internal.h) gives them in O(1) per range instead.  The ring is
+ *   cut into granules of 2^cut_shift bytes (size / TR_CUTS, at least
+ *   the largest record, so that a record reaches at most one boundary).
+ *   The producer, for each record it writes, tests whether it begins
+ *   before a boundary B and ends at or after it; if so it stores the
+ *   record's start and its count of marked drops (n_marked) in B's slot,
+ *   before the [TB1] release that publishes the record; at a lap's end
+ *   closed by a PAD or by unwritten bytes (step 1) it stores UINT64_MAX
+ *   there, as no record reaches it.  The collector, for a range from
+ *   tail_local of up to `limit` bytes below head_seen and the lap's
+ *   end, takes the last boundary B in it (or the one before, for a lap's
+ *   end without a record): after its [TB1'] acquire of a head at or
+ *   past B it sees the slot's store, and the record there ends at or
+ *   below head_seen (a head is never inside a record).  The range ends
+ *   with that record; the drops its markers carry are the slot's count
+ *   less the count at the range's start (marked_seen).  A slot holds an
+ *   older lap's start only where no record of this lap reached B (B
+ *   inside a PAD), and that start is below tail_local, which the check
+ *   rejects, as UINT64_MAX is; then, and for the bytes after the last
+ *   boundary (less than a granule), the collector walks the headers as
+ *   before.  A slot is rewritten only for B plus TR_CUTS granules, at
+ *   least a ring's size on, which the producer reaches only after the
+ *   collector handed back the space below B ([TB2]/[TB2']): never while
+ *   the collector reads it.  The fast path (trace/tr_fast.h) writes no
+ *   slot: fast_end stops it short of the next boundary, so the record
+ *   that reaches one is always tr_emit's, once per granule.
+ *
  *   Memory is bounded by size per ring; a producer never allocates, never
  *   blocks (a scheduler ring takes no lock at all) and never waits for
  *   the collector.
@@ -133,6 +166,10 @@ static void fast_end_update(TrRing *r)
     uint64_t room_end = r->tail_cache + r->size;
     uint64_t end = lap_end < room_end ? lap_end : room_end;
     end = r->wake_at < end ? r->wake_at : end;
+    /* Below the next granule boundary: the fast path's records never
+     * reach one, so it has no cut to note ("Cuts" above). */
+    uint64_t cut = ((r->head_local >> r->cut_shift) + 1) << r->cut_shift;
+    end = cut - 1 < end ? cut - 1 : end;
     r->fast_end = r->pending_lost ? 0 : end;
 }
 
@@ -215,6 +252,15 @@ bool tr_ring_init(TrRing *r, size_t size, int sched, size_t cap)
     r->sched = sched;
     size_t imm = cap / TR_IMM_MAX;
     r->imm_terms = (unsigned)(imm < TR_IMM_TERMS ? imm : TR_IMM_TERMS);
+    /* The granule: size / TR_CUTS, but no smaller than the largest
+     * record, so that a record reaches at most one boundary (and at most
+     * the ring's size: then every boundary is a lap's end). */
+    size_t granule = size / TR_CUTS, largest = align_record(sizeof(TrRecord) + cap);
+    while (granule < largest && granule < size)
+        granule *= 2;
+    r->cut_shift = (unsigned)__builtin_ctzll(granule);
+    for (int i = 0; i < TR_CUTS; i++)
+        vm_atomic_store_relaxed(&r->cut_start[i], UINT64_MAX);
     r->wake_at = size / 2;
     fast_end_update(r);
     return true;
@@ -227,6 +273,17 @@ void tr_ring_destroy(TrRing *r)
 }
 
 /* ==== producer side ==== */
+
+/* The cut table's slot for the granule boundary that the record
+ * [start, end) reaches (start UINT64_MAX: no record reaches it). */
+static void ring_cut(TrRing *r, uint64_t start, uint64_t end)
+{
+    size_t slot = (size_t)(end >> r->cut_shift) & (TR_CUTS - 1);
+    /* Relaxed: the caller's [TB1] release publishes them with the
+     * record. */
+    vm_atomic_store_relaxed(&r->cut_start[slot], (uintptr_t)start);
+    vm_atomic_store_relaxed(&r->cut_marked[slot], (uintptr_t)r->n_marked);
+}
 
 /*
  * Step 1 of writing: returns where `n` bytes may be written (after a PAD
@@ -248,6 +305,8 @@ static uint8_t *reserve(TrRing *r, size_t n, size_t *adv)
             return NULL;
     }
     if (pad) {
+        /* The lap ends with no record reaching its end: no cut there. */
+        ring_cut(r, UINT64_MAX, head + pad);
         /* Fewer than TR_PAD_MIN bytes: no room for a PAD, and none
          * needed (tr_ring_skip). */
         if (pad >= TR_PAD_MIN) {
@@ -294,7 +353,26 @@ static void put_lost_marker(TrRing *r, uint8_t *at, uint64_t ticks)
     h->kind = TR_K_LOST;
     h->ticks = ticks;
     h->pid = r->pending_lost;
+    r->n_marked += r->pending_lost;
     r->pending_lost = 0;
+}
+
+/* A record [start, end) that begins before a granule boundary and ends
+ * at or after it goes into the cut table (no record is larger than the
+ * granule, so it reaches at most one boundary). */
+static inline void note_record(TrRing *r, uint64_t start, uint64_t end)
+{
+    if (((start ^ end) >> r->cut_shift) != 0)
+        ring_cut(r, start, end);
+}
+
+/* The cut table's entries for the records just written at `at`: a LOST
+ * marker of `marker` bytes (0: none), then a record of `size` bytes. */
+static void note_records(TrRing *r, uint64_t at, size_t marker, size_t size)
+{
+    if (marker)
+        note_record(r, at, at + marker);
+    note_record(r, at + marker, at + marker + size);
 }
 
 /*
@@ -318,6 +396,7 @@ static __attribute__((noinline)) bool write_exact(TrPipeline *tp, TrRing *r,
         put_lost_marker(r, at, ticks);
     put_header(at + marker, ev, ticks, size, paylen, items, truncated);
     memcpy(at + marker + sizeof(TrRecord), scratch, paylen);
+    note_records(r, r->head_local + adv, marker, size);
     reserve_commit(r, adv + marker + size);
     return true;
 }
@@ -338,6 +417,7 @@ static bool ring_write(TrPipeline *tp, TrRing *r, const TrEmit *ev, uint64_t tic
     if (marker)
         put_lost_marker(r, at, ticks);
     put_header(at + marker, ev, ticks, size, paylen, items, truncated);
+    note_records(r, r->head_local + adv, marker, size);
     reserve_commit(r, adv + marker + size);
     return true;
 }
@@ -455,6 +535,49 @@ const TrRecord *tr_ring_peek(TrRing *r)
     return NULL;
 }
 
+/* The range's summary from its first record and its last, at `last`
+ * bytes into it. */
+static void range_ends(const uint8_t *base, size_t last, TrRange *rg)
+{
+    const TrRecord *first = (const TrRecord *)(const void *)base;
+    const TrRecord *h = (const TrRecord *)(const void *)(base + last);
+    rg->first_ticks = first->ticks;
+    rg->last_ticks = h->ticks;
+    rg->last_pad = h->size - sizeof(TrRecord) - h->paylen;
+}
+
+/*
+ * The range from the cut table: up to the record that reaches the last
+ * granule boundary B within `limit` bytes, or the one before B if no
+ * record reaches B (a lap's end).  0 where neither has a cut.  A slot
+ * whose start is not in [tail_local, B) is not this lap's: an older
+ * lap's start is below tail_local (head_seen - size <= tail_local, and
+ * the older boundary is at least size below B), and UINT64_MAX is above.
+ */
+static size_t cut_range(TrRing *r, size_t off, size_t limit, TrRange *rg)
+{
+    uint64_t tail = r->tail_local, granule = (uint64_t)1 << r->cut_shift;
+    uint64_t b = (tail + limit) & ~(granule - 1);
+    for (int k = 0; k < 2 && b > tail; k++, b -= granule) {
+        size_t slot = (size_t)(b >> r->cut_shift) & (TR_CUTS - 1);
+        uint64_t start = vm_atomic_load_relaxed(&r->cut_start[slot]);
+        if (start < tail || start >= b)
+            continue;
+        /* Published: it reaches b <= head_seen, and a head is never
+         * inside a record. */
+        const TrRecord *h = (const TrRecord *)(const void *)(r->data + (start & (r->size - 1)));
+        size_t last = (size_t)(start - tail), len = last + h->size;
+        uint64_t marked = vm_atomic_load_relaxed(&r->cut_marked[slot]);
+        *rg = (TrRange){ .sched = r->sched, .data = r->data + off, .len = len,
+                         .lost = marked - r->marked_seen };
+        range_ends(rg->data, last, rg);
+        r->marked_seen = marked;
+        r->n_cut_ranges++;
+        return len;
+    }
+    return 0;
+}
+
 size_t tr_ring_range(TrRing *r, size_t limit, TrRange *rg)
 {
     size_t off = (size_t)(r->tail_local & (r->size - 1));
@@ -464,6 +587,9 @@ size_t tr_ring_range(TrRing *r, size_t limit, TrRange *rg)
         avail = to_end;   /* records never wrap: the rest starts at 0 */
     if (limit > avail)
         limit = avail;
+    size_t cut = cut_range(r, off, limit, rg);
+    if (cut)
+        return cut;
     /* Records start only where at least TR_PAD_MIN bytes are left before
      * the end of the array (tr_ring_skip): below `starts`. */
     size_t starts = to_end - TR_PAD_MIN + TR_RECORD_ALIGN;
@@ -473,7 +599,7 @@ size_t tr_ring_range(TrRing *r, size_t limit, TrRange *rg)
      * locals: rg's words could alias the ring's (both uint64_t), so the
      * compiler would store them on every record. */
     size_t pos = 0, last = 0, bound = limit < starts ? limit : starts;
-    uint64_t n = 0, lost = 0;
+    uint64_t lost = 0;
     while (pos < bound) {
         const TrRecord *h = (const TrRecord *)(const void *)(base + pos);
         if (h->kind == TR_K_PAD)
@@ -481,17 +607,12 @@ size_t tr_ring_range(TrRing *r, size_t limit, TrRange *rg)
         if (h->kind == TR_K_LOST)
             lost += h->pid;
         last = pos;
-        n++;
         pos += h->size;
     }
-    *rg = (TrRange){ .sched = r->sched, .data = base, .len = pos, .nrecords = n, .lost = lost };
-    if (n) {
-        const TrRecord *first = (const TrRecord *)(const void *)base;
-        const TrRecord *h = (const TrRecord *)(const void *)(base + last);
-        rg->first_ticks = first->ticks;
-        rg->last_ticks = h->ticks;
-        rg->last_pad = h->size - sizeof(TrRecord) - h->paylen;
-    }
+    *rg = (TrRange){ .sched = r->sched, .data = base, .len = pos, .lost = lost };
+    if (pos)
+        range_ends(base, last, rg);
+    r->marked_seen += lost;
     /* Short of limit: skipped bytes (a PAD, or too few for one), which
      * run to the end of the array; the caller steps over them too. */
     return pos < limit ? to_end : pos;

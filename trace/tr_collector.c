@@ -125,7 +125,7 @@ static void flush_sinks(TrPipeline *tp)
  * write into one stream does not leave the other rings to fill up), each
  * range's space handed back to its producer once written.  No merge
  * window: readers of the raw format merge by timestamp.  Returns the
- * records delivered.
+ * ranges delivered (0: the rings were empty).
  */
 static size_t drain_raw(TrPipeline *tp, int from, int to)
 {
@@ -142,10 +142,10 @@ static size_t drain_raw(TrPipeline *tp, int from, int to)
                 continue;
             TrRange rg;
             r->tail_local += tr_ring_range(r, r->size / TR_RAW_CHUNK_DIV, &rg);
-            if (rg.nrecords) {
+            if (rg.len) {
                 s->ops->range(s, &rg);
                 r->lost_reported += rg.lost;
-                n += rg.nrecords;
+                n++;
             }
             tr_ring_release(tp, r);
             more |= r->tail_local != r->head_seen;

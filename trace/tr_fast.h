@@ -18,7 +18,10 @@
  *     the array's end (tr_emit skips the rest of the array: a PAD record,
  *     or, for fewer than TR_PAD_MIN bytes, nothing written), or the cached
  *     tail says the ring may be full (tr_emit loads the tail again:
- *     [TB2']).
+ *     [TB2']);
+ *   - it could reach the next boundary of the cut table's granules
+ *     (tr_emit notes the cut: tr_buffer.c, "Cuts"), or wake_at (tr_emit
+ *     looks at the collector).
  * The last three are one comparison against r->fast_end, which tr_emit
  * keeps (tr_internal.h); this writer never moves head past it, so the
  * bound stays right between two tr_emit calls.  The bytes are the ones

@@ -9,8 +9,13 @@
 
 #include "trace/tr.h"
 #include "vm/atomics.h"
+#include "vm/common.h"
 
 #define TR_CACHE_LINE 64
+
+/* Cut table slots per ring: the granule is the ring's size over this,
+ * or the largest record rounded up to a power of two if that is more. */
+#define TR_CUTS 64
 
 /*
  * One ring: a single producer, one collector thread as the single
@@ -36,10 +41,15 @@ typedef struct TrRing {
      * fast path's check (trace/tr_vm_fast.h: the sid of the session whose
      * pipeline it belongs to; 0 outside the VM's pipelines). */
     unsigned tag;
+    /* Immutable after creation: log2 of the cut granule (the cut table,
+     * below). */
+    unsigned cut_shift;
     /* Producer only: the fast path may write below this position: the
-     * end of the array's current lap or tail_cache + size, whichever is
-     * first, or 0 while a LOST marker is pending (so one comparison covers
-     * the three reasons to take tr_emit).  Set by tr_emit after every
+     * end of the array's current lap, tail_cache + size, wake_at or the
+     * next granule boundary of the cut table (less one: a record that
+     * ends there reaches it), whichever is first, or 0 while a LOST
+     * marker is pending (so one comparison covers the reasons to take
+     * tr_emit).  Set by tr_emit after every
      * write or drop (fast_end_update in tr_buffer.c); the fast path itself
      * never moves head past it, so it stays right.  Below the lap's end
      * the fast path never needs a PAD: it may leave any space before the
@@ -52,6 +62,7 @@ typedef struct TrRing {
      * by the comparison it makes anyway. */
     uint64_t wake_at;
     uint64_t n_lost, n_full, n_yields;   /* producer only; mirrored below */
+    uint64_t n_marked;       /* producer only: drops written into LOST markers so far */
     /* Statistics: relaxed stores by the producer (`emitted` is its own
      * counter: the producer is its one writer, so it adds with a relaxed
      * load and store; `lost`, `full` and `yields` mirror n_lost, n_full
@@ -71,6 +82,8 @@ typedef struct TrRing {
     uint64_t head_seen;      /* collector only: the last head it loaded */
     uint64_t lost_reported;  /* collector only: drops delivered as LOST so far */
     uint64_t last_ts;        /* collector only: ns of the last record delivered */
+    uint64_t marked_seen;    /* collector only: LOST markers' counts below tail_local */
+    uint64_t n_cut_ranges;   /* collector only: ranges found by a cut (tests read it) */
 
     /* ---- both ---- */
     /* Lossless wake-up requests, a count (Dekker with [TB3]/[TB3']): a
@@ -79,6 +92,22 @@ typedef struct TrRing {
      * so one of them sees the other and a producer that got TR_FULL is
      * always woken.  Read relaxed by the collector as a pressure hint. */
     VmAtomic waiting __attribute__((aligned(TR_CACHE_LINE)));
+
+    /* ---- the cut table: written by the producer, read by the collector ----
+     * Where a raw sink's ranges may end without walking the records
+     * (trace/tr_buffer.c, "Cuts").  For a multiple B of the granule
+     * (1 << cut_shift), slot (B >> cut_shift) % TR_CUTS holds the start of
+     * the record that begins before B and ends at or after it, and the
+     * producer's n_marked once that record was written; UINT64_MAX as the
+     * start where no record does (the end of a lap that a PAD or an
+     * unwritten tail closes).  Relaxed stores by the producer before the
+     * [TB1] release that publishes a head at or past B; relaxed loads by
+     * the collector after the [TB1'] acquire of such a head.  A slot is
+     * next written for B + TR_CUTS granules, past the ring's size, which
+     * needs the space below B back: not before the collector is done
+     * with it ([TB2]/[TB2']). */
+    VmAtomic cut_start[TR_CUTS] __attribute__((aligned(TR_CACHE_LINE)));
+    VmAtomic cut_marked[TR_CUTS];
 
     /* ---- immutable after creation ---- */
     uint8_t *data;
@@ -170,12 +199,15 @@ static inline size_t tr_ring_used(const TrRing *r)
 }
 
 /*
- * Collector: the records from tail_local on, up to head_seen, the end of
- * the array or the first record that reaches `limit` bytes, whichever
- * comes first, as a range for a raw sink (headers walked, no payload
- * read; nrecords 0 when there are only skipped bytes, tr_ring_skip).
- * Returns the bytes to add to tail_local (the range and the skipped
- * bytes after it).
+ * Collector: records from tail_local on, as a range for a raw sink: up
+ * to the record that reaches the last granule boundary within `limit`
+ * bytes (head_seen and the end of the array bounding it too), found in
+ * the cut table without reading the records between; or, where no cut
+ * is there (less than a granule, a lap's end), up to head_seen, the end
+ * of the array or the first record that reaches `limit` bytes, headers
+ * walked.  No payload is read; len 0 when there are only skipped bytes
+ * (tr_ring_skip).  Returns the bytes to add to tail_local (the range
+ * and the skipped bytes after it).
  */
 size_t tr_ring_range(TrRing *r, size_t limit, TrRange *rg);
 

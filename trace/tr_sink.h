@@ -40,15 +40,15 @@ typedef struct TrSink TrSink;
 /*
  * Records of one ring for a raw sink: whole records (trace/tr_event.h),
  * no PAD among them, in the ring's memory (valid during the call only;
- * the space goes back to the producer after it).  The collector walks
- * the headers (sizes, kinds, ticks) to fill in the rest; it decodes no
- * payload.
+ * the space goes back to the producer after it).  The collector reads
+ * the first and last records' headers, and the LOST markers' counts from
+ * the ring's cut table or its walk of the headers (tr_ring_range); it
+ * decodes no payload.
  */
 typedef struct TrRange {
     int sched;                 /* the ring: scheduler id, -1 for shared */
     const uint8_t *data;
-    size_t len;                /* bytes: a multiple of 8 */
-    uint64_t nrecords;         /* records, LOST markers included (>= 1) */
+    size_t len;                /* bytes: a multiple of 8, at least one record */
     uint64_t first_ticks, last_ticks;
     uint64_t lost;             /* the LOST markers' counts added up */
     size_t last_pad;           /* bytes after the last record's payload */

@@ -180,7 +180,7 @@ static void raw_event(TrSink *sink, const TrEvent *ev)
     TrRecord rec = { .ticks = s->last_ticks, .kind = TR_K_LOST, .flags = TR_F_NO_MFA,
                      .size = sizeof rec, .pid = ev->lost };
     TrRange r = { .sched = ev->sched, .data = (const uint8_t *)&rec, .len = sizeof rec,
-                  .nrecords = 1, .first_ticks = rec.ticks, .last_ticks = rec.ticks,
+                  .first_ticks = rec.ticks, .last_ticks = rec.ticks,
                   .lost = ev->lost };
     write_packet(c, &r);
 }

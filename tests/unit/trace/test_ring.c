@@ -5,7 +5,8 @@
  * lossless mode with a slow sink, the shared ring, the merge by
  * timestamp, and bad options; the fast path; a lap that ends 8 bytes
  * (too few for a PAD) or 16 before the array's end, through tr_emit and
- * the fast path, read by a decoded and a raw sink.
+ * the fast path, read by a decoded and a raw sink; raw ranges found by
+ * the cut table, and the LOST counts they carry.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -520,23 +521,28 @@ Test(ring, the_fast_path_declines_without_writing)
     cr_expect_not(tr_ring_put_imm(r, &ev));
     cr_expect_eq(r->head_local, 0);
     /* Fill the ring with 40-byte records (the collector is not running).
-     * The fast path first stops where a record could pass half the ring
-     * (wake_at: tr_emit looks at the collector there): 51 records, the
+     * The fast path first stops where a record could reach the first
+     * granule boundary of the cut table (1024: 4096 / TR_CUTS doubled up
+     * to the largest record, 544), which tr_emit notes: 25 records, the
      * last starting where 43 bytes (a header and the largest
-     * one-immediate payload) still fit below 2048. */
+     * one-immediate payload) still fit below 1024. */
     Term one = I(7);
     ev.terms = &one;
     ev.nterms = ev.arity = 1;
     unsigned fast_n = 0, emit_n = 0;
     while (tr_ring_put_imm(r, &ev))
         fast_n++;
-    cr_expect_eq(fast_n, 51, "fast records before half the ring: %u", fast_n);
-    /* From there tr_emit looks again every 512 bytes (an eighth of the
-     * ring), and the fast path writes what lies between: the ring is at
-     * least half full at each look and the policy is drop, so each look
-     * offers the CPU, at 2080, 2600, 3120 and 3640 bytes.  The fast path
-     * stops short of the array's end (16 bytes stay) and leaves the
-     * padding, the drop and its LOST marker to tr_emit. */
+    cr_expect_eq(fast_n, 25, "fast records before the first boundary: %u", fast_n);
+    cr_expect_eq(vm_atomic_load_relaxed(&r->cut_start[0]), UINT64_MAX, "no cut yet");
+    /* From there tr_emit writes the record at each boundary (1000 to
+     * 1040, and at 2040, 3040) and looks at the collector where a record
+     * could pass wake_at: half the ring, then every 512 bytes (an eighth
+     * of the ring).  The ring is at least half full at each look from
+     * 2048 on and the policy is drop, so those offer the CPU, at 2080,
+     * 2600, 3080 and 3600 bytes (the record at 3040 both reaches a
+     * boundary and passes wake_at); the fast path writes what lies
+     * between.  It stops short of the array's end (16 bytes stay) and
+     * leaves the padding, the drop and its LOST marker to tr_emit. */
     for (;;) {
         if (tr_ring_put_imm(r, &ev)) {
             fast_n++;
@@ -548,8 +554,14 @@ Test(ring, the_fast_path_declines_without_writing)
         }
     }
     cr_expect_eq(fast_n + emit_n, 102, "records: %u fast, %u by tr_emit", fast_n, emit_n);
-    cr_expect_eq(emit_n, 4);
+    cr_expect_eq(emit_n, 5);
     cr_expect_eq(r->head_local, 102 * 40);
+    /* The boundaries 1024, 2048 and 3072, reached by the records
+     * starting at 1000, 2040 and 3040. */
+    static const uint64_t reach[] = { 1000, 2040, 3040 };
+    for (unsigned b = 1; b < 4; b++)
+        cr_expect_eq(vm_atomic_load_relaxed(&r->cut_start[b]), reach[b - 1], "the cut at %u",
+                     b * 1024);
     TrStats *st = tr_pipeline_stats(tp);
     cr_expect_eq(st->ring[0].yields, 4);
     free(st);
@@ -658,7 +670,7 @@ static void wrap_range(TrSink *s, const TrRange *rg)
         n++;
     }
     const TrRecord *l = (const TrRecord *)(const void *)(rg->data + last);
-    if (at != rg->len || n != rg->nrecords || rg->last_ticks != l->ticks ||
+    if (at != rg->len || n == 0 || rg->last_ticks != l->ticks ||
         rg->first_ticks != ((const TrRecord *)(const void *)rg->data)->ticks ||
         rg->last_pad != l->size - sizeof(TrRecord) - l->paylen)
         w->ranges_bad++;
@@ -747,7 +759,8 @@ static void wrap_write_emit(TrPipeline *tp, const WrapSeq *q)
  * writes up to the end whenever its largest record fits, so it leaves 8
  * bytes whatever the collector does; it declines the wrap, which tr_emit
  * writes, and takes the rest, except where a record could pass wake_at
- * (tr_emit looks at the collector there and writes that record).
+ * (tr_emit looks at the collector there and writes that record) or
+ * reach a granule boundary (tr_emit notes the cut).
  */
 static void wrap_write_fast(TrPipeline *tp, const WrapSeq *q)
 {
@@ -764,9 +777,12 @@ static void wrap_write_fast(TrPipeline *tp, const WrapSeq *q)
             cr_assert_eq(r->head_local, r->size + 40, "the wrap: the end skipped, 40 at 0");
         } else if (!tr_ring_put_imm(r, &ev)) {
             /* Declined only where the record could pass wake_at (tr_emit
-             * looks at the collector there); tr_emit writes it. */
-            cr_assert_gt(r->head_local + sizeof(TrRecord) + ev.nterms * TR_IMM_MAX, r->wake_at,
-                         "the fast path takes event %llu", (unsigned long long)pid);
+             * looks at the collector there) or reach a granule boundary
+             * (tr_emit notes the cut); tr_emit writes it. */
+            uint64_t most = r->head_local + sizeof(TrRecord) + ev.nterms * TR_IMM_MAX;
+            uint64_t boundary = ((r->head_local >> r->cut_shift) + 1) << r->cut_shift;
+            cr_assert(most > r->wake_at || most >= boundary,
+                      "the fast path takes event %llu", (unsigned long long)pid);
             wrap_emit(tp, &ev);
         }
         if (pid == q->nlap / 2)
@@ -820,4 +836,112 @@ Test(ring, sixteen_bytes_left_at_the_end_take_a_pad, .timeout = 60)
     wrap_case(16, true, false);
     wrap_case(16, false, true);
     wrap_case(16, true, true);
+}
+
+/* Records of 40 bytes (a call with one small integer: the header and a
+ * payload of 2, rounded up) into a 4 KiB ring whose granule is 256 bytes
+ * (4096 / TR_CUTS is 64, doubled up to the largest record, 160). */
+static TrPipeline *cut_pipeline(TrPolicy policy)
+{
+    TrOptions o = { .nscheds = 1, .ring_bytes = 4096, .payload_cap = 128, .policy = policy };
+    char err[256];
+    TrPipeline *tp = tr_pipeline_new(&o, err, sizeof err);
+    cr_assert(tp, "%s", err);
+    cr_assert_eq(tp->rings[0].cut_shift, 8, "a granule of 256 bytes");
+    return tp;
+}
+
+static TrStatus cut_emit(TrPipeline *tp, uint64_t pid)
+{
+    const Term seven = I(7);
+    TrEmit ev = { .kind = TR_K_CALL, .pid = pid, .mod = ATOM_TRUE, .fun = ATOM_FALSE,
+                  .arity = 1, .terms = &seven, .nterms = 1 };
+    return tr_emit(tp, 0, &ev);
+}
+
+/* The record at ring position `pos`. */
+static const TrRecord *cut_rec(const TrRing *r, uint64_t pos)
+{
+    return (const TrRecord *)(const void *)(r->data + (pos & (r->size - 1)));
+}
+
+/* A range and the records it must hold, [from, to): its bytes, both
+ * ends' ticks, the last pad, the drops its LOST markers carry. */
+static void cut_expect(TrRing *r, size_t limit, uint64_t from, uint64_t to, uint64_t lost,
+                       bool by_cut)
+{
+    uint64_t cuts = r->n_cut_ranges;
+    TrRange rg;
+    size_t n = tr_ring_range(r, limit, &rg);
+    cr_expect_eq(n, to - from, "the range from %llu", (unsigned long long)from);
+    cr_expect_eq(rg.len, to - from);
+    cr_expect_eq(rg.data, r->data + (from & (r->size - 1)));
+    cr_expect_eq(rg.first_ticks, cut_rec(r, from)->ticks);
+    cr_expect_eq(rg.last_ticks, cut_rec(r, to - 40)->ticks);
+    cr_expect_eq(rg.last_pad, cut_rec(r, to - 40)->kind == TR_K_LOST ? 0 : 6);
+    cr_expect_eq(rg.lost, lost, "the range from %llu", (unsigned long long)from);
+    cr_expect_eq(r->n_cut_ranges - cuts, by_cut ? 1 : 0, "found %s",
+                 by_cut ? "by a cut" : "by the walk");
+    r->tail_local += n;
+}
+
+/* The cut table gives the end of a raw range without reading the records
+ * before it: the walk would end at the first record reaching the limit
+ * (1,000 bytes: record 24's end), the cut ends with the record that
+ * reaches the granule boundary below it (768: record 19, 760 to 800). */
+Test(ring, a_raw_range_ends_at_a_cut_without_walking_the_records)
+{
+    TrPipeline *tp = cut_pipeline(TR_POLICY_DROP);
+    TrRing *r = &tp->rings[0];
+    for (uint64_t pid = 0; pid < 50; pid++)
+        cr_assert_eq(cut_emit(tp, pid), TR_OK);
+    cr_assert(tr_ring_snapshot(r));
+    cut_expect(r, 1000, 0, 800, 0, true);
+    /* From 800, 1,000 bytes reach 1,800: the boundary 1,792 is in record
+     * 44 (1,760 to 1,800). */
+    cut_expect(r, 1000, 800, 1800, 0, true);
+    /* 200 bytes left, no boundary among them: walked. */
+    cut_expect(r, 1000, 1800, 2000, 0, false);
+    tr_ring_release(tp, r);
+    tr_pipeline_free(tp);
+}
+
+/* Drops, then a LOST marker before the next record: a range found by a
+ * cut carries the marker's count (from the table, the producer's drops
+ * marked so far), as a walked one does. */
+Test(ring, a_range_found_by_a_cut_counts_its_lost_markers)
+{
+    TrPipeline *tp = cut_pipeline(TR_POLICY_DROP);
+    TrRing *r = &tp->rings[0];
+    uint64_t pid = 0, dropped = 0;
+    /* Fill: 4096 / 40 = 102 records fit, then 5 drops. */
+    while (dropped < 5) {
+        TrStatus st = cut_emit(tp, pid++);
+        cr_assert(st == TR_OK || st == TR_DROPPED);
+        dropped += st == TR_DROPPED;
+    }
+    cr_assert_eq(r->head_local, 102 * 40, "102 records written");
+    cr_assert(tr_ring_snapshot(r));
+    /* The boundary 3,840 is record 95's end (3,800 to 3,840); the lap's
+     * last 240 bytes have none, and are walked. */
+    cut_expect(r, 4096, 0, 3840, 0, true);
+    cut_expect(r, 4096, 3840, 4080, 0, false);
+    tr_ring_release(tp, r);
+    /* The 16 bytes left before the end get a PAD; the marker (a bare
+     * header: 32 bytes, 5 drops) and 30 records start the second lap. */
+    for (int i = 0; i < 30; i++)
+        cr_assert_eq(cut_emit(tp, pid++), TR_OK);
+    cr_assert_eq(r->head_local, 4096 + 32 + 30 * 40);
+    cr_assert_eq(cut_rec(r, 4096)->kind, TR_K_LOST);
+    cr_assert(tr_ring_snapshot(r));
+    TrRange pad;
+    cr_expect_eq(tr_ring_range(r, 4096, &pad), 16, "the PAD: stepped over");
+    cr_expect_eq(pad.len, 0, "and not a range");
+    r->tail_local += 16;
+    /* 4,096 + 1,024 is in the 25th record after the marker (5,088 to
+     * 5,128); the range holds the marker. */
+    cut_expect(r, 4096, 4096, 5128, 5, true);
+    cut_expect(r, 4096, 5128, 5328, 0, false);
+    tr_ring_release(tp, r);
+    tr_pipeline_free(tp);
 }
