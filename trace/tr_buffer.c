@@ -5,7 +5,7 @@
  * Protocol: one ring, one producer, one consumer.
  *
  *   Terms.  A ring is `size` bytes (a power of two) holding variable-size
- *   records (trace/tr_event.h), each 8-byte aligned.  `head` counts the
+ *   records (trace/tr_event.h), each 4-byte aligned.  `head` counts the
  *   bytes the producer has published, `tail` the bytes the collector has
  *   finished with; both only grow.  The producer owns [head, tail + size),
  *   the collector [tail, head).
@@ -16,8 +16,8 @@
  *        are left before the end of the array, the record starts at
  *        offset 0 (so records never wrap and the collector reads them in
  *        place) and the `pad` bytes left before the end are skipped: a PAD
- *        record covers them, or, if they are fewer than TR_PAD_MIN (so
- *        exactly 8 bytes: too few for a PAD's kind and size,
+ *        record covers them, or, if they are fewer than TR_PAD_MIN (4, 8
+ *        or 12 bytes: too few for a PAD's kind and size,
  *        trace/tr_event.h), nothing is written there.  The space is free if
  *        head + pad + n - tail <= size, tested first against the cached
  *        tail and, only if that fails, against a fresh load of `tail`

@@ -48,7 +48,7 @@ typedef struct TrSink TrSink;
 typedef struct TrRange {
     int sched;                 /* the ring: scheduler id, -1 for shared */
     const uint8_t *data;
-    size_t len;                /* bytes: a multiple of 8, at least one record */
+    size_t len;                /* bytes: a multiple of 4, at least one record */
     uint64_t first_ticks, last_ticks;
     uint64_t lost;             /* the LOST markers' counts added up */
     size_t last_pad;           /* bytes after the last record's payload */

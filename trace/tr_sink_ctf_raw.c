@@ -17,12 +17,12 @@
  *                   this packet's LOST markers included), s64 sched_id
  *                   (-1: shared)
  *   event header    the record's first 9 bytes (trace/tr_event.h),
- *                   aligned 8: u64 timestamp (ticks), u8 id (the TrKind)
+ *                   aligned 4: u64 timestamp (ticks), u8 id (the TrKind)
  *   event context   the rest of the record header: u8 flags, u8 arity,
  *                   u8 nterms, u16 size, u16 paylen, u64 pid (LOST: the
  *                   events dropped), u32 mod, u32 fun (atom indices)
  *   event fields    u8 payload[paylen]: the terms in trace/tr_encode.h's
- *                   encoding; the next header's align(8) skips the pad
+ *                   encoding; the next header's align(4) skips the pad
  *
  * The header holds only the id and the timestamp because those are the
  * only header fields CTF readers give a meaning to (babeltrace2 warns
@@ -66,8 +66,8 @@
 #include "vm/atom.h"
 #include "vm/common.h"
 
-/* Packet header (32) and context (56) bytes: a multiple of 8, so the
- * first record is where its align(8) puts it. */
+/* Packet header (32) and context (56) bytes: a multiple of 4, so the
+ * first record is where its align(4) puts it. */
 #define RAW_HEAD (TR_CTF_HEADER + 56)
 
 /* One ring's stream: written only by the collector thread of that ring
@@ -257,7 +257,7 @@ static int write_metadata(RawSink *c, bool atoms)
           "\t\tuint64_t packet_seq_num;\n\t\tuint64_t events_discarded;\n"
           "\t\tint64_t sched_id;\n\t};\n"
           "\tevent.header := struct {\n\t\tuint64_clock_ticks_t timestamp;\n"
-          "\t\tuint8_t id;\n\t} align(64);\n"
+          "\t\tuint8_t id;\n\t} align(32);\n"
           "\tevent.context := struct {\n\t\tuint8_t flags;\n\t\tuint8_t arity;\n"
           "\t\tuint8_t nterms;\n\t\tuint16_t size;\n\t\tuint16_t paylen;\n"
           "\t\tuint64_t pid;\n\t\tuint32_t mod;\n\t\tuint32_t fun;\n\t};\n};\n\n",

@@ -50,7 +50,7 @@ for line in open(sys.argv[2]):
         sys.exit('unexpected line: ' + line)
     kind, flags, arity, nterms, size, paylen, pid, mod, fun, pay = m.groups()
     payload = re.findall(r'\[\d+\] = (\d+)', pay)
-    if len(payload) != int(paylen) or int(size) != (32 + int(paylen) + 7) // 8 * 8:
+    if len(payload) != int(paylen) or int(size) != (32 + int(paylen) + 3) // 4 * 4:
         sys.exit('size %s, paylen %s, %d payload bytes: %s' % (size, paylen, len(payload), line))
     print(kind, flags, arity, nterms, file=hdr)
     if kind == 'lost':

@@ -136,25 +136,25 @@ Test(ring, a_full_ring_drops_counts_exactly_and_reports_in_place)
     TrOptions o = { .nscheds = 2, .ring_bytes = 4096, .payload_cap = 128 };
     TrPipeline *tp = make(&o, &seen);
     /* Before start nothing drains: pid 61*k has an empty binary (3
-     * bytes), a 40-byte record; 4096 / 40 = 102 fit, the rest drop. */
+     * bytes), a 36-byte record; 4096 / 36 = 113 fit, the rest drop. */
     uint64_t pid = 0, dropped = 0;
     for (int i = 0; i < 200; i++, pid += 61) {
         TrStatus st = emit_seq(tp, 1, pid);
-        cr_assert(st == (i < 102 ? TR_OK : TR_DROPPED), "event %d: %d", i, st);
+        cr_assert(st == (i < 113 ? TR_OK : TR_DROPPED), "event %d: %d", i, st);
         dropped += st == TR_DROPPED;
     }
-    cr_expect_eq(dropped, 98);
+    cr_expect_eq(dropped, 87);
     tr_pipeline_start(tp);
     tr_flush(tp);
-    cr_expect_eq(seen.events, 102);
+    cr_expect_eq(seen.events, 113);
     cr_expect_eq(seen.lost, 0, "the loss is reported where it happened, not yet");
     /* The next event carries a LOST marker before it. */
     cr_assert_eq(emit_seq(tp, 1, pid), TR_OK);
     tr_flush(tp);
-    cr_expect_eq(seen.lost, 98);
+    cr_expect_eq(seen.lost, 87);
     cr_expect_eq(seen.lost_records, 1);
-    cr_expect_str_eq(seen.first_lost_after, "1/6161");   /* after event 101 = pid 101*61 */
-    cr_expect_eq(seen.events, 103);
+    cr_expect_str_eq(seen.first_lost_after, "1/6832");   /* after event 112 = pid 112*61 */
+    cr_expect_eq(seen.events, 114);
     /* Drops at the very end are reported at shutdown. */
     for (int i = 0; i < 300; i++)
         emit_seq(tp, 0, (uint64_t)i * 61);
@@ -186,14 +186,14 @@ Test(ring, a_dropping_ring_still_takes_what_fits)
     TrPipeline *tp = make(&o, &seen);
     /* Nothing drains before start.  41 records of 96 bytes (60-byte
      * binaries) and one of 80 leave 80 bytes: a 96-byte record is
-     * dropped, then a 40-byte one still fits with its 32-byte LOST
-     * marker (72 bytes); the 8 bytes left take nothing. */
+     * dropped, then a 36-byte one still fits with its 32-byte LOST
+     * marker (68 bytes); the 12 bytes left take nothing. */
     uint64_t pid = 0;
     for (int i = 0; i < 41; i++)
         cr_assert_eq(emit_seq(tp, 0, pid = pid_with(pid, 60)), TR_OK, "record %d", i);
     cr_assert_eq(emit_seq(tp, 0, pid = pid_with(pid, 45)), TR_OK);
     cr_assert_eq(emit_seq(tp, 0, pid = pid_with(pid, 60)), TR_DROPPED);
-    cr_assert_eq(emit_seq(tp, 0, pid = pid_with(pid, 0)), TR_OK, "40 bytes and a marker fit in 80");
+    cr_assert_eq(emit_seq(tp, 0, pid = pid_with(pid, 0)), TR_OK, "36 bytes and a marker fit in 80");
     cr_assert_eq(emit_seq(tp, 0, pid = pid_with(pid, 0)), TR_DROPPED);
     tr_pipeline_start(tp);
     tr_pipeline_free(tp);
@@ -338,17 +338,17 @@ Test(ring, a_half_full_ring_wakes_the_sleeping_collector, .timeout = 60)
     tr_pipeline_add_sink(tp, tr_sink_callback_new(count_atomic, &n));
     tr_pipeline_start(tp);
     cr_assert(reaches(&tp->sleeping, 1, 30), "the collector never went to sleep");
-    /* 52 records of 40 bytes (pid 61 * k: an empty binary): the last
-     * passes 2048 bytes, half the ring; a full ring is 102. */
-    for (uint64_t i = 0; i < 52; i++)
+    /* 57 records of 36 bytes (pid 61 * k: an empty binary): the last
+     * passes 2048 bytes, half the ring; a full ring is 113. */
+    for (uint64_t i = 0; i < 57; i++)
         cr_assert_eq(emit_seq(tp, 0, i * 61), TR_OK);
-    cr_expect(reaches(&n, 52, 30), "the collector delivered %llu of 52 events",
+    cr_expect(reaches(&n, 57, 30), "the collector delivered %llu of 57 events",
               (unsigned long long)vm_atomic_load_relaxed(&n));
     TrStats *st = tr_pipeline_stats(tp);
     cr_expect_eq(st->ring[0].lost, 0);
     free(st);
     tr_pipeline_free(tp);
-    cr_expect_eq(vm_atomic_load_relaxed(&n), 52);
+    cr_expect_eq(vm_atomic_load_relaxed(&n), 57);
 }
 
 /* Foreign threads share the last ring. */
@@ -520,10 +520,10 @@ Test(ring, the_fast_path_declines_without_writing)
     ev.nterms = ev.arity = 9;
     cr_expect_not(tr_ring_put_imm(r, &ev));
     cr_expect_eq(r->head_local, 0);
-    /* Fill the ring with 40-byte records (the collector is not running).
+    /* Fill the ring with 36-byte records (the collector is not running).
      * The fast path first stops where a record could reach the first
      * granule boundary of the cut table (1024: 4096 / TR_CUTS doubled up
-     * to the largest record, 544), which tr_emit notes: 25 records, the
+     * to the largest record, 544), which tr_emit notes: 28 records, the
      * last starting where 43 bytes (a header and the largest
      * one-immediate payload) still fit below 1024. */
     Term one = I(7);
@@ -532,16 +532,16 @@ Test(ring, the_fast_path_declines_without_writing)
     unsigned fast_n = 0, emit_n = 0;
     while (tr_ring_put_imm(r, &ev))
         fast_n++;
-    cr_expect_eq(fast_n, 25, "fast records before the first boundary: %u", fast_n);
+    cr_expect_eq(fast_n, 28, "fast records before the first boundary: %u", fast_n);
     cr_expect_eq(vm_atomic_load_relaxed(&r->cut_start[0]), UINT64_MAX, "no cut yet");
-    /* From there tr_emit writes the record at each boundary (1000 to
-     * 1040, and at 2040, 3040) and looks at the collector where a record
+    /* From there tr_emit writes the record at each boundary (1008 to
+     * 1044, and at 2016, 3060) and looks at the collector where a record
      * could pass wake_at: half the ring, then every 512 bytes (an eighth
      * of the ring).  The ring is at least half full at each look from
-     * 2048 on and the policy is drop, so those offer the CPU, at 2080,
-     * 2600, 3080 and 3600 bytes (the record at 3040 both reaches a
-     * boundary and passes wake_at); the fast path writes what lies
-     * between.  It stops short of the array's end (16 bytes stay) and
+     * 2048 on and the policy is drop, so those offer the CPU, at 2052,
+     * 2592, 3096 and 3636 bytes (the records at 2016 and 3060 both reach
+     * a boundary and pass wake_at); the fast path writes what lies
+     * between.  It stops short of the array's end (28 bytes stay) and
      * leaves the padding, the drop and its LOST marker to tr_emit. */
     for (;;) {
         if (tr_ring_put_imm(r, &ev)) {
@@ -553,12 +553,12 @@ Test(ring, the_fast_path_declines_without_writing)
             break;
         }
     }
-    cr_expect_eq(fast_n + emit_n, 102, "records: %u fast, %u by tr_emit", fast_n, emit_n);
+    cr_expect_eq(fast_n + emit_n, 113, "records: %u fast, %u by tr_emit", fast_n, emit_n);
     cr_expect_eq(emit_n, 5);
-    cr_expect_eq(r->head_local, 102 * 40);
+    cr_expect_eq(r->head_local, 113 * 36);
     /* The boundaries 1024, 2048 and 3072, reached by the records
-     * starting at 1000, 2040 and 3040. */
-    static const uint64_t reach[] = { 1000, 2040, 3040 };
+     * starting at 1008, 2016 and 3060. */
+    static const uint64_t reach[] = { 1008, 2016, 3060 };
     for (unsigned b = 1; b < 4; b++)
         cr_expect_eq(vm_atomic_load_relaxed(&r->cut_start[b]), reach[b - 1], "the cut at %u",
                      b * 1024);
@@ -582,10 +582,10 @@ Test(ring, the_fast_path_declines_without_writing)
 
 /*
  * The sequence these tests write into ring 0 of a 4096-byte pipeline:
- * calls with pids 0, 1, ..., first `nbig` of 40 bytes (one argument, 7)
+ * calls with pids 0, 1, ..., first `nbig` of 36 bytes (one argument, 7)
  * and then 32-byte ones (the arity only) up to `nlap`, where the array's
  * first lap ends exactly `left` bytes before its end; then 12 more,
- * alternately 40 and 32 bytes, the first of which does not fit there and
+ * alternately 36 and 32 bytes, the first of which does not fit there and
  * starts the second lap at offset 0.  Immutable once the pipeline starts.
  */
 typedef struct WrapSeq {
@@ -596,8 +596,8 @@ typedef struct WrapSeq {
 static WrapSeq wrap_seq(unsigned left)
 {
     uint64_t end = 4096 - left;
-    uint64_t nbig = end % 32 / 8;   /* 40 = 32 + 8 */
-    uint64_t nlap = nbig + (end - 40 * nbig) / 32;
+    uint64_t nbig = end % 32 / 4;   /* 36 = 32 + 4 */
+    uint64_t nlap = nbig + (end - 36 * nbig) / 32;
     return (WrapSeq){ .nbig = nbig, .nlap = nlap, .total = nlap + 12, .left = left };
 }
 
@@ -716,7 +716,7 @@ static void wrap_check_end(const TrRing *r, unsigned left)
  * (nearly) full, so the first lap is written before the collector starts
  * (tail 0: near the end each record is reserved at its exact size).  The
  * test then reads the first two records as the collector would and hands
- * their 80 bytes back: room for the wrap, which skips the end (a PAD, or
+ * their 72 bytes back: room for the wrap, which skips the end (a PAD, or
  * nothing for 8 bytes) and starts the second lap; then the collector
  * starts and reads the rest of the first lap across the end in one pass.
  */
@@ -744,7 +744,7 @@ static void wrap_write_emit(TrPipeline *tp, const WrapSeq *q)
     tr_ring_release(tp, r);
     TrEmit ev = wrap_event(q, q->nlap, &seven);
     cr_assert_eq(tr_emit(tp, 0, &ev), TR_OK, "the wrap");
-    cr_assert_eq(r->head_local, r->size + 40, "the wrap: the end skipped, 40 bytes at 0");
+    cr_assert_eq(r->head_local, r->size + 36, "the wrap: the end skipped, 36 bytes at 0");
     tr_pipeline_start(tp);
     for (uint64_t pid = q->nlap + 1; pid < q->total; pid++) {
         ev = wrap_event(q, pid, &seven);
@@ -774,7 +774,7 @@ static void wrap_write_fast(TrPipeline *tp, const WrapSeq *q)
                          q->left);
             cr_assert_not(tr_ring_put_imm(r, &ev), "the fast path declines the wrap");
             wrap_emit(tp, &ev);
-            cr_assert_eq(r->head_local, r->size + 40, "the wrap: the end skipped, 40 at 0");
+            cr_assert_eq(r->head_local, r->size + 36, "the wrap: the end skipped, 36 at 0");
         } else if (!tr_ring_put_imm(r, &ev)) {
             /* Declined only where the record could pass wake_at (tr_emit
              * looks at the collector there) or reach a granule boundary
@@ -838,8 +838,8 @@ Test(ring, sixteen_bytes_left_at_the_end_take_a_pad, .timeout = 60)
     wrap_case(16, true, true);
 }
 
-/* Records of 40 bytes (a call with one small integer: the header and a
- * payload of 2, rounded up) into a 4 KiB ring whose granule is 256 bytes
+/* Records of 36 bytes (a call with one small integer: the header and a
+ * payload of 2, rounded up to 4) into a 4 KiB ring whose granule is 256 bytes
  * (4096 / TR_CUTS is 64, doubled up to the largest record, 160). */
 static TrPipeline *cut_pipeline(TrPolicy policy)
 {
@@ -877,8 +877,8 @@ static void cut_expect(TrRing *r, size_t limit, uint64_t from, uint64_t to, uint
     cr_expect_eq(rg.len, to - from);
     cr_expect_eq(rg.data, r->data + (from & (r->size - 1)));
     cr_expect_eq(rg.first_ticks, cut_rec(r, from)->ticks);
-    cr_expect_eq(rg.last_ticks, cut_rec(r, to - 40)->ticks);
-    cr_expect_eq(rg.last_pad, cut_rec(r, to - 40)->kind == TR_K_LOST ? 0 : 6);
+    cr_expect_eq(rg.last_ticks, cut_rec(r, to - 36)->ticks);
+    cr_expect_eq(rg.last_pad, 2);
     cr_expect_eq(rg.lost, lost, "the range from %llu", (unsigned long long)from);
     cr_expect_eq(r->n_cut_ranges - cuts, by_cut ? 1 : 0, "found %s",
                  by_cut ? "by a cut" : "by the walk");
@@ -887,21 +887,22 @@ static void cut_expect(TrRing *r, size_t limit, uint64_t from, uint64_t to, uint
 
 /* The cut table gives the end of a raw range without reading the records
  * before it: the walk would end at the first record reaching the limit
- * (1,000 bytes: record 24's end), the cut ends with the record that
- * reaches the granule boundary below it (768: record 19, 760 to 800). */
+ * (1,000 bytes: record 27's end, 1,008), the cut ends with the record
+ * that reaches the granule boundary below it (768: record 21, 756 to
+ * 792). */
 Test(ring, a_raw_range_ends_at_a_cut_without_walking_the_records)
 {
     TrPipeline *tp = cut_pipeline(TR_POLICY_DROP);
     TrRing *r = &tp->rings[0];
-    for (uint64_t pid = 0; pid < 50; pid++)
+    for (uint64_t pid = 0; pid < 52; pid++)
         cr_assert_eq(cut_emit(tp, pid), TR_OK);
     cr_assert(tr_ring_snapshot(r));
-    cut_expect(r, 1000, 0, 800, 0, true);
-    /* From 800, 1,000 bytes reach 1,800: the boundary 1,792 is in record
-     * 44 (1,760 to 1,800). */
-    cut_expect(r, 1000, 800, 1800, 0, true);
-    /* 200 bytes left, no boundary among them: walked. */
-    cut_expect(r, 1000, 1800, 2000, 0, false);
+    cut_expect(r, 1000, 0, 792, 0, true);
+    /* From 792, 1,000 bytes reach 1,792, a boundary, which record 49
+     * (1,764 to 1,800) reaches. */
+    cut_expect(r, 1000, 792, 1800, 0, true);
+    /* 72 bytes left, no boundary among them: walked. */
+    cut_expect(r, 1000, 1800, 1872, 0, false);
     tr_ring_release(tp, r);
     tr_pipeline_free(tp);
 }
@@ -914,34 +915,34 @@ Test(ring, a_range_found_by_a_cut_counts_its_lost_markers)
     TrPipeline *tp = cut_pipeline(TR_POLICY_DROP);
     TrRing *r = &tp->rings[0];
     uint64_t pid = 0, dropped = 0;
-    /* Fill: 4096 / 40 = 102 records fit, then 5 drops. */
+    /* Fill: 4096 / 36 = 113 records fit, then 5 drops. */
     while (dropped < 5) {
         TrStatus st = cut_emit(tp, pid++);
         cr_assert(st == TR_OK || st == TR_DROPPED);
         dropped += st == TR_DROPPED;
     }
-    cr_assert_eq(r->head_local, 102 * 40, "102 records written");
+    cr_assert_eq(r->head_local, 113 * 36, "113 records written");
     cr_assert(tr_ring_snapshot(r));
-    /* The boundary 3,840 is record 95's end (3,800 to 3,840); the lap's
-     * last 240 bytes have none, and are walked. */
-    cut_expect(r, 4096, 0, 3840, 0, true);
-    cut_expect(r, 4096, 3840, 4080, 0, false);
+    /* The boundary 3,840 is in record 106 (3,816 to 3,852); the lap's
+     * last 216 bytes have none, and are walked. */
+    cut_expect(r, 4096, 0, 3852, 0, true);
+    cut_expect(r, 4096, 3852, 4068, 0, false);
     tr_ring_release(tp, r);
-    /* The 16 bytes left before the end get a PAD; the marker (a bare
+    /* The 28 bytes left before the end get a PAD; the marker (a bare
      * header: 32 bytes, 5 drops) and 30 records start the second lap. */
     for (int i = 0; i < 30; i++)
         cr_assert_eq(cut_emit(tp, pid++), TR_OK);
-    cr_assert_eq(r->head_local, 4096 + 32 + 30 * 40);
+    cr_assert_eq(r->head_local, 4096 + 32 + 30 * 36);
     cr_assert_eq(cut_rec(r, 4096)->kind, TR_K_LOST);
     cr_assert(tr_ring_snapshot(r));
     TrRange pad;
-    cr_expect_eq(tr_ring_range(r, 4096, &pad), 16, "the PAD: stepped over");
+    cr_expect_eq(tr_ring_range(r, 4096, &pad), 28, "the PAD: stepped over");
     cr_expect_eq(pad.len, 0, "and not a range");
-    r->tail_local += 16;
-    /* 4,096 + 1,024 is in the 25th record after the marker (5,088 to
-     * 5,128); the range holds the marker. */
-    cut_expect(r, 4096, 4096, 5128, 5, true);
-    cut_expect(r, 4096, 5128, 5328, 0, false);
+    r->tail_local += 28;
+    /* 4,096 + 1,024 is in the 28th record after the marker (5,100 to
+     * 5,136); the range holds the marker. */
+    cut_expect(r, 4096, 4096, 5136, 5, true);
+    cut_expect(r, 4096, 5136, 5208, 0, false);
     tr_ring_release(tp, r);
     tr_pipeline_free(tp);
 }
@@ -994,7 +995,7 @@ static void mixed_check(Mixed *m, const TrRange *rg)
     m->marked += lost;
 }
 
-/* A seeded run of 200,000 steps on one thread: events of 40 to about 290
+/* A seeded run of 200,000 steps on one thread: events of 36 to about 290
  * bytes through tr_emit and the fast path, under the drop policy, and
  * ranges of random limits taken between them, as the collector would.
  * Every event written is read once and in order, every range agrees with
