@@ -436,16 +436,26 @@ static void set_on_load(BpEngine *E, unsigned sid, const BpRequest *req)
 
 /* Reading ahead in the staging loop: the function two steps ahead (its
  * record slot), and the record and code word of the one a step ahead
- * (its settle may arm it: stage 2a). */
-static inline void ahead_function(const FnList *l, size_t i)
+ * (its settle may arm it: stage 2a).  For stage_plain only the record's
+ * first two lines: it reads and writes the generations and the engine's
+ * state (the first) and, switching off, the word to restore (the
+ * second), not the entries of the last two unless a generation was not
+ * plain, where it falls back to the general way.  The other two lines
+ * cost the pass a fifth of its time on 50,000 records that are not in
+ * the cache (bench_pausefree --fns 50000, idle CPU 2.18 -> 1.75 ms). */
+static inline void ahead_function(const FnList *l, size_t i, bool plain)
 {
     if (i + 2 * BP_AHEAD < l->n)
         bp_prefetch(&l->v[i + 2 * BP_AHEAD]->bp);
     if (i + BP_AHEAD < l->n) {
         bp_prefetch(&l->v[i + BP_AHEAD]->code[0]);
         const BpRecord *r = vm_atomic_load_ptr_relaxed(&l->v[i + BP_AHEAD]->bp);
-        if (r)
+        if (r && plain) {
+            bp_prefetch(r);
+            bp_prefetch(&r->orig);
+        } else if (r) {
             bp_prefetch_record(r);
+        }
     }
 }
 
@@ -490,7 +500,7 @@ int bp_trace_pattern(tvm_vm *vm, unsigned sid, const BpPattern *pat, const BpReq
                        (req.how == TVM_TP_TRUE || req.how == TVM_TP_FALSE);
     for (size_t i = 0; i < fns.n; i++) {
         FuncInfo *fn = fns.v[i];
-        ahead_function(&fns, i);
+        ahead_function(&fns, i, plain);
         if (!(req.flags & TVM_TP_GLOBAL) || fn->export)
             matched++;
         if (plain && !E->nglobal && stage_plain(&st, fn, req.how == TVM_TP_TRUE))
