@@ -5,7 +5,10 @@
  * with one scheduler and tight limits: max_heap_words, max_processes,
  * max_message_words, a small VM stack.  A trace pipeline runs meanwhile
  * (its format and whether every call is traced come from the input's
- * first bytes), so the encoders and sinks see what the program makes.
+ * first bytes), so the encoders and sinks see what the program makes;
+ * where bit 4 of the second byte is set, raw CTF into a fresh directory
+ * in /dev/shm instead (the rings' ranges and their cut table under the
+ * program's traffic), removed after.
  * After RUN_BUDGET_MS, or once no process is left, the VM is destroyed:
  * the schedulers stop between two processes (every process yields within
  * a time slice) and whatever is alive is freed.
@@ -15,7 +18,11 @@
  * that cannot be preempted, a walk that never ends).  A process that dies
  * of a limit is the VM keeping its promise, not a finding.
  */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fuzz/fuzz_util.h"
 #include "loader/loader.h"
@@ -29,6 +36,20 @@ static uint64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A raw CTF directory and its files (it has no subdirectories). */
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+                unlinkat(dirfd(d), e->d_name, 0);
+        closedir(d);
+    }
+    rmdir(dir);
 }
 
 /* The i-th argument value, for any function. */
@@ -105,6 +126,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .policy = (mode & 4) ? TVM_TRACE_LOSSLESS : TVM_TRACE_DROP,
         .callback = on_event,
     };
+    char raw_dir[] = "/dev/shm/fuzz_run_XXXXXX";
+    bool raw = (mode & 16) && mkdtemp(raw_dir);
+    if (raw) {
+        topts.format = TVM_TRACE_CTF_RAW;
+        topts.file = NULL;
+        topts.path = raw_dir;
+    }
     bool tracing = tvm_trace_start(vm, &topts, &err) == TVM_OK;
     if (tracing) {
         tvm_trace_flags_all(vm, TVM_TRACE_NEW,
@@ -133,6 +161,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (tracing)
         tvm_trace_stop(vm);
     tvm_destroy(vm);
+    if (raw)
+        remove_dir(raw_dir);
     fuzz_atoms_trim();
     return 0;
 }

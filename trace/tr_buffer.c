@@ -591,8 +591,9 @@ size_t tr_ring_range(TrRing *r, size_t limit, TrRange *rg)
     if (cut)
         return cut;
     /* Records start only where at least TR_PAD_MIN bytes are left before
-     * the end of the array (tr_ring_skip): below `starts`. */
-    size_t starts = to_end - TR_PAD_MIN + TR_RECORD_ALIGN;
+     * the end of the array (tr_ring_skip): below `starts`, which is 0
+     * where fewer are left (4 to 12 bytes: nothing to read there). */
+    size_t starts = to_end >= TR_PAD_MIN ? to_end - TR_PAD_MIN + TR_RECORD_ALIGN : 0;
     const uint8_t *base = r->data + off;
     /* Per record only its size and kind (and a LOST marker's count); the
      * ticks and the pad of the first and last record after the loop.  In

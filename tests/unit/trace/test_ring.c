@@ -830,6 +830,18 @@ Test(ring, eight_bytes_left_at_the_end_are_skipped_unwritten, .timeout = 60)
     wrap_case(8, true, true);
 }
 
+/* Four and twelve bytes, which records aligned to 4 leave too: nothing
+ * is written there. */
+Test(ring, four_and_twelve_bytes_left_at_the_end_are_skipped_unwritten, .timeout = 60)
+{
+    for (unsigned left = 4; left <= 12; left += 8) {
+        wrap_case(left, false, false);
+        wrap_case(left, true, false);
+        wrap_case(left, false, true);
+        wrap_case(left, true, true);
+    }
+}
+
 Test(ring, sixteen_bytes_left_at_the_end_take_a_pad, .timeout = 60)
 {
     wrap_case(16, false, false);
@@ -1060,5 +1072,45 @@ Test(ring, random_ranges_agree_with_the_records_they_hold)
     cr_expect_eq(m.marked + r->pending_lost, dropped);
     cr_expect_gt(r->n_cut_ranges, 1000, "ranges found by a cut: %llu",
                  (unsigned long long)r->n_cut_ranges);
+    tr_pipeline_free(tp);
+}
+
+/* A raw range that starts where 4 bytes are left before the array's end
+ * (the last one ended there, at the head of the time): those bytes are
+ * stepped over, and nothing is read there.  The walk once took them for
+ * a record and read its kind past the array's end (fuzz_run found it
+ * under ASan; this test fails the same way without the fix). */
+Test(ring, a_range_from_four_bytes_before_the_end_reads_nothing_there)
+{
+    TrPipeline *tp = cut_pipeline(TR_POLICY_DROP);
+    TrRing *r = &tp->rings[0];
+    /* 7 records of 36 bytes and 120 of 32 (a call without arguments):
+     * 4,092 bytes. */
+    uint64_t pid = 0;
+    for (; pid < 7; pid++)
+        cr_assert_eq(cut_emit(tp, pid), TR_OK);
+    for (; pid < 127; pid++) {
+        TrEmit ev = { .kind = TR_K_CALL, .flags = TR_F_ARITY, .pid = pid, .mod = ATOM_TRUE,
+                      .fun = ATOM_FALSE, .arity = 1 };
+        cr_assert_eq(tr_emit(tp, 0, &ev), TR_OK);
+    }
+    cr_assert_eq(r->head_local, 4092);
+    cr_assert(tr_ring_snapshot(r));
+    while (r->tail_local != r->head_seen) {
+        TrRange rg;
+        r->tail_local += tr_ring_range(r, r->size, &rg);
+    }
+    cr_assert_eq(r->tail_local, 4092, "the ranges end at the head, 4 bytes before the end");
+    tr_ring_release(tp, r);
+    cr_assert_eq(cut_emit(tp, pid), TR_OK);
+    cr_assert_eq(r->head_local, 4096 + 36, "the wrap: 4 bytes skipped, the record at 0");
+    cr_assert(tr_ring_snapshot(r));
+    TrRange rg;
+    cr_expect_eq(tr_ring_range(r, r->size, &rg), 4, "the 4 bytes: stepped over");
+    cr_expect_eq(rg.len, 0, "and not a range");
+    r->tail_local += 4;
+    cr_expect_eq(tr_ring_range(r, r->size, &rg), 36);
+    cr_expect_eq(rg.len, 36);
+    cr_expect_eq(cut_rec(r, 4096)->pid, 127);
     tr_pipeline_free(tp);
 }
