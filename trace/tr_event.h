@@ -31,17 +31,17 @@
  * CTF stream (bench_events --only raw: 84-130 against 59-111 M events/s
  * in five invocations each, in turn, 2026-11-27), at no cost measured
  * to the producer (bench_overhead's return_trace pairs: 31.7 against
- * 31.8 ns, medians of 7 invocations each).  The 8-byte
- * fields at offsets 0 and 16 are then only 4-byte aligned: the struct is
- * packed with alignment 4, so the compiler makes every access one that
- * such an address allows (x86_64 and aarch64 both load and store them
- * as one instruction; none is atomic).
+ * 31.8 ns, medians of 7 invocations each).  The 8-byte fields at
+ * offsets 0 and 16 are then only 4-byte aligned: the struct is packed
+ * with alignment 4, so the compiler makes every access one that such an
+ * address allows (x86_64 and aarch64 both load and store them as one
+ * instruction; none is atomic).
  *
  * A padding record (kind TR_K_PAD, written where a record would not fit
  * before the ring's end) needs its kind and size, so TR_PAD_MIN bytes.
  * Where fewer are left before the ring's end (4, 8 or 12: positions are
- * multiples of 4) nothing is written: producer and collector both step over them
- * to the start of the array (the ring protocol, trace/tr_buffer.c).  The
+ * multiples of 4) nothing is written: producer and collector both step
+ * over them to the start of the array (the ring protocol, trace/tr_buffer.c).  The
  * scheduler is not in the record: each ring has one producer scheduler,
  * so the collector knows it from the ring.
  */

@@ -53,8 +53,9 @@ typedef struct TrRing {
      * write or drop (fast_end_update in tr_buffer.c); the fast path itself
      * never moves head past it, so it stays right.  Below the lap's end
      * the fast path never needs a PAD: it may leave any space before the
-     * end (4 to 12 bytes too, where no PAD fits: tr_emit's next write skips them
-     * without writing, by the protocol's rule in tr_buffer.c). */
+     * end (4 to 12 bytes too, where no PAD fits: tr_emit's next write
+     * skips them without writing, by the protocol's rule in
+     * tr_buffer.c). */
     uint64_t fast_end;
     /* Producer only: where the producer next looks whether the collector
      * should be woken (tr_buffer.c, "Waking the collector"); fast_end
