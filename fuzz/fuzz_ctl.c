@@ -14,12 +14,18 @@
  *   - the endpoint still answers `info` on a new connection, and the
  *     fuzzed connection's thread ends (that one is the only client).
  *
- * `profile` writes a file wherever its request says, so an input that
- * could name it is not sent: one whose bytes spell `profile` once `\xHH`
- * escapes are decoded and quotes and backslashes dropped, which is how a
- * request word could spell it (over-strict for module text, harmlessly).
- * Its parsing is covered by tests/sh/profile.sh instead.
+ * `profile` writes its file wherever its request says, so an input that
+ * could name that command (its bytes spell `profile` once `\xHH` escapes
+ * are decoded and quotes and backslashes dropped, over-strict for module
+ * text, harmlessly) is sent only if every `/` it could put in a word
+ * begins or lies within an occurrence of OUT_DIR's path and a slash: a
+ * path it names is then a file directly in that directory, which the
+ * harness makes (paths_confined).  Such an input's hang-up comes 100 ms
+ * after its last byte (LINGER_MS), so that a profile of a shorter duration
+ * runs to its end and writes its file there (removed after the input);
+ * a longer one is cancelled by the hang-up and writes nothing.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -44,7 +50,14 @@ static const char *const mod_src =
     "again:\n    loadi r0, 1\n    call r1, r0, f/1\n    callx r1, r0, timer:sleep/1\n"
     "    jump again\nend\n";
 
+/* Where a fuzzed profile may write (a fixed path, so that the dictionary
+ * can spell it). */
+#define OUT_DIR "/tmp/tvm-fuzz-ctl-out"
+/* How long such an input's connection stays open after its last byte. */
+#define LINGER_MS 100
+
 static tvm_vm *vm;               /* fuzz_vm_with's, set up by vm_setup */
+static bool out_made;           /* OUT_DIR exists and is this user's */
 static char dir[64];            /* the endpoint's directory, this run's own */
 
 /* At exit: the last VM goes, so that its endpoint joins the client
@@ -91,22 +104,29 @@ static tvm_vm *vm_get(void)
     return v;
 }
 
+/* d[*i] as a byte of a word: a `\xHH` escape decoded (moving *i past it),
+ * else the byte itself. */
+static int decoded(const uint8_t *d, size_t n, size_t *i)
+{
+    if (d[*i] == '\\' && *i + 3 < n && d[*i + 1] == 'x') {
+        char hex[3] = { (char)d[*i + 2], (char)d[*i + 3], 0 };
+        char *end;
+        long v = strtol(hex, &end, 16);
+        if (!*end) {
+            *i += 3;
+            return (int)v;
+        }
+    }
+    return d[*i];
+}
+
 /* Whether the input could name the profile command (see above). */
 static bool could_profile(const uint8_t *d, size_t n)
 {
     static const char word[] = "profile";
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        int c = d[i];
-        if (c == '\\' && i + 3 < n && d[i + 1] == 'x') {
-            char hex[3] = { (char)d[i + 2], (char)d[i + 3], 0 };
-            char *end;
-            long v = strtol(hex, &end, 16);
-            if (!*end) {
-                c = (int)v;
-                i += 3;
-            }
-        }
+        int c = decoded(d, n, &i);
         if (c == '"' || c == '\\')
             continue;
         k = c == word[k] ? k + 1 : c == word[0];
@@ -114,6 +134,66 @@ static bool could_profile(const uint8_t *d, size_t n)
             return true;
     }
     return false;
+}
+
+/*
+ * Whether every `/` the input could put in a request's word begins or
+ * lies within OUT_DIR "/" (see above).  The input is read as the
+ * endpoint's words are (control/ctl_proto.c): escapes decoded (`\\`,
+ * `\"`, `\xHH`; the endpoint knows no other way to write a slash), quotes
+ * dropped, every other byte kept, backslashes too, so a word's bytes
+ * appear in this reading in order and contiguous, and a slash that the
+ * reading finds no prefix around is one a word may hold.
+ */
+static bool paths_confined(const uint8_t *d, size_t n)
+{
+    static const char prefix[] = OUT_DIR "/";
+    const size_t plen = sizeof prefix - 1;
+    char *r = malloc(n + 1);
+    FUZZ_CHECK(r, "out of memory");
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (d[i] == '\\' && i + 1 < n && (d[i + 1] == '\\' || d[i + 1] == '"')) {
+            r[len++] = (char)d[++i];
+            continue;
+        }
+        int c = decoded(d, n, &i);
+        if (c != '"')
+            r[len++] = (char)c;
+    }
+    bool ok = true;
+    for (size_t i = 0; i < len && ok; i++) {
+        if (r[i] != '/')
+            continue;
+        ok = len - i >= plen && !memcmp(r + i, prefix, plen);
+        i += plen - 1;
+    }
+    free(r);
+    return ok;
+}
+
+/* OUT_DIR, made once: a directory of this user's, not a link another
+ * user left in /tmp (the check is made before any profile can run). */
+static void out_dir_make(void)
+{
+    if (out_made)
+        return;
+    struct stat st;
+    FUZZ_CHECK(mkdir(OUT_DIR, 0700) == 0 || errno == EEXIST, "mkdir %s", OUT_DIR);
+    FUZZ_CHECK(lstat(OUT_DIR, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid(),
+               "%s is not a directory of this user's", OUT_DIR);
+    out_made = true;
+}
+
+/* The files a profile wrote there, removed (each input starts empty). */
+static void out_dir_empty(void)
+{
+    DIR *d = opendir(OUT_DIR);
+    FUZZ_CHECK(d, "opendir %s", OUT_DIR);
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
 }
 
 /* What the reply stream's lines must follow. */
@@ -161,10 +241,17 @@ static void replies_take(Replies *r, const char *buf, size_t n)
     }
 }
 
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* Sends the input and reads the replies at the same time (neither side
  * may block the other with a full socket buffer), shuts the sending side
- * once all is sent, and reads to the end. */
-static void exchange(const uint8_t *data, size_t size)
+ * `linger_ms` after all is sent, and reads to the end. */
+static void exchange(const uint8_t *data, size_t size, int linger_ms)
 {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     FUZZ_CHECK(fd >= 0, "socket");
@@ -174,14 +261,26 @@ static void exchange(const uint8_t *data, size_t size)
     char buf[4096];
     size_t sent = 0;
     bool greeted = false, shut = false;
+    int64_t shut_at = -1;       /* when all was sent, plus linger_ms */
     Replies r = { 0 };
     for (;;) {
-        if (!shut && sent == size) {
+        if (!shut && sent == size && shut_at < 0)
+            shut_at = now_ms() + linger_ms;
+        if (!shut && shut_at >= 0 && now_ms() >= shut_at) {
             shutdown(fd, SHUT_WR);
             shut = true;
         }
-        struct pollfd p = { .fd = fd, .events = (short)(POLLIN | (shut ? 0 : POLLOUT)) };
-        FUZZ_CHECK(poll(&p, 1, -1) > 0 || errno == EINTR, "poll");
+        const bool sending = !shut && sent < size;
+        struct pollfd p = { .fd = fd, .events = (short)(POLLIN | (sending ? POLLOUT : 0)) };
+        int wait = -1;          /* sending, or reading to the end */
+        if (!shut && !sending) {
+            const int64_t left = shut_at - now_ms();
+            wait = left > 0 ? (int)left : 0;
+        }
+        int ready = poll(&p, 1, wait);
+        FUZZ_CHECK(ready >= 0 || errno == EINTR, "poll");
+        if (ready <= 0)
+            continue;
         if (p.revents & POLLOUT) {
             ssize_t w = send(fd, data + sent, size - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (w > 0)
@@ -263,10 +362,15 @@ static void still_serves(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (could_profile(data, size))
+    const bool profile = could_profile(data, size);
+    if (profile && !paths_confined(data, size))
         return 0;
+    if (profile)
+        out_dir_make();
     vm = vm_get();
-    exchange(data, size);
+    exchange(data, size, profile ? LINGER_MS : 0);
     still_serves();
+    if (profile)
+        out_dir_empty();
     return 0;
 }

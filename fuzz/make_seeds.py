@@ -106,6 +106,14 @@ def ctl_seeds():
         'procs --verbose', 'info now', 'stacks 12x', 'load x.tasm 99999999999',
         'trace fz:f/1 --format ctf', 'trace fz:f/1 --out /tmp/x', 'count fz:_/_',
         'time fz:_/_ --duration 0', 'trace_info fz:f', 'procs "\\x70ids"',
+        # profile: its files only in the harness's directory (fuzz_ctl.c)
+        'profile --duration 0.05 --out /tmp/tvm-fuzz-ctl-out/p.svg',
+        'profile --duration 0.01 --kind off --hz 500 --out /tmp/tvm-fuzz-ctl-out/p.folded',
+        'profile --duration 0.01 --kind alloc --alloc-interval 4 --format pprof '
+        '--out "/tmp/tvm-fuzz-ctl-out/p"',
+        'profile --duration 0.02 --merge --lines --out /tmp/tvm-fuzz-ctl-out/p.json',
+        'profile --duration 0 --out /tmp/tvm-fuzz-ctl-out/p.svg', 'profile --duration 1',
+        'profile --duration 1 --out /tmp/tvm-fuzz-ctl-out/p.txt', 'profile --kind cpu --hz',
     ]
     items = [r + '\n' for r in requests]
     items.append('load fz2.tasm %d\n%sinfo\n' % (len(good), good))
@@ -150,7 +158,10 @@ def main():
            '--local', '--flags', '--pids', '--max-events', '--duration', '--rate', '--format',
            'pid', 'reds', 'mq', 'heap', 'text', 'jsonl', 'chrome', 'call', 'return_to', 'procs',
            'send', 'receive', 'set_on_spawn', 'set_on_first_spawn', 'fz:f/1', 'fz:_/_', '_', ':', '/', ' ', '"', '\\', '\\x',
-           '\\n', '\n', '<0.2.0>', 'all', 'call_count', 'call_time', '0.05', '1', '10']
+           '\\n', '\n', '<0.2.0>', 'all', 'call_count', 'call_time', '0.05', '1', '10',
+           'profile', '--kind', 'cpu', 'off', 'alloc', '--hz', '--alloc-interval', '--merge',
+           '--lines', '--out', '/tmp/tvm-fuzz-ctl-out/', '.svg', '.folded', '.json', '.pb.gz',
+           'folded', 'speedscope', 'pprof', 'svg']
     for name, words in (('asm', asm), ('run', asm), ('term', terms), ('pattern', pat),
                         ('ctl', ctl)):
         with open(rel('fuzz', name + '.dict'), 'w') as f:
