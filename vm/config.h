@@ -187,6 +187,17 @@
 #endif
 
 /*
+ * VM_OFFER_GAP_NS: the least time between two offers of a scheduler's CPU
+ * to a thread waiting for a grace period (vm/sched.c, offer_cpu): the
+ * longest such a waiter, once woken, waits for a CPU beyond the next
+ * quiescent report, against one sched_yield() per this much time while a
+ * grace period is held up.
+ */
+#ifndef VM_OFFER_GAP_NS
+#define VM_OFFER_GAP_NS 50000
+#endif
+
+/*
  * VM_POOL_TRIM_DELAY_MS: how long the whole VM must stay idle (every
  * scheduler without work) before the pages of pooled fiber stacks go back
  * to the OS.  A burst of spawns that follows sooner reuses them without a

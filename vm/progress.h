@@ -48,6 +48,19 @@ void vm_progress_wait(VmProgress *bp, Process *self, uint64_t ticket);
  */
 void vm_progress_sync(VmProgress *bp, Process *self);
 
+/*
+ * Nonzero while a thread waits for a grace period: a foreign caller inside
+ * vm_progress_sync, and the progress thread from the ticket that asks for
+ * one until it finds nothing more to do.  Written by those threads
+ * (relaxed read-modify-writes: a count, each thread adding 1 and taking it
+ * back), read relaxed by every scheduler after each quiescent report
+ * (vm/sched.c, offer_cpu), as a hint only: a stale 0 costs a waiter the
+ * OS's delay, as before the hint, and a stale 1 one sched_yield().  One
+ * count for the OS process, not one per VM: QSBR's grace periods are the
+ * OS process's, so every VM's schedulers hold up each of them.
+ */
+extern VmAtomic vm_progress_wanted;
+
 /* Grace periods completed so far (for tests and statistics). */
 uint64_t vm_progress_completed(VmProgress *bp);
 

@@ -62,6 +62,7 @@ typedef struct Scheduler {
     void *tsan;               /* its ThreadSanitizer fiber (tsan builds) */
     void *alt_stack;          /* its alternate signal stack (vm/overflow.c), or NULL */
     Process *current;
+    uint64_t offered_ns;      /* when it last offered its CPU (sched.c, offer_cpu) */
     /* Each trace session's ring for this scheduler (a struct TrRing *),
      * or 0, by session slot.  Stored by the session's start after it
      * published the session's pipeline ([TP1], [TP2] release), only for sessions
@@ -109,6 +110,10 @@ typedef struct SchedSystem {
      * use (the trim takes only free stacks, under the pool's lock). */
     VmAtomic idle_entries;
     VmAtomic next_ref;        /* monitor references (relaxed fetch-add) */
+    /* How many times a scheduler offered its CPU to a thread waiting for
+     * a grace period (sched.c, offer_cpu; relaxed fetch-add, read relaxed
+     * by vm_sched_offers: a count for tests and statistics). */
+    VmAtomic offers;
     Process *joinables;       /* spawned joinable, not yet joined (lock) */
     VmTimers timers;          /* of waiting processes (vm/timer.h) */
     /* Stop the world (tvm_config.stop_the_world_tracing): stw is set by
@@ -119,6 +124,10 @@ typedef struct SchedSystem {
     pthread_cond_t stw_cond;
     int stw_parked;
 } SchedSystem;
+
+/* The CPU offers made so far by the schedulers of `vm` (0 before they
+ * start).  Any thread. */
+uint64_t vm_sched_offers(tvm_vm *vm);
 
 /* Starts the schedulers of `vm` (n = 0: one per core).  Idempotent. */
 SchedSystem *vm_sched_start(tvm_vm *vm, int n);

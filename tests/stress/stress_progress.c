@@ -16,7 +16,14 @@
  *      others switch a breakpoint on and off from VM code, so that the VM
  *      goes while one of them is suspended in a wait of trace_pattern
  *      (which then never returns: what it was to free is the engine's to
- *      free, breakpoints/bp_engine.c, `dying`).
+ *      free, breakpoints/bp_engine.c, `dying`);
+ *   5. a grace period held up by a process inside a native: the other
+ *      scheduler, switching between busy processes, offers its CPU to the
+ *      waiting thread (vm/sched.c, offer_cpu), which the native waits to
+ *      see (without the offer it gives up after 10 s, and the test
+ *      fails); and vm_progress_wanted, which asks for the offers, is 0
+ *      again after each part: after the waits of 1, and after the VMs of
+ *      4 went with waits pending (their progress services stopped).
  * A plain program (exit 0 = pass), run under TSan by `scons mode=tsan test`.
  */
 #include <stdio.h>
@@ -25,6 +32,7 @@
 #include <unistd.h>
 
 #include "vm/progress.h"
+#include "vm/sched.h"
 #include "include/tracevm.h"
 #include "tests/stress/stress_util.h"
 
@@ -51,6 +59,34 @@ static tvm_status peek(tvm_env *env, int argc, const tvm_term *argv, tvm_term *r
     return tvm_make_int(env, s->value, result);
 }
 
+static VmAtomic holding;    /* 1 once t:hold/0 holds its scheduler (release; acquire by main) */
+
+/* t:hold/0 - stays in the native, its scheduler online and not quiescent
+ * (a grace period begun meanwhile waits for it), until a scheduler has
+ * offered its CPU to a thread waiting for a grace period, or 10 s pass. */
+static tvm_status hold(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result, void *data)
+{
+    (void)argc;
+    (void)argv;
+    (void)data;
+    tvm_vm *vm = tvm_env_vm(env);
+    const uint64_t before = vm_sched_offers(vm);
+    vm_atomic_store_release(&holding, 1);
+    int ms = 0;
+    while (vm_sched_offers(vm) == before && ms++ < 10000)
+        usleep(1000);
+    return tvm_make_atom(env, vm_sched_offers(vm) == before ? "timeout" : "offered", result);
+}
+
+/* Whether vm_progress_wanted is back to 0 within a second (the progress
+ * thread takes its part back when it next finds nothing to do). */
+static bool unwanted(void)
+{
+    for (int i = 0; i < 1000 && vm_atomic_load_relaxed(&vm_progress_wanted); i++)
+        usleep(1000);
+    return vm_atomic_load_relaxed(&vm_progress_wanted) == 0;
+}
+
 /* t:wait_progress/1 - takes N tickets in a row and waits for each. */
 static tvm_status wait_progress(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result,
                                 void *data)
@@ -68,7 +104,8 @@ static tvm_status wait_progress(tvm_env *env, int argc, const tvm_term *argv, tv
 
 static const char *const src =
     "module pg\n"
-    "export spin/1, reader/1, waiter/1, later/1, toggler/1\n"
+    "export spin/1, reader/1, waiter/1, later/1, toggler/1, hold/0\n"
+    "function hold/0 regs 1\n    callx r0, r0, t:hold/0\n    ret r0\nend\n"
     "function spin/1 regs 1\n"
     "loop:\n    jeqi r0, 0, done\n    addi r0, r0, -1\n    jump loop\n"
     "done:\n    ret r0\nend\n"
@@ -95,6 +132,7 @@ static tvm_vm *start(int schedulers)
     tvm_error err;
     if (tvm_register_native(vm, "t", "peek", 0, peek, NULL, &err) != TVM_OK ||
         tvm_register_native(vm, "t", "wait_progress", 1, wait_progress, NULL, &err) != TVM_OK ||
+        tvm_register_native(vm, "t", "hold", 0, hold, NULL, &err) != TVM_OK ||
         tvm_load_string(vm, "pg.tasm", src, strlen(src), &err) != TVM_OK) {
         fputs(err.message, stderr);
         exit(1);
@@ -145,6 +183,8 @@ int main(void)
     usleep(20 * 1000);
     for (int i = 0; i < 50; i++)
         vm_progress_wait(bp, NULL, vm_progress_ticket(bp)); /* idle schedulers are offline */
+    if (!unwanted())
+        return fail("vm_progress_wanted still set a second after the waits");
     tvm_env_free(env);
     tvm_destroy(vm);
 
@@ -174,6 +214,35 @@ int main(void)
         tvm_env_free(env);
         tvm_destroy(vm);
     }
+    if (!unwanted())
+        return fail("vm_progress_wanted still set after the VMs went with waits pending");
+
+    /* 5: two busy processes keep both schedulers switching; a third holds
+     * its scheduler inside t:hold/0 while this thread waits for a grace
+     * period, which cannot end before the native returns. */
+    vm = start(2);
+    env = tvm_env_new(vm);
+    bp = vm_progress_get(vm);
+    /* (Placed round-robin: the holder shares a scheduler with the first
+     * spinner, and the second keeps the other switching at every slice.) */
+    for (int i = 0; i < 2; i++)
+        spawn1(env, "spin", INT64_C(1) << 40);
+    tvm_pid holder;
+    if (tvm_spawn(env, "pg", "hold", 0, NULL, &holder) != TVM_OK)
+        return fail("spawning the holder");
+    while (!vm_atomic_load_acquire(&holding))
+        usleep(1000);
+    if (vm_atomic_load_relaxed(&vm_progress_wanted) != 0)
+        return fail("vm_progress_wanted set before the grace period");
+    vm_progress_sync(bp, NULL);
+    if (tvm_join(env, holder, &r) != TVM_OK || !tvm_is_atom(env, r, "offered"))
+        return fail("no scheduler offered its CPU to the grace period's waiter in 10 s");
+    if (vm_atomic_load_relaxed(&vm_progress_wanted) != 0)
+        return fail("vm_progress_wanted still set after the grace period");
+    if (vm_sched_offers(vm) == 0)
+        return fail("no offer counted");
+    tvm_env_free(env);
+    tvm_destroy(vm);
     free(vm_atomic_load_ptr_relaxed(&shared));
     return 0;
 }
