@@ -25,7 +25,6 @@
  * runs to its end and writes its file there (removed after the input);
  * a longer one is cancelled by the hang-up and writes nothing.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -183,17 +182,6 @@ static void out_dir_make(void)
     FUZZ_CHECK(lstat(OUT_DIR, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid(),
                "%s is not a directory of this user's", OUT_DIR);
     out_made = true;
-}
-
-/* The files a profile wrote there, removed (each input starts empty). */
-static void out_dir_empty(void)
-{
-    DIR *d = opendir(OUT_DIR);
-    FUZZ_CHECK(d, "opendir %s", OUT_DIR);
-    for (struct dirent *e; (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            unlinkat(dirfd(d), e->d_name, 0);
-    closedir(d);
 }
 
 /* What the reply stream's lines must follow. */
@@ -370,7 +358,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     vm = vm_get();
     exchange(data, size, profile ? LINGER_MS : 0);
     still_serves();
+    /* The files a profile wrote, removed: each input starts empty. */
     if (profile)
-        out_dir_empty();
+        FUZZ_CHECK(fuzz_dir_empty(OUT_DIR), "opendir %s", OUT_DIR);
     return 0;
 }

@@ -18,8 +18,6 @@
  * that cannot be preempted, a walk that never ends).  A process that dies
  * of a limit is the VM keeping its promise, not a finding.
  */
-#include <dirent.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,20 +34,6 @@ static uint64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* A raw CTF directory and its files (it has no subdirectories). */
-static void remove_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-                unlinkat(dirfd(d), e->d_name, 0);
-        closedir(d);
-    }
-    rmdir(dir);
 }
 
 /* The i-th argument value, for any function. */
@@ -161,8 +145,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (tracing)
         tvm_trace_stop(vm);
     tvm_destroy(vm);
-    if (raw)
-        remove_dir(raw_dir);
+    if (raw) {
+        fuzz_dir_empty(raw_dir);
+        rmdir(raw_dir);
+    }
     fuzz_atoms_trim();
     return 0;
 }

@@ -16,11 +16,13 @@
 #ifndef FUZZ_FUZZ_UTIL_H
 #define FUZZ_FUZZ_UTIL_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fuzz/fuzz.h"
 #include "include/tracevm.h"
@@ -33,6 +35,20 @@ static inline FILE *fuzz_devnull(void)
     if (!f)
         f = fopen("/dev/null", "w");
     return f;
+}
+
+/* Removes the files of a directory the harness made (it has no
+ * subdirectories); false if it cannot be opened. */
+static inline bool fuzz_dir_empty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+    return true;
 }
 
 /* After the last VM is gone: forget the fuzzed atoms when there are many. */

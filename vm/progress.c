@@ -102,6 +102,17 @@ struct VmProgress {
     VmAtomic completed;        /* [PG1] release by the progress thread; [PG1'] acquire by waiters */
 };
 
+/* The progress thread's part of vm_progress_wanted, with bp->lock held:
+ * counted while it has a grace period to run (`on`), and never once the
+ * service is stopped (its tickets are never reached then). */
+static void thread_wanted(VmProgress *bp, bool on)
+{
+    on = on && !bp->stop;
+    if (on != bp->wanted)
+        want(on ? 1 : -1);
+    bp->wanted = on;
+}
+
 static void wake_reached(VmProgress *bp, uint64_t completed)
 {
     /* Called with bp->lock held; wakes outside it. */
@@ -134,9 +145,7 @@ static void *progress_main(void *arg)
     pthread_mutex_lock(&bp->lock);
     for (;;) {
         while (!bp->stop && bp->requested <= vm_atomic_load_relaxed(&bp->completed)) {
-            if (bp->wanted)
-                want(-1);
-            bp->wanted = false;
+            thread_wanted(bp, false);
             pthread_cond_wait(&bp->work, &bp->lock);
         }
         if (bp->stop)
@@ -210,9 +219,7 @@ void vm_progress_stop(tvm_vm *vm)
     pthread_mutex_unlock(&vm->code_lock);
     pthread_mutex_lock(&bp->lock);
     bp->stop = true;
-    if (bp->wanted)
-        want(-1);               /* its tickets are never reached now */
-    bp->wanted = false;
+    thread_wanted(bp, false);
     pthread_cond_signal(&bp->work);
     pthread_mutex_unlock(&bp->lock);
     if (bp->running)
@@ -243,9 +250,7 @@ uint64_t vm_progress_ticket(VmProgress *bp)
     uint64_t t = bp->started + 1;
     if (bp->requested < t) {
         bp->requested = t;
-        if (!bp->wanted && !bp->stop)
-            want(1);            /* the progress thread is to run now */
-        bp->wanted = bp->wanted || !bp->stop;
+        thread_wanted(bp, true);    /* the progress thread is to run now */
         pthread_cond_signal(&bp->work);
     }
     pthread_mutex_unlock(&bp->lock);

@@ -39,7 +39,10 @@
  * out, so the scheduler holds no reference to VM code or breakpoint data)
  * and is offline while it sleeps or, going idle, frees its cache of ended
  * processes and trims the fiber pool, so a grace period never waits for
- * an idle scheduler.
+ * an idle scheduler.  After a report, while a thread waits for a grace
+ * period (vm_progress_wanted), it offers that thread its CPU (offer_cpu,
+ * at most once per VM_OFFER_GAP_NS; vm/progress.c, "Handing over the
+ * CPU"): a hint that shortens the wait, not part of the guarantee.
  */
 #define _GNU_SOURCE
 #include "vm/sched.h"
