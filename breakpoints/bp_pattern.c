@@ -221,7 +221,30 @@ typedef struct Stage {
     BpEngine *E;
     unsigned s;                 /* the staging generation */
     unsigned sid;               /* the session */
+    /* A generation's nsess, plain and call_sid as one word when it holds
+     * one plain entry of this session (plain_gen). */
+    uint64_t plain_key;
 } Stage;
+
+_Static_assert(offsetof(BpGen, plain) == offsetof(BpGen, nsess) + sizeof(uint16_t) &&
+                   offsetof(BpGen, call_sid) == offsetof(BpGen, plain) + sizeof(uint16_t) &&
+                   sizeof(((BpGen *)0)->call_sid) == sizeof(uint32_t) &&
+                   offsetof(BpGen, nsess) % sizeof(uint64_t) == 0,
+               "a generation's nsess, plain and call_sid make one aligned word");
+
+/* nsess, plain and call_sid of generation x as one word. */
+static inline uint64_t gen_word(const BpGen *x)
+{
+    uint64_t w;
+    memcpy(&w, &x->nsess, sizeof w);
+    return w;
+}
+
+static Stage stage_make(BpEngine *E, unsigned s, unsigned sid)
+{
+    const BpGen plain = { .nsess = 1, .plain = 1, .call_sid = sid };
+    return (Stage){ E, s, sid, gen_word(&plain) };
+}
 
 /* Session st->sid's entry in r: flags set, then cleared; created if
  * anything is set.  Returns the entry, NULL if none. */
@@ -261,16 +284,50 @@ static inline __attribute__((always_inline)) void stage_call_trace(const Stage *
         bp_stage_call_ms(E, ge, (ge->flags & BP_CALL_TRACE) ? req->ms : NULL);
 }
 
-/* Generation g of r holds no entry, or one plain entry of session sid:
- * from the summary alone (BpGen.plain), so that the entries' lines stay
- * unread. */
-static inline bool plain_gen(const BpRecord *r, unsigned g, unsigned sid)
+/* Generation g of r holds no entry, or one plain entry of session
+ * st->sid: from the summary alone (BpGen.plain), so that the entries'
+ * lines stay unread; one compare of a word each (an empty generation
+ * has all three fields 0: every step that empties one clears them, and
+ * one that did not would only take the general way). */
+static inline bool plain_gen(const Stage *st, const BpRecord *r, unsigned g)
 {
     const BpGen *x = &r->gen[g];
     VM_ASSERT(!x->plain || (x->nsess == 1 && bp_plain_entry(&r->one[g]) &&
                             r->one[g].flags == BP_LOCAL && x->call_sid == r->one[g].sid),
               "a plain summary has one plain entry");
-    return x->nsess == 0 || (x->plain && x->call_sid == sid);
+    const uint64_t w = gen_word(x);
+    return w == 0 || w == st->plain_key;
+}
+
+/*
+ * bp_touch and bp_settle_act_at for the plain step's record, with what
+ * the step knows already: the record existed before this call (not
+ * fresh) and was not staged by it (so not armed early either), it is
+ * fn's local one, and its staging generation now has flags exactly when
+ * `on`.  Switching on arms it here if it is not (stage 2a); switching
+ * off leaves a disarm to stage 4 if it is.  Every field ends as the
+ * general helpers leave it, in fewer instructions: a call over a large
+ * module runs this for every function.
+ */
+static inline __attribute__((always_inline)) void settle_plain(BpEngine *E, BpRecord *r,
+                                                               FuncInfo *fn, bool on)
+{
+    VM_ASSERT(r->mark != 0, "a record made before this call has had a mark");
+    if (E->ntouched == E->touched_cap)
+        bp_touch_grow(E);
+    BpTouched *t = &E->touched[E->ntouched];
+    const bool armed = r->armed;
+    const uint8_t act = !on && armed ? BP_ACT_DISARM : BP_ACT_NONE;
+    const bool early = on && !armed;
+    if (early)
+        vm_code_patch(&fn->code[0], instr_make(OP_BREAKPOINT, 0, 0, 0));
+    *t = (BpTouched){ .r = r, .at = &fn->code[0], .orig = act == BP_ACT_DISARM ? r->orig : 0,
+                      .act = act, .early = early };
+    r->mark = E->mark + 1;
+    r->pend = (uint32_t)(++E->ntouched);
+    r->settled = (uint8_t)(act | (early ? BP_SETTLED_EARLY : 0));
+    E->nsettled = E->ntouched;
+    E->acts |= 1u << act;
 }
 
 /*
@@ -293,8 +350,8 @@ static inline __attribute__((always_inline)) bool stage_plain(const Stage *st, F
     const unsigned s = st->s, a = s ^ 1u;
     /* (A record this call staged already is the general way's: no
      * function's record is, but the settle below relies on it.) */
-    if (!r || r->mark == E->mark || r->mark == E->mark + 1 || !plain_gen(r, a, st->sid) ||
-        !plain_gen(r, s, st->sid))
+    if (!r || r->mark == E->mark || r->mark == E->mark + 1 || !plain_gen(st, r, a) ||
+        !plain_gen(st, r, s))
         return false;
     const bool pending = r->pend != 0;
     if (pending && !bp_sync_plain(E, r, a))
@@ -320,12 +377,9 @@ static inline __attribute__((always_inline)) bool stage_plain(const Stage *st, F
             *g = (BpGen){ 0 };
         return true;
     }
-    /* Staged and settled: the summary is written (bp_settle_act; the
-     * record is fn's local one, so its code word is fn's). */
     VM_ASSERT(E->nsettled == E->ntouched, "every record staged before is settled");
     VM_ASSERT(r->fi == fn && !r->target, "a function's record is local");
-    bp_touch(E, r);
-    bp_settle_act_at(E, &E->touched[E->nsettled++], s, &fn->code[0]);
+    settle_plain(E, r, fn, on);
     return true;
 }
 
@@ -435,21 +489,21 @@ static void set_on_load(BpEngine *E, unsigned sid, const BpRequest *req)
 }
 
 /* Reading ahead in the staging loop: the function two steps ahead (its
- * record slot), and the record and code word of the one a step ahead
- * (its settle may arm it: stage 2a).  For stage_plain only the record's
- * first two lines: it reads and writes the generations and the engine's
- * state (the first) and, switching off, the word to restore (the
- * second), not the entries of the last two unless a generation was not
- * plain, where it falls back to the general way.  The other two lines
- * cost the pass about a tenth of its time on 50,000 records that are not
- * in the cache (bench_pausefree --fns 50000 --runs 1 --modes none, the
- * idle VM's CPU per call 1.35-1.41 -> 1.19-1.28 ms). */
+ * record slot, in the line of the code word that its settle may arm:
+ * stage 2a), and the record of the one a step ahead.  For stage_plain
+ * only the record's first two lines: it reads and writes the
+ * generations and the engine's state (the first) and, switching off,
+ * the word to restore (the second), not the entries of the last two
+ * unless a generation was not plain, where it falls back to the general
+ * way.  The other two lines cost the pass about a tenth of its time on
+ * 50,000 records that are not in the cache (bench_pausefree --fns 50000
+ * --runs 1 --modes none, the idle VM's CPU per call 1.35-1.41 ->
+ * 1.19-1.28 ms). */
 static inline void ahead_function(const FnList *l, size_t i, bool plain)
 {
     if (i + 2 * BP_AHEAD < l->n)
-        bp_prefetch(&l->v[i + 2 * BP_AHEAD]->bp);
+        bp_prefetch(&l->v[i + 2 * BP_AHEAD]->bp);  /* and code[0]: the same line */
     if (i + BP_AHEAD < l->n) {
-        bp_prefetch(&l->v[i + BP_AHEAD]->code[0]);
         const BpRecord *r = vm_atomic_load_ptr_relaxed(&l->v[i + BP_AHEAD]->bp);
         if (r && plain) {
             bp_prefetch(r);
@@ -487,7 +541,7 @@ int bp_trace_pattern(tvm_vm *vm, unsigned sid, const BpPattern *pat, const BpReq
     E->nshards = 1 + (uint32_t)vm_sched_of(vm)->n;
     FnList fns = { 0 };
     match_functions(vm, pat, &fns);
-    const Stage st = { E, (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u, sid };
+    const Stage st = stage_make(E, (unsigned)vm_atomic_load_relaxed(&vm->bp_ix) ^ 1u, sid);
     int matched = 0;
     /* Call trace alone (the common request): its step straight from the
      * loop, without stage_function's tests of the other kinds per
@@ -499,12 +553,15 @@ int bp_trace_pattern(tvm_vm *vm, unsigned sid, const BpPattern *pat, const BpReq
      * global call trace, which stage_plain does not look for). */
     const bool plain = call_only && req.flags == TVM_TP_LOCAL && !call.ms &&
                        (req.how == TVM_TP_TRUE || req.how == TVM_TP_FALSE);
+    /* (No step of a local request creates a global record, so nglobal
+     * stays 0 through the loop once it is.) */
+    const bool plain_now = plain && !E->nglobal, on = req.how == TVM_TP_TRUE;
+    const bool global = req.flags & TVM_TP_GLOBAL;
     for (size_t i = 0; i < fns.n; i++) {
         FuncInfo *fn = fns.v[i];
         ahead_function(&fns, i, plain);
-        if (!(req.flags & TVM_TP_GLOBAL) || fn->export)
-            matched++;
-        if (plain && !E->nglobal && stage_plain(&st, fn, req.how == TVM_TP_TRUE))
+        matched += global ? fn->export != NULL : 1;
+        if (plain_now && stage_plain(&st, fn, on))
             continue;           /* staged and settled */
         if (call_only)
             stage_call_trace(&st, fn, &call);
@@ -603,7 +660,7 @@ void vm_hook_module_loading(tvm_vm *vm, Module *m)
             if (!E->on_load[k] || !tr_session_live(vm, E->on_load_sid[k]))
                 continue;
             BpRequest req = { .how = TVM_TP_TRUE, .flags = E->on_load[k], .ms = E->on_load_ms[k] };
-            const Stage st = { E, s, E->on_load_sid[k] };
+            const Stage st = stage_make(E, s, E->on_load_sid[k]);
             stage_function(&st, fn, &req, &req);
         }
         BpRecord *rs[2] = { bp_local_record(E, fn, false), bp_global_record(E, fn, false) };
