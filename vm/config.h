@@ -187,6 +187,26 @@
 #endif
 
 /*
+ * VM_REDUCTIONS_GP: the reductions of a time slice that begins soon after
+ * a grace period was asked for or ended (vm/progress.h,
+ * vm_progress_hurry_until): a grace period ends only when every scheduler
+ * has switched processes, and a process woken from such a wait starts
+ * only when the one running on its scheduler yields.
+ */
+#ifndef VM_REDUCTIONS_GP
+#define VM_REDUCTIONS_GP 1000
+#endif
+
+/*
+ * VM_PROGRESS_HURRY_NS: how long time slices stay short (VM_REDUCTIONS_GP)
+ * after a grace period is asked for, or its end wakes processes
+ * (vm/progress.h, vm_progress_hurry_until).
+ */
+#ifndef VM_PROGRESS_HURRY_NS
+#define VM_PROGRESS_HURRY_NS 200000
+#endif
+
+/*
  * VM_OFFER_GAP_NS: the least time between two offers of a scheduler's CPU
  * to a thread waiting for a grace period (vm/sched.c, offer_cpu): the
  * longest such a waiter, once woken, waits for a CPU beyond the next

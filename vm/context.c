@@ -31,7 +31,7 @@ static void process_start(Process *p, tvm_vm *vm)
     p->frames_limit = p->stack_limit / 4 > 64 ? p->stack_limit / 4 : 64;
     p->exc_class = p->exc_reason = TERM_NIL;
     p->exc_trace_term = THE_NONE;
-    p->reds = VM_REDUCTIONS;
+    p->reds = p->reds_slice = VM_REDUCTIONS;
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->il.lock, NULL);
     p->inbox_tail = &p->inbox;

@@ -204,6 +204,7 @@ struct Process {
     uint32_t nhandlers, handlers_cap;
 
     int32_t reds;          /* reductions left in this time slice */
+    int32_t reds_slice;    /* the reductions this time slice began with */
 
     /* The pending exception (valid after an activation returned TVM_EXCEPTION). */
     Term exc_class, exc_reason;
@@ -384,9 +385,9 @@ void vm_exception_set(Process *p, Term cls, Term reason, const Instr *top_pc);
  * switched out. */
 static inline void vm_reds_account(Process *p)
 {
-    uintptr_t used = (uintptr_t)(VM_REDUCTIONS - p->reds);
+    uintptr_t used = (uintptr_t)(p->reds_slice - p->reds);
     vm_atomic_store_relaxed(&p->reductions, vm_atomic_load_relaxed(&p->reductions) + used);
-    p->reds = VM_REDUCTIONS;
+    p->reds = p->reds_slice = VM_REDUCTIONS;
 }
 
 /* Builds the term form of p's exception stack trace on its heap. */

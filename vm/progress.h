@@ -61,6 +61,38 @@ void vm_progress_sync(VmProgress *bp, Process *self);
  */
 extern VmAtomic vm_progress_wanted;
 
+/*
+ * A time (vm_now_ns) until which time slices that begin are short
+ * (VM_REDUCTIONS_GP: vm/sched.c, slice_start), or 0.  A grace period ends
+ * only when every scheduler has switched processes, and a process one
+ * woke starts only when the process running on its scheduler yields, so
+ * a wait lasted about two full slices.  Set VM_PROGRESS_HURRY_NS ahead
+ * (vm_progress_hurry_set) when a grace period is asked for (a ticket that
+ * starts the progress thread, a foreign thread's vm_progress_sync) and
+ * when its end wakes processes; for a bounded time, not for as long as a
+ * grace period lasts: one held up by a long native would gain nothing
+ * from short slices elsewhere, and pay a switch per short slice.  Stored
+ * relaxed by those threads; put back to 0 by a scheduler that finds it
+ * past, with a CAS that fails if a later time was stored meanwhile.  A
+ * hint, like vm_progress_wanted: a stale value costs a longer or a
+ * shorter slice.  One for the OS process, as vm_progress_wanted.
+ */
+extern VmAtomic vm_progress_hurry_until;
+
+/* Short slices from now for VM_PROGRESS_HURRY_NS.  Any thread. */
+void vm_progress_hurry_set(void);
+
+/* vm_progress_hurry's test of a time: true while it is ahead. */
+bool vm_progress_hurry_ahead(uintptr_t until);
+
+/* Whether a time slice that begins now should be short: one relaxed load,
+ * and a read of the clock only within VM_PROGRESS_HURRY_NS of a setting. */
+static inline bool vm_progress_hurry(void)
+{
+    const uintptr_t until = vm_atomic_load_relaxed(&vm_progress_hurry_until);
+    return VM_UNLIKELY(until != 0) && vm_progress_hurry_ahead(until);
+}
+
 /* Grace periods completed so far (for tests and statistics). */
 uint64_t vm_progress_completed(VmProgress *bp);
 

@@ -23,7 +23,12 @@
  *      see (without the offer it gives up after 10 s, and the test
  *      fails); and vm_progress_wanted, which asks for the offers, is 0
  *      again after each part: after the waits of 1, and after the VMs of
- *      4 went with waits pending (their progress services stopped).
+ *      4 went with waits pending (their progress services stopped);
+ *   6. short time slices: while vm_progress_hurry_until is ahead, a
+ *      process's slices have VM_REDUCTIONS_GP reductions (its finished
+ *      slices after 2,500 loop iterations come to exactly 2,000, and to 0
+ *      once the time is past), and a wait that suspends a process leaves
+ *      that time VM_PROGRESS_HURRY_NS past its beginning or later.
  * A plain program (exit 0 = pass), run under TSan by `scons mode=tsan test`.
  */
 #include <stdio.h>
@@ -33,6 +38,7 @@
 
 #include "vm/progress.h"
 #include "vm/sched.h"
+#include "vm/timer.h"
 #include "include/tracevm.h"
 #include "tests/stress/stress_util.h"
 
@@ -87,7 +93,12 @@ static bool unwanted(void)
     return vm_atomic_load_relaxed(&vm_progress_wanted) == 0;
 }
 
-/* t:wait_progress/1 - takes N tickets in a row and waits for each. */
+static VmAtomic hurry_misses;   /* waits after which no hurry time was set */
+
+/* t:wait_progress/1 - takes N tickets in a row and waits for each.  After
+ * each wait that suspended the process the hurry time is at least
+ * VM_PROGRESS_HURRY_NS after the wait began (its wake stored it), or it
+ * was cleared, which a scheduler does only once the clock is past it. */
 static tvm_status wait_progress(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result,
                                 void *data)
 {
@@ -97,14 +108,31 @@ static tvm_status wait_progress(tvm_env *env, int argc, const tvm_term *argv, tv
     if (tvm_get_int(env, argv[0], &n) != TVM_OK)
         return tvm_raise_badarg(env);
     VmProgress *bp = vm_progress_get(tvm_env_vm(env));
-    for (int64_t i = 0; i < n; i++)
-        vm_progress_wait(bp, env->p, vm_progress_ticket(bp));
+    for (int64_t i = 0; i < n; i++) {
+        const uint64_t t = vm_progress_ticket(bp), began = vm_now_ns();
+        const bool suspends = !vm_progress_reached(bp, t);
+        vm_progress_wait(bp, env->p, t);
+        const uint64_t until = vm_atomic_load_relaxed(&vm_progress_hurry_until);
+        if (suspends && until < began + VM_PROGRESS_HURRY_NS &&
+            !(until == 0 && vm_now_ns() >= began + VM_PROGRESS_HURRY_NS))
+            vm_atomic_fetch_add_relaxed(&hurry_misses, 1);
+    }
     return tvm_make_atom(env, "waited", result);
+}
+
+/* t:slices/0 - the reductions of the caller's finished time slices. */
+static tvm_status slices(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result,
+                         void *data)
+{
+    (void)argc;
+    (void)argv;
+    (void)data;
+    return tvm_make_int(env, (int64_t)vm_atomic_load_relaxed(&env->p->reductions), result);
 }
 
 static const char *const src =
     "module pg\n"
-    "export spin/1, reader/1, waiter/1, later/1, toggler/1, hold/0\n"
+    "export spin/1, reader/1, waiter/1, later/1, toggler/1, hold/0, counted/1\n"
     "function hold/0 regs 1\n    callx r0, r0, t:hold/0\n    ret r0\nend\n"
     "function spin/1 regs 1\n"
     "loop:\n    jeqi r0, 0, done\n    addi r0, r0, -1\n    jump loop\n"
@@ -112,6 +140,9 @@ static const char *const src =
     "function reader/1 regs 3\n"
     "loop:\n    jeqi r0, 0, done\n    callx r1, r1, t:peek/0\n    addi r0, r0, -1\n    jump loop\n"
     "done:\n    ret r0\nend\n"
+    "function counted/1 regs 1\n"
+    "loop:\n    jeqi r0, 0, done\n    addi r0, r0, -1\n    jump loop\n"
+    "done:\n    callx r0, r0, t:slices/0\n    ret r0\nend\n"
     "function waiter/1 regs 1\n    callx r0, r0, t:wait_progress/1\n    ret r0\nend\n"
     "function later/1 regs 1\n"
     "loop:\n    jeqi r0, 0, done\n    addi r0, r0, -1\n    jump loop\n"
@@ -133,6 +164,7 @@ static tvm_vm *start(int schedulers)
     if (tvm_register_native(vm, "t", "peek", 0, peek, NULL, &err) != TVM_OK ||
         tvm_register_native(vm, "t", "wait_progress", 1, wait_progress, NULL, &err) != TVM_OK ||
         tvm_register_native(vm, "t", "hold", 0, hold, NULL, &err) != TVM_OK ||
+        tvm_register_native(vm, "t", "slices", 0, slices, NULL, &err) != TVM_OK ||
         tvm_load_string(vm, "pg.tasm", src, strlen(src), &err) != TVM_OK) {
         fputs(err.message, stderr);
         exit(1);
@@ -241,6 +273,37 @@ int main(void)
         return fail("vm_progress_wanted still set after the grace period");
     if (vm_sched_offers(vm) == 0)
         return fail("no offer counted");
+    tvm_env_free(env);
+    tvm_destroy(vm);
+
+    /* 6: short slices.  The hurry time a minute ahead (as a ticket sets
+     * it, VM_PROGRESS_HURRY_NS ahead), while a process loops 2,500 times
+     * (a reduction each, and a few for its calls): two slices of
+     * VM_REDUCTIONS_GP have ended when it asks, against none of
+     * VM_REDUCTIONS. */
+    vm = start(1);
+    env = tvm_env_new(vm);
+    vm_atomic_store_relaxed(&vm_progress_hurry_until, (uintptr_t)(vm_now_ns() + 60 * INT64_C(1000000000)));
+    int64_t got;
+    tvm_pid c = spawn1(env, "counted", 2500);
+    if (tvm_join(env, c, &r) != TVM_OK || tvm_get_int(env, r, &got) != TVM_OK)
+        return fail("the counted loop");
+    vm_atomic_store_relaxed(&vm_progress_hurry_until, (uintptr_t)(vm_now_ns() - 1));
+    if (got != 2 * VM_REDUCTIONS_GP) {
+        fprintf(stderr, "stress_progress: %lld reductions in finished slices\n", (long long)got);
+        return fail("slices begun while the hurry time was ahead were not short");
+    }
+    /* The time past (cleared by the first slice that finds it so): full slices. */
+    c = spawn1(env, "counted", 2500);
+    if (tvm_join(env, c, &r) != TVM_OK || tvm_get_int(env, r, &got) != TVM_OK || got != 0)
+        return fail("a slice was short with no grace period wanted");
+    /* A process's waits: each sets the resume time (checked in the native). */
+    spawn1(env, "spin", INT64_C(1) << 40);
+    tvm_pid wt = spawn1(env, "waiter", 50);
+    if (tvm_join(env, wt, &r) != TVM_OK || !tvm_is_atom(env, r, "waited"))
+        return fail("the waiting process of part 6");
+    if (vm_atomic_load_relaxed(&hurry_misses) != 0)
+        return fail("a wait that suspended its process set no hurry time");
     tvm_env_free(env);
     tvm_destroy(vm);
     free(vm_atomic_load_ptr_relaxed(&shared));
