@@ -14,6 +14,21 @@
 #define VM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define VM_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define VM_NORETURN __attribute__((noreturn))
+
+/*
+ * vm_asan_unpoison(p, n): under AddressSanitizer (VM_ASAN), clears the
+ * shadow of [p, p + n), so that ASan takes it for addressable memory
+ * again; nothing otherwise.  For stacks whose frames were abandoned (a
+ * fiber that switched away for good, a signal handler that never
+ * returned), before they are reused or unmapped (vm/fiber.c).
+ */
+#if defined(VM_ASAN)
+#include <sanitizer/asan_interface.h>
+#define vm_asan_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define vm_asan_unpoison(p, n) ((void)(p), (void)(n))
+#endif
+
 #define VM_UNUSED __attribute__((unused))
 #define VM_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

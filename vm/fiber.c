@@ -50,16 +50,14 @@
 
 /*
  * Under AddressSanitizer: a fiber that ends by switching away leaves the
- * redzones of its last frames poisoned on its stack; a reused stack must
- * be unpoisoned before new frames are built on it.
+ * redzones of its last frames poisoned on its stack.  A reused stack must
+ * be unpoisoned before new frames are built on it, and an unmapped one
+ * before it goes: the next mapping placed there would inherit the poison,
+ * and ASan would report every read of it (found by fuzz/fuzz_ctl.c:
+ * libelf copying out of a file it had mapped where a fiber stack had
+ * been reported a stack-buffer-underflow).
  */
-#if defined(VM_ASAN)
-#include <sanitizer/asan_interface.h>
-#define UNPOISON_STACK(f) \
-    ASAN_UNPOISON_MEMORY_REGION((f)->stack_lo, (size_t)((f)->stack_hi - (f)->stack_lo))
-#else
-#define UNPOISON_STACK(f) ((void)(f))
-#endif
+#define UNPOISON_STACK(f) vm_asan_unpoison((f)->stack_lo, (size_t)((f)->stack_hi - (f)->stack_lo))
 
 static size_t page_size(void)
 {
@@ -146,6 +144,7 @@ static void unmap(Fiber *f)
         return;
     }
     size_t g = guard_size();
+    UNPOISON_STACK(f);
     if (munmap(f->stack_lo - g, (size_t)(f->stack_hi - f->stack_lo) + g) != 0)
         vm_die("munmap of a fiber stack");
     free(f);
@@ -160,9 +159,11 @@ void vm_fiber_pool_destroy(FiberPool *pool)
     }
     pool->nfree = 0;
     size_t slab_len = VM_FIBER_SLAB_STACKS * (guard_size() + pool->stack_size);
-    for (size_t i = 0; i < pool->nslabs; i++)
+    for (size_t i = 0; i < pool->nslabs; i++) {
+        vm_asan_unpoison(pool->slab_list[i], slab_len);  /* as UNPOISON_STACK, above */
         if (munmap(pool->slab_list[i], slab_len) != 0)
             vm_die("munmap of a fiber slab");
+    }
     free(pool->slab_list);
     pool->slab_list = NULL;
     pool->nslabs = 0;

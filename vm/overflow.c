@@ -77,15 +77,11 @@ static void chain(int sig, siginfo_t *si, void *uc)
  * that unpoisons them (this one replaced their return).
  */
 #if defined(VM_ASAN)
-#include <sanitizer/asan_interface.h>
 __attribute__((no_sanitize_address))
 #endif
 static VM_NORETURN void overflowed(Process *p, uintptr_t pc, uintptr_t fp)
 {
-#if defined(VM_ASAN)
-    void *alt = vm_current_scheduler()->alt_stack;
-    ASAN_UNPOISON_MEMORY_REGION(alt, ALT_STACK_BYTES);
-#endif
+    vm_asan_unpoison(vm_current_scheduler()->alt_stack, ALT_STACK_BYTES);
     vm_proc_overflowed(p, pc, fp);
 }
 
@@ -139,6 +135,8 @@ void vm_overflow_thread_stop(Scheduler *s)
         return;
     stack_t ss = { .ss_flags = SS_DISABLE };
     sigaltstack(&ss, NULL);
+    /* (Its shadow cleared first, as a fiber stack's: vm/fiber.c.) */
+    vm_asan_unpoison(s->alt_stack, ALT_STACK_BYTES);
     munmap(s->alt_stack, ALT_STACK_BYTES);
     s->alt_stack = NULL;
 }

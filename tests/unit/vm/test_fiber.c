@@ -1,8 +1,9 @@
 /*
  * tests/unit/vm/test_fiber.c - the context switch and fiber stacks:
- * switching back and forth, ABI alignment, stack reuse, and unwinding a
+ * switching back and forth, ABI alignment, stack reuse, unwinding a
  * switched-out fiber to its bottom frame with a frame-pointer walk and
- * with libunwind.
+ * with libunwind, and (under AddressSanitizer) no poison left behind
+ * where a stack was unmapped.
  */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
@@ -12,6 +13,10 @@
 #include <ucontext.h>
 
 #include "vm/fiber.h"
+
+#if defined(VM_ASAN)
+#include <sanitizer/asan_interface.h>
+#endif
 
 static void *main_sp;
 static void *main_tsan;
@@ -92,6 +97,59 @@ Test(fiber, body_runs_with_abi_alignment_and_reused_stacks_are_clean)
     }
     cr_assert_eq(pool.nfree, 1, "one stack was reused three times");
     vm_fiber_pool_destroy(&pool);
+}
+
+/* A frame with an array whose address escapes (so ASan puts redzones
+ * around it) that switches out of the fiber for good. */
+__attribute__((noinline)) static void abandon_body(void *arg)
+{
+    char buf[64];
+    buf[0] = (char)(intptr_t)arg;
+    __asm__ volatile("" : : "r"(buf) : "memory");
+    to_main();
+    cr_assert_fail("an abandoned fiber was resumed");
+}
+
+/* Whether ASan's shadow says any byte of fib's stack is poisoned. */
+static bool stack_poisoned(char *lo, char *hi)
+{
+#if defined(VM_ASAN)
+    return __asan_region_is_poisoned(lo, (size_t)(hi - lo)) != NULL;
+#else
+    (void)lo;
+    (void)hi;
+    return false;
+#endif
+}
+
+/*
+ * A fiber that ends by switching away leaves its last frames' redzones
+ * poisoned; a stack unmapped with them would hand the poison to the next
+ * mapping placed there, and ASan would report its reads (fuzz/fuzz_ctl.c
+ * found one: libelf copying out of a file it had mapped there).  Both
+ * ways a stack is unmapped: on its own (a pool that keeps none), and with
+ * its slab when the pool goes.  Only under AddressSanitizer.
+ */
+Test(fiber, an_unmapped_stack_leaves_no_poison_behind)
+{
+#if !defined(VM_ASAN)
+    cr_skip_test("ASan's shadow exists only under VM_ASAN");
+#endif
+    for (int slabs = 0; slabs < 2; slabs++) {
+        FiberPool pool;
+        vm_fiber_pool_init(&pool, 64 * 1024, 0);   /* none kept: a free unmaps */
+        if (slabs)
+            vm_fiber_pool_use_slabs(&pool);
+        fib = vm_fiber_alloc(&pool);
+        char *lo = fib->stack_lo, *hi = fib->stack_hi;
+        vm_fiber_init(fib, abandon_body, (void *)(intptr_t)7);
+        to_fiber();
+        cr_assert(stack_poisoned(lo, hi), "the abandoned frame left no redzone (slabs %d)", slabs);
+        vm_fiber_free(&pool, fib);
+        vm_fiber_pool_destroy(&pool);
+        cr_assert(!stack_poisoned(lo, hi), "poison left where a stack was unmapped (slabs %d)",
+                  slabs);
+    }
 }
 
 /* A few nested frames that end in a switch out of the fiber. */
