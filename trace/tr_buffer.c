@@ -405,6 +405,16 @@ static __attribute__((noinline)) bool write_exact(TrPipeline *tp, TrRing *r,
 static bool ring_write(TrPipeline *tp, TrRing *r, const TrEmit *ev, uint64_t ticks)
 {
     size_t marker = r->pending_lost ? sizeof(TrRecord) : 0, adv;
+    /* Near the end of the array, where the largest record would not fit
+     * but this one may: its exact size decides whether the lap ends here
+     * (write_exact).  Reserving the largest would end the lap early when
+     * the collector had made room at the start, so where a lap ends
+     * would depend on the collector's progress, and a lap's last bytes
+     * would go to a PAD that a record could have used (test_ring's wrap
+     * sequences, which expect the end the records alone decide, failed
+     * now and then). */
+    if (r->size - (size_t)(r->head_local & (r->size - 1)) < marker + tp->max_record)
+        return write_exact(tp, r, ev, ticks, marker);
     /* Fast path: room for the largest record; encode in place. */
     uint8_t *at = reserve(r, marker + tp->max_record, &adv);
     if (!at)
