@@ -377,8 +377,9 @@ static void note_records(TrRing *r, uint64_t at, size_t marker, size_t size)
 
 /*
  * The slow path: encode into a stack buffer first so that only the exact
- * size is reserved (the fast path needs room for the largest record).
- * Kept out of line so the fast path's frame stays small.
+ * size is reserved (the fast path needs room for the largest record):
+ * where the largest does not fit, in a full ring or near the end of the
+ * array.  Kept out of line so the fast path's frame stays small.
  */
 static __attribute__((noinline)) bool write_exact(TrPipeline *tp, TrRing *r,
                                                   const TrEmit *ev, uint64_t ticks,
