@@ -182,12 +182,25 @@ int64_t bp_count_sum(const BpCount *c)
  * the free stage released (no reader can reach it), so reusing it is as
  * safe as a fresh allocation.  The pool is an array, not a chain through
  * the records: taking one names the next ones, which are read ahead.
+ *
+ * Fresh records are carved in order from slabs of BP_SLAB records, so
+ * that the records of a module, created in the order of its functions by
+ * the call that first staged them, lie in that order in memory: the next
+ * call's pass over the module reads them in address order, which the
+ * hardware prefetchers follow (with its functions in one block too,
+ * vm_func_block: bench_pausefree --fns 50000 --modes none,nb, median
+ * latency 1.38-1.45 -> 1.02-1.14 ms in alternating runs).  One
+ * aligned_alloc each also spent 384 bytes on a 256-byte record.  A slab
+ * is freed only with the engine, so a freed record always goes to the
+ * pool: the records alive at once are at most two per function loaded (a
+ * local one and a global one), and code itself stays allocated while the
+ * VM lives, so the pool never holds more than the code's own size allows.
  */
-#ifndef BP_POOL_MAX
+#ifndef BP_SLAB
 #ifdef VM_ASAN
-#define BP_POOL_MAX 0      /* AddressSanitizer then sees every free and reuse */
+#define BP_SLAB 0      /* one allocation per record, freed at once: AddressSanitizer sees every free and reuse */
 #else
-#define BP_POOL_MAX 65536  /* records */
+#define BP_SLAB 128    /* records (32 KiB) */
 #endif
 #endif
 
@@ -200,14 +213,34 @@ void bp_recvec_push(BpRecVec *l, BpRecord *r)
     l->v[l->n++] = r;
 }
 
+/* A fresh record's memory: the current slab's next one, or a new slab. */
+static BpRecord *record_carve(BpEngine *E)
+{
+    if (BP_SLAB == 0 || E->slab_left == 0) {
+        const size_t n = BP_SLAB ? BP_SLAB : 1;
+        BpRecord *slab = aligned_alloc(_Alignof(BpRecord), n * sizeof *slab);
+        if (!slab)
+            vm_die("out of memory");
+        if (BP_SLAB == 0)
+            return slab;
+        if (E->nslabs == E->slabs_cap) {
+            E->slabs_cap = E->slabs_cap ? 2 * E->slabs_cap : 16;
+            E->slabs = vm_realloc(E->slabs, E->slabs_cap * sizeof *E->slabs);
+        }
+        E->slabs[E->nslabs++] = slab;
+        E->slab_next = slab;
+        E->slab_left = n;
+    }
+    E->slab_left--;
+    return E->slab_next++;
+}
+
 static BpRecord *record_new(BpEngine *E)
 {
     BpRecVec *p = &E->pool;
     BpRecord *r;
     if (!p->n) {
-        r = aligned_alloc(_Alignof(BpRecord), sizeof *r);
-        if (!r)
-            vm_die("out of memory");
+        r = record_carve(E);
         memset(r, 0, sizeof *r);
         return r;
     }
@@ -220,7 +253,7 @@ static BpRecord *record_new(BpEngine *E)
 
 static void record_free(BpEngine *E, BpRecord *r)
 {
-    if (E->pool.n + 1 > BP_POOL_MAX) {  /* (not >=: BP_POOL_MAX may be 0) */
+    if (BP_SLAB == 0) {
         free(r);
         return;
     }
@@ -976,9 +1009,10 @@ void bp_engine_destroy(tvm_vm *vm)
     free_unlinked(E);
     free_dying(E);
     ms_release(E->ms_dead, E->nms_dead);
-    for (size_t i = 0; i < E->pool.n; i++)
-        free(E->pool.v[i]);
     free(E->pool.v);
+    for (size_t i = 0; i < E->nslabs; i++)
+        free(E->slabs[i]);
+    free(E->slabs);
     for (int k = 0; k < 2; k++) {
         free(E->unlinked[k].v);
         free(E->dying[k].v);

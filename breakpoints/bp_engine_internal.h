@@ -101,6 +101,12 @@ typedef struct BpEngine {
     struct TrMs **dying_ms;
     size_t ndying_ms;
     BpRecVec pool;              /* freed records kept for reuse */
+    /* Fresh records' memory (bp_engine.c, record_carve): every slab,
+     * freed with the engine, and the current one's next record. */
+    BpRecord **slabs;
+    size_t nslabs, slabs_cap;
+    BpRecord *slab_next;
+    size_t slab_left;
     /* Idle records: linked, disarmed, both generations empty, kept on
      * their function for the next call that sets a breakpoint there (it
      * then arms them before its first wait: no allocation, no wait of

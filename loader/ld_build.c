@@ -347,9 +347,14 @@ static Module *emit_module(tvm_vm *vm, const char *file, PModule *pm)
     m->funcs = vm_calloc(pm->nfuncs ? pm->nfuncs : 1, sizeof(FuncInfo *));
     m->lits = pm->lits;
     pm->lits = NULL;
+    uint32_t *words = vm_malloc((pm->nfuncs ? pm->nfuncs : 1) * sizeof(uint32_t));
+    for (uint32_t i = 0; i < pm->nfuncs; i++)
+        words[i] = func_words(&pm->funcs[i]);
+    m->func_block = vm_func_block(pm->nfuncs, words, m->funcs);
+    free(words);
     for (uint32_t i = 0; i < pm->nfuncs; i++) {
         PFunc *f = &pm->funcs[i];
-        FuncInfo *fi = vm_func_alloc(func_words(f));
+        FuncInfo *fi = m->funcs[i];
         fi->module = m;
         fi->mod = pm->name;
         fi->name = f->name;

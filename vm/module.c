@@ -39,6 +39,7 @@
  */
 #include "vm/module.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,29 @@ FuncInfo *vm_func_alloc(uint32_t ncode)
     FuncInfo *fi = vm_calloc(1, sizeof(FuncInfo) + ncode * sizeof(Instr));
     fi->ncode = ncode;
     return fi;
+}
+
+/* A FuncInfo's bytes in a block: its own rounded up to 16, so that the
+ * next one is aligned as calloc aligns (FuncInfo.bp's assertion). */
+_Static_assert(_Alignof(max_align_t) >= 16, "calloc returns 16-byte aligned blocks");
+static size_t func_stride(uint32_t ncode)
+{
+    return (sizeof(FuncInfo) + (size_t)ncode * sizeof(Instr) + 15) & ~(size_t)15;
+}
+
+void *vm_func_block(uint32_t n, const uint32_t *ncode, FuncInfo **funcs)
+{
+    size_t total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += func_stride(ncode[i]);
+    /* (calloc's blocks are 16-byte aligned on every platform we build.) */
+    char *block = vm_calloc(1, total ? total : 1), *at = block;
+    for (uint32_t i = 0; i < n; i++) {
+        funcs[i] = (FuncInfo *)at;
+        funcs[i]->ncode = ncode[i];
+        at += func_stride(ncode[i]);
+    }
+    return block;
 }
 
 uint32_t vm_func_line(const FuncInfo *fi, const Instr *pc)
@@ -290,10 +314,9 @@ void vm_module_free(Module *m)
 {
     while (m) {
         Module *older = m->older;
-        for (uint32_t i = 0; i < m->nfuncs; i++) {
+        for (uint32_t i = 0; i < m->nfuncs; i++)
             free((void *)m->funcs[i]->lines);
-            free(m->funcs[i]);
-        }
+        free(m->func_block);
         free(m->funcs);
         while (m->lits) {
             LitBlock *next = m->lits->next;

@@ -108,6 +108,7 @@ typedef struct Module {
     char *file;
     FuncInfo **funcs;
     uint32_t nfuncs;
+    void *func_block;           /* funcs[*]' memory (vm_func_block) */
     LitBlock *lits;             /* boxed literals the code refers to */
     struct Module *older;       /* replaced versions, kept while the VM lives */
     /* Under perm and code_lock (read under either):
@@ -143,6 +144,19 @@ Export *vm_export_find(tvm_vm *vm, Atom mod, Atom name, uint32_t arity);
 
 /* Allocates a FuncInfo with room for `ncode` code words. */
 FuncInfo *vm_func_alloc(uint32_t ncode);
+
+/*
+ * A module's n functions in one zeroed block, in order: funcs[i] gets
+ * room for ncode[i] code words (and its ncode set), each 16-byte aligned
+ * as vm_func_alloc's are.  Returns the block, which the module owns
+ * (Module.func_block).  Why one block: a pass over a module's functions
+ * in order (trace_pattern's staging step reads each one's breakpoint
+ * line) then reads memory in address order, which the hardware
+ * prefetchers follow; one allocation each left them scattered between
+ * the export entries and stubs allocated meanwhile and the holes of
+ * memory freed earlier.
+ */
+void *vm_func_block(uint32_t n, const uint32_t *ncode, FuncInfo **funcs);
 
 /* Finds a loaded module by name; call with code_lock held. */
 Module *vm_module_find_locked(tvm_vm *vm, Atom name);
