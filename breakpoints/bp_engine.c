@@ -183,26 +183,20 @@ int64_t bp_count_sum(const BpCount *c)
  * safe as a fresh allocation.  The pool is an array, not a chain through
  * the records: taking one names the next ones, which are read ahead.
  *
- * Fresh records are carved in order from slabs of BP_SLAB records, so
- * that the records of a module, created in the order of its functions by
- * the call that first staged them, lie in that order in memory: the next
- * call's pass over the module reads them in address order, which the
- * hardware prefetchers follow (with its functions in one block too,
- * vm_func_block: bench_pausefree --fns 50000 --modes none,nb, median
- * latency 1.38-1.45 -> 1.02-1.14 ms in alternating runs).  One
- * aligned_alloc each also spent 384 bytes on a 256-byte record.  A slab
- * is freed only with the engine, so a freed record always goes to the
- * pool: the records alive at once are at most two per function loaded (a
- * local one and a global one), and code itself stays allocated while the
- * VM lives, so the pool never holds more than the code's own size allows.
+ * Fresh records are carved in order from slabs of BP_SLAB records
+ * (vm/breakpoint.h), so that the records of a module, created in the
+ * order of its functions by the call that first staged them, lie in that
+ * order in memory: the next call's pass over the module reads their hot
+ * lines in address order, one after the other, which the hardware
+ * prefetchers follow.  (One aligned_alloc each, before, scattered them
+ * and spent 384 bytes on a 256-byte record.)  A slab is freed only with
+ * the engine, so a freed record always goes to the pool: the records
+ * alive at once are at most two per function loaded (a local one and a
+ * global one), and code itself stays allocated while the VM lives, so
+ * the pool never holds more than the code's own size allows.
+ * AddressSanitizer builds (slabs of one) free each record at once, so
+ * that ASan sees every free and reuse.
  */
-#ifndef BP_SLAB
-#ifdef VM_ASAN
-#define BP_SLAB 0      /* one allocation per record, freed at once: AddressSanitizer sees every free and reuse */
-#else
-#define BP_SLAB 128    /* records (32 KiB) */
-#endif
-#endif
 
 void bp_recvec_push(BpRecVec *l, BpRecord *r)
 {
@@ -216,20 +210,19 @@ void bp_recvec_push(BpRecVec *l, BpRecord *r)
 /* A fresh record's memory: the current slab's next one, or a new slab. */
 static BpRecord *record_carve(BpEngine *E)
 {
-    if (BP_SLAB == 0 || E->slab_left == 0) {
-        const size_t n = BP_SLAB ? BP_SLAB : 1;
-        BpRecord *slab = aligned_alloc(_Alignof(BpRecord), n * sizeof *slab);
+    if (E->slab_left == 0) {
+        BpRecord *slab = aligned_alloc(BP_SLAB_BYTES, BP_SLAB_BYTES);
         if (!slab)
             vm_die("out of memory");
-        if (BP_SLAB == 0)
-            return slab;
+        if (BP_SLAB == 1)
+            return slab;        /* freed alone (record_free) */
         if (E->nslabs == E->slabs_cap) {
             E->slabs_cap = E->slabs_cap ? 2 * E->slabs_cap : 16;
             E->slabs = vm_realloc(E->slabs, E->slabs_cap * sizeof *E->slabs);
         }
         E->slabs[E->nslabs++] = slab;
         E->slab_next = slab;
-        E->slab_left = n;
+        E->slab_left = BP_SLAB;
     }
     E->slab_left--;
     return E->slab_next++;
@@ -241,19 +234,19 @@ static BpRecord *record_new(BpEngine *E)
     BpRecord *r;
     if (!p->n) {
         r = record_carve(E);
-        memset(r, 0, sizeof *r);
-        return r;
+    } else {
+        r = p->v[--p->n];
+        if (p->n >= BP_AHEAD)
+            bp_prefetch(p->v[p->n - BP_AHEAD]);  /* the one a later call takes */
     }
-    r = p->v[--p->n];
-    if (p->n >= BP_AHEAD)
-        bp_prefetch(p->v[p->n - BP_AHEAD]);  /* the one a later call takes */
     memset(r, 0, sizeof *r);
+    memset(bp_cold(r), 0, sizeof(BpCold));
     return r;
 }
 
 static void record_free(BpEngine *E, BpRecord *r)
 {
-    if (BP_SLAB == 0) {
+    if (BP_SLAB == 1) {
         free(r);
         return;
     }
@@ -262,39 +255,41 @@ static void record_free(BpEngine *E, BpRecord *r)
 
 static void link_record(BpEngine *E, BpRecord *r)
 {
-    r->next = E->records;
-    r->prev = NULL;
+    BpCold *c = bp_cold(r);
+    c->next = E->records;
+    c->prev = NULL;
     if (E->records)
-        E->records->prev = r;
+        bp_cold(E->records)->prev = r;
     E->records = r;
 }
 
 static void unlink_record(BpEngine *E, BpRecord *r)
 {
-    if (r->prev)
-        r->prev->next = r->next;
+    BpCold *c = bp_cold(r);
+    if (c->prev)
+        bp_cold(c->prev)->next = c->next;
     else
-        E->records = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
+        E->records = c->next;
+    if (c->next)
+        bp_cold(c->next)->prev = c->prev;
     /* The function (or export) forgets the record now, so the next call
      * creates a fresh one; the record itself is freed after a wait. */
-    if (r->target) {
+    if (c->target) {
         E->nglobal--;
-        if (r->export->bp_tramp == r->fi)
-            r->export->bp_tramp = NULL;
+        if (c->export->bp_tramp == c->fi)
+            c->export->bp_tramp = NULL;
     } else {
-        vm_atomic_store_ptr_release(&r->fi->bp, NULL);
+        vm_atomic_store_ptr_release(&c->fi->bp, NULL);
     }
-    bp_recvec_push(&E->unlinked[r->target != NULL], r);
+    bp_recvec_push(&E->unlinked[c->target != NULL], r);
 }
 
 /* A new local record for fi, which has none (unarmed, empty). */
 BpRecord *bp_local_record_new(BpEngine *E, FuncInfo *fi)
 {
     BpRecord *r = record_new(E);
-    r->orig = fi->code[0];
-    r->fi = fi;
+    VM_ASSERT(fi->code[0] == fi->bp_orig, "a function without a record is not armed");
+    bp_cold(r)->fi = fi;
     link_record(E, r);
     /* A release store, though relaxed would do: no reader can reach r
      * before it is armed, and arming comes after a wait, which orders the
@@ -327,12 +322,12 @@ BpRecord *bp_global_record_find(BpEngine *E, FuncInfo *fi, bool create)
     t->file = fi->file;
     t->export = e;
     t->real = fi;
-    t->code[0] = instr_make(OP_BREAKPOINT_TRAMP, 0, 0, 0);
+    vm_func_set_entry(t, instr_make(OP_BREAKPOINT_TRAMP, 0, 0, 0));
     BpRecord *r = record_new(E);
-    r->orig = t->code[0];
-    r->target = fi;
-    r->fi = t;
-    r->export = e;
+    BpCold *c = bp_cold(r);
+    c->target = fi;
+    c->fi = t;
+    c->export = e;
     link_record(E, r);
     E->nglobal++;
     vm_atomic_store_ptr_release(&t->bp, r);
@@ -455,11 +450,11 @@ BpSess *bp_entry_many(BpEngine *E, BpRecord *r, unsigned s, unsigned sid, bool c
     /* Safe to reallocate: nobody reads the staging generation. */
     if (g->nsess == 1) {
         v = vm_malloc(2 * sizeof *v);
-        v[0] = r->one[s];
+        v[0] = *bp_one(r, s);
     } else {
         v = vm_realloc(v, (g->nsess + 1) * sizeof *v);
     }
-    r->many[s] = v;
+    bp_cold(r)->many[s] = v;
     memmove(&v[i + 1], &v[i], (g->nsess - i) * sizeof *v);
     g->nsess++;
     v[i] = (BpSess){ .sid = sid };
@@ -475,9 +470,9 @@ static void sess_settle(BpRecord *r, unsigned s, uint32_t k)
     BpGen *g = &r->gen[s];
     if (g->nsess > 1 && k <= 1) {
         if (k == 1)
-            r->one[s] = r->many[s][0];
-        free(r->many[s]);
-        r->many[s] = NULL;
+            *bp_one(r, s) = bp_cold(r)->many[s][0];
+        free(bp_cold(r)->many[s]);
+        bp_cold(r)->many[s] = NULL;
     }
     g->nsess = (uint16_t)k;
 }
@@ -490,7 +485,7 @@ void bp_gen_summarize_many(BpEngine *E, BpRecord *r, unsigned s)
     bool plain = true;
     BpCount *count = NULL;
     const BpSess *call = NULL;
-    BpSess *v = r->many[s];
+    BpSess *v = bp_cold(r)->many[s];
     for (uint32_t i = 0; i < g->nsess; i++) {
         BpSess *e = &v[i];
         if (!e->flags) {
@@ -563,11 +558,11 @@ static inline void mirror_one(BpEngine *E, BpRecord *r, unsigned from)
     BpGen *to = &r->gen[t];
     const BpGen *g = &r->gen[from];
     if (g->nsess)
-        entry_retain(&r->one[from]);
+        entry_retain(bp_one(r, from));
     if (to->nsess)
-        bp_entry_clear(E, &r->one[t]);
+        bp_entry_clear(E, bp_one(r, t));
     if (g->nsess)
-        r->one[t] = r->one[from];
+        *bp_one(r, t) = *bp_one(r, from);
     *to = *g;
 }
 
@@ -593,13 +588,13 @@ void bp_gen_mirror(BpEngine *E, BpRecord *r, unsigned from)
     BpSess *keep = to->nsess == g->nsess && g->nsess > 1 ? old : NULL;
     if (!keep)
         sess_settle(r, t, 0);
-    BpSess *dst = keep ? keep : g->nsess == 1 ? &r->one[t]
+    BpSess *dst = keep ? keep : g->nsess == 1 ? bp_one(r, t)
                 : g->nsess ? vm_malloc(g->nsess * sizeof *dst) : NULL;
     if (g->nsess)
         memcpy(dst, src, g->nsess * sizeof *dst);
     *to = *g;
     if (g->nsess > 1)
-        r->many[t] = dst;
+        bp_cold(r)->many[t] = dst;
 }
 
 /* Drops both generations' entries. */
@@ -613,13 +608,14 @@ static void gens_release(BpEngine *E, BpRecord *r)
 
 static void arm(tvm_vm *vm, BpRecord *r)
 {
-    if (r->target) {
+    const BpCold *c = bp_cold(r);
+    if (c->target) {
         /* Remote calls read addr[active code index]; loads cannot run
          * meanwhile (they need the permission), so that index is stable. */
         unsigned ix = vm_code_ix(vm);
-        vm_atomic_store_ptr_release(&r->export->addr[ix], r->fi);
+        vm_atomic_store_ptr_release(&c->export->addr[ix], c->fi);
     } else {
-        vm_code_patch(&r->fi->code[0], instr_make(OP_BREAKPOINT, 0, 0, 0));
+        vm_code_patch(&c->fi->code[0], instr_make(OP_BREAKPOINT, 0, 0, 0));
     }
     r->armed = true;
 }
@@ -635,23 +631,25 @@ void bp_arm_global_early(BpEngine *E, BpRecord *r)
  * entry at e->bp_tramp. */
 void bp_arm_unpublished(BpRecord *r)
 {
-    if (!r->target)
-        vm_code_patch(&r->fi->code[0], instr_make(OP_BREAKPOINT, 0, 0, 0));
+    const BpCold *c = bp_cold(r);
+    if (!c->target)
+        vm_code_patch(&c->fi->code[0], instr_make(OP_BREAKPOINT, 0, 0, 0));
     r->armed = true;
 }
 
 static void disarm(BpRecord *r)
 {
-    if (r->target) {
+    const BpCold *c = bp_cold(r);
+    if (c->target) {
         /* Every slot still naming the trampoline: a slot of an older code
          * index is read only by a caller that loaded that index before
          * this call's waits, so none will; this keeps later loads, which
          * copy the active slot, from ever resurrecting the trampoline. */
         for (int k = 0; k < VM_CODE_IX_COUNT; k++)
-            if (vm_atomic_load_ptr_relaxed(&r->export->addr[k]) == r->fi)
-                vm_atomic_store_ptr_release(&r->export->addr[k], r->target);
+            if (vm_atomic_load_ptr_relaxed(&c->export->addr[k]) == c->fi)
+                vm_atomic_store_ptr_release(&c->export->addr[k], c->target);
     } else {
-        vm_code_patch(&r->fi->code[0], r->orig);
+        vm_code_patch(&c->fi->code[0], c->fi->bp_orig);
     }
     r->armed = false;
 }
@@ -672,13 +670,13 @@ static bool patch_pass(tvm_vm *vm, int act)
         return false;           /* no settle asked for it */
     for (size_t i = 0; i < n; i++) {
         const BpTouched *t = &touched[i];
-        if (i + BP_AHEAD < n && touched[i + BP_AHEAD].at)
-            bp_prefetch(touched[i + BP_AHEAD].at);
+        if (i + 2 * BP_AHEAD < n && touched[i + 2 * BP_AHEAD].at)
+            bp_prefetch(touched[i + 2 * BP_AHEAD].at);
         if ((int)t->act != act)
             continue;
         any = true;
         if (t->at)
-            vm_code_patch(t->at, act == BP_ACT_DISARM ? t->orig : bp);
+            vm_code_patch(t->at, act == BP_ACT_DISARM ? func_of_code(t->at)->bp_orig : bp);
         else if (act == BP_ACT_DISARM)
             disarm(t->r);
         else
@@ -773,7 +771,7 @@ static void free_dead(BpEngine *E, BpRecVec recs[2], BpCount *counts, BpTime *ti
         record_free(E, recs[0].v[i]);
     for (size_t i = 0; i < recs[1].n; i++) {
         BpRecord *r = recs[1].v[i];
-        free(r->fi);    /* the trampoline */
+        free(bp_cold(r)->fi);    /* the trampoline */
         record_free(E, r);
     }
     recs[0].n = recs[1].n = 0;

@@ -292,8 +292,8 @@ static inline __attribute__((always_inline)) void stage_call_trace(const Stage *
 static inline bool plain_gen(const Stage *st, const BpRecord *r, unsigned g)
 {
     const BpGen *x = &r->gen[g];
-    VM_ASSERT(!x->plain || (x->nsess == 1 && bp_plain_entry(&r->one[g]) &&
-                            r->one[g].flags == BP_LOCAL && x->call_sid == r->one[g].sid),
+    VM_ASSERT(!x->plain || (x->nsess == 1 && bp_plain_entry(bp_one(r, g)) &&
+                            bp_one(r, g)->flags == BP_LOCAL && x->call_sid == bp_one(r, g)->sid),
               "a plain summary has one plain entry");
     const uint64_t w = gen_word(x);
     return w == 0 || w == st->plain_key;
@@ -321,7 +321,7 @@ static inline __attribute__((always_inline)) void settle_plain(BpEngine *E, BpRe
     const bool early = on && !armed;
     if (early)
         vm_code_patch(&fn->code[0], instr_make(OP_BREAKPOINT, 0, 0, 0));
-    *t = (BpTouched){ .r = r, .at = &fn->code[0], .orig = act == BP_ACT_DISARM ? r->orig : 0,
+    *t = (BpTouched){ .r = r, .at = &fn->code[0],
                       .act = act, .early = early };
     r->mark = E->mark + 1;
     r->pend = (uint32_t)(++E->ntouched);
@@ -366,7 +366,7 @@ static inline __attribute__((always_inline)) bool stage_plain(const Stage *st, F
     BpGen *g = &r->gen[s];
     if (on) {
         if (!g->plain)
-            r->one[s] = (BpSess){ .flags = BP_LOCAL, .sid = st->sid };
+            *bp_one(r, s) = (BpSess){ .flags = BP_LOCAL, .sid = st->sid };
         *g = (BpGen){ .flags = BP_LOCAL, .nsess = 1, .plain = 1, .call_sid = st->sid };
     } else if (r->gen[a].nsess) {
         *g = (BpGen){ 0 };
@@ -378,7 +378,7 @@ static inline __attribute__((always_inline)) bool stage_plain(const Stage *st, F
         return true;
     }
     VM_ASSERT(E->nsettled == E->ntouched, "every record staged before is settled");
-    VM_ASSERT(r->fi == fn && !r->target, "a function's record is local");
+    VM_ASSERT(bp_cold(r)->fi == fn && !bp_cold(r)->target, "a function's record is local");
     settle_plain(E, r, fn, on);
     return true;
 }
@@ -505,12 +505,10 @@ static inline void ahead_function(const FnList *l, size_t i, bool plain)
         bp_prefetch(&l->v[i + 2 * BP_AHEAD]->bp);  /* and code[0]: the same line */
     if (i + BP_AHEAD < l->n) {
         const BpRecord *r = vm_atomic_load_ptr_relaxed(&l->v[i + BP_AHEAD]->bp);
-        if (r && plain) {
+        if (r && plain)
             bp_prefetch(r);
-            bp_prefetch(&r->orig);
-        } else if (r) {
+        else if (r)
             bp_prefetch_record(r);
-        }
     }
 }
 
@@ -614,7 +612,7 @@ void bp_remove_session(tvm_vm *vm, unsigned sid)
     E->on_load[slot] = 0;
     tr_ms_free(E->on_load_ms[slot]);
     E->on_load_ms[slot] = NULL;
-    for (BpRecord *r = E->records; r; r = r->next) {
+    for (BpRecord *r = E->records; r; r = bp_cold(r)->next) {
         BpGen *g = &r->gen[s];
         BpSess *v = bp_gen_entries_at(r, s);
         for (uint32_t i = 0; i < g->nsess; i++)

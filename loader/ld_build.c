@@ -312,7 +312,7 @@ static void emit_function(tvm_vm *vm, Module *m, PModule *pm, PFunc *f, FuncInfo
     LineEntry *lines = vm_malloc((f->ncode + 1) * sizeof(LineEntry));
     uint32_t nlines = 0;
     lines[nlines++] = (LineEntry){ 0, (uint32_t)f->line };
-    fi->code[0] = instr_make(OP_ENTER, f->nregs, 0, 0);
+    vm_func_set_entry(fi, instr_make(OP_ENTER, f->nregs, 0, 0));
     for (uint32_t i = 0; i < f->ncode; i++) {
         PInstr *pi = &f->code[i];
         const OpInfo *oi = &vm_opinfo[pi->op];

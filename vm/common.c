@@ -37,6 +37,16 @@ void *vm_calloc(size_t count, size_t n)
     return p;
 }
 
+void *vm_zalloc_aligned(size_t align, size_t n)
+{
+    n = n ? (n + align - 1) & ~(align - 1) : align;
+    void *p = aligned_alloc(align, n);
+    if (!p)
+        vm_die("out of memory");
+    memset(p, 0, n);
+    return p;
+}
+
 void *vm_realloc(void *p, size_t n)
 {
     void *q = realloc(p, n ? n : 1);

@@ -55,6 +55,9 @@ VM_NORETURN void vm_die_at(const char *file, const char *func, int line,
 /* Checked allocation: abort on out-of-memory (vm_die). */
 void *vm_malloc(size_t n);
 void *vm_calloc(size_t count, size_t n);
+/* n zeroed bytes aligned to `align` (a power of two, at least
+ * sizeof(void *)); n is rounded up to a multiple of it.  free() frees. */
+void *vm_zalloc_aligned(size_t align, size_t n);
 void *vm_realloc(void *p, size_t n);
 char *vm_strndup(const char *s, size_t n);
 

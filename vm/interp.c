@@ -534,11 +534,12 @@ arith:
     do {                                                                       \
         const BpRecord *r = (const BpRecord *)vm_atomic_load_ptr_relaxed(&f->fn->bp); \
         const BpGen *g = &r->gen[vm_atomic_load_relaxed(&p->vm->bp_ix)];      \
-        const Instr orig = (TRAMP) ? 0 : r->orig;                              \
+        const Instr orig = (TRAMP) ? 0 : f->fn->bp_orig;                       \
         const uint32_t fl = g->flags;                                          \
         if (TRAMP) {                                                           \
-            f->fn = r->target;                                                 \
-            pc = r->target->code;                                              \
+            const FuncInfo *target = bp_cold(r)->target;                       \
+            f->fn = target;                                                    \
+            pc = target->code;                                                 \
         }                                                                      \
         if (fl & BP_COUNT_ACTIVE) {                                            \
             VmAtomic *n = &g->count->shard[p->bp_slot].n;                      \

@@ -49,30 +49,21 @@
 
 FuncInfo *vm_func_alloc(uint32_t ncode)
 {
-    FuncInfo *fi = vm_calloc(1, sizeof(FuncInfo) + ncode * sizeof(Instr));
+    FuncInfo *fi = vm_zalloc_aligned(_Alignof(FuncInfo), vm_func_size(ncode));
     fi->ncode = ncode;
     return fi;
-}
-
-/* A FuncInfo's bytes in a block: its own rounded up to 16, so that the
- * next one is aligned as calloc aligns (FuncInfo.bp's assertion). */
-_Static_assert(_Alignof(max_align_t) >= 16, "calloc returns 16-byte aligned blocks");
-static size_t func_stride(uint32_t ncode)
-{
-    return (sizeof(FuncInfo) + (size_t)ncode * sizeof(Instr) + 15) & ~(size_t)15;
 }
 
 void *vm_func_block(uint32_t n, const uint32_t *ncode, FuncInfo **funcs)
 {
     size_t total = 0;
     for (uint32_t i = 0; i < n; i++)
-        total += func_stride(ncode[i]);
-    /* (calloc's blocks are 16-byte aligned on every platform we build.) */
-    char *block = vm_calloc(1, total ? total : 1), *at = block;
+        total += vm_func_size(ncode[i]);
+    char *block = vm_zalloc_aligned(64, total), *at = block;
     for (uint32_t i = 0; i < n; i++) {
         funcs[i] = (FuncInfo *)at;
         funcs[i]->ncode = ncode[i];
-        at += func_stride(ncode[i]);
+        at += vm_func_size(ncode[i]);
     }
     return block;
 }
@@ -142,7 +133,7 @@ static Export *export_new(Atom mod, Atom name, uint32_t arity)
     stub->arity = (uint16_t)arity;
     stub->nregs = (uint16_t)arity;
     stub->export = e;
-    stub->code[0] = instr_make(OP_UNDEF, 0, 0, 0);
+    vm_func_set_entry(stub, instr_make(OP_UNDEF, 0, 0, 0));
     e->stub = stub;
     for (int i = 0; i < VM_CODE_IX_COUNT; i++)
         vm_atomic_store_release(&e->addr[i], (uintptr_t)stub);

@@ -47,21 +47,47 @@ typedef struct FuncInfo {
     tvm_native_fn native;       /* natives only */
     void *native_data;
     /*
-     * The breakpoint record (vm/breakpoint.h), or NULL.  Written by
+     * The breakpoint line: bp_orig, bp and code[0], 24 bytes that start
+     * 32-byte aligned (FuncInfo is 32-byte aligned), so one cache line,
+     * which the BREAKPOINT instruction and trace_pattern's step each read
+     * once.
+     *
+     * bp_orig: code[0] as the function was made (vm_func_set_entry),
+     * the word a local breakpoint replaces: a hit runs it, a disarm
+     * stores it back.  Written before the function is reachable, never
+     * again, so read plainly by any thread.
+     *
+     * bp: the breakpoint record (vm/breakpoint.h), or NULL.  Written by
      * the engine under the code-modification permission; read (relaxed) by
      * the BREAKPOINT instruction, which runs only after a thread-progress
      * wait separated the record's publication from the arming store.
-     * Right before code[0], the word a breakpoint replaces: both in one
-     * cache line (FuncInfo is at least 16-byte aligned), which the
-     * BREAKPOINT instruction and trace_pattern's step each read once.
      */
+    _Alignas(32) Instr bp_orig;
     VmAtomic bp;
     Instr code[];               /* code[0] is ENTER (or NATIVE / UNDEF) */
 } FuncInfo;
 
-_Static_assert(offsetof(FuncInfo, code) - offsetof(FuncInfo, bp) == sizeof(VmAtomic) &&
-                   offsetof(FuncInfo, bp) % 16 == 0 && sizeof(VmAtomic) + sizeof(Instr) <= 16,
-               "bp and code[0] share 16 aligned bytes, so one cache line");
+_Static_assert(offsetof(FuncInfo, bp) - offsetof(FuncInfo, bp_orig) == sizeof(Instr) &&
+                   offsetof(FuncInfo, code) - offsetof(FuncInfo, bp) == sizeof(VmAtomic) &&
+                   offsetof(FuncInfo, bp_orig) % 32 == 0 && _Alignof(FuncInfo) == 32 &&
+                   2 * sizeof(Instr) + sizeof(VmAtomic) <= 32,
+               "bp_orig, bp and code[0] share 32 aligned bytes, so one cache line");
+
+/* Sets a function's first code word and bp_orig, its saved copy, before
+ * the function is reachable. */
+static inline void vm_func_set_entry(FuncInfo *fi, Instr w)
+{
+    fi->code[0] = w;
+    fi->bp_orig = w;
+}
+
+/* A FuncInfo's bytes with room for ncode code words, rounded up to its
+ * alignment (so that the next one in a block is aligned too). */
+static inline size_t vm_func_size(uint32_t ncode)
+{
+    return (offsetof(FuncInfo, code) + (size_t)ncode * sizeof(Instr) + _Alignof(FuncInfo) - 1) &
+           ~(size_t)(_Alignof(FuncInfo) - 1);
+}
 
 /* The function a FuncInfo stands for (itself, unless a trampoline). */
 static inline const FuncInfo *vm_func_real(const FuncInfo *fi)
@@ -147,8 +173,8 @@ FuncInfo *vm_func_alloc(uint32_t ncode);
 
 /*
  * A module's n functions in one zeroed block, in order: funcs[i] gets
- * room for ncode[i] code words (and its ncode set), each 16-byte aligned
- * as vm_func_alloc's are.  Returns the block, which the module owns
+ * room for ncode[i] code words (and its ncode set), each aligned as
+ * vm_func_alloc's are.  Returns the block, which the module owns
  * (Module.func_block).  Why one block: a pass over a module's functions
  * in order (trace_pattern's staging step reads each one's breakpoint
  * line) then reads memory in address order, which the hardware

@@ -73,7 +73,7 @@ tvm_status tvm_register_native(tvm_vm *vm, const char *mod, const char *fun,
         fi->nregs = (uint16_t)arity;
         fi->native = fn;
         fi->native_data = data;
-        fi->code[0] = instr_make(OP_NATIVE, 0, 0, 0);
+        vm_func_set_entry(fi, instr_make(OP_NATIVE, 0, 0, 0));
         st = vm_native_install_locked(vm, vm_export_get(vm, m, f, (uint32_t)arity), fi);
         if (st != TVM_OK) {
             free(fi);

@@ -61,13 +61,14 @@ Test(layout, a_modules_functions_lie_in_one_block_in_order)
     for (int i = 0; i < NFUNCS; i++) {
         const FuncInfo *fi = func(names[i]);
         cr_assert_eq(fi->ncode, want_words[i], "lay:%s/1 has %u code words", names[i], fi->ncode);
-        cr_assert_eq((uintptr_t)fi % 16, 0, "lay:%s/1 is 16-byte aligned", names[i]);
+        cr_assert_eq((uintptr_t)fi % 32, 0, "lay:%s/1 is 32-byte aligned", names[i]);
+        cr_assert_eq(fi->bp_orig, fi->code[0], "lay:%s/1's saved word is its first", names[i]);
         if (i == 0)
             continue;
         const FuncInfo *prev = func(names[i - 1]);
-        /* The one before, rounded up to 16 bytes, ends where this one
-         * begins. */
-        const size_t stride = (sizeof(FuncInfo) + prev->ncode * sizeof(Instr) + 15) & ~(size_t)15;
+        /* The one before, rounded up to FuncInfo's alignment, ends where
+         * this one begins. */
+        const size_t stride = (offsetof(FuncInfo, code) + prev->ncode * sizeof(Instr) + 31) & ~(size_t)31;
         cr_assert_eq((const char *)fi - (const char *)prev, (ptrdiff_t)stride,
                      "lay:%s/1 follows lay:%s/1 directly (%td bytes apart, want %zu)",
                      names[i], names[i - 1], (const char *)fi - (const char *)prev, stride);
@@ -96,6 +97,11 @@ Test(layout, the_records_one_call_creates_lie_in_the_modules_order)
         const BpRecord *r = vm_atomic_load_ptr_relaxed(&func(names[i])->bp);
         cr_assert_eq(r, first + i, "lay:%s/1's record is %d records on from lay:a/1's (it is %td bytes on)",
                      names[i], i, (const char *)r - (const char *)first);
+        /* Hot lines one after the other, cold parts too, elsewhere. */
+        cr_assert_eq(bp_cold(r), bp_cold(first) + i, "lay:%s/1's cold part follows", names[i]);
+        cr_assert((const char *)bp_cold(r) >= (const char *)(first + NFUNCS) ||
+                      (const char *)bp_cold(r) + sizeof(BpCold) <= (const char *)first,
+                  "no cold part among the hot lines");
     }
     /* Switched off, they stay idle on their functions; on again, the
      * same records serve. */
