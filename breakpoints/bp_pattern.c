@@ -150,7 +150,14 @@ static bool pattern_matches(const BpPattern *pat, const FuncInfo *fi)
 typedef struct FnList {
     FuncInfo **v;
     size_t n, cap;
+    bool borrowed;              /* v is a module's own array (match_functions) */
 } FnList;
+
+static void fnlist_free(FnList *l)
+{
+    if (!l->borrowed)
+        free(l->v);
+}
 
 /* (match_functions made room for every candidate first.) */
 static void fnlist_add(FnList *l, FuncInfo *fi)
@@ -169,8 +176,42 @@ static bool module_named(const BpPattern *pat, const Module *m)
     return !m->deleted && (pat->any_mod || m->name == pat->mod);
 }
 
+/*
+ * m:_/_ where no native is of module m (the request that toggles a large
+ * module): the module's own array of functions, borrowed (the permission
+ * keeps it as it is), instead of a copy.  On 50,000 functions the copy
+ * (400 KB, the module's array cold) took 30-40 us of a 0.9 ms call; the
+ * stage then reads the module's array instead of the copy.  False if the
+ * case does not apply.  (A native is never of
+ * a module loaded as bytecode, as tvm_register_native refuses that and
+ * the loader the reverse; the test keeps this step right without relying
+ * on it.)
+ */
+static bool borrow_module(tvm_vm *vm, const BpPattern *pat, FnList *out)
+{
+    if (pat->any_mod || !pat->any_fun || pat->unknown)
+        return false;
+    Module *only = NULL;
+    for (uint32_t i = 0; i < vm->nmodules; i++) {
+        if (!module_named(pat, vm->modules[i]))
+            continue;
+        if (only)
+            return false;
+        only = vm->modules[i];
+    }
+    for (uint32_t i = 0; i < vm->nnatives; i++)
+        if (pattern_matches(pat, vm->natives[i]))
+            return false;
+    if (!only)
+        return false;
+    *out = (FnList){ .v = only->funcs, .n = only->nfuncs, .borrowed = true };
+    return true;
+}
+
 static void match_functions(tvm_vm *vm, const BpPattern *pat, FnList *out)
 {
+    if (borrow_module(vm, pat, out))
+        return;
     /* Room for every candidate at once: growing the list by doubling
      * copied it a dozen times over in a call on a 5,000-function module
      * (a tenth of the call's instructions). */
@@ -567,7 +608,7 @@ int bp_trace_pattern(tvm_vm *vm, unsigned sid, const BpPattern *pat, const BpReq
             stage_function(&st, fn, &meta, &call);
         bp_stage_settle(E, st.s);   /* fn's records: no other function stages them */
     }
-    free(fns.v);
+    fnlist_free(&fns);
     /* Records this call empties stay idle on their functions (a reload
      * or a session's removal unlinks what it empties). */
     E->keep_idle = true;
@@ -688,7 +729,7 @@ static FuncInfo *find_function(tvm_vm *vm, Atom mod, Atom fun, int arity)
     FnList l = { 0 };
     match_functions(vm, &pat, &l);
     FuncInfo *fi = l.n ? l.v[0] : NULL;
-    free(l.v);
+    fnlist_free(&l);
     return fi;
 }
 
