@@ -182,10 +182,10 @@ static bool module_named(const BpPattern *pat, const Module *m)
  * keeps it as it is), instead of a copy.  On 50,000 functions the copy
  * (400 KB, the module's array cold) took 30-40 us of a 0.9 ms call; the
  * stage then reads the module's array instead of the copy.  False if the
- * case does not apply.  (A native is never of
- * a module loaded as bytecode, as tvm_register_native refuses that and
- * the loader the reverse; the test keeps this step right without relying
- * on it.)
+ * case does not apply.  (No native is of a module loaded as bytecode:
+ * tvm_register_native refuses that and the loader the reverse.  The
+ * natives are looked at all the same, so that this step stays right
+ * without relying on it.)
  */
 static bool borrow_module(tvm_vm *vm, const BpPattern *pat, FnList *out)
 {

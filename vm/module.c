@@ -39,7 +39,6 @@
  */
 #include "vm/module.h"
 
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 

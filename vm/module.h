@@ -134,7 +134,7 @@ typedef struct Module {
     char *file;
     FuncInfo **funcs;
     uint32_t nfuncs;
-    void *func_block;           /* funcs[*]' memory (vm_func_block) */
+    void *func_block;           /* the memory of every funcs[i] (vm_func_block) */
     LitBlock *lits;             /* boxed literals the code refers to */
     struct Module *older;       /* replaced versions, kept while the VM lives */
     /* Under perm and code_lock (read under either):
