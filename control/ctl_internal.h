@@ -22,6 +22,12 @@
 #define CTL_LOAD_MAX (16u << 20)       /* a load's module text */
 #define CTL_MAX_CLIENTS 16
 #define CTL_IDLE_MS 60000              /* between two requests */
+#define CTL_SEND_MS 60000              /* a reply waiting for a client that reads nothing */
+
+/* The send timeout of every client's socket (SO_SNDTIMEO), CTL_SEND_MS;
+ * read by the accept thread when it admits a client.  Tests shorten it
+ * before the endpoint starts; nothing else writes it. */
+extern int ctl_send_ms;
 #define CTL_MAX_ARGS 256
 
 /* A buffered reader over a socket, bounded: it never holds more than

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -228,6 +229,8 @@ int ctl_clients(CtlServer *srv)
     return n;
 }
 
+int ctl_send_ms = CTL_SEND_MS;
+
 static void admit(CtlServer *srv, int fd)
 {
     if (!same_user(fd)) {
@@ -235,6 +238,14 @@ static void admit(CtlServer *srv, int fd)
         close(fd);
         return;
     }
+    /* A send that finds the socket full waits at most ctl_send_ms, then
+     * fails, and the connection ends like one the client closed (c->gone).
+     * Why: the idle limit covers reading only, so a client that sent
+     * requests and never read the replies held its thread and its slot
+     * in a blocked send for as long as it lived, and 16 such clients shut
+     * everyone else out until the endpoint stopped. */
+    struct timeval tv = { .tv_sec = ctl_send_ms / 1000, .tv_usec = (ctl_send_ms % 1000) * 1000 };
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     pthread_mutex_lock(&srv->lock);
     reap_locked(srv);
     int slot = -1;

@@ -8,6 +8,7 @@
  * endpoint from another OS process with tracevm attach.
  */
 #include <criterion/criterion.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "control/ctl_internal.h"
 #include "tests/unit/helpers.h"
 
 static tvm_vm *vm;
@@ -270,6 +272,40 @@ Test(control, a_client_that_hangs_up_cancels_its_request)
     struct stat st;
     cr_assert_neq(stat(out, &st), 0, "the cancelled profile wrote %s", out);
     tvm_control_close(c);
+}
+
+/* A client that sends requests and never reads their replies: once the
+ * socket is full, the server's send waits ctl_send_ms (here 200 ms, 60 s
+ * outside tests) and gives the connection up, so its slot is free again
+ * (before, the send blocked for as long as the client lived). */
+Test(control, a_client_that_never_reads_its_replies_is_let_go)
+{
+    ctl_send_ms = 200;
+    tvm_error err;
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    int small = 4096;
+    cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", tvm_control_path(vm));
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    /* Requests until the socket takes none for a second (the server,
+     * blocked on its replies, stopped reading) or refuses them (the
+     * server let the connection go): a few hundred replies fill both
+     * sockets' buffers. */
+    int sent = 0;
+    struct pollfd pf = { .fd = fd, .events = POLLOUT };
+    while (sent < 20000 && poll(&pf, 1, 1000) == 1 && (pf.revents & POLLOUT) &&
+           send(fd, "info\n", 5, MSG_DONTWAIT | MSG_NOSIGNAL) == 5)
+        sent++;
+    cr_assert_gt(sent, 100, "only %d requests went out", sent);
+    tvm_control_client *c = connect_ok();
+    char clients[16], sessions[16];
+    wait_alone(c, clients, sessions);
+    cr_assert_str_eq(clients, "1", "%s clients: the silent one still holds its slot", clients);
+    tvm_control_close(c);
+    close(fd);
 }
 
 /* trace_info while a session has stopped at its limit (as another
