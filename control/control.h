@@ -22,5 +22,9 @@ int ctl_client_count(tvm_vm *vm);
 
 /* The per-user directory of the sockets (docs/control.md). */
 tvm_status ctl_dir(char *out, size_t size, tvm_error *err);
+/* Whether dir is a directory of this user that nobody else may enter or
+ * write (not a symbolic link): the server serves only from such a
+ * directory, and a client trusts only the sockets it finds in one. */
+tvm_status ctl_dir_check(const char *dir, tvm_error *err);
 
 #endif /* CONTROL_CONTROL_H */

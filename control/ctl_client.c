@@ -78,6 +78,17 @@ static int dial(const char *path)
     return fd;
 }
 
+/* The uid of the process at the other end of fd (SO_PEERCRED). */
+static bool peer_uid(int fd, unsigned *uid)
+{
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || len != sizeof cr)
+        return false;
+    *uid = (unsigned)cr.uid;
+    return true;
+}
+
 /* The socket of pid's first VM in dir ("PID.N.sock" with the lowest N). */
 static bool socket_of(const char *dir, long pid, char *out, size_t size)
 {
@@ -109,10 +120,11 @@ tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm
     char path[300];
     char *end;
     long pid = strtol(target, &end, 10);
-    if (!*end && pid > 0) {
+    const bool by_pid = !*end && pid > 0;
+    if (by_pid) {
         char dir[200];
         tvm_status st = ctl_dir(dir, sizeof dir, err);
-        if (st != TVM_OK)
+        if (st != TVM_OK || (st = ctl_dir_check(dir, err)) != TVM_OK)
             return st;
         if (!socket_of(dir, pid, path, sizeof path))
             return fail(err, TVM_ERR_NOTFOUND, "no VM of process %ld serves a control socket in %s",
@@ -126,6 +138,21 @@ tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm
     if (fd < 0)
         return fail(err, errno == ENOENT || errno == ECONNREFUSED ? TVM_ERR_NOTFOUND : TVM_ERR_IO,
                     "cannot connect to %s: %s", path, strerror(errno));
+    /* The server must be this user's, as the server demands of us: else
+     * a socket someone else placed would get our requests (a `load`'s
+     * module text) and could forge any reply.  Root may name another
+     * user's socket by its path (the server admits root); a pid is found
+     * only in a directory that passed ctl_dir_check. */
+    unsigned peer, me = (unsigned)geteuid();
+    if (!peer_uid(fd, &peer)) {
+        close(fd);
+        return fail(err, TVM_ERR_IO, "%s: cannot tell who serves it", path);
+    }
+    if (peer != me && !(me == 0 && !by_pid)) {
+        close(fd);
+        return fail(err, TVM_ERR_IO, "%s is served by uid %u, not by this user (%u)", path, peer,
+                    me);
+    }
     tvm_control_client *c = vm_calloc(1, sizeof *c);
     c->fd = fd;
     ctl_reader_init(&c->in, fd);
@@ -266,7 +293,7 @@ static void command_of(long pid, char *out, size_t size)
 size_t tvm_control_list(tvm_control_peer *out, size_t max)
 {
     char dir[200];
-    if (ctl_dir(dir, sizeof dir, NULL) != TVM_OK)
+    if (ctl_dir(dir, sizeof dir, NULL) != TVM_OK || ctl_dir_check(dir, NULL) != TVM_OK)
         return 0;
     DIR *d = opendir(dir);
     if (!d)

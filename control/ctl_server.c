@@ -81,17 +81,25 @@ tvm_status ctl_dir(char *out, size_t size, tvm_error *err)
         n = snprintf(out, size, "%s/tracevm", xdg);
     else
         n = snprintf(out, size, "/tmp/tracevm-%u", (unsigned)geteuid());
-    if (n < 0 || (size_t)n >= size - 24)   /* room for "/PID.N.sock" */
-        return fail(err, TVM_ERR_BADARG, "tvm_control: directory name too long");
+    /* Room for "/PID.N.sock" (24 bytes at most) in the buffer and in a
+     * socket address, checked before anything is created. */
+    size_t room = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+    if (n < 0 || (size_t)n >= size - 24 || (size_t)n + 24 > room)
+        return fail(err, TVM_ERR_BADARG, "tvm_control: directory name too long (%d bytes; "
+                                         "at most %zu)", n, room - 24);
     return TVM_OK;
 }
 
-/* Creates the directory (0700) or checks the one there: a directory of
- * this user that nobody else may enter or write. */
+/* Creates the directory (0700) or checks the one there. */
 static tvm_status own_dir(const char *dir, tvm_error *err)
 {
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         return fail(err, TVM_ERR_IO, "tvm_control: cannot create %s: %s", dir, strerror(errno));
+    return ctl_dir_check(dir, err);
+}
+
+tvm_status ctl_dir_check(const char *dir, tvm_error *err)
+{
     struct stat st;
     if (lstat(dir, &st) != 0)
         return fail(err, TVM_ERR_IO, "tvm_control: %s: %s", dir, strerror(errno));

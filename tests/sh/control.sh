@@ -4,7 +4,8 @@
 # (a bad module changes nothing, a good one is loaded), two clients at
 # once, a client killed in the middle of a stream, a corpus of malformed
 # requests each with its exact reply, and (as root) a peer of another
-# user refused by its credentials.
+# user refused by its credentials, by the server and by the client, and a
+# socket another user planted refused by the client.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d)
@@ -167,14 +168,41 @@ grep -qx 'processes: 5' <(attach $vm info) || fail "the VM after the malformed r
 
 # A peer of another user is refused by its credentials, even when the
 # directory and the socket are opened to everyone (the last line of
-# defence).  Needs root to act as another user.
+# defence): by tracevm attach before it sends anything, and by the server
+# for a client that does not look (python).  Needs root to act as another
+# user.
 if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
+    as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
     chmod 711 "$tmp" "$TRACEVM_CONTROL_DIR"
     chmod 666 "$sock"
-    got=$(setpriv --reuid=nobody --regid=nogroup --clear-groups \
-          "$TRACEVM" attach "$sock" info 2>&1)
-    [[ "$got" == "tracevm attach: $sock: permission denied" ]] || fail "another user: $got"
+    got=$(as_nobody "$TRACEVM" attach "$sock" info 2>&1)
+    [[ "$got" == "tracevm attach: $sock is served by uid 0, not by this user ($(id -u nobody))" ]] ||
+        fail "another user: $got"
+    got=$(as_nobody python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+print(s.recv(100).decode(), end="")' "$sock")
+    [[ "$got" == "error permission denied" ]] || fail "another user, raw: $got"
     chmod 700 "$TRACEVM_CONTROL_DIR"
+    # A socket another user placed: in a directory open to all, a pid is
+    # not looked up at all; named by its path, it is refused by its
+    # server's uid (except to root, whom the server admits everywhere).
+    fake=$tmp/open
+    mkdir -m 777 "$fake"
+    as_nobody python3 -c 'import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+os.chmod(sys.argv[1], 0o777)
+s.listen(4)
+time.sleep(30)' "$fake/4242.0.sock" &
+    for _ in $(seq 100); do [[ -S $fake/4242.0.sock ]] && break; sleep 0.05; done
+    got=$(TRACEVM_CONTROL_DIR=$fake "$TRACEVM" attach 4242 info 2>&1)
+    [[ "$got" == "tracevm attach: tvm_control: $fake is open to other users (mode 777)" ]] ||
+        fail "a planted directory: $got"
+    got=$(setpriv --reuid=65533 --regid=65533 --clear-groups "$TRACEVM" attach "$fake/4242.0.sock" info 2>&1)
+    [[ "$got" == "tracevm attach: $fake/4242.0.sock is served by uid $(id -u nobody), not by this user (65533)" ]] ||
+        fail "a planted socket: $got"
+    kill %% 2>/dev/null
 else
     echo "not root: the other-user check did not run"
     exit 77

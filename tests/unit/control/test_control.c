@@ -274,6 +274,27 @@ Test(control, a_client_that_hangs_up_cancels_its_request)
     tvm_control_close(c);
 }
 
+/* A directory whose name leaves no room for the socket's in a socket
+ * address (107 bytes) is refused before anything is created (it was
+ * created, then the socket's path was found too long). */
+Test(control, a_directory_name_too_long_is_refused_before_it_is_made)
+{
+    char longdir[128];
+    snprintf(longdir, sizeof longdir, "%s/%s", dir,
+             "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd");
+    cr_assert_gt(strlen(longdir), 83);
+    setenv("TRACEVM_CONTROL_DIR", longdir, 1);
+    tvm_error err;
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_ERR_BADARG);
+    char want[128];
+    snprintf(want, sizeof want, "tvm_control: directory name too long (%zu bytes; at most 83)",
+             strlen(longdir));
+    cr_assert_str_eq(err.message, want);
+    struct stat st;
+    cr_assert_neq(stat(longdir, &st), 0, "%s was created", longdir);
+    setenv("TRACEVM_CONTROL_DIR", dir, 1);
+}
+
 /* A client that sends requests and never reads their replies: once the
  * socket is full, the server's send waits ctl_send_ms (here 200 ms, 60 s
  * outside tests) and gives the connection up, so its slot is free again
