@@ -76,10 +76,20 @@ void ctl_error(CtlClient *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    /* The message is one line whatever it quotes. */
-    for (char *p = buf; *p; p++)
-        if (*p == '\n' || *p == '\r')
+    /* The message is one line whatever it quotes, and printable: a word
+     * may hold any byte through a \xHH escape, and the client prints
+     * the message on a terminal, where control characters would act
+     * (an escape sequence could retitle or rewrite the screen).  Line
+     * breaks become spaces, other control characters '?', and bytes of
+     * 0x80 and above too unless the whole message is UTF-8. */
+    bool utf8 = ctl_utf8_ok(buf, strlen(buf));
+    for (char *p = buf; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '\n' || ch == '\r')
             *p = ' ';
+        else if (ch < 0x20 || ch == 0x7f || (ch >= 0x80 && !utf8))
+            *p = '?';
+    }
     c->out.len = 0;
     sb_printf(&c->out, "error %s\n.\n", buf);
     ctl_flush(c);
@@ -113,12 +123,21 @@ bool ctl_number(const char *s, long lo, long hi, long *out)
     return true;
 }
 
+/* A process id: digits only, as N or <0.N.0>, below 2^63 (ids with bit
+ * 63 set name native threads in the stack capture, never a process).
+ * sscanf's %llu took leading spaces, a sign and a saturated overflow:
+ * " -5" was process 2^64 - 5. */
 bool ctl_pid(const char *s, uint64_t *out)
 {
-    unsigned long long v;
-    char tail;
-    if (s[0] == '-' || (sscanf(s, "<0.%llu.0>%c", &v, &tail) != 1 &&
-                        sscanf(s, "%llu%c", &v, &tail) != 1))
+    const bool wrapped = !strncmp(s, "<0.", 3);
+    const char *p = wrapped ? s + 3 : s;
+    size_t n = strspn(p, "0123456789");
+    if (n == 0 || n > 19 || (wrapped ? strcmp(p + n, ".0>") != 0 : p[n] != '\0'))
+        return false;
+    uint64_t v = 0;   /* 19 digits stay below 2^64 */
+    for (size_t i = 0; i < n; i++)
+        v = v * 10 + (uint64_t)(p[i] - '0');
+    if (v >> 63)
         return false;
     *out = v;
     return true;
@@ -142,6 +161,14 @@ static bool options(CtlClient *c, int argc, char **argv, const char *allowed, Op
             argv[i] = o->pos[o->npos];
             o->pos[o->npos++] = w;
             continue;
+        }
+        /* A name is lowercase letters and dashes: an empty one or one
+         * holding a space (a quoted word) would be found in the list. */
+        size_t namelen = strlen(a + 2);
+        if (namelen == 0 || namelen > 30 ||
+            strspn(a + 2, "abcdefghijklmnopqrstuvwxyz-") != namelen) {
+            ctl_error(c, "%s: unknown option %s", argv[0], a);
+            return false;
         }
         char key[40];
         snprintf(key, sizeof key, " %s ", a + 2);
