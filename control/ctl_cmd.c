@@ -669,24 +669,47 @@ static void cmd_profile(CtlClient *c, int argc, char **argv)
 static const struct {
     const char *name;
     void (*fn)(CtlClient *c, int argc, char **argv);
+    bool session;              /* runs in a trace session of its own */
 } commands[] = {
-    { "info", cmd_info },
-    { "procs", cmd_procs },
-    { "top", cmd_top },
-    { "stacks", cmd_stacks },
-    { "load", cmd_load },
-    { "profile", cmd_profile },
-    { "trace", ctl_cmd_trace },
-    { "trace_info", ctl_cmd_trace_info },
-    { "count", ctl_cmd_calls },
-    { "time", ctl_cmd_calls },
+    { "info", cmd_info, false },
+    { "procs", cmd_procs, false },
+    { "top", cmd_top, false },
+    { "stacks", cmd_stacks, false },
+    { "load", cmd_load, false },
+    { "profile", cmd_profile, false },
+    { "trace", ctl_cmd_trace, true },
+    { "trace_info", ctl_cmd_trace_info, false },
+    { "count", ctl_cmd_calls, true },
+    { "time", ctl_cmd_calls, true },
 };
+
+/* Takes one of the CTL_MAX_SESSIONS sessions the clients may hold at once
+ * (srv->sessions), or replies with the error.  Why a share: the VM has
+ * TVM_SESSIONS_MAX sessions for everyone, and 15 clients tracing for an
+ * hour took every one the program itself could have created.  A command
+ * holds its share from before it creates its session until after it
+ * destroyed it (trace's check session comes and goes before its own), so
+ * the clients never hold more sessions than shares. */
+static bool session_share(CtlClient *c, const char *cmd)
+{
+    uintptr_t n = vm_atomic_fetch_add_relaxed(&c->srv->sessions, 1);
+    if (n < CTL_MAX_SESSIONS)
+        return true;
+    vm_atomic_fetch_add_relaxed(&c->srv->sessions, (uintptr_t)-1);
+    ctl_error(c, "%s: the control clients hold %d trace sessions, the most they may "
+                 "(the others are the program's)", cmd, CTL_MAX_SESSIONS);
+    return false;
+}
 
 void ctl_dispatch(CtlClient *c, int argc, char **argv)
 {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (!strcmp(argv[0], commands[i].name)) {
+            if (commands[i].session && !session_share(c, argv[0]))
+                return;
             commands[i].fn(c, argc, argv);
+            if (commands[i].session)
+                vm_atomic_fetch_add_relaxed(&c->srv->sessions, (uintptr_t)-1);
             return;
         }
     }

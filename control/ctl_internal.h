@@ -29,6 +29,9 @@
  * before the endpoint starts; nothing else writes it. */
 extern int ctl_send_ms;
 #define CTL_MAX_ARGS 256
+/* The trace sessions the clients hold at once: half of TVM_SESSIONS_MAX,
+ * the default session and 7 more stay the program's. */
+#define CTL_MAX_SESSIONS (TVM_SESSIONS_MAX / 2)
 
 /* A buffered reader over a socket, bounded: it never holds more than
  * CTL_LINE_MAX bytes of a line. */
@@ -101,6 +104,11 @@ typedef struct CtlServer {
     /* 1 once the endpoint stops: client threads end at their next read.
      * Release store by tvm_control_stop, acquire loads by the threads. */
     VmAtomic stopping;
+    /* The trace sessions the clients' commands hold, at most
+     * CTL_MAX_SESSIONS: a relaxed add by a client thread before its
+     * command creates one, a relaxed add of -1 after the command destroyed it
+     * (ctl_dispatch).  Only a count: no data is published through it. */
+    VmAtomic sessions;
 } CtlServer;
 
 /* Reply helpers of a command (control/ctl_cmd.c); each line is

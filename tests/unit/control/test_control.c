@@ -274,6 +274,70 @@ Test(control, a_client_that_hangs_up_cancels_its_request)
     tvm_control_close(c);
 }
 
+/* Connects without the client API and sends `request` (one line) once
+ * the greeting is read; the socket stays open. */
+static int send_raw(const char *request)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", tvm_control_path(vm));
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    char ch;
+    while (read(fd, &ch, 1) == 1 && ch != '\n')
+        ;
+    cr_assert_eq(write(fd, request, strlen(request)), (ssize_t)strlen(request));
+    return fd;
+}
+
+/* The clients hold at most 8 trace sessions (half of the 16): the ninth
+ * count is refused with the reason, and the program can still create
+ * sessions of its own.  Before, 15 clients took every session there was. */
+Test(control, the_clients_leave_the_program_half_of_the_sessions)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    load_ok(vm, "m.tasm", "module m\nexport f/0\nfunction f/0 regs 1\n    loadi r0, 1\n"
+                          "    ret r0\nend\n");
+    int fds[CTL_MAX_SESSIONS];
+    for (int i = 0; i < CTL_MAX_SESSIONS; i++)
+        fds[i] = send_raw("count m:_/_ --duration 60\n");
+    tvm_control_client *c = connect_ok();
+    char sessions[16] = "";
+    for (int i = 0; i < 600 && strcmp(sessions, "9"); i++) {
+        Lines l = { 0 };
+        const char *argv[] = { "info" };
+        cr_assert_eq(tvm_control_call(c, 1, argv, on_line, &l, &err), TVM_OK, "%s", err.message);
+        field(&l, "sessions", sessions, sizeof sessions);
+        nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
+    }
+    cr_assert_str_eq(sessions, "9", "the counts' sessions");
+    Lines l = { 0 };
+    const char *count[] = { "count", "m:_/_", "--duration", "0.05" };
+    cr_assert_eq(tvm_control_call(c, 4, count, on_line, &l, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "count: the control clients hold 8 trace sessions, the most "
+                                  "they may (the others are the program's)");
+    tvm_session mine[7];
+    for (int i = 0; i < 7; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "mine-%d", i);
+        cr_assert_eq(tvm_session_create(vm, name, &(tvm_trace_options){ .size = sizeof(
+                                                      tvm_trace_options), .format = TVM_TRACE_TEXT,
+                                                      .path = "/dev/null" }, &mine[i], &err),
+                     TVM_OK, "session %d: %s", i, err.message);
+    }
+    for (int i = 0; i < 7; i++)
+        tvm_session_destroy(vm, mine[i], &err);
+    for (int i = 0; i < CTL_MAX_SESSIONS; i++)
+        close(fds[i]);
+    char clients[16];
+    wait_alone(c, clients, sessions);
+    cr_assert_str_eq(sessions, "1");
+    l = (Lines){ 0 };
+    cr_assert_eq(tvm_control_call(c, 4, count, on_line, &l, &err), TVM_OK, "%s", err.message);
+    tvm_control_close(c);
+}
+
 /* A directory whose name leaves no room for the socket's in a socket
  * address (107 bytes) is refused before anything is created (it was
  * created, then the socket's path was found too long). */
