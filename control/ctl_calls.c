@@ -23,6 +23,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "vm/common.h"
+
 #define CTL_CALLS_PATTERNS 16
 
 typedef struct CallsReq {
@@ -121,19 +123,19 @@ static bool read_row(tvm_vm *vm, tvm_session s, bool time, CallRow *row)
 static CallRow *collect(tvm_vm *vm, tvm_session s, bool time, size_t *n)
 {
     size_t nmod = tvm_modules(vm, NULL, 0);
-    tvm_module_info *mods = calloc(nmod + 1, sizeof *mods);
+    tvm_module_info *mods = vm_calloc(nmod + 1, sizeof *mods);
     nmod = tvm_modules(vm, mods, nmod);
     size_t cap = 64, len = 0;
-    CallRow *rows = malloc(cap * sizeof *rows);
+    CallRow *rows = vm_malloc(cap * sizeof *rows);
     for (size_t m = 0; m < nmod; m++) {
         size_t nf = 0;
         if (tvm_functions(vm, mods[m].name, NULL, 0, &nf) != TVM_OK || !nf)
             continue;
-        tvm_function_info *fs = calloc(nf, sizeof *fs);
+        tvm_function_info *fs = vm_calloc(nf, sizeof *fs);
         tvm_functions(vm, mods[m].name, fs, nf, &nf);
         for (size_t f = 0; f < nf; f++) {
             if (len == cap)
-                rows = realloc(rows, (cap *= 2) * sizeof *rows);
+                rows = vm_realloc(rows, (cap *= 2) * sizeof *rows);
             CallRow *row = &rows[len];
             snprintf(row->mfa, sizeof row->mfa, "%s:%s/%d", mods[m].name, fs[f].name,
                      fs[f].arity);

@@ -362,6 +362,12 @@ static void cmd_top(CtlClient *c, int argc, char **argv)
         ctl_error(c, "top: unexpected argument '%s'", o.pos[0]);
         return;
     }
+    /* At most an hour in all, as every other long request. */
+    if ((double)o.count * (double)o.interval > 3600000.0) {
+        ctl_error(c, "top: --count %ld times --interval %ld ms is more than an hour", o.count,
+                  o.interval);
+        return;
+    }
     tvm_vm *vm = c->srv->vm;
     ctl_ok(c);
     ctl_flush(c);
@@ -418,9 +424,50 @@ static void stack_of(tvm_vm *vm, tvm_pid pid, StrBuf *out)
 
 typedef struct Group {
     char *text;                /* the stack, without the pid */
+    uint64_t hash;             /* of text (FNV-1a) */
     StrBuf pids;
     size_t n;
 } Group;
+
+/* Group numbers by their group's size, descending, then by number. */
+static int by_size(const void *a, const void *b, void *groups)
+{
+    const Group *g = groups;
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    if (g[x].n != g[y].n)
+        return g[x].n > g[y].n ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+static uint64_t text_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3u;
+    return h;
+}
+
+/* The group of `text` in an open-addressing index of `mask + 1` slots
+ * (group number + 1, 0 empty; at least twice as many slots as groups),
+ * made if it is new.  A linear search made grouping quadratic: as many
+ * string comparisons as processes times groups. */
+static size_t group_of(Group *groups, size_t *ng, size_t *index, size_t mask, const char *text,
+                       size_t len)
+{
+    uint64_t h = text_hash(text);
+    size_t i = (size_t)h & mask;
+    for (; index[i]; i = (i + 1) & mask) {
+        Group *g = &groups[index[i] - 1];
+        if (g->hash == h && !strcmp(g->text, text))
+            return index[i] - 1;
+    }
+    Group *g = &groups[*ng];
+    g->text = vm_strndup(text, len);
+    g->hash = h;
+    sb_init(&g->pids);
+    index[i] = ++*ng;
+    return *ng - 1;
+}
 
 static void emit_lines(CtlClient *c, const char *text)
 {
@@ -458,7 +505,10 @@ static void cmd_stacks(CtlClient *c, int argc, char **argv)
     }
     ctl_ok(c);
     Group *groups = o.group ? vm_calloc(n ? n : 1, sizeof *groups) : NULL;
-    size_t ng = 0;
+    size_t ng = 0, mask = 1;
+    while (mask < 2 * n)
+        mask <<= 1;
+    size_t *index = o.group ? vm_calloc(mask--, sizeof *index) : NULL;
     StrBuf sb;
     sb_init(&sb);
     for (size_t i = 0; i < n && !c->gone; i++) {
@@ -474,14 +524,14 @@ static void cmd_stacks(CtlClient *c, int argc, char **argv)
             emit_lines(c, sb.s);
             continue;
         }
-        size_t g = 0;
-        while (g < ng && strcmp(groups[g].text, sb.s) != 0)
-            g++;
-        if (g == ng) {
-            groups[ng].text = vm_strndup(sb.s, sb.len);
-            sb_init(&groups[ng].pids);
-            ng++;
+        /* --group writes nothing until every stack is taken, so only a
+         * look at the socket tells a client that hung up: it cancels the
+         * rest, as for the streaming requests. */
+        if ((i & 255) == 255 && !ctl_client_here(c)) {
+            c->gone = true;
+            break;
         }
+        size_t g = group_of(groups, &ng, index, mask, sb.s, sb.len);
         /* The first pids of a group name it; the count says the rest. */
         if (groups[g].n < GROUP_PIDS)
             sb_printf(&groups[g].pids, "%s%s", groups[g].n ? " " : "", pid);
@@ -489,22 +539,23 @@ static void cmd_stacks(CtlClient *c, int argc, char **argv)
             sb_puts(&groups[g].pids, " ...");
         groups[g].n++;
     }
-    for (size_t pass = 0; pass < ng; pass++) {
-        /* Largest groups first (a selection: groups are few). */
-        size_t best = 0;
-        for (size_t g = 1; g < ng; g++)
-            if (groups[g].n > groups[best].n)
-                best = g;
-        ctl_linef(c, "%zu process%s: %s", groups[best].n, groups[best].n == 1 ? "" : "es",
-                  groups[best].pids.s);
-        emit_lines(c, groups[best].text);
-        groups[best].n = 0;
+    /* Largest groups first, ties in the order they were met: the
+     * index's slots hold the group numbers to sort. */
+    for (size_t g = 0; g < ng; g++)
+        index[g] = g;
+    if (ng)
+        qsort_r(index, ng, sizeof *index, by_size, groups);
+    for (size_t k = 0; k < ng && !c->gone; k++) {
+        const Group *gr = &groups[index[k]];
+        ctl_linef(c, "%zu process%s: %s", gr->n, gr->n == 1 ? "" : "es", gr->pids.s);
+        emit_lines(c, gr->text);
     }
     for (size_t g = 0; g < ng; g++) {
         free(groups[g].text);
         sb_free(&groups[g].pids);
     }
     free(groups);
+    free(index);
     sb_free(&sb);
     free(rows);
     ctl_end(c);

@@ -160,6 +160,8 @@ cases = [
      b'error stacks: bad pid \'9223372036854775808\' (N or <0.N.0>)\n.\n'),
     (b'stacks <0.4.0>x\n', b'error stacks: bad pid \'<0.4.0>x\' (N or <0.N.0>)\n.\n'),
     (b'info --\n', b'error info: unknown option --\n.\n'),
+    (b'top --count 1000000 --interval 3600000\n',
+     b'error top: --count 1000000 times --interval 3600000 ms is more than an hour\n.\n'),
     (b'procs "--sort limit" 5\n', b'error procs: unknown option --sort limit\n.\n'),
     (b'stacks "--running group" 5\n', b'error stacks: unknown option --running group\n.\n'),
     (b'procs "\\x1b]0;pwned\\x07\\x1b[31mRED\\xff"\n',
