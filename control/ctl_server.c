@@ -143,16 +143,21 @@ static const char *read_error(CtlRead r)
 }
 
 /* After an error that ends a connection: no more from us, then what the
- * peer still sends is read and dropped (for a second, a megabyte at
- * most), so that closing does not reset the connection under the error
- * line before the peer has read it. */
+ * peer still sends is read and dropped (for a second in all, a megabyte
+ * at most), so that closing does not reset the connection under the
+ * error line before the peer has read it.  The second is for the whole
+ * wait, not between two reads: a peer sending a byte now and then would
+ * otherwise keep the thread and its slot for a megabyte of seconds. */
 static void linger(int fd)
 {
     shutdown(fd, SHUT_WR);
     char sink[4096];
     size_t total = 0;
     struct pollfd pf = { .fd = fd, .events = POLLIN };
-    while (total < (1u << 20) && poll(&pf, 1, 1000) > 0) {
+    const uint64_t until = vm_now_ns() + 1000000000u;
+    uint64_t now;
+    while (total < (1u << 20) && (now = vm_now_ns()) < until &&
+           poll(&pf, 1, (int)((until - now) / 1000000u) + 1) > 0) {
         ssize_t n = recv(fd, sink, sizeof sink, 0);
         if (n <= 0)
             break;

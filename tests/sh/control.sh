@@ -112,7 +112,7 @@ grep -qx 'clients: 1' <(attach $vm info) || fail "the killed client still counts
 
 # Malformed requests: each gets its exact reply (and the VM goes on).
 python3 - "$sock" <<'PY' || fail "malformed requests"
-import socket, sys
+import socket, sys, time
 path = sys.argv[1]
 def exchange(data, shut=False):
     s = socket.socket(socket.AF_UNIX)
@@ -177,6 +177,25 @@ for req, want in cases:
     if got != want:
         print('request %r: got %r, want %r' % (req[:40], got, want))
         bad += 1
+# After an error that closes, the server drains what the peer sends for a
+# second in all, not a second after each byte: a peer dribbling a byte
+# every 0.3 s is cut off well before its 20th (before, never).
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.recv(100)
+s.sendall(b'x' * 70000)
+cut = False
+for i in range(20):
+    try:
+        s.send(b'x')
+    except OSError:
+        cut = True
+        break
+    time.sleep(0.3)
+if not cut:
+    print('a dribbling peer kept its connection for 6 s')
+    bad += 1
+s.close()
 sys.exit(1 if bad else 0)
 PY
 grep -qx 'processes: 5' <(attach $vm info) || fail "the VM after the malformed requests"
