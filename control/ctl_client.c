@@ -78,17 +78,6 @@ static int dial(const char *path)
     return fd;
 }
 
-/* The uid of the process at the other end of fd (SO_PEERCRED). */
-static bool peer_uid(int fd, unsigned *uid)
-{
-    struct ucred cr;
-    socklen_t len = sizeof cr;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || len != sizeof cr)
-        return false;
-    *uid = (unsigned)cr.uid;
-    return true;
-}
-
 /* The socket of pid's first VM in dir ("PID.N.sock" with the lowest N). */
 static bool socket_of(const char *dir, long pid, char *out, size_t size)
 {
@@ -144,7 +133,7 @@ tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm
      * user's socket by its path (the server admits root); a pid is found
      * only in a directory that passed ctl_dir_check. */
     unsigned peer, me = (unsigned)geteuid();
-    if (!peer_uid(fd, &peer)) {
+    if (!ctl_peer_uid(fd, &peer)) {
         close(fd);
         return fail(err, TVM_ERR_IO, "%s: cannot tell who serves it", path);
     }

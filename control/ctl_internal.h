@@ -23,15 +23,22 @@
 #define CTL_MAX_CLIENTS 16
 #define CTL_IDLE_MS 60000              /* between two requests */
 #define CTL_SEND_MS 60000              /* a reply waiting for a client that reads nothing */
-
-/* The send timeout of every client's socket (SO_SNDTIMEO), CTL_SEND_MS;
- * read by the accept thread when it admits a client.  Tests shorten it
- * before the endpoint starts; nothing else writes it. */
-extern int ctl_send_ms;
 #define CTL_MAX_ARGS 256
 /* The trace sessions the clients hold at once: half of TVM_SESSIONS_MAX,
  * the default session and 7 more stay the program's. */
 #define CTL_MAX_SESSIONS (TVM_SESSIONS_MAX / 2)
+
+/* The send timeout of every client's socket (SO_SNDTIMEO), CTL_SEND_MS.
+ * Written only by tests, before tvm_control_start; read by the accept
+ * thread when it admits a client, which that start's pthread_create
+ * orders after the write. */
+extern int ctl_send_ms;
+
+/* The uid of the process at the other end of the socket fd
+ * (SO_PEERCRED); false if the kernel does not say.  The server admits
+ * only its own user (and root); the client trusts only its own user's
+ * server. */
+bool ctl_peer_uid(int fd, unsigned *uid);
 
 /* A buffered reader over a socket, bounded: it never holds more than
  * CTL_LINE_MAX bytes of a line. */

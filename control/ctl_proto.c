@@ -7,8 +7,10 @@
  * holds more than CTL_LINE_MAX bytes of one line, whatever arrives; the
  * splitter accepts only the documented grammar and says where it broke;
  * writes use MSG_NOSIGNAL so a client that goes away mid-reply costs the
- * server an error code, not a SIGPIPE.
+ * server an error code, not a SIGPIPE; and both ends learn who is at the
+ * other end from the kernel (ctl_peer_uid).
  */
+#define _GNU_SOURCE   /* struct ucred */
 #include "control/ctl_internal.h"
 
 #include <errno.h>
@@ -109,6 +111,16 @@ bool ctl_read_bytes(CtlReader *r, char *out, size_t n, int timeout_ms)
             return false;
         have += (size_t)k;
     }
+    return true;
+}
+
+bool ctl_peer_uid(int fd, unsigned *uid)
+{
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || len != sizeof cr)
+        return false;
+    *uid = (unsigned)cr.uid;
     return true;
 }
 

@@ -119,11 +119,8 @@ tvm_status ctl_dir_check(const char *dir, tvm_error *err)
 /* Whether the peer is this user (or root), by its credentials. */
 static bool same_user(int fd)
 {
-    struct ucred cr;
-    socklen_t len = sizeof cr;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || len != sizeof cr)
-        return false;
-    return cr.uid == geteuid() || cr.uid == 0;
+    unsigned uid;
+    return ctl_peer_uid(fd, &uid) && (uid == (unsigned)geteuid() || uid == 0);
 }
 
 static void say(int fd, const char *line)

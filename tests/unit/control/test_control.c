@@ -198,21 +198,37 @@ Test(control, bad_targets_have_their_status)
     cr_assert_eq(tvm_control_connect(path, &c, &err), TVM_ERR_NOTFOUND);
 }
 
-/* Connects without the client API, sends `request` (one line) once the
- * greeting is read, and hangs up at once, as tracevm attach does when ^C
- * stops it. */
-static void hang_up_during(const char *request)
+/* A socket connected to the endpoint without the client API, its
+ * receive buffer `rcvbuf` bytes (0: the default), the greeting unread. */
+static int dial_raw(int rcvbuf)
 {
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     cr_assert_geq(fd, 0);
+    if (rcvbuf)
+        cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf), 0);
     struct sockaddr_un a = { .sun_family = AF_UNIX };
     snprintf(a.sun_path, sizeof a.sun_path, "%s", tvm_control_path(vm));
     cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    char c;
-    while (read(fd, &c, 1) == 1 && c != '\n')
+    return fd;
+}
+
+/* Connects without the client API and sends `request` (one line) once
+ * the greeting is read; the socket stays open. */
+static int send_raw(const char *request)
+{
+    int fd = dial_raw(0);
+    char ch;
+    while (read(fd, &ch, 1) == 1 && ch != '\n')
         ;
     cr_assert_eq(write(fd, request, strlen(request)), (ssize_t)strlen(request));
-    close(fd);
+    return fd;
+}
+
+/* Sends `request` as send_raw does and hangs up at once, as tracevm
+ * attach does when ^C stops it. */
+static void hang_up_during(const char *request)
+{
+    close(send_raw(request));
 }
 
 /* info's clients and sessions once the endpoint serves only `c` and the
@@ -272,22 +288,6 @@ Test(control, a_client_that_hangs_up_cancels_its_request)
     struct stat st;
     cr_assert_neq(stat(out, &st), 0, "the cancelled profile wrote %s", out);
     tvm_control_close(c);
-}
-
-/* Connects without the client API and sends `request` (one line) once
- * the greeting is read; the socket stays open. */
-static int send_raw(const char *request)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    cr_assert_geq(fd, 0);
-    struct sockaddr_un a = { .sun_family = AF_UNIX };
-    snprintf(a.sun_path, sizeof a.sun_path, "%s", tvm_control_path(vm));
-    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    char ch;
-    while (read(fd, &ch, 1) == 1 && ch != '\n')
-        ;
-    cr_assert_eq(write(fd, request, strlen(request)), (ssize_t)strlen(request));
-    return fd;
 }
 
 /* The clients hold at most 8 trace sessions (half of the 16): the ninth
@@ -368,13 +368,7 @@ Test(control, a_client_that_never_reads_its_replies_is_let_go)
     ctl_send_ms = 200;
     tvm_error err;
     cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    cr_assert_geq(fd, 0);
-    int small = 4096;
-    cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
-    struct sockaddr_un a = { .sun_family = AF_UNIX };
-    snprintf(a.sun_path, sizeof a.sun_path, "%s", tvm_control_path(vm));
-    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    int fd = dial_raw(4096);
     /* Requests until the socket takes none for a second (the server,
      * blocked on its replies, stopped reading) or refuses them (the
      * server let the connection go): a few hundred replies fill both
