@@ -134,6 +134,15 @@ static inline void vm_atomic_fence_store(void)
 #endif
 }
 
+/* Accesses before it are not moved after it by the compiler, nor the
+ * other way: the order a signal handler that interrupts this very thread
+ * sees (it runs on the same CPU, so the hardware keeps program order for
+ * it; only the compiler has to be told).  No instruction is emitted. */
+static inline void vm_atomic_fence_signal(void)
+{
+    AO_compiler_barrier();
+}
+
 /* An acquire load of a word that is not a VmAtomic (a pointer a protocol
  * reads outside ThreadSanitizer's view; the call site says what it pairs
  * with). */

@@ -131,8 +131,22 @@ bool vm_frames_ensure(Process *p, uint32_t n)
         cap *= 2;
     if (cap > p->frames_limit)
         cap = p->frames_limit;
-    p->frames = vm_realloc(p->frames, cap * sizeof(Frame));
+    /* Not realloc: a signal handler on this thread (a CPU profile's
+     * sample, a running capture: profile/pf_sample.c, stacks/st_signal.c)
+     * may interrupt the growth and copy frames through p->frames, and
+     * realloc frees (and may unmap: mremap, a trimmed heap) the old array
+     * before it returns the new one.  So the new array is filled and
+     * published first and the old one freed after: the handler reads one
+     * or the other, both whole up to nframes.  The fences keep the
+     * compiler from moving the copy after the store or the store after
+     * the free (vm_atomic_fence_signal). */
+    Frame *old = p->frames, *grown = vm_malloc(cap * sizeof(Frame));
+    memcpy(grown, old, p->frames_cap * sizeof(Frame));
+    vm_atomic_fence_signal();
+    p->frames = grown;
     p->frames_cap = cap;
+    vm_atomic_fence_signal();
+    free(old);
     return true;
 }
 
