@@ -472,8 +472,10 @@ tvm_status tvm_backtrace(tvm_vm *vm, tvm_pid pid, char *buf, size_t size,
 
 /* The real-time signal of running captures (0 keeps it; default
  * SIGRTMIN + 4; never SIGURG) and the default timeout in ms (0 keeps it;
- * default 50).  Process-wide; call before the first capture.
- * TVM_ERR_BADARG for a signal outside SIGRTMIN..SIGRTMAX. */
+ * default 50).  Process-wide; any time (the next capture uses them).
+ * TVM_ERR_BADARG, nothing changed, for a signal outside
+ * SIGRTMIN..SIGRTMAX or one that has another handler (yours, a
+ * profile's timer signal). */
 tvm_status tvm_backtrace_config(int signo, unsigned timeout_ms);
 
 /*

@@ -100,8 +100,10 @@ void st_capture_self(Process *p, StStack *out);
 
 /* Signal mode settings, process-wide: the real-time signal (0 keeps the
  * current one, default SIGRTMIN + 4) and the default timeout in ms (0
- * keeps it, default 50).  Before the first capture, or between captures. */
-void st_configure(int signo, unsigned timeout_ms);
+ * keeps it, default 50).  Any time: a capture installs the handler on
+ * the signal it uses.  False (nothing changed) when signo has a handler
+ * that is not ours (the profiler's timer signal, the embedder's). */
+bool st_configure(int signo, unsigned timeout_ms);
 int st_signal_number(void);
 
 /*

@@ -222,8 +222,7 @@ tvm_status tvm_backtrace_config(int signo, unsigned timeout_ms)
 {
     if (signo != 0 && (signo < SIGRTMIN || signo > SIGRTMAX))
         return TVM_ERR_BADARG;
-    st_configure(signo, timeout_ms);
-    return TVM_OK;
+    return st_configure(signo, timeout_ms) ? TVM_OK : TVM_ERR_BADARG;
 }
 
 tvm_status tvm_thread_register(tvm_env *ctx, tvm_pid *id)

@@ -71,14 +71,37 @@ static Slot slots[ST_SLOTS];
 static VmAtomic next_seq = VM_ATOMIC_INIT(1);
 static VmAtomic signo_cfg;      /* 0 until configured: SIGRTMIN + 4 */
 static VmAtomic timeout_cfg = VM_ATOMIC_INIT(50);
-static pthread_once_t install_once = PTHREAD_ONCE_INIT;
+/* The signals that have our handler, bit signo - 1 (real-time signals
+ * are 64 at most).  Set under install_lock, after the sigaction, with a
+ * release ([SI1]); a round trip loads it with acquire ([SI1']) before
+ * it sends that signal.  The handler stays on a signal for the life of
+ * the OS process, so a signal still pending when the configuration
+ * changes never meets the default action (which ends the process). */
+static VmAtomic installed;
+static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void st_configure(int signo, unsigned timeout_ms)
+static void handler(int sig, siginfo_t *si, void *ucv);
+
+/* Whether signo is free for us: no handler, or ours already. */
+static bool signal_free(int signo)
 {
+    struct sigaction old;
+    if (sigaction(signo, NULL, &old) != 0)
+        return false;
+    if (old.sa_flags & SA_SIGINFO)
+        return old.sa_sigaction == handler;
+    return old.sa_handler == SIG_DFL || old.sa_handler == SIG_IGN;
+}
+
+bool st_configure(int signo, unsigned timeout_ms)
+{
+    if (signo > 0 && !signal_free(signo))
+        return false;
     if (signo > 0)
         vm_atomic_store_relaxed(&signo_cfg, (uintptr_t)signo);
     if (timeout_ms > 0)
         vm_atomic_store_relaxed(&timeout_cfg, timeout_ms);
+    return true;
 }
 
 int st_signal_number(void)
@@ -192,16 +215,31 @@ ST_NO_SANITIZE static void handler(int sig, siginfo_t *si, void *ucv)
     errno = saved_errno;
 }
 
-static void install(void)
+/* The signal captures use now, with our handler installed on it first
+ * (the first time it is used: the configured signal may change between
+ * captures). */
+static int installed_signal(void)
 {
-    st_walk_learn_text();
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-    sigfillset(&sa.sa_mask);
-    if (sigaction(st_signal_number(), &sa, NULL) != 0)
-        vm_die("sigaction for the stack-capture signal");
+    int signo = st_signal_number();
+    uintptr_t bit = (uintptr_t)1 << (signo - 1);
+    /* [SI1'] acquire: pairs with [SI1]; the handler is in place. */
+    if (vm_atomic_load_acquire(&installed) & bit)
+        return signo;
+    pthread_mutex_lock(&install_lock);
+    if (!(vm_atomic_load_relaxed(&installed) & bit)) {
+        st_walk_learn_text();
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = handler;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+        sigfillset(&sa.sa_mask);
+        if (sigaction(signo, &sa, NULL) != 0)
+            vm_die("sigaction for the stack-capture signal");
+        /* [SI1] release: the handler before the bit that says so. */
+        vm_atomic_store_release(&installed, vm_atomic_load_relaxed(&installed) | bit);
+    }
+    pthread_mutex_unlock(&install_lock);
+    return signo;
 }
 
 /* ---- the tracer ---- */
@@ -275,7 +313,7 @@ static bool wait_done(Slot *s, uintptr_t seq, unsigned timeout_ms)
 static StResult round_trip(pthread_t thread, Process *p, uintptr_t lo, uintptr_t hi, Process *ctx,
                            StStack *out, unsigned timeout_ms)
 {
-    pthread_once(&install_once, install);
+    int signo = installed_signal();
     if (!timeout_ms)
         timeout_ms = (unsigned)vm_atomic_load_relaxed(&timeout_cfg);
     uintptr_t seq;
@@ -288,7 +326,7 @@ static StResult round_trip(pthread_t thread, Process *p, uintptr_t lo, uintptr_t
     vm_atomic_store_release(&s->word, SL_WORD(seq, SL_ARMED));
     union sigval val = { .sival_ptr = (void *)(seq << SLOT_BITS | (uintptr_t)(s - slots)) };
     int rc;
-    for (int i = 0; (rc = pthread_sigqueue(thread, st_signal_number(), val)) == EAGAIN && i < 3; i++)
+    for (int i = 0; (rc = pthread_sigqueue(thread, signo, val)) == EAGAIN && i < 3; i++)
         sched_yield();
     if (rc != 0) {
         if (vm_atomic_cas_full(&s->word, SL_WORD(seq, SL_ARMED), SL_WORD(seq, SL_FREE)))
@@ -343,7 +381,7 @@ static StThread threads[ST_MAX_THREADS] = {
 
 uint64_t st_thread_register(Process *ctx)
 {
-    pthread_once(&install_once, install);
+    installed_signal();
     for (unsigned i = 0; i < ST_MAX_THREADS; i++) {
         StThread *t = &threads[i];
         pthread_mutex_lock(&t->lock);

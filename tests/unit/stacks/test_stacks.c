@@ -568,6 +568,50 @@ Test(stacks, registered_thread_signal_mode)
     free(s);
 }
 
+/* The capture signal changed after captures were taken: the next
+ * capture installs the handler on the new signal (before, the signal
+ * met its default action and ended the whole program).  A signal that
+ * has someone else's handler is refused. */
+static void capture_thread_ok(uint64_t id)
+{
+    char text[4096];
+    tvm_error err;
+    tvm_backtrace_opts o = { .size = sizeof(tvm_backtrace_opts), .timeout_ms = 5000 };
+    cr_assert_eq(tvm_backtrace(vm, id, text, sizeof text, &o, &err), TVM_OK, "%s", err.message);
+    cr_assert(strstr(text, "[c] thread_spin+") == text + 2, "%s", text);
+}
+
+static void other_handler(int sig)
+{
+    (void)sig;
+}
+
+Test(stacks, signal_changed_after_a_capture)
+{
+    NO_SIGNALS_UNDER_TSAN();
+    atomic_store(&th_state, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, thread_main, NULL);
+    while (atomic_load(&th_state) != 1)
+        sleep_ms(1);
+    uint64_t id = atomic_load(&th_id);
+    int first = st_signal_number();
+    capture_thread_ok(id);
+    cr_assert_eq(tvm_backtrace_config(SIGRTMIN + 7, 0), TVM_OK);
+    capture_thread_ok(id);
+    cr_assert_eq(st_signal_number(), SIGRTMIN + 7);
+    cr_assert_eq(tvm_backtrace_config(first, 0), TVM_OK);
+    capture_thread_ok(id);
+    /* A signal the embedder (or the profiler) handles is not taken. */
+    signal(SIGRTMIN + 8, other_handler);
+    cr_assert_eq(tvm_backtrace_config(SIGRTMIN + 8, 0), TVM_ERR_BADARG);
+    cr_assert_eq(st_signal_number(), first);
+    capture_thread_ok(id);
+    signal(SIGRTMIN + 8, SIG_DFL);
+    atomic_store(&th_state, 3);
+    pthread_join(t, NULL);
+}
+
 /* ---- corrupt frame chains: the walk ends, nothing crashes ---- */
 
 static void corrupt_case(int mode)
