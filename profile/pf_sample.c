@@ -434,14 +434,9 @@ static tvm_status install(int signo, tvm_error *err)
 {
     if (signo < 64 && (pf_installed & ((uint64_t)1 << signo)))
         return TVM_OK;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-    sigfillset(&sa.sa_mask);
-    if (sigaction(signo, &sa, NULL) != 0)
-        return fail(err, TVM_ERR_IO, "tvm_profile_start: sigaction(%d): %s", signo,
-                    strerror(errno));
+    int e = st_install_handler(signo, handler);
+    if (e != 0)
+        return fail(err, TVM_ERR_IO, "tvm_profile_start: sigaction(%d): %s", signo, strerror(e));
     if (signo < 64)
         pf_installed |= (uint64_t)1 << signo;
     return TVM_OK;

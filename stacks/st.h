@@ -12,6 +12,7 @@
 #ifndef STACKS_ST_H
 #define STACKS_ST_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -104,6 +105,12 @@ void st_capture_self(Process *p, StStack *out);
  * the signal it uses.  False (nothing changed) when signo has a handler
  * that is not ours (the profiler's timer signal, the embedder's). */
 bool st_configure(int signo, unsigned timeout_ms);
+
+/* Installs fn on signo the way every stack-walking handler is installed
+ * (this file's and the profiler's): SA_SIGINFO | SA_RESTART |
+ * SA_ONSTACK, every signal blocked while it runs.  0, or sigaction's
+ * errno. */
+int st_install_handler(int signo, void (*fn)(int, siginfo_t *, void *));
 int st_signal_number(void);
 
 /*

@@ -215,6 +215,16 @@ ST_NO_SANITIZE static void handler(int sig, siginfo_t *si, void *ucv)
     errno = saved_errno;
 }
 
+int st_install_handler(int signo, void (*fn)(int, siginfo_t *, void *))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = fn;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigfillset(&sa.sa_mask);
+    return sigaction(signo, &sa, NULL) != 0 ? errno : 0;
+}
+
 /* The signal captures use now, with our handler installed on it first
  * (the first time it is used: the configured signal may change between
  * captures). */
@@ -228,12 +238,7 @@ static int installed_signal(void)
     pthread_mutex_lock(&install_lock);
     if (!(vm_atomic_load_relaxed(&installed) & bit)) {
         st_walk_learn_text();
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = handler;
-        sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-        sigfillset(&sa.sa_mask);
-        if (sigaction(signo, &sa, NULL) != 0)
+        if (st_install_handler(signo, handler) != 0)
             vm_die("sigaction for the stack-capture signal");
         /* [SI1] release: the handler before the bit that says so. */
         vm_atomic_store_release(&installed, vm_atomic_load_relaxed(&installed) | bit);

@@ -544,15 +544,21 @@ Test(stacks, signal_timeout_then_late_signal_is_harmless)
     free(s);
 }
 
+/* A registered thread spinning in thread_spin; its id. */
+static uint64_t spinning_thread(pthread_t *t)
+{
+    atomic_store(&th_state, 0);
+    pthread_create(t, NULL, thread_main, NULL);
+    while (atomic_load(&th_state) != 1)
+        sleep_ms(1);
+    return atomic_load(&th_id);
+}
+
 Test(stacks, registered_thread_signal_mode)
 {
     NO_SIGNALS_UNDER_TSAN();
-    atomic_store(&th_state, 0);
     pthread_t t;
-    pthread_create(&t, NULL, thread_main, NULL);
-    while (atomic_load(&th_state) != 1)
-        sleep_ms(1);
-    uint64_t id = atomic_load(&th_id);
+    uint64_t id = spinning_thread(&t);
     cr_assert(id & ST_THREAD_ID_BIT);
     StStack *s = malloc(sizeof *s);
     cr_assert_eq(st_capture_thread(id, s, 5000), ST_R_OK);
@@ -589,12 +595,8 @@ static void other_handler(int sig)
 Test(stacks, signal_changed_after_a_capture)
 {
     NO_SIGNALS_UNDER_TSAN();
-    atomic_store(&th_state, 0);
     pthread_t t;
-    pthread_create(&t, NULL, thread_main, NULL);
-    while (atomic_load(&th_state) != 1)
-        sleep_ms(1);
-    uint64_t id = atomic_load(&th_id);
+    uint64_t id = spinning_thread(&t);
     int first = st_signal_number();
     capture_thread_ok(id);
     cr_assert_eq(tvm_backtrace_config(SIGRTMIN + 7, 0), TVM_OK);
