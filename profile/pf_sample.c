@@ -475,6 +475,9 @@ tvm_status pf_start(tvm_profile *S, tvm_error *err)
             return st;
         }
     }
+    /* Before [PF1]: the handler's recovery above foreign code needs the
+     * text range (stacks/st_walk.c). */
+    st_walk_learn_text();
     pf_active = S;
     S->t_start = vm_now_ns();
     struct timespec wall;

@@ -198,8 +198,9 @@ uint32_t st_walk_fp(uintptr_t ip, uintptr_t fp, uintptr_t lo, uintptr_t hi, StNa
 uint32_t st_walk_interrupted(uintptr_t ip, uintptr_t fp, uintptr_t sp, uintptr_t lo,
                              uintptr_t hi, uintptr_t bottom, StNative *out, uint32_t max,
                              bool *broken);
-/* Learns the bounds of the object holding tracevm's code (st_signal.c's
- * install, outside any handler). */
+/* Learns the bounds of the object holding tracevm's code, once (a
+ * capture's or a profile's start, outside any handler, before its signal
+ * is armed: st_walk_interrupted's recovery needs them). */
 void st_walk_learn_text(void);
 /* libunwind from a suspended fiber's saved registers (never in a handler). */
 uint32_t st_walk_unwind(const uintptr_t *saved, uintptr_t lo, uintptr_t hi, StNative *out,

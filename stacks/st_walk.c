@@ -73,9 +73,13 @@ uint32_t st_walk_fp(uintptr_t ip, uintptr_t fp, uintptr_t lo, uintptr_t hi, StNa
 }
 
 /* The executable segment of the object that holds tracevm's code, which
- * is built with frame pointers (st_walk_learn_text).  Written once under
- * st_signal.c's pthread_once before any handler can run; read by
- * handlers. */
+ * is built with frame pointers (st_walk_learn_text).  Written once, under
+ * learn_once, by the first capture or profile before it arms its signal
+ * (a capture's release of its slot, a profile's release of the session,
+ * order the write before the handlers' reads); read by handlers.  Before,
+ * every new capture signal wrote it again while a profile's handler read
+ * it (ThreadSanitizer, stress_deep_frames), and a profile in a process
+ * that had taken no capture ran without it (no recovery). */
 static uintptr_t text_lo, text_hi;
 
 static int find_text(struct dl_phdr_info *info, size_t size, void *data)
@@ -96,9 +100,16 @@ static int find_text(struct dl_phdr_info *info, size_t size, void *data)
     return 0;
 }
 
-void st_walk_learn_text(void)
+static pthread_once_t learn_once = PTHREAD_ONCE_INIT;
+
+static void learn_text(void)
 {
     dl_iterate_phdr(find_text, (void *)(uintptr_t)&st_walk_fp);
+}
+
+void st_walk_learn_text(void)
+{
+    pthread_once(&learn_once, learn_text);
 }
 
 /* How far above sp the recovery looks for a frame record. */
