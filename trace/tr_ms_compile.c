@@ -293,28 +293,52 @@ static bool c_pat_var(Comp *c, Term p, int kind, int64_t num)
     return true;
 }
 
-static bool c_pat_compound(Comp *c, Term p)
+static bool c_pat_tuple(Comp *c, Term p)
 {
     if (++c->msp > TR_MS_MAX_DEPTH + 1)
         return cfail(c, "patterns nested deeper than %d levels", TR_MS_MAX_DEPTH);
-    if (term_is_tuple(p)) {
-        emit(c, INSN(MS_TUPLE, tuple_arity(p)));
-        for (uint32_t i = 0; i < tuple_arity(p); i++) {
-            emit(c, INSN(MS_ELEM, i));
-            if (!c_pattern(c, tuple_elems(p)[i]))
-                return false;
-        }
-        emit(c, INSN(MS_POP, 0));
-        c->msp--;
-        return true;
+    emit(c, INSN(MS_TUPLE, tuple_arity(p)));
+    for (uint32_t i = 0; i < tuple_arity(p); i++) {
+        emit(c, INSN(MS_ELEM, i));
+        if (!c_pattern(c, tuple_elems(p)[i]))
+            return false;
     }
-    emit(c, INSN(MS_CONS, 0));
-    emit(c, INSN(MS_HEAD, 0));
-    if (!c_pattern(c, cons_head(p)))
-        return false;
-    emit(c, INSN(MS_TAILPOP, 0));
+    emit(c, INSN(MS_POP, 0));
     c->msp--;
-    return c_pattern(c, cons_tail(p));
+    return true;
+}
+
+/*
+ * A list pattern that is not ground: its cells one by one up to the last
+ * one with a variable in its head, then what follows (a variable, or a
+ * ground rest compared as one literal).  A loop over the cells, not a
+ * recursion on the tail (list tails cost no depth in src_check, so a
+ * recursion would take native stack linear in the list's length), and
+ * one pass to find that last cell (testing the rest for variables at
+ * every cell took time quadratic in the length).
+ */
+static bool c_pat_list(Comp *c, Term p)
+{
+    size_t n = 0, cells = 0;
+    Term t = p;
+    for (; term_is_cons(t); t = cons_tail(t)) {
+        n++;
+        if (!ground(cons_head(t)))
+            cells = n;
+    }
+    if (!ground(t))
+        cells = n;
+    for (size_t i = 0; i < cells; i++, p = cons_tail(p)) {
+        if (++c->msp > TR_MS_MAX_DEPTH + 1)
+            return cfail(c, "patterns nested deeper than %d levels", TR_MS_MAX_DEPTH);
+        emit(c, INSN(MS_CONS, 0));
+        emit(c, INSN(MS_HEAD, 0));
+        if (!c_pattern(c, cons_head(p)))
+            return false;
+        emit(c, INSN(MS_TAILPOP, 0));
+        c->msp--;
+    }
+    return c_pattern(c, p);
 }
 
 /* Matches the current term against pattern p. */
@@ -324,8 +348,10 @@ static bool c_pattern(Comp *c, Term p)
     int kind = var_kind(p, &num);
     if (kind != V_NONE)
         return c_pat_var(c, p, kind, num);
-    if ((term_is_tuple(p) || term_is_cons(p)) && !ground(p))
-        return c_pat_compound(c, p);
+    if (term_is_tuple(p) && !ground(p))
+        return c_pat_tuple(c, p);
+    if (term_is_cons(p) && !ground(p))
+        return c_pat_list(c, p);
     emit(c, INSN(term_is_boxed(p) || term_is_cons(p) ? MS_EQLIT : MS_EQIMM, add_lit(c, p)));
     return true;
 }

@@ -831,6 +831,56 @@ Test(ms, long_lists_cost_no_depth_but_steps)
     free(c2);
 }
 
+/* Compiles *(const char **)arg; returns the spec (NULL on error). */
+static void *compile_thread(void *arg)
+{
+    char err[256];
+    return tr_ms_compile(P(*(const char **)arg), 1, err, sizeof err);
+}
+
+/*
+ * A head pattern of a long list with a variable at its end: compiled on
+ * a thread with a process's native stack (256 KiB, VM_FIBER_STACK_SIZE),
+ * where erlang:trace_pattern/3 compiles it.  The compiler went one level
+ * of C recursion per list cell and died at a few thousand cells.
+ */
+Test(ms, long_list_patterns_cost_no_native_stack)
+{
+    enum { N = 15000 };
+    StrBuf sb;
+    sb_init(&sb);
+    sb_puts(&sb, "[{[[");
+    for (int i = 0; i < N; i++)
+        sb_printf(&sb, "%d,", i);
+    sb_puts(&sb, "'$1']], [], [{message, '$1'}]}]");
+    const char *text = sb.s;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, &attr, compile_thread, &text), 0);
+    void *got;
+    pthread_join(th, &got);
+    pthread_attr_destroy(&attr);
+    TrMs *ms = got;
+    cr_assert(ms, "not compiled");
+    static Term cells[2 * (N + 1)];
+    TrMsResult res;
+    Term l = TERM_NIL;
+    for (int i = N + 1; i-- > 0;) {
+        cells[2 * i] = i == N ? make_atom(ATOM_OK) : make_small(i);
+        cells[2 * i + 1] = l;
+        l = make_cons_ptr(&cells[2 * i]);
+    }
+    Term a[1] = { l };
+    cr_expect(tr_ms_run(ms, a, 1, NULL, &scratch, &res));
+    cr_expect_str_eq(show(res.msg), "ok");
+    cells[2 * (N - 1)] = make_small(0);
+    cr_expect(!tr_ms_run(ms, a, 1, NULL, &scratch, &res));
+    tr_ms_free(ms);
+    sb_free(&sb);
+}
+
 /* ---- errors ---- */
 
 Test(ms, bad_specs_give_exact_messages)
