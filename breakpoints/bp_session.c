@@ -318,11 +318,11 @@ static bool session_opts(Term l, TrLimits *lim)
             lim->rate = n;
         else if (named(k, "rate") && term_is_tuple(v) && tuple_arity(v) == 2 &&
                  count_of(tuple_elems(v)[0], &n) && n && count_of(tuple_elems(v)[1], &ms) && ms)
-            lim->rate = n, lim->window_ns = ms * 1000000u;
+            lim->rate = n, lim->window_ns = tr_ms_to_ns(ms);
         else if (named(k, "rate_policy") && (named(v, "stop") || named(v, "drop")))
             lim->rate_drop = named(v, "drop");
         else if (named(k, "duration") && count_of(v, &ms) && ms)
-            lim->duration_ns = ms * 1000000u;
+            lim->duration_ns = tr_ms_to_ns(ms);
         else
             return false;
     }

@@ -267,6 +267,20 @@ bool tr_limits_check(const TrLimits *lim, char *why, size_t whylen)
     return true;
 }
 
+uint64_t tr_ms_to_ns(uint64_t ms)
+{
+    return ms > UINT64_MAX / 1000000u ? UINT64_MAX : ms * 1000000u;
+}
+
+/* When a duration that starts at `start` ends (saturating, as above);
+ * 0: no duration. */
+static uint64_t deadline_of(uint64_t start, uint64_t duration_ns)
+{
+    if (!duration_ns)
+        return 0;
+    return duration_ns > UINT64_MAX - start ? UINT64_MAX : start + duration_ns;
+}
+
 /* Sets s's limits and counters afresh; s->gated must be 0 and no emitter
  * may be in s's gate (a session not live yet, or the default after
  * restart_default's grace period).  Returns whether s is gated now (the
@@ -324,8 +338,7 @@ void tr_session_publish(tvm_vm *vm, TrSession *s)
     TrSessions *S = vm->sessions;
     pthread_mutex_lock(&S->lock);
     s->start = tr_mono_ns();
-    if (s->lim.duration_ns)
-        s->deadline = s->start + s->lim.duration_ns;
+    s->deadline = deadline_of(s->start, s->lim.duration_ns);
     if (s->owner)
         vm_atomic_fetch_add_relaxed(&S->owned, 1);
     set_state(s, TR_SESS_LIVE);
@@ -360,8 +373,7 @@ void tr_session_restart_default(tvm_vm *vm, const TrLimits *lim)
     pthread_mutex_lock(&S->lock);
     bool gated = limits_set(d, lim);
     d->start = tr_mono_ns();
-    if (d->lim.duration_ns)
-        d->deadline = d->start + d->lim.duration_ns;
+    d->deadline = deadline_of(d->start, d->lim.duration_ns);
     S->pending &= ~1u;
     /* [SS2] release: the limits before the flag that sends emitters to them. */
     vm_atomic_store_release(&d->gated, gated);

@@ -217,6 +217,11 @@ TrSession *tr_session_reserve(tvm_vm *vm, const char *name, uint64_t tracer, uin
 void tr_session_publish(tvm_vm *vm, TrSession *s);
 void tr_session_release(tvm_vm *vm, TrSession *s);
 
+/* ms in ns, saturating: a window or a duration too long to count in ns
+ * (over 584 years) is as long as the counter goes, never a short one
+ * that the product wrapped to. */
+uint64_t tr_ms_to_ns(uint64_t ms);
+
 /* Checks limits; false with a reason. */
 bool tr_limits_check(const TrLimits *lim, char *why, size_t whylen);
 

@@ -133,9 +133,9 @@ void tr_limits_of(const tvm_trace_options *o, TrLimits *lim)
     *lim = (TrLimits){
         .max_events = o->max_events,
         .rate = o->rate,
-        .window_ns = o->rate_window_ms * 1000000u,
+        .window_ns = tr_ms_to_ns(o->rate_window_ms),
         .rate_drop = o->rate_policy == TVM_RATE_DROP,
-        .duration_ns = o->duration_ms * 1000000u,
+        .duration_ns = tr_ms_to_ns(o->duration_ms),
     };
 }
 

@@ -519,6 +519,29 @@ Test(sessions, duration_stops_the_session)
     cr_assert_str_eq(info(TVM_SESSION_DEFAULT, "ss:f/1", "traced"), "{traced,false}");
 }
 
+/*
+ * Windows and durations too long to count in ns are as long as the
+ * counter goes.  The products in ns wrapped: a duration of UINT64_MAX ms
+ * ended at once, and a window of 18,446,744,073,710 ms (584 years) was
+ * refused as "at least 1 ms (got 448384 ns)".  "brief" stops by its
+ * duration; the stopper has then looked at every deadline at least once
+ * since "long" was published, so a wrapped one would have stopped it.
+ */
+Test(sessions, huge_durations_and_windows_do_not_wrap)
+{
+    load_ok(vm, "ss", ss_src);
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .duration_ms = UINT64_MAX,
+                            .rate = 5, .rate_window_ms = 18446744073710u };
+    tvm_session s = session("long", lines_new(), &o);
+    tvm_trace_options b = { .size = sizeof(tvm_trace_options), .duration_ms = 1 };
+    tvm_session brief = session("brief", lines_new(), &b);
+    cr_assert_str_eq(wait_stopped(brief).stopped, "duration");
+    tvm_session_info in;
+    cr_assert_eq(tvm_session_info_get(vm, s, &in), TVM_OK);
+    cr_assert(in.live);
+    cr_assert_null(in.stopped);
+}
+
 /* A session whose owner exits is destroyed. */
 Test(sessions, owner_exit_destroys_the_session)
 {
