@@ -800,7 +800,11 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
  * so far reaches the output, which is finished (closed if it was opened
  * from `path`).  TVM_ERR_NOTFOUND if none runs; TVM_ERR_BADARG when
  * called from a process (a native): it waits for thread progress and for
- * the collector.  tvm_destroy stops a pipeline still running.
+ * the collector.  TVM_ERR_IO when a write of the text, JSON lines or
+ * chrome format to its output (`path`, `file` or stderr; not `fd`)
+ * failed, a full disk say: the pipeline is stopped all the same, and
+ * what was written from the failure on is lost.
+ * tvm_destroy stops a pipeline still running.
  */
 tvm_status tvm_trace_stop(tvm_vm *vm);
 

@@ -838,11 +838,18 @@ static int cmd_run(int argc, char **argv)
         if (st == TVM_OK)
             st = tvm_join(env, pid, &result);
         /* Every event so far reaches the output before the result. */
+        bool trace_failed = false;
         if (tracing) {
-            tvm_trace_stop(vm);
+            trace_failed = tvm_trace_stop(vm) == TVM_ERR_IO;
             trace_summary(vm, &o);
         }
         status = report(env, st, result, mod, fun, o.nargs);
+        if (trace_failed) {
+            fprintf(stderr, "tracevm run: writing the trace to %s failed: events are missing "
+                            "from it\n", o.out ? o.out : "stderr");
+            if (status == 0)
+                status = 1;
+        }
         if (prof && write_profile(prof, &o) != 0 && status == 0)
             status = 1;
     }

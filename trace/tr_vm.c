@@ -142,8 +142,8 @@ void tr_limits_of(const tvm_trace_options *o, TrLimits *lim)
 /* The sink for o; NULL with a reason (and status) when the output cannot
  * be opened.  A stream opened here (from o->path, or on o->fd) goes to
  * *opened, fd's state to *fdout. */
-static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, TrFdOut **fdout, char *why,
-                        size_t n, tvm_status *st)
+static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, TrFdOut **fdout,
+                        FILE **target, char *why, size_t n, tvm_status *st)
 {
     *st = TVM_ERR_IO;
     if (o->format == TVM_TRACE_CALLBACK)
@@ -168,6 +168,7 @@ static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, TrFdOut **fdo
         }
         *opened = out;
     }
+    *target = out;
     switch (o->format) {
     case TVM_TRACE_TEXT: return tr_sink_text_new(out, 0);
     case TVM_TRACE_JSONL: return tr_sink_jsonl_new(out);
@@ -175,12 +176,13 @@ static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, TrFdOut **fdo
     }
 }
 
-static void close_opened(FILE *f, TrFdOut *fdout)
+/* Closes what sink_new opened; false when the stream's last flush failed. */
+static bool close_opened(FILE *f, TrFdOut *fdout)
 {
-    if (f)
-        fclose(f);
+    bool ok = !f || fclose(f) == 0;
     if (fdout)
         tr_fdout_free(fdout);
+    return ok;
 }
 
 /* Builds and starts the pipeline of o for s with nscheds scheduler rings. */
@@ -209,10 +211,10 @@ static tvm_status tr_vm_new(tvm_vm *vm, TrSession *s, const tvm_trace_options *o
         free(t);
         return TVM_ERR_BADARG;
     }
-    FILE *opened = NULL;
+    FILE *opened = NULL, *target = NULL;
     TrFdOut *fdout = NULL;
     tvm_status st;
-    TrSink *sink = sink_new(o, &opened, &fdout, why, n, &st);
+    TrSink *sink = sink_new(o, &opened, &fdout, &target, why, n, &st);
     if (!sink) {
         tr_pipeline_free(tp);
         tr_vm_waits_destroy(t);
@@ -232,6 +234,10 @@ static tvm_status tr_vm_new(tvm_vm *vm, TrSession *s, const tvm_trace_options *o
     t->tp = tp;
     t->file = opened;
     t->fdout = fdout;
+    /* A descriptor's writer gives up on a reader by design (tr_fdout.c):
+     * no failure of the output to report. */
+    t->out = fdout ? NULL : target;
+    t->out_err_before = t->out && ferror(t->out);
     *out = t;
     return TVM_OK;
 }
@@ -280,7 +286,7 @@ TrVm *tr_vm_unpublish(tvm_vm *vm, TrSession *s)
     return t;
 }
 
-void tr_vm_free(tvm_vm *vm, TrVm *t)
+bool tr_vm_free(tvm_vm *vm, TrVm *t)
 {
     if (t->fdout)
         tr_fdout_closing(t->fdout);
@@ -295,9 +301,14 @@ void tr_vm_free(tvm_vm *vm, TrVm *t)
     free(st);
     tr_pipeline_free(t->tp);                                  /* (3) */
     tr_vm_waits_destroy(t);       /* lossless: wake whoever still waits for room */
-    close_opened(t->file, t->fdout);
+    /* The sink's writes are not checked one by one: the stream's error
+     * flag stays set from the first failure on. */
+    bool ok = !t->out || t->out_err_before || !ferror(t->out);
+    /* (the close's own last flush: a descriptor's counts as above) */
+    ok &= close_opened(t->file, t->fdout) || t->fdout;
     tr_session_add_counts(vm, t->sess, written, lost);
     free(t);
+    return ok;
 }
 
 /* ==== the default session: tvm_trace_start, tvm_trace_stop ==== */
@@ -343,12 +354,12 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
 }
 
 /* Stops session s's pipeline, if it has one: steps (1)-(3).  The
- * permission held. */
-static bool stop_pipeline(tvm_vm *vm, TrSession *s)
+ * permission held.  TVM_ERR_NOTFOUND: none; TVM_ERR_IO: its output failed. */
+static tvm_status stop_pipeline(tvm_vm *vm, TrSession *s)
 {
     TrVm *t = tr_vm_unpublish(vm, s);
     if (!t)
-        return false;
+        return TVM_ERR_NOTFOUND;
     vm_progress_sync(vm_progress_get(vm), NULL);              /* (2) */
     /* A limit or the owner's exit asked for the session's stop and the
      * stopper has not written its last record yet (tvm_trace_stop came
@@ -357,8 +368,7 @@ static bool stop_pipeline(tvm_vm *vm, TrSession *s)
      * under the same permission later, finds it written. */
     if (vm_atomic_load_relaxed(&s->reason) != TR_STOP_NONE)
         tr_session_final_record_in(vm, s, t);
-    tr_vm_free(vm, t);
-    return true;
+    return tr_vm_free(vm, t) ? TVM_OK : TVM_ERR_IO;
 }
 
 tvm_status tvm_trace_stop(tvm_vm *vm)
@@ -366,9 +376,9 @@ tvm_status tvm_trace_stop(tvm_vm *vm)
     if (!vm || vm_running_process())
         return TVM_ERR_BADARG;
     vm_code_perm_acquire(vm);
-    bool had = stop_pipeline(vm, tr_session_at(vm, 0));
+    tvm_status st = stop_pipeline(vm, tr_session_at(vm, 0));
     vm_code_perm_release(vm);
-    return had ? TVM_OK : TVM_ERR_NOTFOUND;
+    return st;
 }
 
 void tr_vm_destroy(tvm_vm *vm)

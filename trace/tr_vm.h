@@ -185,8 +185,10 @@ tvm_status tr_vm_start(tvm_vm *vm, struct TrSession *s, const tvm_trace_options 
  * Then a grace period, then tr_vm_free. */
 void tr_vm_unpublish_rings(tvm_vm *vm, struct TrSession *s);
 struct TrVm *tr_vm_unpublish(tvm_vm *vm, struct TrSession *s);
-/* Step (3): drains, finishes the output, adds its counts to its session. */
-void tr_vm_free(tvm_vm *vm, struct TrVm *t);
+/* Step (3): drains, finishes the output, adds its counts to its session.
+ * False when a write to the output stream failed (a full disk, a closed
+ * stream): what the sink wrote from then on is lost. */
+bool tr_vm_free(tvm_vm *vm, struct TrVm *t);
 /* Waits until every event written so far into s's pipeline reached its
  * sink (false: none runs).  Not from a scheduler thread. */
 bool tr_vm_flush(tvm_vm *vm, struct TrSession *s);

@@ -190,6 +190,40 @@ static void strip_stamps(const char *text, char *out)
     *out = '\0';
 }
 
+/*
+ * An output that fails (a full disk: /dev/full, as a path and as the
+ * caller's FILE) is reported by the stop; the trace was silently empty.
+ * A stream whose error flag the caller left set is not the pipeline's
+ * to report.
+ */
+Test(trace_api, a_failing_output_is_reported_by_the_stop)
+{
+    load_ok(vm, "ta", ta_src);
+    cr_assert_eq(tvm_trace_pattern(vm, "ta:_/_", TVM_TP_TRUE, TVM_TP_GLOBAL, NULL, NULL), TVM_OK);
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL, true), TVM_OK);
+    tvm_error err;
+    tvm_trace_options o = { .size = sizeof o, .format = TVM_TRACE_JSONL, .path = "/dev/full" };
+    cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
+    run_g(1);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_ERR_IO);
+    FILE *full = fopen("/dev/full", "w");
+    cr_assert(full);
+    o = (tvm_trace_options){ .size = sizeof o, .format = TVM_TRACE_TEXT, .file = full };
+    cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
+    run_g(2);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_ERR_IO);
+    /* full's error flag is set now: the next pipeline on it has nothing
+     * of its own to report, and a good output none either. */
+    cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    fclose(full);
+    FILE *f = tmpfile();
+    start_text(f);
+    run_g(3);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    fclose(f);
+}
+
 /* A call context on this thread: its calls (inside tvm_call) and its
  * spawns (outside any tvm_call) go to the shared ring, as pid 0. */
 Test(trace_api, call_context_events)
