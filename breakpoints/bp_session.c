@@ -88,12 +88,13 @@ static void remove_settings(tvm_vm *vm, TrSession *s, unsigned sid)
     s->settings_removed = true;
 }
 
-/* The stopper's stop of s (a limit, or before an owner's destroy). */
-static void session_stop(tvm_vm *vm, TrSession *s)
+/* The stopper's stop of s, if it is still session `id` (a limit, or
+ * before an owner's destroy). */
+static void session_stop(tvm_vm *vm, TrSession *s, uint64_t id)
 {
     vm_code_perm_acquire(vm);
     uintptr_t w = vm_atomic_load_acquire(&s->state);
-    if (tr_sess_st(w) == TR_SESS_STOPPING) {
+    if (tr_sess_st(w) == TR_SESS_STOPPING && tr_session_id(vm, s) == id) {
         remove_settings(vm, s, tr_sess_sid(w));
         tr_session_final_record(vm, s);
         tr_session_stopped(vm, s);
@@ -127,13 +128,15 @@ static void *stopper_main(void *arg)
 {
     tvm_vm *vm = arg;
     unsigned slot;
+    uint64_t id;
     bool destroy;
-    while (tr_sessions_wait(vm, &slot, &destroy)) {
-        TrSession *s = tr_session_at(vm, slot);
-        session_stop(vm, s);
+    while (tr_sessions_wait(vm, &slot, &id, &destroy)) {
+        /* By id, not by slot: the session may be destroyed meanwhile
+         * (tvm_session_destroy) and its slot given to a new session. */
+        session_stop(vm, tr_session_at(vm, slot), id);
         if (destroy) {
             char why[160];
-            bp_session_destroy(vm, tr_session_id(vm, s), TR_STOP_OWNER, why, sizeof why);
+            bp_session_destroy(vm, id, TR_STOP_OWNER, why, sizeof why);
         }
     }
     return NULL;

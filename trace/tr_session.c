@@ -429,11 +429,10 @@ bool tr_session_admit(tvm_vm *vm, TrSession *s)
 
 /* ==== stop requests and the stopper's wait ==== */
 
-void tr_session_request_stop(tvm_vm *vm, TrSession *s, TrStopReason why, bool destroy)
+/* tr_session_request_stop with S->lock held. */
+static void request_stop_locked(TrSessions *S, TrSession *s, TrStopReason why, bool destroy)
 {
-    TrSessions *S = vm->sessions;
     uint32_t bit = 1u << s->slot;
-    pthread_mutex_lock(&S->lock);
     TrSessState st = tr_sess_st(vm_atomic_load_relaxed(&s->state));
     bool wake = false;
     if (st == TR_SESS_LIVE) {
@@ -450,6 +449,13 @@ void tr_session_request_stop(tvm_vm *vm, TrSession *s, TrStopReason why, bool de
     }
     if (wake)
         pthread_cond_broadcast(&S->cond);
+}
+
+void tr_session_request_stop(tvm_vm *vm, TrSession *s, TrStopReason why, bool destroy)
+{
+    TrSessions *S = vm->sessions;
+    pthread_mutex_lock(&S->lock);
+    request_stop_locked(S, s, why, destroy);
     pthread_mutex_unlock(&S->lock);
 }
 
@@ -464,7 +470,7 @@ static void wait_until(TrSessions *S, uint64_t deadline)
     pthread_cond_timedwait(&S->cond, &S->lock, &ts);
 }
 
-bool tr_sessions_wait(tvm_vm *vm, unsigned *slot, bool *destroy)
+bool tr_sessions_wait(tvm_vm *vm, unsigned *slot, uint64_t *id, bool *destroy)
 {
     TrSessions *S = vm->sessions;
     pthread_mutex_lock(&S->lock);
@@ -474,6 +480,9 @@ bool tr_sessions_wait(tvm_vm *vm, unsigned *slot, bool *destroy)
         if (S->pending) {
             unsigned i = (unsigned)__builtin_ctz(S->pending);
             *slot = i;
+            /* The session that asked: a destroy or a release since
+             * would have cleared its bit (begin_destroy, release). */
+            *id = S->s[i].id;
             *destroy = (S->pending_destroy >> i) & 1u;
             S->pending &= ~(1u << i);
             S->pending_destroy &= ~(1u << i);
@@ -550,12 +559,14 @@ void tr_sessions_owner_exit(tvm_vm *vm, uint64_t pid)
     TrSessions *S = vm->sessions;
     for (unsigned i = 1; i < VM_SESSIONS_MAX; i++) {
         TrSession *s = &S->s[i];
+        /* The test and the request under one hold of the lock: between
+         * the two the session could be destroyed and its slot taken by
+         * a new session, which the request would then end. */
         pthread_mutex_lock(&S->lock);
         TrSessState st = tr_sess_st(vm_atomic_load_relaxed(&s->state));
-        bool mine = st != TR_SESS_FREE && st != TR_SESS_CREATING && s->owner == pid;
+        if (st != TR_SESS_FREE && st != TR_SESS_CREATING && s->owner == pid)
+            request_stop_locked(S, s, TR_STOP_OWNER, true);
         pthread_mutex_unlock(&S->lock);
-        if (mine)
-            tr_session_request_stop(vm, s, TR_STOP_OWNER, true);
     }
 }
 

@@ -249,10 +249,12 @@ void tr_session_request_stop(tvm_vm *vm, TrSession *s, TrStopReason why, bool de
 /*
  * The stopper's wait (breakpoints/bp_session.c runs the stopper thread):
  * blocks until a stop is owed or a duration runs out (then marks that
- * session STOPPING), and returns the slot with its reason and whether to
- * destroy it afterwards; false when the VM ends (tr_sessions_quit).
+ * session STOPPING), and returns the slot, the public id of the session
+ * that owes it (the slot may be another session's by the time the
+ * stopper acts: it acts on this id only) and whether to destroy it
+ * afterwards; false when the VM ends (tr_sessions_quit).
  */
-bool tr_sessions_wait(tvm_vm *vm, unsigned *slot, bool *destroy);
+bool tr_sessions_wait(tvm_vm *vm, unsigned *slot, uint64_t *id, bool *destroy);
 void tr_sessions_quit(tvm_vm *vm);
 
 /*
