@@ -297,32 +297,60 @@ NATIVE_FN(bif_byte_size)
 enum { IO_OK, IO_BADARG, IO_LIMIT };
 
 /*
- * Appends an iolist (binaries, bytes 0..255, nested lists; at most 100
- * levels of nested lists, so the recursion is bounded) to sb.  IO_LIMIT
- * when sb would pass `max` bytes: an iolist that shares its parts (L =
- * [L, L] sixty times) is a few words long and 2^60 bytes flat.
+ * A flattening in progress: the bytes so far, the most there may be, and
+ * the list cells it may still visit.  Both caps are needed: an iolist
+ * that shares its parts (L = [L, L] sixty times) is a few words long and
+ * 2^60 bytes flat, and one whose shared parts are empty ([] or <<>> at
+ * the leaves) is as many cells flat while it adds no byte at all, so only
+ * the count of cells ends its walk.  The cells allowed are the steps of
+ * one comparison (vm->cmp_steps, twice max_message_words): a walk as long
+ * as the longest comparison, and a list of bytes that long is a heap of
+ * four times max_message_words words.
  */
-static int iolist_append(StrBuf *sb, Term t, int depth, size_t max)
+typedef struct IoFlat {
+    StrBuf *sb;
+    size_t max;
+    size_t cells;
+} IoFlat;
+
+static void io_flat_init(IoFlat *io, StrBuf *sb, const Process *p)
+{
+    /* The bytes of a binary of max_message_words. */
+    size_t max = p->vm->max_msg > SIZE_MAX / 8 ? SIZE_MAX : p->vm->max_msg * 8;
+    *io = (IoFlat){ sb, max, p->vm->cmp_steps };
+}
+
+/*
+ * Appends an iolist (binaries, bytes 0..255, nested lists; at most 100
+ * levels of nested lists, so the recursion is bounded) to io->sb.
+ * IO_LIMIT when it would pass io->max bytes or visit more than io->cells
+ * list cells.
+ */
+static int iolist_append(IoFlat *io, Term t, int depth)
 {
     if (depth > 100)
         return IO_BADARG;
+    StrBuf *sb = io->sb;
     while (term_is_cons(t)) {
+        if (io->cells == 0)
+            return IO_LIMIT;
+        io->cells--;
         Term h = cons_head(t);
         if (term_is_small(h)) {
             if (small_value(h) < 0 || small_value(h) > 255)
                 return IO_BADARG;
-            if (sb->len >= max)
+            if (sb->len >= io->max)
                 return IO_LIMIT;
             sb_putc(sb, (char)small_value(h));
         } else {
-            int r = iolist_append(sb, h, depth + 1, max);
+            int r = iolist_append(io, h, depth + 1);
             if (r != IO_OK)
                 return r;
         }
         t = cons_tail(t);
     }
     if (term_is_binary(t)) {
-        if (sb->len > max || binary_size(t) > max - sb->len)
+        if (sb->len > io->max || binary_size(t) > io->max - sb->len)
             return IO_LIMIT;
         sb_put(sb, (const char *)binary_bytes(t), binary_size(t));
         return IO_OK;
@@ -330,18 +358,14 @@ static int iolist_append(StrBuf *sb, Term t, int depth, size_t max)
     return term_is_nil(t) ? IO_OK : IO_BADARG;
 }
 
-/* The most bytes an iolist may flatten to: a binary of max_message_words. */
-static size_t iolist_max(const Process *p)
-{
-    return p->vm->max_msg > SIZE_MAX / 8 ? SIZE_MAX : p->vm->max_msg * 8;
-}
-
 NATIVE_FN(bif_iolist_to_binary)
 {
     SETUP();
     StrBuf sb;
+    IoFlat io;
     sb_init(&sb);
-    int r = iolist_append(&sb, ARG(0), 0, iolist_max(p));
+    io_flat_init(&io, &sb, p);
+    int r = iolist_append(&io, ARG(0), 0);
     if (r != IO_OK) {
         sb_free(&sb);
         return raise_error(p, make_atom(r == IO_LIMIT ? ATOM_SYSTEM_LIMIT : ATOM_BADARG));
@@ -530,12 +554,14 @@ static FILE *out(Process *p)
 
 /*
  * Formats io:format directives; IO_BADARG on a bad format or argument,
- * IO_LIMIT for a ~s iolist over iolist_max.  The output is cut with "..."
- * once it passes VM_PRINT_MAX_BYTES, as one printed term is (~p of terms
- * with much sharing, many times over, could otherwise take any memory).
+ * IO_LIMIT for ~s iolists over io's caps (one budget of cells for all of
+ * them).  The output is cut with "..." once it passes VM_PRINT_MAX_BYTES,
+ * as one printed term is (~p of terms with much sharing, many times over,
+ * could otherwise take any memory).
  */
-static int format(StrBuf *sb, Term fmt, Term args, size_t max)
+static int format(IoFlat *io, Term fmt, Term args)
 {
+    StrBuf *sb = io->sb;
     if (!term_is_binary(fmt))
         return IO_BADARG;
     const char *s = (const char *)binary_bytes(fmt);
@@ -572,7 +598,7 @@ static int format(StrBuf *sb, Term fmt, Term args, size_t max)
             const char *name = vm_atom_name(atom_value(a), &len);
             sb_put(sb, name, len);
         } else {
-            int r = iolist_append(sb, a, 0, max);
+            int r = iolist_append(io, a, 0);
             if (r != IO_OK)
                 return r;
         }
@@ -583,8 +609,10 @@ static int format(StrBuf *sb, Term fmt, Term args, size_t max)
 static tvm_status do_format(Process *p, Term fmt, Term args, tvm_term *result)
 {
     StrBuf sb;
+    IoFlat io;
     sb_init(&sb);
-    int r = format(&sb, fmt, args, iolist_max(p));
+    io_flat_init(&io, &sb, p);
+    int r = format(&io, fmt, args);
     if (r != IO_OK) {
         sb_free(&sb);
         return raise_error(p, make_atom(r == IO_LIMIT ? ATOM_SYSTEM_LIMIT : ATOM_BADARG));

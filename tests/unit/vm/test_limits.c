@@ -21,7 +21,7 @@ static const char *const lim_src =
     "module lim\n"
     "export dag/1, list/1, send_list/1, send_dag/1, spawn_ret/1, ret/1, ret_list/1\n"
     "export exit_with/1, eq_dags/1, lt_dags/1, sort_dags/1, eq_same/1, waiter/0\n"
-    "export spawn_waiter/0, down_of/1, grow/1\n"
+    "export spawn_waiter/0, down_of/1, grow/1, flat_iodag/1, flat_nils/1, fmt_iodag/1\n"
     /* grow(Acc): conses forever */
     "function grow/1 regs 2\n"
     "loop:\n"
@@ -130,6 +130,48 @@ static const char *const lim_src =
     "    callx r0, r0, lists:sort/1\n"
     "    ret r0\n"
     "end\n"
+    /* iodag(N): L = [L, L] N levels deep over []: 2^(N+1) - 2 list
+     * cells flat, not one byte */
+    "function iodag/1 regs 3\n"
+    "    loadk r1, []\n"
+    "loop:\n"
+    "    jeqi r0, 0, done\n"
+    "    addi r0, r0, -1\n"
+    "    loadk r2, []\n"
+    "    cons r2, r1, r2\n"
+    "    cons r1, r1, r2\n"
+    "    jump loop\n"
+    "done:\n"
+    "    ret r1\n"
+    "end\n"
+    /* nils(N): a list of N [] (N cells) */
+    "function nils/1 regs 3\n"
+    "    loadk r1, []\n"
+    "    loadk r2, []\n"
+    "loop:\n"
+    "    jeqi r0, 0, done\n"
+    "    addi r0, r0, -1\n"
+    "    cons r1, r2, r1\n"
+    "    jump loop\n"
+    "done:\n"
+    "    ret r1\n"
+    "end\n"
+    "function flat_iodag/1 regs 1\n"
+    "    call r0, r0, iodag/1\n"
+    "    tailcallx r0, erlang:iolist_to_binary/1\n"
+    "end\n"
+    "function flat_nils/1 regs 1\n"
+    "    call r0, r0, nils/1\n"
+    "    tailcallx r0, erlang:iolist_to_binary/1\n"
+    "end\n"
+    /* fmt_iodag(N): io:format(\"~s\", [iodag(N)]) */
+    "function fmt_iodag/1 regs 3\n"
+    "    call r2, r0, iodag/1\n"
+    "    loadk r1, []\n"
+    "    cons r1, r2, r1\n"
+    "    loadk r0, \"~s\"\n"
+    "    tailcallx r0, io:format/2\n"
+    "end\n"
     "function waiter/0 regs 1\n"
     "    loadk r0, infinity\n"
     "    wait r0, done\n"
@@ -201,6 +243,14 @@ static tvm_status run_n(tvm_env *env, const char *fun, int64_t n, char *out, siz
     tvm_term a;
     cr_assert_eq(tvm_make_int(env, n, &a), TVM_OK);
     return run_fmt(env, fun, 1, &a, out, size);
+}
+
+/* lim:fun(n) in a process gives `want` (a result, or Class:Reason). */
+static void expect_n(tvm_env *env, const char *fun, int64_t n, const char *want)
+{
+    char out[100];
+    run_n(env, fun, n, out, sizeof out);
+    cr_assert_str_eq(out, want, "lim:%s(%lld)", fun, (long long)n);
 }
 
 /* A term of lim's fun(n), called in env. */
@@ -322,6 +372,26 @@ Test(limits, comparing_and_printing_terms_with_much_sharing_are_bounded, .timeou
     memset(want, '{', 40);
     strcpy(want + 40, "[],[]},{[],[]}},{{[],[]},{[],[]}}},{{{[],[]},{[],[]}},{{[],");
     cr_assert_str_eq(out, want);
+    tvm_env_free(env);
+    tvm_destroy(vm);
+}
+
+Test(limits, flattening_an_iolist_visits_a_bounded_number_of_cells)
+{
+    /* 8,000 bytes and 2 * 1,000 cells. */
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1, .quiet_crashes = true, .max_message_words = 1000 };
+    tvm_vm *vm = tvm_new(&cfg);
+    tvm_env *env = tvm_env_new(vm);
+    load_ok(vm, "lim", lim_src);
+    expect_n(env, "flat_nils", 2000, "<<>>");
+    expect_n(env, "flat_nils", 2001, "error:system_limit");
+    /* Sharing with nothing at the leaves: no byte to count, so only the
+     * cells end the walk (2^61 - 2 of them at 60 levels, which held the
+     * scheduler for good). */
+    expect_n(env, "flat_iodag", 9, "<<>>");
+    expect_n(env, "flat_iodag", 10, "error:system_limit");
+    expect_n(env, "flat_iodag", 60, "error:system_limit");
+    expect_n(env, "fmt_iodag", 60, "error:system_limit");
     tvm_env_free(env);
     tvm_destroy(vm);
 }
