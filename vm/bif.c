@@ -278,9 +278,11 @@ NATIVE_FN(bif_binary_to_integer)
     /* Only an optional '-' and digits: strtoll alone would skip spaces and '+'. */
     if (!((buf[0] >= '0' && buf[0] <= '9') || (buf[0] == '-' && buf[1] >= '0' && buf[1] <= '9')))
         BADARG();
+    /* strtoll stops at a NUL byte, which a binary may hold: every byte
+     * must be read. */
     char *end;
     long long v = strtoll(buf, &end, 10);
-    if (*end || end == buf || !small_fits(v))
+    if (end != buf + binary_size(b) || !small_fits(v))
         BADARG();
     RETURN(make_small(v));
 }
