@@ -41,13 +41,20 @@ static uint32_t func_slot(Atom name, uint32_t arity, uint32_t mask)
     return (uint32_t)(h >> 32) & mask;
 }
 
-static void index_funcs(PModule *pm)
+/* An empty open-addressing table for `count` keys: twice as many slots,
+ * a power of two (*mask: their number - 1). */
+static uint32_t *index_new(uint32_t count, uint32_t *mask)
 {
     uint32_t n = 2;
-    while (n < 2 * (uint64_t)pm->nfuncs)
+    while (n < 2 * (uint64_t)count)
         n *= 2;
-    pm->index = vm_calloc(n, sizeof(uint32_t));
-    pm->index_mask = n - 1;
+    *mask = n - 1;
+    return vm_calloc(n, sizeof(uint32_t));
+}
+
+static void index_funcs(PModule *pm)
+{
+    pm->index = index_new(pm->nfuncs, &pm->index_mask);
     for (uint32_t i = 0; i < pm->nfuncs; i++) {
         const PFunc *f = &pm->funcs[i];
         uint32_t s = func_slot(f->name, f->arity, pm->index_mask);
@@ -113,6 +120,8 @@ typedef struct FnCheck {
     PFunc *f;
     Diag *d;
     char fa[300];
+    uint32_t *labels;     /* the labels by name: index + 1, 0 = empty */
+    uint32_t label_mask;
 } FnCheck;
 
 static void reg_range_error(FnCheck *c, const PInstr *pi, const char *what,
@@ -138,12 +147,50 @@ static int64_t field_max(int fld, char kind)
     return fld == 2 ? FIELD_C_MAX : FIELD_A_MAX;
 }
 
-static const PLabel *find_label(const PFunc *f, const char *name)
+/*
+ * The labels of the function by name, as the functions are (index_funcs):
+ * the duplicate check and every label operand look one up, and a linear
+ * search made verification quadratic in the labels of a function (40,000
+ * took 13 s in the debug build; code:load_binary/3 runs the verifier in a
+ * native, so VM code held its scheduler that long).  The first of
+ * duplicates is kept, which the duplicate check reports the later ones
+ * against.
+ */
+static uint32_t label_slot(const char *name, uint32_t mask)
 {
-    for (uint32_t i = 0; i < f->nlabels; i++)
-        if (strcmp(f->labels[i].name, name) == 0)
-            return &f->labels[i];
-    return NULL;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *c = name; *c; c++) {
+        h ^= (uint8_t)*c;
+        h *= 16777619u;
+    }
+    return h & mask;
+}
+
+static void index_labels(FnCheck *c)
+{
+    const PFunc *f = c->f;
+    c->labels = index_new(f->nlabels, &c->label_mask);
+    for (uint32_t i = 0; i < f->nlabels; i++) {
+        for (uint32_t s = label_slot(f->labels[i].name, c->label_mask);;
+             s = (s + 1) & c->label_mask) {
+            uint32_t at = c->labels[s];
+            if (at == 0)
+                c->labels[s] = i + 1;
+            if (at == 0 || strcmp(f->labels[at - 1].name, f->labels[i].name) == 0)
+                break;
+        }
+    }
+}
+
+static const PLabel *find_label(const FnCheck *c, const char *name)
+{
+    for (uint32_t s = label_slot(name, c->label_mask);; s = (s + 1) & c->label_mask) {
+        uint32_t at = c->labels[s];
+        if (at == 0)
+            return NULL;
+        if (strcmp(c->f->labels[at - 1].name, name) == 0)
+            return &c->f->labels[at - 1];
+    }
 }
 
 static void check_operand(FnCheck *c, PInstr *pi, int fld)
@@ -174,7 +221,7 @@ static void check_operand(FnCheck *c, PInstr *pi, int fld)
         break;
     }
     case 'L': {
-        const PLabel *l = find_label(c->f, o->label);
+        const PLabel *l = find_label(c, o->label);
         if (!l) {
             ld_error(c->d, o->line, o->col, "undefined label '%s'", o->label);
             break;
@@ -244,9 +291,35 @@ static void check_rule(FnCheck *c, PInstr *pi)
     }
 }
 
+/* The labels, then every instruction's operands and rules. */
+static void check_body(FnCheck *c)
+{
+    PFunc *f = c->f;
+    index_labels(c);
+    for (uint32_t i = 0; i < f->nlabels; i++) {
+        PLabel *l = &f->labels[i];
+        const PLabel *first = find_label(c, l->name);
+        if (first != l)
+            ld_error(c->d, l->line, l->col, "duplicate label '%s' (first at line %d)", l->name,
+                     first->line);
+        else if (l->index >= f->ncode && !f->dropped)
+            ld_error(c->d, l->line, l->col, "label '%s' is not followed by an instruction",
+                     l->name);
+    }
+    for (uint32_t i = 0; i < f->ncode; i++) {
+        PInstr *pi = &f->code[i];
+        for (int fld = 0; fld < 4; fld++)
+            if (pi->ops[fld].kind)
+                check_operand(c, pi, fld);
+        check_rule(c, pi);
+    }
+    free(c->labels);
+    c->labels = NULL;
+}
+
 static void check_function(PModule *pm, PFunc *f, Diag *d)
 {
-    FnCheck c = { pm, f, d, { 0 } };
+    FnCheck c = { pm, f, d, { 0 }, NULL, 0 };
     fa_str(f->name, f->arity, c.fa, sizeof c.fa);
     if (f->bad_header)
         return; /* no register count (the parser reported why, and checks
@@ -273,23 +346,7 @@ static void check_function(PModule *pm, PFunc *f, Diag *d)
                  (unsigned long long)off);
         return;
     }
-    for (uint32_t i = 0; i < f->nlabels; i++) {
-        PLabel *l = &f->labels[i];
-        const PLabel *first = find_label(f, l->name);
-        if (first != l)
-            ld_error(d, l->line, l->col, "duplicate label '%s' (first at line %d)", l->name,
-                     first->line);
-        else if (l->index >= f->ncode && !f->dropped)
-            ld_error(d, l->line, l->col, "label '%s' is not followed by an instruction",
-                     l->name);
-    }
-    for (uint32_t i = 0; i < f->ncode; i++) {
-        PInstr *pi = &f->code[i];
-        for (int fld = 0; fld < 4; fld++)
-            if (pi->ops[fld].kind)
-                check_operand(&c, pi, fld);
-        check_rule(&c, pi);
-    }
+    check_body(&c);
     /* If a line was left out (it may have been the final 'ret'), the last
      * instruction that parsed says nothing about falling off the end. */
     const PInstr *last = &f->code[f->ncode - 1];

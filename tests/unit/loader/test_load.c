@@ -185,3 +185,39 @@ Test(load, listing_modules_and_functions)
     cr_assert_eq(tvm_functions(vm, "no_such_module_anywhere", &nf, 1, &count), TVM_ERR_NOTFOUND);
     cr_assert_eq(tvm_functions(vm, NULL, &nf, 1, &count), TVM_ERR_BADARG);
 }
+
+/* A function of n labels l0..l<n-1>, each on a forward branch to l<n>,
+ * then `tail` (which defines l<n>).  Malloc'ed. */
+static char *many_labels(int n, const char *tail)
+{
+    size_t cap = (size_t)n * 32 + 256, len;
+    char *text = malloc(cap);
+    len = (size_t)sprintf(text, "module lab\nexport f/0\nfunction f/0 regs 1\n    loadi r0, 0\n");
+    for (int i = 0; i < n; i++)
+        len += (size_t)sprintf(text + len, "l%d: jeqi r0, 1, l%d\n", i, n);
+    sprintf(text + len, "%send\n", tail);
+    return text;
+}
+
+/* The verifier finds labels through a hash index: a linear search made
+ * it quadratic in a function's labels (200,000 of them took minutes, in
+ * a native when VM code loads: code:load_binary/3); the timeout makes
+ * that a failure.  The first of duplicates is the one reported. */
+Test(load, a_function_of_many_labels_verifies_in_linear_time, .timeout = 60)
+{
+    enum { N = 200000 };
+    char tail[64];
+    sprintf(tail, "l%d: ret r0\n", N);
+    char *text = many_labels(N, tail);
+    load_ok(vm, "lab.tasm", text);
+    cr_assert_str_eq(call0("lab", "f"), "0");
+    free(text);
+    sprintf(tail, "l7: loadi r0, 7\nl%d: ret r0\n", N);
+    text = many_labels(N, tail);
+    tvm_error err;
+    cr_assert_eq(tvm_load_string(vm, "dup.tasm", text, strlen(text), &err), TVM_ERR_LOAD);
+    char want[100];
+    sprintf(want, "dup.tasm:%d:1: error: duplicate label 'l7' (first at line 12)\n", N + 5);
+    cr_assert_str_eq(err.message, want);
+    free(text);
+}
