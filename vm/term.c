@@ -302,6 +302,38 @@ static bool printable(const uint8_t *b, size_t n)
     return true;
 }
 
+/* The characters byte c takes: as text (an escape is two), or as the
+ * i-th number of a list of them. */
+static size_t byte_cost(uint8_t c, bool text, size_t i)
+{
+    if (text)
+        return c == '\n' || c == '\t' || c == '\r' || c == '\\' || c == '"' ? 2 : 1;
+    return (i ? 1 : 0) + (c >= 100 ? 3 : c >= 10 ? 2 : 1);
+}
+
+/* How many of b[0..n-1] to print so that they pass `room` characters by
+ * the last one (all n when they fit): a binary is one leaf of a printed
+ * term, and one of 1 GiB printed whole took 4 GiB before the term's cut
+ * at VM_PRINT_MAX_BYTES was looked at. */
+static size_t bytes_shown(const uint8_t *b, size_t n, bool text, size_t room)
+{
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        used += byte_cost(b[i], text, i);
+        if (used > room)
+            return i + 1;
+    }
+    return n;
+}
+
+/* vm_print_bytes, the bytes cut (then "...") once they pass `room`. */
+static void print_bytes_room(StrBuf *sb, const uint8_t *b, size_t n, bool more, size_t room)
+{
+    bool text = n && printable(b, n);
+    size_t k = bytes_shown(b, n, text, room);
+    vm_print_bytes(sb, b, k, more || k < n);
+}
+
 void vm_print_bytes(StrBuf *sb, const uint8_t *b, size_t n, bool more)
 {
     sb_puts(sb, "<<");
@@ -335,7 +367,8 @@ static void print_small(StrBuf *sb, int64_t v)
     sb_put(sb, tmp + n, sizeof tmp - n);
 }
 
-static void print_leaf(StrBuf *sb, Term t)
+/* `room`: the characters left before the printed term's cut. */
+static void print_leaf(StrBuf *sb, Term t, size_t room)
 {
     switch (term_tag(t)) {
     case TAG_SMALL:
@@ -356,7 +389,7 @@ static void print_leaf(StrBuf *sb, Term t)
             sb_puts(sb, "{}");
             return;
         case IMM_HDR_BINARY:
-            vm_print_bytes(sb, binary_bytes(t), binary_size(t), false);
+            print_bytes_room(sb, binary_bytes(t), binary_size(t), false, room);
             return;
         case IMM_HDR_FUN: {
             const Export *e = fun_export(t);
@@ -433,7 +466,9 @@ void vm_print_term(StrBuf *sb, Term t)
             t = tuple_elems(t)[0];
             continue;
         }
-        print_leaf(sb, t);
+        /* Brackets and commas since the last leaf may have passed the cut. */
+        size_t used = sb->len - start;
+        print_leaf(sb, t, used < VM_PRINT_MAX_BYTES ? VM_PRINT_MAX_BYTES - used : 0);
         if (VM_UNLIKELY(sb->len - start > VM_PRINT_MAX_BYTES)) {
             sb_puts(sb, "...");
             break;

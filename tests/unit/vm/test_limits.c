@@ -376,6 +376,33 @@ Test(limits, comparing_and_printing_terms_with_much_sharing_are_bounded, .timeou
     tvm_destroy(vm);
 }
 
+/* A binary is one leaf of a printed term: its bytes are cut too, not
+ * printed whole before the cut is looked at (32 MiB of 255 printed as
+ * 128 MiB; 1 GiB, which VM code can make, as 4 GiB). */
+Test(limits, printing_a_big_binary_is_cut_at_the_print_cap)
+{
+    tvm_vm *vm = tvm_new(NULL);
+    tvm_env *env = tvm_env_new(vm);
+    size_t len = VM_PRINT_MAX_BYTES / 2;
+    unsigned char *bytes = malloc(len);
+    memset(bytes, 255, len);
+    tvm_term bin, tup;
+    cr_assert_eq(tvm_make_binary(env, bytes, len, &bin), TVM_OK);
+    char out[64];
+    /* "<<255,...,255...>>...": to the byte that passes the cap, then both cuts. */
+    cr_assert_eq(tvm_format_term(env, bin, out, sizeof out), VM_PRINT_MAX_BYTES + 13);
+    cr_assert_str_eq(out, "<<255,255,255,255,255,255,255,255,255,255,255,255,255,255,255,2");
+    /* Text, after something else: cut where the whole term passes the cap. */
+    memset(bytes, 'a', len);
+    cr_assert_eq(tvm_make_binary(env, bytes, len, &bin), TVM_OK);
+    tvm_term two[2] = { bin, bin };
+    cr_assert_eq(tvm_make_tuple(env, 2, two, &tup), TVM_OK);
+    cr_assert_eq(tvm_format_term(env, tup, out, sizeof out), VM_PRINT_MAX_BYTES + 13);
+    free(bytes);
+    tvm_env_free(env);
+    tvm_destroy(vm);
+}
+
 Test(limits, flattening_an_iolist_visits_a_bounded_number_of_cells)
 {
     /* 8,000 bytes and 2 * 1,000 cells. */
