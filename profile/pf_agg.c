@@ -379,7 +379,7 @@ static void add_record(tvm_profile *S, const PfRec *rec, Scratch *x)
     st->nnative = rec->nnative > ST_MAX_NATIVE ? ST_MAX_NATIVE : rec->nnative;
     st->nvm = rec->nvm > ST_MAX_VM ? ST_MAX_VM : rec->nvm;
     st->walk_broken = rec->broken;
-    st->vm_dropped = 0;
+    st->vm_dropped = rec->cut;
     st->result = ST_R_OK;
     memcpy(st->native, rec + 1, st->nnative * sizeof(StNative));
     memcpy(st->vm, (const char *)(rec + 1) + rec->nnative * sizeof(StNative),
@@ -405,7 +405,12 @@ static void add_record(tvm_profile *S, const PfRec *rec, Scratch *x)
         const StFrame *f = &x->fr[i];
         if (f->type == ST_F_TRACE)
             continue;          /* the breakpoints' bookkeeping, not a call */
-        if (f->type == ST_F_NATIVE)
+        if (f->type == ST_F_CUT)
+            /* a stack deeper than a sample keeps: its oldest VM frames
+             * were left out here (the count differs from sample to
+             * sample, so it is not in the name) */
+            x->ids[k++] = named_frame(d, PF_F_UNKNOWN, 1, "[truncated]", 0);
+        else if (f->type == ST_F_NATIVE)
             x->ids[k++] = native_frame(d, f->ip, i > 0);
         else if (f->fn == &unknown_fn)
             x->ids[k++] = named_frame(d, PF_F_UNKNOWN, 0, "[unknown]", 0);

@@ -35,7 +35,8 @@ typedef struct PfRec {
     uint32_t size;
     uint16_t nnative, nvm;
     uint16_t what;             /* PF_WHAT_* */
-    uint16_t broken;           /* the native walk broke */
+    uint8_t broken;            /* the native walk broke */
+    uint8_t cut;               /* older VM frames were left out (more than ST_MAX_VM) */
     uint32_t sched;            /* the scheduler that took it */
     uint64_t pid;              /* PF_WHAT_PROCESS */
     uint64_t weight;           /* samples, ns or bytes (the session's kind) */

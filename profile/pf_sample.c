@@ -136,23 +136,14 @@ static void ring_lost(PfRing *r)
     vm_atomic_store_relaxed(&r->lost, vm_atomic_load_relaxed(&r->lost) + 1);
 }
 
-/* The VM frames of p into the record (its innermost ST_MAX_VM), as
- * st_copy_vm does; the caller makes sure they hold still. */
+/* The VM frames of p into the record (st_copy_frames: its innermost
+ * ST_MAX_VM); the caller makes sure they hold still. */
 ST_NO_SANITIZE static void copy_vm(const Process *p, PfRec *rec)
 {
     StVm *out = (StVm *)((char *)(rec + 1) + rec->nnative * sizeof(StNative));
-    uint32_t n = p->nframes, cap = p->frames_cap;
-    const Frame *fr = p->frames;
-    if (n > cap)
-        n = cap;
-    uint32_t start = n > ST_MAX_VM ? n - ST_MAX_VM : 0;
-    for (uint32_t i = start; i < n; i++) {
-        const Frame *f = &fr[i];
-        uint32_t kind = f->kind;
-        out[i - start] = (StVm){ f->fn, f->pc, kind,
-                                 FRAME_KIND(kind) == FRAME_ENTRY ? (uintptr_t)f->native_fp : 0 };
-    }
-    rec->nvm = (uint16_t)(n - start);
+    uint32_t dropped;
+    rec->nvm = (uint16_t)st_copy_frames(p, out, &dropped);
+    rec->cut = dropped > 0;
 }
 
 /* ==== protocol 1: the CPU sample ==== */
@@ -186,6 +177,7 @@ ST_NO_SANITIZE static void sample_cpu(PfSched *ps, Scheduler *s, const ucontext_
     rec->sched = (uint32_t)s->id;
     rec->weight = weight;
     rec->nvm = 0;
+    rec->cut = false;
     uintptr_t lo = 0, hi = 0;
     if (cur && cur->fiber) {
         lo = (uintptr_t)cur->fiber->stack_lo;

@@ -127,7 +127,9 @@ StResult st_capture_thread(uint64_t id, StStack *out, unsigned timeout_ms);
 
 /* ---- joining and printing ---- */
 
-typedef enum StFrameType { ST_F_NATIVE, ST_F_VM, ST_F_TRACE } StFrameType;
+/* ST_F_CUT: where older VM frames were left out (more than ST_MAX_VM),
+ * just outside the outermost one kept; `line` holds how many. */
+typedef enum StFrameType { ST_F_NATIVE, ST_F_VM, ST_F_TRACE, ST_F_CUT } StFrameType;
 
 typedef struct StFrame {
     StFrameType type;
@@ -207,7 +209,13 @@ uint32_t st_walk_unwind(const uintptr_t *saved, uintptr_t lo, uintptr_t hi, StNa
                         uint32_t max);
 /* The calling thread's stack (cached per thread; not in a handler). */
 void st_thread_bounds(uintptr_t *lo, uintptr_t *hi);
-/* Copies p's VM frames (the caller makes sure they hold still). */
+/* Copies p's innermost VM frames, at most ST_MAX_VM, into out (outermost
+ * first) and returns how many; *dropped counts the older ones left out.
+ * When some are, out[0] is the entry frame of the activation the cut
+ * falls in, so that st_join places the kept part of it where it runs.
+ * Async-signal-safe; the caller makes sure the frames hold still. */
+uint32_t st_copy_frames(const Process *p, StVm *out, uint32_t *dropped);
+/* st_copy_frames into out->vm, out->nvm and out->vm_dropped. */
 void st_copy_vm(const Process *p, StStack *out);
 /* Signal mode: the stack of p, RUNNING on `thread` (traced is held). */
 StResult st_signal_capture(Process *p, pthread_t thread, StStack *out, unsigned timeout_ms);

@@ -13,9 +13,12 @@
  * replaced by the activation's VM frames, innermost first.  Trace frames
  * (FRAME_TRACE, pushed below a traced function for its return or
  * exception trace) come out as ST_F_TRACE.  Activations left unmatched
- * (a broken walk, or more frames than a capture keeps) are appended after
- * the native frames and the result is marked truncated: incomplete,
- * never wrongly ordered.
+ * (a broken walk, or more native frames than a capture keeps) are
+ * appended after the native frames and the result is marked truncated:
+ * incomplete, never wrongly ordered.  More VM frames than a capture keeps
+ * lose the outermost: the capture then holds the entry frame of the
+ * activation it cut (st_copy_frames), which is placed like any other,
+ * and an ST_F_CUT frame stands where the frames left out would be.
  *
  * Lines.  A VM frame below another resumes at its saved pc, just after
  * the call, so its line is the one of pc - 1; the innermost frame of an
@@ -59,6 +62,11 @@ static size_t emit_activation(const StStack *s, uint32_t from, uint32_t to, StFr
         uint32_t line = pc && !v->fn->native ? vm_func_line(v->fn, pc) : 0;
         out[n++] = (StFrame){ ST_F_VM, 0, v->fn, line };
     }
+    /* The outermost frames kept (the orphans from 0, or the activation
+     * whose entry is s->vm[0]) of a capture that left older ones out: the
+     * cut is marked where it is. */
+    if (from <= 1 && s->vm_dropped > 0 && n < max)
+        out[n++] = (StFrame){ ST_F_CUT, 0, NULL, s->vm_dropped };
     return n;
 }
 
@@ -147,6 +155,9 @@ void st_format_lines(const StStack *s, StrBuf *sb, bool native_lines)
         case ST_F_TRACE:
             sb_puts(sb, "<trace> ");
             put_mfa(sb, f->fn);
+            break;
+        case ST_F_CUT:
+            sb_printf(sb, "... %u older VM frames left out", f->line);
             break;
         case ST_F_VM:
             put_mfa(sb, f->fn);

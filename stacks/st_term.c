@@ -29,6 +29,8 @@ static __thread StFrame self_frames[ST_MAX_NATIVE + ST_MAX_VM];
 
 static Term frame_term(Process *p, const StFrame *f)
 {
+    if (f->type == ST_F_CUT)
+        return make_atom(ATOM_DOTS);   /* older VM frames left out here */
     if (f->type == ST_F_NATIVE) {
         /* name+0xoff, or 0xaddr (object file name) without a symbol:
          * short, because trace payloads are capped. */

@@ -333,20 +333,63 @@ uint32_t st_walk_unwind(const uintptr_t *saved, uintptr_t lo, uintptr_t hi, StNa
     return n;
 }
 
-ST_NO_SANITIZE
-void st_copy_vm(const Process *p, StStack *out)
+/*
+ * The entry frame of the activation that frame `cut` belongs to: the
+ * innermost entry at or below it, found through the chain that starts at
+ * Process.entry_top (each entry frame's ret_reg links to the enclosing
+ * activation's).  UINT32_MAX when the chain does not lead there: every
+ * link is checked (below n, of an entry frame, strictly outward), since a
+ * handler may catch it mid-update.  As many steps as activations.
+ */
+ST_NO_SANITIZE static uint32_t entry_of_cut(const Process *p, const Frame *fr, uint32_t n,
+                                            uint32_t cut)
 {
-    uint32_t n = p->nframes;
+    uint32_t e = *(volatile const uint32_t *)&p->entry_top;
+    while (e > 0) {
+        uint32_t i = e - 1;
+        if (i >= n || FRAME_KIND(fr[i].kind) != FRAME_ENTRY)
+            return UINT32_MAX;
+        if (i <= cut)
+            return i;
+        uint32_t prev = fr[i].ret_reg;
+        if (prev >= e)
+            return UINT32_MAX;
+        e = prev;
+    }
+    return UINT32_MAX;
+}
+
+ST_NO_SANITIZE
+uint32_t st_copy_frames(const Process *p, StVm *out, uint32_t *dropped)
+{
+    uint32_t n = p->nframes, cap = p->frames_cap;
     const Frame *fr = p->frames;
-    uint32_t start = n > ST_MAX_VM ? n - ST_MAX_VM : 0;
-    out->vm_dropped = start;
-    out->nvm = n - start;
+    if (n > cap)
+        n = cap;
+    uint32_t start = n > ST_MAX_VM ? n - ST_MAX_VM : 0, k = 0;
+    /* A cut inside an activation: its entry frame takes the oldest kept
+     * frame's place, so that st_join still finds the activation among the
+     * native frames; without it the kept frames would follow every native
+     * frame, below the fiber's first. */
+    uint32_t e = start > 0 ? entry_of_cut(p, fr, n, start) : UINT32_MAX;
+    if (e < start) {
+        out[k++] = (StVm){ NULL, fr[e].pc, fr[e].kind, (uintptr_t)fr[e].native_fp };
+        start++;
+    }
     for (uint32_t i = start; i < n; i++) {
         const Frame *f = &fr[i];
         uint32_t kind = f->kind;
-        out->vm[i - start] = (StVm){ f->fn, f->pc, kind,
-                                     FRAME_KIND(kind) == FRAME_ENTRY ? (uintptr_t)f->native_fp : 0 };
+        out[k++] = (StVm){ f->fn, f->pc, kind,
+                           FRAME_KIND(kind) == FRAME_ENTRY ? (uintptr_t)f->native_fp : 0 };
     }
+    *dropped = n - k;
+    return k;
+}
+
+ST_NO_SANITIZE
+void st_copy_vm(const Process *p, StStack *out)
+{
+    out->nvm = st_copy_frames(p, out->vm, &out->vm_dropped);
 }
 
 /* The calling thread's stack bounds, looked up once per thread

@@ -131,7 +131,9 @@ tvm_status vm_execute(Process *p, const FuncInfo *fn, int argc, const Term *args
         return TVM_EXCEPTION;
     }
     p->nesting++;
+    uint32_t entry_top = p->entry_top;
     tvm_status st = execute(p, fn, argc, args, result);
+    p->entry_top = entry_top;
     p->nesting--;
     return st;
 }
@@ -152,11 +154,12 @@ static tvm_status execute(Process *p, const FuncInfo *fn, int argc, const Term *
         return TVM_EXCEPTION;
     }
     const uint32_t entry = p->nframes;
-    p->frames[entry] = (Frame){ NULL, stop_code, base0, 0, p->nhandlers, FRAME_ENTRY,
+    p->frames[entry] = (Frame){ NULL, stop_code, base0, p->entry_top, p->nhandlers, FRAME_ENTRY,
                                 { __builtin_frame_address(0) } };
     memcpy(p->stack + base0, args, (size_t)argc * sizeof(Term));
     p->frames[entry + 1] = (Frame){ fn, NULL, base0, 0, p->nhandlers, FRAME_CALL, { NULL } };
     p->nframes = entry + 2;
+    p->entry_top = entry + 1;   /* vm_execute puts the enclosing one back */
 
     Frame *f = &p->frames[entry + 1];
     Term *reg = p->stack + base0;

@@ -438,7 +438,7 @@ void vm_proc_overflowed(Process *p, uintptr_t pc, uintptr_t fp)
      * native's handles, a frame being pushed): nothing of the frames,
      * handlers, roots, registers or heap is used again.  A fresh heap
      * holds what the exit builds. */
-    p->nframes = p->ntrace = p->nhandlers = p->nroots = p->nesting = 0;
+    p->nframes = p->ntrace = p->nhandlers = p->nroots = p->nesting = p->entry_top = 0;
     p->ct_fn = NULL;
     p->kill = 0;
     p->exc_trace_term = THE_NONE;

@@ -75,7 +75,9 @@ typedef struct Frame {
     const FuncInfo *fn;   /* function of this frame (NULL for an entry frame) */
     const Instr *pc;      /* where this frame resumes when the frame above returns */
     uint32_t base;        /* register window offset into p->stack */
-    uint32_t ret_reg;     /* result register, relative to the frame below's base */
+    uint32_t ret_reg;     /* result register, relative to the frame below's base;
+                             entry frames: Process.entry_top as it was when the
+                             activation began (the enclosing activation's entry) */
     uint32_t hbase;       /* handler depth when the frame was entered */
     uint32_t kind;        /* FRAME_* in the low byte (FRAME_KIND) */
     union {
@@ -198,6 +200,17 @@ struct Process {
      * exception looks for them only when there are some.  The process's
      * own thread only (breakpoints/bp_frame.c). */
     uint32_t ntrace;
+    /* Index + 1 of the innermost activation's entry frame (0: none); each
+     * entry frame's ret_reg links to the one before, outward.  Written by
+     * the process's own thread (vm_execute); read by a capture or profile
+     * that copies the innermost frames of a deep stack and needs the entry
+     * of the activation it cuts (stacks/st_walk.c, st_copy_vm): from a
+     * signal handler on this thread, or from another thread while the
+     * process is held still.  A reader checks what it finds (an index
+     * below nframes, of an entry frame) and falls back to leaving the
+     * activation unplaced, so a value caught mid-update costs order, never
+     * memory safety. */
+    uint32_t entry_top;
 
     /* Try handlers. */
     Handler *handlers;

@@ -32,7 +32,7 @@
 
 static const char *const prof_src =
     "module prof\n"
-    "export cpu_worker/0, nat_worker/0, off_worker/1, alloc_worker/1\n"
+    "export cpu_worker/0, nat_worker/0, off_worker/1, alloc_worker/1, deep/1\n"
     "\n"
     "function a/1 regs 1\n"
     "loop:\n"
@@ -124,6 +124,16 @@ static const char *const prof_src =
     "    addi r0, r0, -1\n"
     "    jump top\n"
     "done:\n"
+    "    ret r0\n"
+    "end\n"
+    "\n"
+    "function deep/1 regs 1\n"
+    "    jeqi r0, 0, bottom\n"
+    "    addi r0, r0, -1\n"
+    "    call r0, r0, deep/1\n"
+    "    ret r0\n"
+    "bottom:\n"
+    "    call r0, r0, short_wait/0\n"
     "    ret r0\n"
     "end\n";
 
@@ -322,6 +332,32 @@ Test(profile, off_cpu_2_to_1)
     cr_expect(lng >= (uint64_t)PROCS * ROUNDS * 200 * 1000000u, "long waits: %llu ns",
               (unsigned long long)lng);
     cr_expect(ratio >= 1.8 && ratio <= 2.2, "ratio %.3f, expected 2 +- 10 %%", ratio);
+    free(f);
+    tvm_profile_free(p);
+}
+
+/*
+ * A stack deeper than a sample keeps (128 VM frames): prof:deep(300)
+ * waits under 301 frames of itself.  The kept frames stand above the
+ * fiber's native frames, where their activation runs, under a
+ * [truncated] frame that stands for the ones left out.  (They were the
+ * root's callees, with vm_fiber_entry and the other natives of the
+ * fiber's bottom below the wait's own.)
+ */
+Test(profile, a_deep_stack_is_cut_where_its_frames_were_left_out)
+{
+    tvm_profile *p = start(TVM_PROFILE_OFF, 0, 0);
+    tvm_pid pid = spawn("deep", 1, 300);
+    tvm_term r;
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
+    tvm_profile_stop(p);
+    char *f = render(p, TVM_PROFILE_FOLDED, true, NULL);
+    uint64_t all = W(f, "prof:deep/1");
+    cr_assert_gt(all, 0, "%s", f);
+    cr_assert_eq(W(f, "vm_fiber_entry;", ";[truncated];prof:deep/1 (", ";prof:deep/1 (",
+                   ";prof:short_wait/0 (", ";timer:sleep/1 (native);"),
+                 all, "%s", f);
+    cr_assert_eq(W(f, "prof:deep/1", "vm_fiber_entry"), 0, "%s", f);
     free(f);
     tvm_profile_free(p);
 }

@@ -25,7 +25,7 @@
 /* Lines matter: the expected stacks name them. */
 static const char *mix_src =
     "module mix\n"                          /* 1 */
-    "export main/0, cb/0, spin/0, wait_count/1\n" /* 2 */
+    "export main/0, cb/0, spin/0, wait_count/1, deep/1\n" /* 2 */
     "function main/0 regs 2\n"              /* 3 */
     "    loadi r1, 0\n"                     /* 4 */
     "    callx r0, r0, host:outer/0\n"      /* 5 */
@@ -59,7 +59,17 @@ static const char *mix_src =
     "    jump look\n"                        /* 31 */
     "never:\n"                              /* 32 */
     "    ret r0\n"                           /* 33 */
-    "end\n";                                /* 34 */
+    "end\n"                                 /* 34 */
+    /* N + 1 frames of itself, then main/0's call of host:outer/0. */
+    "function deep/1 regs 2\n"              /* 35 */
+    "    jeqi r0, 0, bottom\n"              /* 36 */
+    "    addi r0, r0, -1\n"                 /* 37 */
+    "    call r0, r0, deep/1\n"             /* 38 */
+    "    ret r0\n"                          /* 39 */
+    "bottom:\n"                             /* 40 */
+    "    callx r0, r0, host:outer/0\n"      /* 41 */
+    "    ret r0\n"                          /* 42 */
+    "end\n";                                /* 43 */
 
 /* What host:inner/0 does once it is reached. */
 enum { IN_RECEIVE, IN_SPIN, IN_SELF, IN_CORRUPT_OUT, IN_CORRUPT_LOOP, IN_CORRUPT_ODD };
@@ -255,6 +265,54 @@ Test(stacks, mixed_context_mode)
     cr_assert_str_eq(red, mixed_expect, "%s", text);
     cr_assert_str_eq(bottom, "vm_fiber_entry", "%s", text);
     cr_assert_null(strstr(text, "truncated"));
+    finish(pid, "go");
+}
+
+/* The last occurrence of needle in text. */
+static const char *last_of(const char *text, const char *needle)
+{
+    const char *last = NULL;
+    for (const char *at = text; (at = strstr(at, needle)); at++)
+        last = at;
+    return last;
+}
+
+/*
+ * A stack deeper than a capture keeps (ST_MAX_VM VM frames): mix:deep(200)
+ * under the mixed stack is 206 VM frames, and the outer activation's entry
+ * frame is among the 78 left out.  The capture takes the entry frame of
+ * the activation it cuts in place of the oldest kept frame, so the kept
+ * 122 + 1 deep/1 frames stand where that activation runs, above the
+ * fiber's first native frames, with a line that says how many were left
+ * out, and the stack ends truncated.  (Without the entry they followed
+ * every native frame, vm_fiber_entry's included.)
+ */
+Test(stacks, a_stack_deeper_than_a_capture_keeps_stays_in_order)
+{
+    atomic_store(&inner_mode, IN_RECEIVE);
+    tvm_term n;
+    tvm_make_int(env, 200, &n);
+    tvm_pid pid;
+    cr_assert_eq(tvm_spawn(env, "mix", "deep", 1, &n, &pid), TVM_OK);
+    while (!atomic_load(&reached))
+        sleep_ms(1);
+    wait_state(pid, "waiting");
+    char text[32768], red[8192], bottom[128], expect[8192];
+    capture_text(pid, ST_MODE_CONTEXT, text, sizeof text);
+    reduce(text, red, sizeof red, bottom, sizeof bottom);
+    snprintf(expect, sizeof expect, "%s",
+             "[c] nat_inner\n"
+             "host:inner/0 (native)\n"
+             "mix:cb/0 (mix.tasm:10)\n"
+             "[c] nat_outer\n"
+             "host:outer/0 (native)\n"
+             "mix:deep/1 (mix.tasm:41)\n");
+    for (int i = 0; i < 122; i++)
+        strcat(expect, "mix:deep/1 (mix.tasm:38)\n");
+    strcat(expect, "... 78 older VM frames left out\n... truncated\n");
+    cr_assert_str_eq(red, expect, "%s", text);
+    cr_assert_str_eq(bottom, "vm_fiber_entry", "%s", text);
+    cr_assert(last_of(text, "mix:deep/1") < last_of(text, "[c] vm_fiber_entry"), "%s", text);
     finish(pid, "go");
 }
 
