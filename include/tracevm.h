@@ -842,8 +842,9 @@ typedef struct tvm_profile tvm_profile;
  * gathered by a thread of the profiler's own.  One profile runs at a time
  * in an OS process: TVM_ERR_EXISTS while another runs; TVM_ERR_BADARG
  * (with a message) for bad options or when called from a process;
- * TVM_ERR_IO when a timer cannot be set up.  Any thread that is not
- * running a process.
+ * TVM_ERR_IO when a timer cannot be set up; TVM_ERR_LIMIT when the OS
+ * refuses the profiler's thread or memory for its buffers (nothing is
+ * left running).  Any thread that is not running a process.
  */
 tvm_status tvm_profile_start(tvm_vm *vm, const tvm_profile_options *opts, tvm_profile **out,
                              tvm_error *err);

@@ -456,12 +456,22 @@ tvm_status pf_start(tvm_profile *S, tvm_error *err)
         pf_rings_free(S);
         return fail(err, TVM_ERR_EXISTS, "tvm_profile_start: a profile is already running");
     }
+    /* The aggregator first: the OS may refuse a thread (a limit, no
+     * memory for its stack), and nothing is published yet to take back.
+     * It drains empty rings until stopping is set (0 since the calloc). */
+    if (pthread_create(&S->agg, NULL, pf_agg_main, S) != 0) {
+        pthread_mutex_unlock(&pf_global);
+        pf_rings_free(S);
+        return fail(err, TVM_ERR_LIMIT, "tvm_profile_start: cannot start the profiler's thread");
+    }
     if (S->kind == TVM_PROFILE_CPU) {
         tvm_status st = install(S->signo, err);
         if (st == TVM_OK && !make_timers(S, err))
             st = TVM_ERR_IO;
         if (st != TVM_OK) {
             delete_timers(S);
+            vm_atomic_store_release(&S->stopping, 1);
+            pthread_join(S->agg, NULL);
             pthread_mutex_unlock(&pf_global);
             pf_rings_free(S);
             return st;
@@ -475,7 +485,6 @@ tvm_status pf_start(tvm_profile *S, tvm_error *err)
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     S->wall_start_ns = (uint64_t)wall.tv_sec * 1000000000u + (uint64_t)wall.tv_nsec;
-    vm_atomic_store_relaxed(&S->stopping, 0);
     /* [PF1] release: the session's fields and rings before producers find
      * it (pairs with their acquire loads of pf_live). */
     vm_atomic_store_ptr_release(&pf_live, S);
@@ -485,8 +494,6 @@ tvm_status pf_start(tvm_profile *S, tvm_error *err)
         vm_atomic_store_relaxed(&vm_pf_alloc_mean, S->alloc_mean_words);
         vm_atomic_update_bits(&vm_pf_want, VM_PF_ALLOC, true);
     }
-    if (pthread_create(&S->agg, NULL, pf_agg_main, S) != 0)
-        vm_die("cannot start the profiler's thread");
     if (S->kind == TVM_PROFILE_CPU) {
         long period = 1000000000L / (long)S->hz;
         struct itimerspec its = { { period / 1000000000L, period % 1000000000L },

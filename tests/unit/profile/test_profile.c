@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -435,6 +436,33 @@ Test(profile, outputs)
     cr_expect(memmem(raw, rn, "prof:a/1", 8) != NULL, "the string table names prof:a/1");
     cr_expect(memmem(raw, rn, "nanoseconds", 11) != NULL);
     free(s);
+    tvm_profile_free(p);
+}
+
+/*
+ * The OS refuses the profiler's thread (here: a default stack of 1 PiB,
+ * which no mapping can hold): an error, not an abort, and nothing is left
+ * running, so the next start works.  (It ended the program.)
+ */
+Test(profile, a_thread_the_os_refuses_is_an_error)
+{
+    /* The schedulers are threads too: started first, by a process. */
+    tvm_term r;
+    cr_assert_eq(tvm_join(env, spawn("off_worker", 1, 0), &r), TVM_OK);
+    pthread_attr_t huge, saved;
+    cr_assert_eq(pthread_getattr_default_np(&saved), 0);
+    pthread_attr_init(&huge);
+    cr_assert_eq(pthread_attr_setstacksize(&huge, (size_t)1 << 50), 0);
+    cr_assert_eq(pthread_setattr_default_np(&huge), 0);
+    tvm_profile_options o = { .size = sizeof o, .kind = TVM_PROFILE_CPU };
+    tvm_profile *p = NULL;
+    tvm_error err;
+    tvm_status st = tvm_profile_start(vm, &o, &p, &err);
+    cr_assert_eq(pthread_setattr_default_np(&saved), 0);
+    cr_assert_eq(st, TVM_ERR_LIMIT, "%d: %s", st, err.message);
+    cr_assert_str_eq(err.message, "tvm_profile_start: cannot start the profiler's thread");
+    cr_assert_null(p);
+    p = start(TVM_PROFILE_CPU, 99, 0);
     tvm_profile_free(p);
 }
 
