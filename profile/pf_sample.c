@@ -47,9 +47,10 @@
  *   ring of the scheduler the process runs on.  The only other producer
  *   on that thread is the handler, which writes the other ring, so each
  *   ring has exactly one producer: its thread, in or out of the handler.
- *   A wait is charged when it ends, with the time since it began (or since
- *   the session began, if later) and the stack it waited in: the stack
- *   of a suspended process does not change while it waits.
+ *   A wait is charged when it ends, with the time since it began and the
+ *   stack it waited in: the stack of a suspended process does not change
+ *   while it waits.  A wait that began before the session did (under an
+ *   earlier session, whose VM_PF_OFF it saw) is not charged.
  *
  * Protocol 3: the rings and the hand-off to the aggregator.
  *   PfRing is single-producer, single-consumer over a byte buffer with
@@ -302,11 +303,13 @@ __attribute__((noinline)) void vm_hook_pf_wait_end(Process *p)
     uint64_t t1 = p->pf_woken > p->pf_wait_t0 ? p->pf_woken : vm_now_ns();
     PfSched *ps;
     tvm_profile *S = enter(p, TVM_PROFILE_OFF, &ps);
-    if (S) {
-        uint64_t t0 = p->pf_wait_t0 > S->t_start ? p->pf_wait_t0 : S->t_start;
-        if (t1 > t0)
-            sample_self(ps, p, t1 - t0, true);
-    }
+    /* A wait that began before this session did is not counted
+     * (docs/profiling.md): one that began under an earlier off-CPU
+     * session and ended in this one was charged from this one's start.
+     * A wait that saw this session's VM_PF_OFF began after t_start, which
+     * is taken before the bit is set. */
+    if (S && p->pf_wait_t0 >= S->t_start && t1 > p->pf_wait_t0)
+        sample_self(ps, p, t1 - p->pf_wait_t0, true);
     leave();
 }
 

@@ -33,7 +33,7 @@
 
 static const char *const prof_src =
     "module prof\n"
-    "export cpu_worker/0, nat_worker/0, off_worker/1, alloc_worker/1, deep/1\n"
+    "export cpu_worker/0, nat_worker/0, off_worker/1, alloc_worker/1, deep/1, recv_one/0\n"
     "\n"
     "function a/1 regs 1\n"
     "loop:\n"
@@ -125,6 +125,16 @@ static const char *const prof_src =
     "    addi r0, r0, -1\n"
     "    jump top\n"
     "done:\n"
+    "    ret r0\n"
+    "end\n"
+    "\n"
+    "function recv_one/0 regs 2\n"
+    "    loadk r1, infinity\n"
+    "    wait r1, got\n"
+    "got:\n"
+    "    recv r0, none\n"
+    "    accept\n"
+    "none:\n"
     "    ret r0\n"
     "end\n"
     "\n"
@@ -500,4 +510,106 @@ Test(profile, api_errors)
     cr_expect_eq(tvm_profile_start(vm, &nosize, &q, &err), TVM_ERR_BADARG);
     cr_expect_str_eq(err.message, "tvm_profile_start: size is 0; set it to the struct's sizeof");
     tvm_profile_free(p);
+}
+
+
+/* Waits until process pid waits (its state "waiting": set after it has
+ * switched out, so its wait's start was noted). */
+static void wait_waiting(tvm_pid pid)
+{
+    for (int i = 0; i < 20000; i++) {
+        tvm_process_info info[16];
+        size_t n = tvm_processes(vm, info, 16);
+        for (size_t k = 0; k < n && k < 16; k++)
+            if (info[k].pid == pid && !strcmp(info[k].state, "waiting"))
+                return;
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    cr_assert_fail("the process did not wait");
+}
+
+/*
+ * A wait that began before an off-CPU profile started is not counted
+ * (docs/profiling.md), even when it began under an earlier profile: it
+ * was charged from the second profile's start to its end.
+ */
+Test(profile, a_wait_from_an_earlier_profile_is_not_counted)
+{
+    tvm_profile *p1 = start(TVM_PROFILE_OFF, 0, 0);
+    tvm_pid pid = spawn("recv_one", 0, 0);
+    wait_waiting(pid);
+    tvm_profile_stop(p1);
+    tvm_profile *p2 = start(TVM_PROFILE_OFF, 0, 0);
+    tvm_term msg, r;
+    cr_assert_eq(tvm_make_int(env, 7, &msg), TVM_OK);
+    cr_assert_eq(tvm_send(env, pid, msg), TVM_OK);
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
+    tvm_profile_stop(p2);
+    tvm_profile_stats st;
+    tvm_profile_get_stats(p1, &st);
+    cr_expect_eq(st.samples, 0, "profile 1 charged %llu ns", (unsigned long long)st.weight);
+    tvm_profile_get_stats(p2, &st);
+    cr_expect_eq(st.samples, 0, "profile 2 charged %llu ns", (unsigned long long)st.weight);
+    cr_expect_eq(st.weight, 0);
+    tvm_profile_free(p1);
+    tvm_profile_free(p2);
+}
+
+/*
+ * The OS refuses the profiler's thread: in a child process (forked before
+ * any thread of the VM) allowed no more threads (RLIMIT_NPROC, as a user
+ * other than root, for whom it is not enforced), tvm_profile_start
+ * returns TVM_ERR_LIMIT and leaves nothing behind: once threads are
+ * allowed again, a profile starts.  The child's exit status says which
+ * step failed.
+ */
+static int refused_thread_child(void)
+{
+    if (geteuid() == 0 && setuid(65534) != 0)
+        return 10;
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1 };
+    tvm_vm *v = tvm_new(&cfg);
+    tvm_profile_options o = { .size = sizeof o, .kind = TVM_PROFILE_OFF };
+    tvm_profile *p;
+    tvm_error err;
+    /* A first profile starts the schedulers (threads the limit would
+     * refuse too). */
+    if (tvm_profile_start(v, &o, &p, &err) != TVM_OK)
+        return 11;
+    tvm_profile_free(p);
+    struct rlimit old, low;
+    if (getrlimit(RLIMIT_NPROC, &old) != 0)
+        return 12;
+    low = old;
+    low.rlim_cur = 1;
+    if (setrlimit(RLIMIT_NPROC, &low) != 0)
+        return 13;
+    tvm_status st = tvm_profile_start(v, &o, &p, &err);
+    if (setrlimit(RLIMIT_NPROC, &old) != 0)
+        return 14;
+    if (st != TVM_ERR_LIMIT || p != NULL || err.status != TVM_ERR_LIMIT)
+        return 15;
+    if (!strstr(err.message, "thread"))
+        return 16;
+    if (tvm_profile_start(v, &o, &p, &err) != TVM_OK)
+        return 17;
+    tvm_profile_free(p);
+    tvm_destroy(v);
+    return 0;
+}
+
+Test(profile_alone, a_refused_thread_is_an_error)
+{
+    fflush(NULL);
+    pid_t child = fork();
+    cr_assert_neq(child, -1);
+    if (child == 0)
+        _exit(refused_thread_child());
+    int status;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFEXITED(status), "the child died of signal %d",
+              WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    cr_assert_eq(WEXITSTATUS(status), 0, "the child failed at step %d (see refused_thread_child)",
+                 WEXITSTATUS(status));
 }
