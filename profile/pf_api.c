@@ -116,9 +116,10 @@ void tvm_profile_get_stats(tvm_profile *S, tvm_profile_stats *out)
     out->samples = S->data.samples;
     out->weight = S->data.weight;
     out->stacks = S->data.nstacks;
+    /* t_stop under the lock: pf_stop writes it from the stopping thread. */
+    out->duration_ns = (S->t_stop ? S->t_stop : vm_now_ns()) - S->t_start;
     pthread_mutex_unlock(&S->lock);
     out->lost = pf_lost(S);
-    out->duration_ns = (S->t_stop ? S->t_stop : vm_now_ns()) - S->t_start;
     for (int i = 0; S->sched && i < S->n; i++) {
         out->sample_ns += vm_atomic_load_relaxed(&S->sched[i].handler_ns);
         out->overruns += vm_atomic_load_relaxed(&S->sched[i].overruns);

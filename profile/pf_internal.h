@@ -149,7 +149,11 @@ struct tvm_profile {
     unsigned hz;
     uint64_t alloc_mean_words;
     int signo;
-    uint64_t t_start, t_stop;  /* CLOCK_MONOTONIC ns; t_stop 0 while running */
+    /* CLOCK_MONOTONIC ns.  t_start: written by pf_start before the
+     * session is handed out.  t_stop: 0 while running; written by
+     * pf_stop (the stopping thread) under lock, and read under lock by
+     * tvm_profile_get_stats and the writers, on any thread. */
+    uint64_t t_start, t_stop;
     uint64_t wall_start_ns;    /* CLOCK_REALTIME at the start (pprof's time_nanos) */
     bool running;              /* between start and stop (the API's caller only) */
     /* The aggregator: a thread that drains the rings every few ms.

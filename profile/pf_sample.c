@@ -536,7 +536,11 @@ void pf_stop(tvm_profile *S)
         live = vm_atomic_load_relaxed(&pf_live);
     while (vm_atomic_load_rmw_full(&pf_inflight) != 0)
         sched_yield();
+    /* Under S->lock: tvm_profile_get_stats and the writers read it from
+     * other threads, under the same lock. */
+    pthread_mutex_lock(&S->lock);
     S->t_stop = vm_now_ns();
+    pthread_mutex_unlock(&S->lock);
     /* The aggregator's last drain sees every record. */
     vm_atomic_store_release(&S->stopping, 1);
     pthread_join(S->agg, NULL);

@@ -20,7 +20,10 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <pthread.h>
+
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -554,6 +557,45 @@ Test(profile, a_wait_from_an_earlier_profile_is_not_counted)
     cr_expect_eq(st.weight, 0);
     tvm_profile_free(p1);
     tvm_profile_free(p2);
+}
+
+/* get_stats while another thread stops the profile: t_stop is written by
+ * the stopping thread and read by the reader.  Unordered (read outside
+ * the profile's lock), it was a data race that mode=tsan reports here. */
+static tvm_profile *race_prof;
+static _Atomic int race_calls, race_done;
+
+static void *stats_loop(void *arg)
+{
+    (void)arg;
+    while (!atomic_load_explicit(&race_done, memory_order_relaxed)) {
+        tvm_profile_stats st;
+        tvm_profile_get_stats(race_prof, &st);
+        atomic_fetch_add_explicit(&race_calls, 1, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+Test(profile, stats_while_another_thread_stops)
+{
+    race_prof = start(TVM_PROFILE_OFF, 0, 0);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, stats_loop, NULL), 0);
+    /* Relaxed on purpose: no order between the reader and the stop but
+     * what the profiler itself provides. */
+    while (atomic_load_explicit(&race_calls, memory_order_relaxed) < 1000)
+        sched_yield();
+    tvm_profile_stop(race_prof);
+    int seen = atomic_load_explicit(&race_calls, memory_order_relaxed);
+    while (atomic_load_explicit(&race_calls, memory_order_relaxed) < seen + 1000)
+        sched_yield();
+    atomic_store_explicit(&race_done, 1, memory_order_relaxed);
+    pthread_join(th, NULL);
+    tvm_profile_stats a, b;
+    tvm_profile_get_stats(race_prof, &a);
+    tvm_profile_get_stats(race_prof, &b);
+    cr_expect_eq(a.duration_ns, b.duration_ns, "a stopped profile's duration is fixed");
+    tvm_profile_free(race_prof);
 }
 
 /*
