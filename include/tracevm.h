@@ -850,10 +850,14 @@ tvm_status tvm_profile_start(tvm_vm *vm, const tvm_profile_options *opts, tvm_pr
                              tvm_error *err);
 
 /* Stops sampling; what was gathered stays to be written.  Nothing when it
- * is already stopped.  Not from a process. */
+ * is already stopped.  Not from a process: from one (a native) it does
+ * nothing and the profile runs on (tvm_profile_get_stats shows its
+ * duration grow). */
 void tvm_profile_stop(tvm_profile *prof);
 
-/* Stops it if it runs and frees it.  Before tvm_destroy of its VM. */
+/* Stops it if it runs and frees it.  Before tvm_destroy of its VM.  Not
+ * from a process: from one it does nothing (the profile runs on, to be
+ * freed from a thread of the embedder). */
 void tvm_profile_free(tvm_profile *prof);
 
 typedef enum tvm_profile_format {

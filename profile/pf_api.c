@@ -81,15 +81,29 @@ tvm_status tvm_profile_start(tvm_vm *vm, const tvm_profile_options *opts, tvm_pr
     return TVM_OK;
 }
 
+/*
+ * Stopping and freeing are refused from a process (a native called by VM
+ * code): the stop joins the profiler's thread after its last drain, which
+ * names every new frame, so the process's scheduler would stand still
+ * that long (nothing of a profile is to stop a scheduler); and a profile
+ * freed by VM code is still the embedder's, whose threads may be writing
+ * it.  Both return void: the profile runs on, which tvm_profile_get_stats
+ * (a duration that grows) and tvm_profile_start (TVM_ERR_EXISTS) show.
+ */
+static bool refused(const tvm_profile *S)
+{
+    return !S || vm_running_process();
+}
+
 void tvm_profile_stop(tvm_profile *S)
 {
-    if (S)
+    if (!refused(S))
         pf_stop(S);
 }
 
 void tvm_profile_free(tvm_profile *S)
 {
-    if (!S)
+    if (refused(S))
         return;
     pf_stop(S);
     pf_rings_free(S);

@@ -36,7 +36,8 @@
 
 static const char *const prof_src =
     "module prof\n"
-    "export cpu_worker/0, nat_worker/0, off_worker/1, alloc_worker/1, deep/1, recv_one/0\n"
+    "export cpu_worker/0, nat_worker/0, off_worker/1, alloc_worker/1, deep/1, recv_one/0, "
+    "stop_in_native/0\n"
     "\n"
     "function a/1 regs 1\n"
     "loop:\n"
@@ -141,6 +142,11 @@ static const char *const prof_src =
     "    ret r0\n"
     "end\n"
     "\n"
+    "function stop_in_native/0 regs 1\n"
+    "    callx r0, r0, host:stop_profile/0\n"
+    "    ret r0\n"
+    "end\n"
+    "\n"
     "function deep/1 regs 1\n"
     "    jeqi r0, 0, bottom\n"
     "    addi r0, r0, -1\n"
@@ -172,6 +178,18 @@ static tvm_status nat_burn(tvm_env *e, int argc, const tvm_term *argv, tvm_term 
     return TVM_OK;
 }
 
+/* The profile host:stop_profile/0 stops and frees, from a process. */
+static tvm_profile *native_prof;
+
+static tvm_status nat_stop_profile(tvm_env *e, int argc, const tvm_term *argv, tvm_term *result,
+                                   void *data)
+{
+    (void)argc, (void)argv, (void)data;
+    tvm_profile_stop(native_prof);
+    tvm_profile_free(native_prof);
+    return tvm_make_int(e, 0, result);
+}
+
 static tvm_vm *vm;
 static tvm_env *env;
 
@@ -183,6 +201,8 @@ static void setup(void)
     tvm_error err;
     cr_assert_eq(tvm_register_native(vm, "host", "burn", 1, nat_burn, NULL, &err), TVM_OK, "%s",
                  err.message);
+    cr_assert_eq(tvm_register_native(vm, "host", "stop_profile", 0, nat_stop_profile, NULL,
+                                     &err), TVM_OK, "%s", err.message);
     load_ok(vm, "prof", prof_src);
 }
 
@@ -557,6 +577,29 @@ Test(profile, a_wait_from_an_earlier_profile_is_not_counted)
     cr_expect_eq(st.weight, 0);
     tvm_profile_free(p1);
     tvm_profile_free(p2);
+}
+
+/*
+ * tvm_profile_stop and tvm_profile_free from a process (a native) do
+ * nothing: the profile runs on (a second start is refused as for any
+ * running profile) until its owner stops it from a thread of its own.
+ */
+Test(profile, stop_and_free_from_a_process_leave_it_running)
+{
+    native_prof = start(TVM_PROFILE_CPU, 99, 0);
+    tvm_pid pid = spawn("stop_in_native", 0, 0);
+    tvm_term r;
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
+    tvm_profile *q;
+    tvm_error err;
+    tvm_profile_options o = { .size = sizeof o, .kind = TVM_PROFILE_OFF };
+    cr_expect_eq(tvm_profile_start(vm, &o, &q, &err), TVM_ERR_EXISTS, "%s", err.message);
+    tvm_profile_stats st;
+    tvm_profile_get_stats(native_prof, &st);
+    cr_expect_eq(st.kind, TVM_PROFILE_CPU);
+    tvm_profile_free(native_prof);
+    cr_expect_eq(tvm_profile_start(vm, &o, &q, &err), TVM_OK, "%s", err.message);
+    tvm_profile_free(q);
 }
 
 /* get_stats while another thread stops the profile: t_stop is written by
