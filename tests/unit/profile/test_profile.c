@@ -20,7 +20,6 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <pthread.h>
-
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -639,62 +638,4 @@ Test(profile, stats_while_another_thread_stops)
     tvm_profile_get_stats(race_prof, &b);
     cr_expect_eq(a.duration_ns, b.duration_ns, "a stopped profile's duration is fixed");
     tvm_profile_free(race_prof);
-}
-
-/*
- * The OS refuses the profiler's thread: in a child process (forked before
- * any thread of the VM) allowed no more threads (RLIMIT_NPROC, as a user
- * other than root, for whom it is not enforced), tvm_profile_start
- * returns TVM_ERR_LIMIT and leaves nothing behind: once threads are
- * allowed again, a profile starts.  The child's exit status says which
- * step failed.
- */
-static int refused_thread_child(void)
-{
-    if (geteuid() == 0 && setuid(65534) != 0)
-        return 10;
-    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1 };
-    tvm_vm *v = tvm_new(&cfg);
-    tvm_profile_options o = { .size = sizeof o, .kind = TVM_PROFILE_OFF };
-    tvm_profile *p;
-    tvm_error err;
-    /* A first profile starts the schedulers (threads the limit would
-     * refuse too). */
-    if (tvm_profile_start(v, &o, &p, &err) != TVM_OK)
-        return 11;
-    tvm_profile_free(p);
-    struct rlimit old, low;
-    if (getrlimit(RLIMIT_NPROC, &old) != 0)
-        return 12;
-    low = old;
-    low.rlim_cur = 1;
-    if (setrlimit(RLIMIT_NPROC, &low) != 0)
-        return 13;
-    tvm_status st = tvm_profile_start(v, &o, &p, &err);
-    if (setrlimit(RLIMIT_NPROC, &old) != 0)
-        return 14;
-    if (st != TVM_ERR_LIMIT || p != NULL || err.status != TVM_ERR_LIMIT)
-        return 15;
-    if (!strstr(err.message, "thread"))
-        return 16;
-    if (tvm_profile_start(v, &o, &p, &err) != TVM_OK)
-        return 17;
-    tvm_profile_free(p);
-    tvm_destroy(v);
-    return 0;
-}
-
-Test(profile_alone, a_refused_thread_is_an_error)
-{
-    fflush(NULL);
-    pid_t child = fork();
-    cr_assert_neq(child, -1);
-    if (child == 0)
-        _exit(refused_thread_child());
-    int status;
-    cr_assert_eq(waitpid(child, &status, 0), child);
-    cr_assert(WIFEXITED(status), "the child died of signal %d",
-              WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    cr_assert_eq(WEXITSTATUS(status), 0, "the child failed at step %d (see refused_thread_child)",
-                 WEXITSTATUS(status));
 }
