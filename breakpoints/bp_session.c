@@ -30,7 +30,9 @@
  *      and lost) comes after every event of the session, into its
  *      pipeline (not flushed: a reader that does not read would hold the
  *      stopper; the collector delivers it within its poll interval) or to
- *      its tracer process;
+ *      its tracer process; a full ring (lossless, a stalled sink) is not
+ *      waited for under the permission: the stop is tried again later,
+ *      steps 1-4 found done (trace/tr_session.c says why);
  *   6. marks it STOPPED.
  * A destroy (tvm_session_destroy, trace:session_destroy/1, or the
  * stopper after an owner's exit) marks it DESTROYING first, so neither a
@@ -89,15 +91,20 @@ static void remove_settings(tvm_vm *vm, TrSession *s, unsigned sid)
 }
 
 /* The stopper's stop of s, if it is still session `id` (a limit, or
- * before an owner's destroy). */
-static void session_stop(tvm_vm *vm, TrSession *s, uint64_t id)
+ * before an owner's destroy).  A last record that finds its ring full
+ * (a stalled sink, lossless) is tried again later, the permission
+ * released meanwhile (trace/tr_session.c, tr_session_final_record_in):
+ * the session stays STOPPING until it is written. */
+static void session_stop(tvm_vm *vm, TrSession *s, uint64_t id, bool destroy)
 {
     vm_code_perm_acquire(vm);
     uintptr_t w = vm_atomic_load_acquire(&s->state);
     if (tr_sess_st(w) == TR_SESS_STOPPING && tr_session_id(vm, s) == id) {
         remove_settings(vm, s, tr_sess_sid(w));
-        tr_session_final_record(vm, s);
-        tr_session_stopped(vm, s);
+        if (tr_session_final_record(vm, s))
+            tr_session_stopped(vm, s);
+        else if (!destroy)    /* else the destroy that follows writes it */
+            tr_session_retry_stop(vm, s);
     }
     vm_code_perm_release(vm);
 }
@@ -111,11 +118,15 @@ bool bp_session_destroy(tvm_vm *vm, uint64_t id, TrStopReason why, char *whybuf,
      * until the release below. */
     vm_code_perm_acquire(vm);
     remove_settings(vm, s, s->sid);
-    tr_session_final_record(vm, s);
+    bool written = tr_session_final_record(vm, s);
     struct TrVm *t = tr_vm_unpublish(vm, s);
     if (t)
         vm_progress_sync(vm_progress_get(vm), vm_running_process());
     vm_code_perm_release(vm);
+    /* A last record that found its ring full waits for room here, where
+     * this call alone has s and t, and no code change waits with it. */
+    if (!written && t)
+        tr_session_final_record_in(vm, s, t, true);
     if (t)
         tr_vm_free(vm, t);
     tr_session_release(vm, s);
@@ -133,7 +144,7 @@ static void *stopper_main(void *arg)
     while (tr_sessions_wait(vm, &slot, &id, &destroy)) {
         /* By id, not by slot: the session may be destroyed meanwhile
          * (tvm_session_destroy) and its slot given to a new session. */
-        session_stop(vm, tr_session_at(vm, slot), id);
+        session_stop(vm, tr_session_at(vm, slot), id, destroy);
         if (destroy) {
             char why[160];
             bp_session_destroy(vm, id, TR_STOP_OWNER, why, sizeof why);

@@ -355,6 +355,7 @@ void tr_session_release(tvm_vm *vm, TrSession *s)
         vm_atomic_fetch_add_relaxed(&S->owned, (uintptr_t)-1);
     S->pending &= ~(1u << s->slot);
     S->pending_destroy &= ~(1u << s->slot);
+    S->retry &= ~(1u << s->slot);
     set_state(s, TR_SESS_FREE);
     pthread_mutex_unlock(&S->lock);
 }
@@ -375,6 +376,7 @@ void tr_session_restart_default(tvm_vm *vm, const TrLimits *lim)
     d->start = tr_mono_ns();
     d->deadline = deadline_of(d->start, d->lim.duration_ns);
     S->pending &= ~1u;
+    S->retry &= ~1u;
     /* [SS2] release: the limits before the flag that sends emitters to them. */
     vm_atomic_store_release(&d->gated, gated);
     set_state(d, TR_SESS_LIVE);
@@ -459,6 +461,27 @@ void tr_session_request_stop(tvm_vm *vm, TrSession *s, TrStopReason why, bool de
     pthread_mutex_unlock(&S->lock);
 }
 
+/* Stops to try again (tr_session_retry_stop) become pending once due;
+ * returns when the rest are due (0: none). */
+static uint64_t retry_due(TrSessions *S, uint64_t now)
+{
+    if (S->retry && S->retry_at <= now) {
+        S->pending |= S->retry;
+        S->retry = 0;
+    }
+    return S->retry ? S->retry_at : 0;
+}
+
+void tr_session_retry_stop(tvm_vm *vm, TrSession *s)
+{
+    TrSessions *S = vm->sessions;
+    pthread_mutex_lock(&S->lock);
+    if (!S->retry)
+        S->retry_at = tr_mono_ns() + TR_FINAL_RETRY_NS;
+    S->retry |= 1u << s->slot;
+    pthread_mutex_unlock(&S->lock);
+}
+
 /* Waits on the condition until `deadline` (0: no deadline). */
 static void wait_until(TrSessions *S, uint64_t deadline)
 {
@@ -490,8 +513,8 @@ bool tr_sessions_wait(tvm_vm *vm, unsigned *slot, uint64_t *id, bool *destroy)
             return true;
         }
         /* The earliest duration of a live session; one that ran out
-         * stops now. */
-        uint64_t now = tr_mono_ns(), next = 0;
+         * stops now.  Stops whose last record waits for room too. */
+        uint64_t now = tr_mono_ns(), next = retry_due(S, now);
         for (unsigned i = 0; i < VM_SESSIONS_MAX; i++) {
             TrSession *s = &S->s[i];
             if (!s->deadline || tr_sess_st(vm_atomic_load_relaxed(&s->state)) != TR_SESS_LIVE)
@@ -539,6 +562,7 @@ bool tr_session_begin_destroy(tvm_vm *vm, TrSession *s, uint64_t id, TrStopReaso
             vm_atomic_store_relaxed(&s->reason, why);
         S->pending &= ~(1u << s->slot);
         S->pending_destroy &= ~(1u << s->slot);
+        S->retry &= ~(1u << s->slot);
         set_state(s, TR_SESS_DESTROYING);
     }
     pthread_mutex_unlock(&S->lock);
@@ -602,6 +626,7 @@ static void counts_with(tvm_vm *vm, TrSession *s, TrVm *t, uint64_t *written, ui
     pthread_mutex_lock(&S->lock);
     uint64_t w = s->written_done + vm_atomic_load_relaxed(&s->sent);
     uint64_t l = s->lost_done + vm_atomic_load_relaxed(&s->rate_dropped);
+    bool in_pipe = s->final_in_pipe;
     pthread_mutex_unlock(&S->lock);
     /* The pipeline's rings (tr_vm.c keeps it alive: the caller holds
      * trace_lock or the permission, as every pipeline stop does). */
@@ -614,7 +639,7 @@ static void counts_with(tvm_vm *vm, TrSession *s, TrVm *t, uint64_t *written, ui
         free(st);
     }
     /* The last record went into a pipeline: it is no event. */
-    if (s->final_in_pipe && w)
+    if (in_pipe && w)
         w--;
     *written = w;
     *lost = l;
@@ -625,38 +650,59 @@ void tr_session_counts(tvm_vm *vm, TrSession *s, uint64_t *written, uint64_t *lo
     counts_with(vm, s, vm_atomic_load_ptr_acquire(&s->out), written, lost);
 }
 
-void tr_session_final_record(tvm_vm *vm, TrSession *s)
+bool tr_session_final_record(tvm_vm *vm, TrSession *s)
 {
-    tr_session_final_record_in(vm, s, vm_atomic_load_ptr_acquire(&s->out));
+    return tr_session_final_record_in(vm, s, vm_atomic_load_ptr_acquire(&s->out), false);
 }
 
-void tr_session_final_record_in(tvm_vm *vm, TrSession *s, TrVm *t)
+/*
+ * Why the last record does not wait for room under the permission: the
+ * stopper and a destroy write it holding the code-modification
+ * permission, and under the lossless policy a full shared ring has room
+ * only once the session's sink takes events.  A sink that stalls (a
+ * callback that blocks, a pipe nobody reads) would then hold every
+ * trace_pattern, every load and every other session's start and stop,
+ * VM-wide.  Dropping the record would break lossless (and the record is
+ * the one that counts the losses), so a full ring leaves it unwritten:
+ * the stopper tries again later (tr_session_retry_stop), a destroy
+ * writes it once it alone has the unpublished pipeline, after releasing
+ * the permission.  Either way it still comes after every event of the
+ * session (the grace period came first, and the session writes nothing
+ * more).
+ */
+bool tr_session_final_record_in(tvm_vm *vm, TrSession *s, TrVm *t, bool wait)
 {
     if (s->final_written)
-        return;
-    s->final_written = true;
+        return true;
     uint64_t written, lost;
     counts_with(vm, s, t, &written, &lost);
     TrStopReason why = (TrStopReason)vm_atomic_load_relaxed(&s->reason);
     Atom reason;
     const char *name = tr_stop_reason_name(why);
-    if (!vm_atom_intern(name, strlen(name), &reason))
-        return;
-    if (s->tracer) {
-        tr_deliver_stopped(vm, s, make_atom(reason), written, lost);
-        return;
+    bool named = vm_atom_intern(name, strlen(name), &reason);
+    if (!named || s->tracer || !t) {
+        s->final_written = true;
+        if (named && s->tracer)
+            tr_deliver_stopped(vm, s, make_atom(reason), written, lost);
+        return true;
     }
-    if (!t)
-        return;
     Term terms[3] = { make_atom(reason), make_small((int64_t)written), make_small((int64_t)lost) };
     TrEmit ev = { .kind = TR_K_STOPPED, .flags = TR_F_NO_MFA, .terms = terms, .nterms = 3 };
-    /* The shared ring, from a thread that is no scheduler's; under the
-     * lossless policy wait for room (the collector keeps draining). */
-    while (tr_emit(t->tp, -1, &ev) == TR_FULL)
+    /* The shared ring, from a thread that is no scheduler's. */
+    while (tr_emit(t->tp, -1, &ev) == TR_FULL) {
+        if (!wait)
+            return false;
         tr_wait_space(t->tp, -1, 0);
+    }
+    s->final_written = true;
+    /* Under the lock: a destroy writes it without the permission, while
+     * tvm_session_info_get may count (counts_with). */
+    pthread_mutex_lock(&vm->sessions->lock);
     s->final_in_pipe = true;
+    pthread_mutex_unlock(&vm->sessions->lock);
     /* Not flushed here: a sink whose reader does not read would hold the
      * stopper (and every other session's stop) for as long; the collector
      * delivers it within its poll interval, tvm_session_flush waits for
      * it, and a destroy drains everything. */
+    return true;
 }

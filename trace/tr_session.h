@@ -101,10 +101,14 @@ typedef struct TrSession {
     /* The stop's progress, so that a destroy after a stop does not do it
      * twice: written and read under the code-modification permission (the
      * stopper and destroy in breakpoints/bp_session.c; final_written also
-     * by a pipeline stop in trace/tr_vm.c that comes before the stopper),
-     * reset by a create or a restart. */
+     * by a pipeline stop in trace/tr_vm.c that comes before the stopper,
+     * and by a destroy after it released the permission, when it alone
+     * has the session, DESTROYING, and its unpublished pipeline), reset by
+     * a create or a restart. */
     bool settings_removed, final_written;
-    bool final_in_pipe;        /* the last record went into a pipeline (counted there) */
+    /* The last record went into a pipeline (counted there): written by
+     * whoever writes the record, read by counts, under TrSessions.lock. */
+    bool final_in_pipe;
 } TrSession;
 
 /*
@@ -123,12 +127,15 @@ typedef struct TrFlagsAll {
 } TrFlagsAll;
 
 typedef struct TrSessions {
-    /* lock protects: the states' transitions, `pending`, `quit`,
-     * `serial`, written_done/lost_done; the stopper waits on `cond`. */
+    /* lock protects: the states' transitions, `pending`, `retry`,
+     * `retry_at`, `quit`, `serial`, written_done/lost_done; the stopper
+     * waits on `cond`. */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     uint32_t pending;          /* slots whose stop the stopper owes (bit per slot) */
     uint32_t pending_destroy;  /* ... and that it destroys afterwards */
+    uint32_t retry;            /* stops whose last record found the ring full */
+    uint64_t retry_at;         /* when they become pending again (monotonic ns) */
     bool quit;
     uint64_t serial;
     /* Live sessions with an owner (relaxed: the exit hook's cheap test). */
@@ -257,6 +264,11 @@ void tr_session_request_stop(tvm_vm *vm, TrSession *s, TrStopReason why, bool de
 bool tr_sessions_wait(tvm_vm *vm, unsigned *slot, uint64_t *id, bool *destroy);
 void tr_sessions_quit(tvm_vm *vm);
 
+/* The stopper's stop of s could not write its last record (its ring is
+ * full): the stop is owed again after TR_FINAL_RETRY_NS. */
+#define TR_FINAL_RETRY_NS ((uint64_t)10000000u)
+void tr_session_retry_stop(tvm_vm *vm, TrSession *s);
+
 /*
  * Destroy's first step: marks s DESTROYING (from LIVE, STOPPING or
  * STOPPED), recording `why` if none yet; false (with a reason) if s is
@@ -278,11 +290,17 @@ void tr_session_stopped(tvm_vm *vm, TrSession *s);
 /* The sessions live now (or stopping), the default one included (the
  * control endpoint's info). */
 unsigned tr_sessions_live(tvm_vm *vm);
-void tr_session_final_record(tvm_vm *vm, TrSession *s);
+/* Never waits for room: false (nothing written, final_written still
+ * false) when its pipeline's shared ring is full, under the lossless
+ * policy as under drop.  Under the permission, which must never wait for
+ * a sink (tr_session.c says why). */
+bool tr_session_final_record(tvm_vm *vm, TrSession *s);
 /* The same into t, the session's pipeline that its stop has unpublished
- * (after the grace period, before the pipeline is freed). */
+ * (after the grace period, before the pipeline is freed); `wait`: wait
+ * for room (then it returns true), only by the pipeline's sole owner, or
+ * under the permission where the caller waits for the sink anyway. */
 struct TrVm;
-void tr_session_final_record_in(tvm_vm *vm, TrSession *s, struct TrVm *t);
+bool tr_session_final_record_in(tvm_vm *vm, TrSession *s, struct TrVm *t, bool wait);
 
 /* A freed pipeline's totals, added to s's counts. */
 void tr_session_add_counts(tvm_vm *vm, TrSession *s, uint64_t written, uint64_t lost);

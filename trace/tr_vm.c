@@ -367,7 +367,7 @@ static tvm_status stop_pipeline(tvm_vm *vm, TrSession *s)
      * sync above), before the pipeline drains and closes.  The stopper,
      * under the same permission later, finds it written. */
     if (vm_atomic_load_relaxed(&s->reason) != TR_STOP_NONE)
-        tr_session_final_record_in(vm, s, t);
+        tr_session_final_record_in(vm, s, t, true);
     return tr_vm_free(vm, t) ? TVM_OK : TVM_ERR_IO;
 }
 
