@@ -92,6 +92,14 @@ Test(term, printing_uses_erlang_syntax)
     cr_assert_str_eq(buf, "{ok,[1,-2,'Big atom',<<\"s\\n\">>],{},[a|b],[]}");
     cr_assert_str_eq(show(make_pid(42)), "<0.42.0>");
     cr_assert_str_eq(show(vm_make_binary(env->p, "\x01\x02", 2)), "<<1,2>>");
+    /* Every width of a byte, and the escapes between runs of plain text. */
+    cr_assert_str_eq(show(vm_make_binary(env->p, "\x00\x09\x0a\x63\x64\xff", 6)),
+                     "<<0,9,10,99,100,255>>");
+    cr_assert_str_eq(show(vm_make_binary(env->p, "ab\"c\\d\te\r\nf", 11)),
+                     "<<\"ab\\\"c\\\\d\\te\\r\\nf\">>");
+    Atom a;
+    cr_assert(vm_atom_intern("it's\x7f\x01x", 7, &a));
+    cr_assert_str_eq(show(make_atom(a)), "'it\\'s\\x7f\\x01x'");
 }
 
 Test(term, parse_term_reports_bad_syntax)
