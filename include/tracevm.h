@@ -143,6 +143,12 @@ typedef struct tvm_config {
     size_t max_message_words;  /* the largest term one copy between processes
                                 * (a message, spawn arguments, an exit value)
                                 * may hold, counted flat; 0 = default (2^27) */
+    size_t max_exports;        /* export entries (one per module:function/arity
+                                * ever named); 0 = default (524,288).  A name
+                                * new past it, given at run time (make_fun/3,
+                                * apply/3, spawn/3, tvm_call, tvm_spawn), is
+                                * system_limit / TVM_ERR_LIMIT; loading code
+                                * and registering natives are never refused */
 } tvm_config;
 
 /*
@@ -260,8 +266,9 @@ tvm_vm *tvm_env_vm(tvm_env *env);
  * back as class error, reason {nocatch, V}.  TVM_ERR_BADARG if `mod` or
  * `fun` is not a valid atom name or argc is out of range; TVM_ERR_LIMIT if
  * a name is not an atom yet and the atom table (2^20 atoms, shared by
- * every VM of the OS process, never shrinking) is full.  Callable from a
- * native on the env it was given (a nested activation).
+ * every VM of the OS process, never shrinking) is full, or mod:fun/argc
+ * has no export entry yet and the table holds max_exports.  Callable
+ * from a native on the env it was given (a nested activation).
  */
 tvm_status tvm_call(tvm_env *env, const char *mod, const char *fun, int argc,
                     const tvm_term *argv, tvm_term *result);
@@ -365,8 +372,9 @@ typedef uint64_t tvm_pid;
  * is joinable: its exit is kept until tvm_join() (and no crash report is
  * printed for it).  TVM_ERR_LIMIT when no more processes fit (max_processes
  * are alive, or no native stack can be mapped), the arguments are over
- * max_message_words, or a name is new and the atom table is full.  Any
- * thread.
+ * max_message_words, a name is new and the atom table is full, or
+ * mod:fun/argc has no export entry yet and the table holds max_exports.
+ * Any thread.
  */
 tvm_status tvm_spawn(tvm_env *env, const char *mod, const char *fun, int argc,
                      const tvm_term *argv, tvm_pid *pid);

@@ -61,8 +61,8 @@ tvm_status vm_env_resolve(tvm_env *env, const char *mod, const char *fun, int ar
             return TVM_ERR_BADARG;
         args[i] = vm_root_get(p, argv[i]);
     }
-    *fn = vm_export_get(p->vm, m, f, (uint32_t)argc);
-    return TVM_OK;
+    *fn = vm_export_get_bounded(p->vm, m, f, (uint32_t)argc);
+    return *fn ? TVM_OK : TVM_ERR_LIMIT;   /* a new name past max_exports */
 }
 
 tvm_status tvm_call(tvm_env *env, const char *mod, const char *fun, int argc,

@@ -399,7 +399,10 @@ NATIVE_FN(bif_make_fun)
     if (!term_is_atom(m) || !term_is_atom(f) || !term_is_small(a) ||
         small_value(a) < 0 || small_value(a) > VM_MAX_ARITY)
         BADARG();
-    Export *e = vm_export_get(p->vm, atom_value(m), atom_value(f), (uint32_t)small_value(a));
+    Export *e =
+        vm_export_get_bounded(p->vm, atom_value(m), atom_value(f), (uint32_t)small_value(a));
+    if (!e)
+        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));   /* max_exports */
     vm_heap_ensure(p, 2, NULL, 0);
     Term *o = vm_heap_alloc(p, 2);
     o[0] = MAKE_HEADER(IMM_HDR_FUN, 1);
@@ -443,8 +446,10 @@ NATIVE_FN(bif_apply3)
     long n = list_length(args);
     if (!term_is_atom(m) || !term_is_atom(f) || n < 0 || n > VM_MAX_ARITY)
         BADARG();
-    return apply_export(p, vm_export_get(p->vm, atom_value(m), atom_value(f), (uint32_t)n),
-                        args, result);
+    Export *e = vm_export_get_bounded(p->vm, atom_value(m), atom_value(f), (uint32_t)n);
+    if (!e)
+        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));   /* max_exports */
+    return apply_export(p, e, args, result);
 }
 
 NATIVE_FN(bif_apply2)
@@ -658,7 +663,9 @@ static tvm_status spawn(Process *p, Term m, Term f, Term args, size_t max_heap, 
     long n = list_length(args);
     if (!term_is_atom(m) || !term_is_atom(f) || n < 0 || n > VM_MAX_ARITY)
         return raise_error(p, make_atom(ATOM_BADARG));
-    Export *e = vm_export_get(p->vm, atom_value(m), atom_value(f), (uint32_t)n);
+    Export *e = vm_export_get_bounded(p->vm, atom_value(m), atom_value(f), (uint32_t)n);
+    if (!e)
+        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));   /* max_exports */
     Term *v = list_to_array(args, n);
     uint64_t pid = vm_spawn(p, e, (int)n, v, false, max_heap);
     free(v);

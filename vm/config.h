@@ -119,6 +119,22 @@
 #endif
 
 /*
+ * VM_MAX_EXPORTS: export entries that VM code and the C API may have
+ * made by name at run time (tvm_config.max_exports' default): 524,288,
+ * BEAM's EXPORT_LIMIT (erts/emulator/beam/export.c).  erlang:make_fun/3,
+ * apply/3 and spawn/3 of a function nobody defines each make an entry
+ * (about 290 bytes with its stub), and entries are never freed, so
+ * without a bound a loop over names and arities grows the OS process
+ * until it is killed.  Entries for loaded code and natives count towards
+ * it but are never refused (the code's own size bounds them).  A new
+ * entry past it raises system_limit (TVM_ERR_LIMIT); BEAM ends the node
+ * ("no more index entries").
+ */
+#ifndef VM_MAX_EXPORTS
+#define VM_MAX_EXPORTS ((size_t)1 << 19)
+#endif
+
+/*
  * VM_MAX_MESSAGE_WORDS: the largest term, counted flat, that one copy
  * between processes may hold (tvm_config.max_message_words' default):
  * messages, spawn arguments, exit values.  A heap holds a term with

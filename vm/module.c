@@ -147,11 +147,13 @@ Export *vm_export_find(tvm_vm *vm, Atom mod, Atom name, uint32_t arity)
     return e;
 }
 
-Export *vm_export_get(tvm_vm *vm, Atom mod, Atom name, uint32_t arity)
+/* vm_export_get's body: a new entry only while the table holds fewer
+ * than `most` entries (NULL otherwise). */
+static Export *export_get_upto(tvm_vm *vm, Atom mod, Atom name, uint32_t arity, size_t most)
 {
     pthread_mutex_lock(&vm->export_lock);
     Export *e = find_locked(vm, mod, name, arity);
-    if (!e) {
+    if (!e && vm->export_count < most) {
         /*
          * A new entry starts undefined in every code index, which is
          * exactly what every index should say: nothing defines it yet.
@@ -168,6 +170,25 @@ Export *vm_export_get(tvm_vm *vm, Atom mod, Atom name, uint32_t arity)
     }
     pthread_mutex_unlock(&vm->export_lock);
     return e;
+}
+
+/* The hash's capacity doubles as a uint32_t, so it holds fewer than
+ * 2^31 entries; loaded code, at hundreds of bytes an entry, runs out of
+ * memory long before. */
+#define EXPORT_HARD_MAX ((size_t)1 << 31)
+
+Export *vm_export_get(tvm_vm *vm, Atom mod, Atom name, uint32_t arity)
+{
+    Export *e = export_get_upto(vm, mod, name, arity, EXPORT_HARD_MAX);
+    if (!e)
+        vm_die("export table: 2^31 entries");
+    return e;
+}
+
+Export *vm_export_get_bounded(tvm_vm *vm, Atom mod, Atom name, uint32_t arity)
+{
+    size_t most = vm->max_exports < EXPORT_HARD_MAX ? vm->max_exports : EXPORT_HARD_MAX;
+    return export_get_upto(vm, mod, name, arity, most);
 }
 
 /* ==== staging and commit ==== */
