@@ -223,12 +223,17 @@ print(s.recv(100).decode(), end="")' "$sock")
     # server's uid (except to root, whom the server admits everywhere).
     fake=$tmp/open
     mkdir -m 777 "$fake"
+    # It listens until told to go (a file beside it) or for 30 s at most,
+    # its output away from ours: a background job that holds the test's
+    # output open keeps the runner waiting for it (30 s of every suite).
     as_nobody python3 -c 'import os, socket, sys, time
 s = socket.socket(socket.AF_UNIX)
 s.bind(sys.argv[1])
 os.chmod(sys.argv[1], 0o777)
 s.listen(4)
-time.sleep(30)' "$fake/4242.0.sock" &
+end = time.monotonic() + 30
+while time.monotonic() < end and not os.path.exists(sys.argv[2]):
+    time.sleep(0.05)' "$fake/4242.0.sock" "$fake/done" >/dev/null 2>&1 &
     for _ in $(seq 100); do [[ -S $fake/4242.0.sock ]] && break; sleep 0.05; done
     got=$(TRACEVM_CONTROL_DIR=$fake "$TRACEVM" attach 4242 info 2>&1)
     [[ "$got" == "tracevm attach: tvm_control: $fake is open to other users (mode 777)" ]] ||
@@ -236,7 +241,8 @@ time.sleep(30)' "$fake/4242.0.sock" &
     got=$(setpriv --reuid=65533 --regid=65533 --clear-groups "$TRACEVM" attach "$fake/4242.0.sock" info 2>&1)
     [[ "$got" == "tracevm attach: $fake/4242.0.sock is served by uid $(id -u nobody), not by this user (65533)" ]] ||
         fail "a planted socket: $got"
-    kill %% 2>/dev/null
+    touch "$fake/done"
+    wait %% 2>/dev/null
 else
     echo "not root: the other-user check did not run"
     exit 77
