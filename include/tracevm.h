@@ -146,9 +146,10 @@ typedef struct tvm_config {
     size_t max_exports;        /* export entries (one per module:function/arity
                                 * ever named); 0 = default (524,288).  A name
                                 * new past it, given at run time (make_fun/3,
-                                * apply/3, spawn/3, tvm_call, tvm_spawn), is
-                                * system_limit / TVM_ERR_LIMIT; loading code
-                                * and registering natives are never refused */
+                                * apply/3, spawn/3, code:load_binary/3,
+                                * tvm_call, tvm_spawn), is system_limit /
+                                * TVM_ERR_LIMIT; tvm_load_string and
+                                * registering natives are never refused */
 } tvm_config;
 
 /*

@@ -35,7 +35,7 @@ tvm_status ld_load(tvm_vm *vm, const char *name, const char *text, size_t len, A
                    bool beam_rules, StrBuf *diag)
 {
     tvm_status built;
-    Module *m = ld_build_status(vm, name, text ? text : "", len, diag, &built);
+    Module *m = ld_build_status(vm, name, text ? text : "", len, beam_rules, diag, &built);
     if (!m)
         return built;
     if (expect && m->name != expect) {
@@ -216,7 +216,7 @@ tvm_status tvm_parse_term(tvm_env *env, const char *text, tvm_term *out, tvm_err
     Process *p = env->p;
     StrBuf diag;
     sb_init(&diag);
-    Diag d = { "term", &diag, 0, false };
+    Diag d = { .file = "term", .out = &diag };
     Lexer lx;
     ld_lex_init(&lx, text, strlen(text), &d);
     Token t;
@@ -236,7 +236,7 @@ tvm_status tvm_parse_term(tvm_env *env, const char *text, tvm_term *out, tvm_err
         vm_heap_ensure(p, term_size(v), NULL, 0);
         *out = vm_root_push(p, vm_copy_term(p, v));
     } else {
-        st = d.atom_limit ? TVM_ERR_LIMIT : TVM_ERR_BADARG;
+        st = d.limit ? TVM_ERR_LIMIT : TVM_ERR_BADARG;
         set_error(err, st, diag.s);
     }
     while (lits) {

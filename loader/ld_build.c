@@ -364,7 +364,7 @@ static uint32_t func_words(const PFunc *f)
     return last->offset + vm_opinfo[last->op].words;
 }
 
-static void emit_function(tvm_vm *vm, Module *m, PModule *pm, PFunc *f, FuncInfo *fi)
+static void emit_function(Module *m, PModule *pm, PFunc *f, FuncInfo *fi)
 {
     LineEntry *lines = vm_malloc((f->ncode + 1) * sizeof(LineEntry));
     uint32_t nlines = 0;
@@ -384,7 +384,7 @@ static void emit_function(tvm_vm *vm, Module *m, PModule *pm, PFunc *f, FuncInfo
             /* verified: the callee exists */
             w[1] = (Instr)(uintptr_t)m->funcs[find_func(pm, x->name, x->arity) - pm->funcs];
         } else if (oi->fmt[3] == 'E') {
-            w[1] = (Instr)(uintptr_t)vm_export_get(vm, x->mod, x->name, x->arity);
+            w[1] = (Instr)(uintptr_t)x->exp;   /* resolve_exports */
         } else if (oi->fmt[3] == 'K') {
             w[1] = (Instr)x->lit;
         }
@@ -395,7 +395,7 @@ static void emit_function(tvm_vm *vm, Module *m, PModule *pm, PFunc *f, FuncInfo
     fi->nlines = nlines;
 }
 
-static Module *emit_module(tvm_vm *vm, const char *file, PModule *pm)
+static Module *emit_module(const char *file, PModule *pm)
 {
     Module *m = vm_calloc(1, sizeof(Module));
     m->name = pm->name;
@@ -418,19 +418,37 @@ static Module *emit_module(tvm_vm *vm, const char *file, PModule *pm)
         fi->arity = (uint16_t)f->arity;
         fi->nregs = (uint16_t)f->nregs;
         fi->file = m->file;
-        if (f->exported)
-            fi->export = vm_export_get(vm, pm->name, f->name, f->arity);
+        fi->export = f->export;   /* resolve_exports: NULL unless exported */
         m->funcs[i] = fi;
     }
     for (uint32_t i = 0; i < pm->nfuncs; i++)
-        emit_function(vm, m, pm, &pm->funcs[i], m->funcs[i]);
+        emit_function(m, pm, &pm->funcs[i], m->funcs[i]);
     return m;
 }
 
-Module *ld_build_status(tvm_vm *vm, const char *file, const char *text, size_t len,
-                        StrBuf *diag, tvm_status *st)
+/* The export entries the module's remote calls and exports name, found
+ * (or made) before anything is built: the one step of a verified load
+ * that can fail (a load from VM code past max_exports). */
+static void resolve_exports(tvm_vm *vm, PModule *pm, Diag *d)
 {
-    Diag d = { file, diag, 0, false };
+    for (uint32_t i = 0; i < pm->nfuncs; i++) {
+        PFunc *f = &pm->funcs[i];
+        if (f->exported &&
+            !ld_export(vm, d, f->line, f->col, pm->name, f->name, f->arity, &f->export))
+            return;
+        for (uint32_t k = 0; k < f->ncode; k++) {
+            Operand *x = &f->code[k].ops[3];
+            if (vm_opinfo[f->code[k].op].fmt[3] == 'E' &&
+                !ld_export(vm, d, x->line, x->col, x->mod, x->name, x->arity, &x->exp))
+                return;
+        }
+    }
+}
+
+Module *ld_build_status(tvm_vm *vm, const char *file, const char *text, size_t len,
+                        bool exports_bounded, StrBuf *diag, tvm_status *st)
+{
+    Diag d = { .file = file, .out = diag, .exports_bounded = exports_bounded };
     Lexer lx;
     ld_lex_init(&lx, text, len, &d);
     PModule pm;
@@ -442,7 +460,9 @@ Module *ld_build_status(tvm_vm *vm, const char *file, const char *text, size_t l
         check_function(&pm, &pm.funcs[i], &d);
     Module *m = NULL;
     if (d.errors == 0)
-        m = emit_module(vm, file, &pm);
+        resolve_exports(vm, &pm, &d);
+    if (d.errors == 0)
+        m = emit_module(file, &pm);
     while (pm.lits) {
         LitBlock *next = pm.lits->next;
         free(pm.lits);
@@ -450,14 +470,14 @@ Module *ld_build_status(tvm_vm *vm, const char *file, const char *text, size_t l
     }
     ld_pmodule_free(&pm);
     if (st)
-        *st = m ? TVM_OK : d.atom_limit ? TVM_ERR_LIMIT : TVM_ERR_LOAD;
+        *st = m ? TVM_OK : d.limit ? TVM_ERR_LIMIT : TVM_ERR_LOAD;
     return m;
 }
 
 Module *ld_build(tvm_vm *vm, const char *file, const char *text, size_t len,
                  StrBuf *diag)
 {
-    return ld_build_status(vm, file, text, len, diag, NULL);
+    return ld_build_status(vm, file, text, len, false, diag, NULL);
 }
 
 void ld_module_free(Module *m)

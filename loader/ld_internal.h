@@ -17,12 +17,22 @@ typedef struct Diag {
     const char *file;
     StrBuf *out;
     int errors;
-    bool atom_limit;   /* an error was the atom table being full (TVM_ERR_LIMIT) */
+    bool limit;        /* an error was a shared table being full (TVM_ERR_LIMIT) */
+    /* The load comes from VM code (code:load_binary/3): the export
+     * entries its names make count against max_exports, as make_fun/3's
+     * do; a load from the C API is never refused one.  Set by the
+     * caller, read by ld_export. */
+    bool exports_bounded;
 } Diag;
 
 /* Interns the atom a name or literal at line:col names; false after
  * reporting "atom longer than 255 bytes" or "atom table full". */
 bool ld_atom(Diag *d, int line, int col, const char *s, size_t n, Atom *out);
+
+/* The export entry of mod:name/arity, which the text names at line:col;
+ * false after reporting "export table full" (d->exports_bounded only). */
+bool ld_export(tvm_vm *vm, Diag *d, int line, int col, Atom mod, Atom name, uint32_t arity,
+               struct Export **out);
 
 void ld_error(Diag *d, int line, int col, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -71,6 +81,7 @@ typedef struct Operand {
     char *label;        /* L */
     Atom mod, name;     /* F (name), E (mod, name) */
     uint32_t arity;     /* F, E */
+    struct Export *exp; /* E: its entry, found before the module is built */
     Term lit;           /* K */
 } Operand;
 
@@ -96,6 +107,7 @@ typedef struct PFunc {
     PLabel *labels;
     uint32_t nlabels, labels_cap;
     bool exported;
+    struct Export *export; /* exported: its entry, found before the build */
     bool ended;
     bool bad_header;    /* 'regs N' missing or invalid: the body is not verified */
     bool dropped;       /* a body line failed to parse and was left out, so

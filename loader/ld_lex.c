@@ -19,6 +19,9 @@
 #include <string.h>
 
 #include "vm/atom.h"
+#include "vm/module.h"
+#include "vm/print.h"
+#include "vm/vm.h"
 
 void ld_error(Diag *d, int line, int col, const char *fmt, ...)
 {
@@ -45,8 +48,32 @@ bool ld_atom(Diag *d, int line, int col, const char *s, size_t n, Atom *out)
         /* The table is shared by every VM and never shrinks: the load
          * fails as a whole, with TVM_ERR_LIMIT, and nothing is lost. */
         ld_error(d, line, col, "atom table full (%u atoms)", VM_ATOM_MAX_COUNT);
-        d->atom_limit = true;
+        d->limit = true;
     }
+    return false;
+}
+
+bool ld_export(tvm_vm *vm, Diag *d, int line, int col, Atom mod, Atom name, uint32_t arity,
+               Export **out)
+{
+    *out = d->exports_bounded ? vm_export_get_bounded(vm, mod, name, arity)
+                              : vm_export_get(vm, mod, name, arity);
+    if (*out)
+        return true;
+    /* Entries are never freed, so a load from VM code that names new
+     * functions without end would grow the table without end (each
+     * load, delete and purge leaving its names behind): the load fails
+     * as a whole, with TVM_ERR_LIMIT; the entries it made before stay,
+     * within the bound. */
+    StrBuf mfa;
+    sb_init(&mfa);
+    vm_print_atom(&mfa, mod);
+    sb_putc(&mfa, ':');
+    vm_print_atom(&mfa, name);
+    ld_error(d, line, col, "export table full (%zu entries): %s/%u", vm->max_exports, mfa.s,
+             arity);
+    sb_free(&mfa);
+    d->limit = true;
     return false;
 }
 

@@ -119,7 +119,9 @@ static tvm_status nif_load_binary(tvm_env *env, int argc, const tvm_term *argv,
         e[1] = make_atom(mod);
     } else {
         e[0] = make_atom(ATOM_ERROR);
-        e[1] = make_atom(st == TVM_ERR_EXISTS ? ATOM_NOT_PURGED : ATOM_BADFILE);
+        e[1] = make_atom(st == TVM_ERR_EXISTS  ? ATOM_NOT_PURGED
+                         : st == TVM_ERR_LIMIT ? ATOM_SYSTEM_LIMIT
+                                               : ATOM_BADFILE);
     }
     return give(p, vm_make_tuple(p, 2, e), result);
 }

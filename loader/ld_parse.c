@@ -203,7 +203,10 @@ static bool lp_fun(LitParser *lp, Term *out)
     lp_next(lp);
     if (lp->t->kind != T_INT || lp->t->ival < 0 || lp->t->ival > VM_MAX_ARITY)
         return lp_error(lp, "an arity 0..255");
-    Export *e = vm_export_get(lp->vm, m, f, (uint32_t)lp->t->ival);
+    Export *e;
+    if (!ld_export(lp->vm, lp->lx->diag, lp->t->line, lp->t->col, m, f, (uint32_t)lp->t->ival,
+                   &e))
+        return false;
     lp_next(lp);
     Term *o = ld_lit_alloc(lp->lits, 2);
     o[0] = MAKE_HEADER(IMM_HDR_FUN, 1);

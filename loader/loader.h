@@ -25,9 +25,11 @@
 Module *ld_build(tvm_vm *vm, const char *file, const char *text, size_t len,
                  StrBuf *diag);
 /* ld_build, and why it failed: TVM_ERR_LIMIT when the atom table was full
- * (the file may be fine), TVM_ERR_LOAD for errors in the file. */
+ * or, with exports_bounded (a load from VM code), the entries the text
+ * names would take the export table past max_exports (the file may be
+ * fine), TVM_ERR_LOAD for errors in the file. */
 Module *ld_build_status(tvm_vm *vm, const char *file, const char *text, size_t len,
-                        StrBuf *diag, tvm_status *st);
+                        bool exports_bounded, StrBuf *diag, tvm_status *st);
 
 /* Frees a module that was built but not installed. */
 void ld_module_free(Module *m);
@@ -38,9 +40,10 @@ void ld_module_free(Module *m);
  * the version it replaces go first, the on_load patterns are armed in the
  * new one, and one code-index commit publishes it.  `expect`, when not 0,
  * is the module the text must define (TVM_ERR_LOAD otherwise, with a
- * diagnostic); `beam_rules` refuses, with TVM_ERR_EXISTS, a module whose
- * old code was not purged (code:load_binary's not_purged).  Diagnostics
- * go to diag.  Any thread; a calling process is suspended while it waits.
+ * diagnostic); `beam_rules` (code:load_binary) refuses, with
+ * TVM_ERR_EXISTS, a module whose old code was not purged (not_purged),
+ * and, with TVM_ERR_LIMIT, one whose names need export entries past
+ * max_exports (make_fun/3's bound).  Diagnostics go to diag.  Any thread; a calling process is suspended while it waits.
  */
 tvm_status ld_load(tvm_vm *vm, const char *name, const char *text, size_t len, Atom expect,
                    bool beam_rules, StrBuf *diag);

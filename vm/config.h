@@ -125,8 +125,11 @@
  * apply/3 and spawn/3 of a function nobody defines each make an entry
  * (about 290 bytes with its stub), and entries are never freed, so
  * without a bound a loop over names and arities grows the OS process
- * until it is killed.  Entries for loaded code and natives count towards
- * it but are never refused (the code's own size bounds them).  A new
+ * until it is killed.  Entries for code loaded from C and for natives
+ * count towards it but are never refused (the embedder's code bounds
+ * them); code:load_binary/3 from VM code is refused past it, since a
+ * load, delete and purge of ever new names would grow it as make_fun/3
+ * does.  A new
  * entry past it raises system_limit (TVM_ERR_LIMIT); BEAM ends the node
  * ("no more index entries").
  */

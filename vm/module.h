@@ -163,12 +163,13 @@ static inline const FuncInfo *vm_export_target(const tvm_vm *vm, const Export *e
 }
 
 /* Finds or creates the export entry for mod:name/arity.  Any thread.
- * For entries that code being loaded or a native being registered needs:
+ * For entries that code loaded from C or a native being registered needs:
  * never refused (they count towards vm->max_exports all the same). */
 Export *vm_export_get(tvm_vm *vm, Atom mod, Atom name, uint32_t arity);
 
 /* The same for a name that VM code or the C API gives at run time
- * (make_fun/3, apply/3, spawn/3, tvm_call, tvm_spawn): NULL when the entry
+ * (make_fun/3, apply/3, spawn/3, code:load_binary/3's text, tvm_call,
+ * tvm_spawn): NULL when the entry
  * is new and the table already holds vm->max_exports entries (the caller
  * raises system_limit or returns TVM_ERR_LIMIT).  Any thread. */
 Export *vm_export_get_bounded(tvm_vm *vm, Atom mod, Atom name, uint32_t arity);

@@ -8,16 +8,17 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 
+#include "loader/loader.h"
 #include "tests/unit/helpers.h"
 #include "vm/config.h"
 #include "vm/vm.h"
 
 /* mk(N): make_fun(ex, g, A) for A = N-1 down to 0, then ok.
  * ap(F, Args): apply(ex, F, Args).  sp(F): spawn(ex, F, []).
- * one(X): X (defined, exported). */
+ * one(X): X (defined, exported).  ld(Mod, Text): code:load_binary. */
 static const char *const ex_src =
     "module ex\n"
-    "export mk/1, ap/2, sp/1, one/1\n"
+    "export mk/1, ap/2, sp/1, one/1, ld/2\n"
     "function mk/1 regs 4\n"
     "loop:\n"
     "    jeqi r0, 0, done\n"
@@ -47,6 +48,12 @@ static const char *const ex_src =
     "    ret r0\n"
     "end\n"
     "function one/1 regs 1\n"
+    "    ret r0\n"
+    "end\n"
+    "function ld/2 regs 3\n"
+    "    move r2, r1\n"
+    "    loadk r1, \"x.tasm\"\n"
+    "    callx r0, r0, code:load_binary/3\n"
     "    ret r0\n"
     "end\n";
 
@@ -92,6 +99,20 @@ static void expect(tvm_env *env, const char *fun, const char *a0, const char *a1
     }
     cr_assert_str_eq(out, want, "ex:%s(%s%s%s)", fun, a0 ? a0 : "", a1 ? ", " : "",
                      a1 ? a1 : "");
+}
+
+/* code:load_binary(Mod, "x.tasm", Text) from a process: its result. */
+static void expect_load(tvm_env *env, const char *mod, const char *text, const char *want)
+{
+    tvm_term argv[2], r;
+    cr_assert_eq(tvm_make_atom(env, mod, &argv[0]), TVM_OK);
+    cr_assert_eq(tvm_make_binary(env, text, strlen(text), &argv[1]), TVM_OK);
+    tvm_pid pid;
+    cr_assert_eq(tvm_spawn(env, "ex", "ld", 2, argv, &pid), TVM_OK);
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
+    char out[100];
+    tvm_format_term(env, r, out, sizeof out);
+    cr_assert_str_eq(out, want, "loading %s", mod);
 }
 
 static tvm_status native_seven(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result,
@@ -162,6 +183,63 @@ Test(exports, new_names_past_max_exports_are_a_system_limit)
     tvm_format_term(env, r, out, sizeof out);
     cr_assert_str_eq(out, "7");
     expect(env, "ap", "one", "[y]", "y");
+    tvm_env_free(env);
+    tvm_destroy(vm);
+}
+
+/* code:load_binary/3 is VM code naming functions too: a load, delete and
+ * purge of modules with new names each time would grow the table without
+ * end, so the names a load from VM code needs count against the bound
+ * (the load fails whole: {error, system_limit}); a load from C is never
+ * refused. */
+Test(exports, a_load_from_vm_code_past_max_exports_is_refused)
+{
+    tvm_config cfg = { .size = sizeof cfg, .schedulers = 1, .quiet_crashes = true };
+    tvm_vm *vm = tvm_new(&cfg);
+    load_ok(vm, "ex", ex_src);
+    size_t base = export_count(vm);
+    tvm_destroy(vm);
+    cfg.max_exports = base + 2;
+    vm = tvm_new(&cfg);
+    tvm_env *env = tvm_env_new(vm);
+    load_ok(vm, "ex", ex_src);
+
+    /* One new entry (n2:a/0; ex:one/1 has one): loaded. */
+    expect_load(env, "n2", "module n2\nexport a/0\n"
+                           "function a/0 regs 1\n    loadi r0, 1\n"
+                           "    callx r0, r0, ex:one/1\n    ret r0\nend\n",
+                "{module,n2}");
+    /* Three (x, y and z): the second is one too many; nothing is loaded. */
+    const char *n1 = "module n1\nexport x/0, y/0, z/0\n"
+                     "function x/0 regs 1\n    ret r0\nend\n"
+                     "function y/0 regs 1\n    ret r0\nend\n"
+                     "function z/0 regs 1\n    ret r0\nend\n";
+    expect_load(env, "n1", n1, "{error,system_limit}");
+    cr_assert_eq(export_count(vm), base + 2);
+    tvm_term r;
+    cr_assert_eq(tvm_call(env, "n1", "x", 0, NULL, &r), TVM_EXCEPTION);   /* undef */
+    /* A fun literal names a function too. */
+    expect_load(env, "n3", "module n3\nexport b/0\n"
+                           "function b/0 regs 1\n    loadk r0, fun zz:top/0\n    ret r0\nend\n",
+                "{error,system_limit}");
+    /* The diagnostic (what ld_load gives code:load_binary/3, which keeps
+     * only {error, system_limit}) names the bound and the function at
+     * its line. */
+    StrBuf diag;
+    sb_init(&diag);
+    tvm_status st;
+    cr_assert_null(ld_build_status(vm, "n1.tasm", n1, strlen(n1), true, &diag, &st));
+    cr_assert_eq(st, TVM_ERR_LIMIT);
+    char want[128];
+    snprintf(want, sizeof want, "n1.tasm:6:1: error: export table full (%zu entries): n1:y/0\n",
+             base + 2);
+    cr_assert_str_eq(diag.s, want);
+    sb_free(&diag);
+    tvm_error err;
+    cr_assert_eq(tvm_call(env, "n2", "a", 0, NULL, &r), TVM_OK);
+    /* From C the same text loads. */
+    cr_assert_eq(tvm_load_string(vm, "n1", n1, strlen(n1), &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_call(env, "n1", "z", 0, NULL, &r), TVM_OK);
     tvm_env_free(env);
     tvm_destroy(vm);
 }
