@@ -71,6 +71,23 @@ static size_t export_count(tvm_vm *vm)
     return n;
 }
 
+/* A VM with ex loaded whose export table has room for `room` entries
+ * more: the table's size after the builtins and ex (*base) is measured in
+ * a first VM, which the second, with max_exports = *base + room, repeats. */
+static tvm_vm *vm_with_room(size_t room, size_t *base)
+{
+    tvm_config cfg = { .size = sizeof cfg, .schedulers = 1, .quiet_crashes = true };
+    tvm_vm *vm = tvm_new(&cfg);
+    load_ok(vm, "ex", ex_src);
+    *base = export_count(vm);
+    tvm_destroy(vm);
+    cfg.max_exports = *base + room;
+    vm = tvm_new(&cfg);
+    load_ok(vm, "ex", ex_src);
+    cr_assert_eq(export_count(vm), *base);
+    return vm;
+}
+
 /* ex:fun(args...) in a process (each argument a term's text): its
  * result, or Class:Reason. */
 static void expect(tvm_env *env, const char *fun, const char *a0, const char *a1,
@@ -134,18 +151,9 @@ Test(exports, the_default_bound_is_beams)
 
 Test(exports, new_names_past_max_exports_are_a_system_limit)
 {
-    /* The table's size after the builtins and ex, then a VM that allows
-     * three entries more. */
-    tvm_config cfg = { .size = sizeof cfg, .schedulers = 1, .quiet_crashes = true };
-    tvm_vm *vm = tvm_new(&cfg);
-    load_ok(vm, "ex", ex_src);
-    size_t base = export_count(vm);
-    tvm_destroy(vm);
-    cfg.max_exports = base + 3;
-    vm = tvm_new(&cfg);
+    size_t base;
+    tvm_vm *vm = vm_with_room(3, &base);
     tvm_env *env = tvm_env_new(vm);
-    load_ok(vm, "ex", ex_src);
-    cr_assert_eq(export_count(vm), base);
 
     /* g/0, g/1 and g/2 fill it; g/3 is one too many; names that exist
      * are found as before. */
@@ -194,15 +202,9 @@ Test(exports, new_names_past_max_exports_are_a_system_limit)
  * refused. */
 Test(exports, a_load_from_vm_code_past_max_exports_is_refused)
 {
-    tvm_config cfg = { .size = sizeof cfg, .schedulers = 1, .quiet_crashes = true };
-    tvm_vm *vm = tvm_new(&cfg);
-    load_ok(vm, "ex", ex_src);
-    size_t base = export_count(vm);
-    tvm_destroy(vm);
-    cfg.max_exports = base + 2;
-    vm = tvm_new(&cfg);
+    size_t base;
+    tvm_vm *vm = vm_with_room(2, &base);
     tvm_env *env = tvm_env_new(vm);
-    load_ok(vm, "ex", ex_src);
 
     /* One new entry (n2:a/0; ex:one/1 has one): loaded. */
     expect_load(env, "n2", "module n2\nexport a/0\n"
