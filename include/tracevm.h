@@ -840,7 +840,8 @@ typedef struct tvm_profile_options {
                                 0 = 99; at most 10,000 */
     size_t alloc_interval;   /* ALLOC: mean bytes between samples; 0 = 512 KiB */
     int signo;               /* CPU: the timer's signal, SIGRTMIN..SIGRTMAX, not the
-                                stack-capture signal; 0 = SIGRTMIN + 5 */
+                                stack-capture signal, with no handler but the
+                                profiler's (else TVM_ERR_BADARG); 0 = SIGRTMIN + 5 */
 } tvm_profile_options;
 
 typedef struct tvm_profile tvm_profile;
@@ -850,7 +851,8 @@ typedef struct tvm_profile tvm_profile;
  * Nothing stops: samples are taken by each scheduler for itself and
  * gathered by a thread of the profiler's own.  One profile runs at a time
  * in an OS process: TVM_ERR_EXISTS while another runs; TVM_ERR_BADARG
- * (with a message) for bad options or when called from a process;
+ * (with a message) for bad options, a signal that has another handler
+ * (the embedder's: it is left in place), or when called from a process;
  * TVM_ERR_IO when a timer cannot be set up; TVM_ERR_LIMIT when the OS
  * refuses the profiler's thread or memory for its buffers (nothing is
  * left running).  Any thread that is not running a process.

@@ -326,7 +326,6 @@ __attribute__((noinline)) void vm_hook_pf_alloc(Process *p, uint64_t samples)
 
 static pthread_mutex_t pf_global = PTHREAD_MUTEX_INITIALIZER;
 static tvm_profile *pf_active;       /* under pf_global */
-static uint64_t pf_installed;        /* signals with our handler (bit signo), under pf_global */
 
 static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -425,15 +424,22 @@ static bool make_timers(tvm_profile *S, tvm_error *err)
     return true;
 }
 
+/* Our handler on signo, unless the signal has another (the embedder's):
+ * installing over it would take the signal from its owner without a
+ * word, and its owner's signals would then be taken for timer samples.
+ * Checked at every start, not once: the embedder may have installed its
+ * own since an earlier profile (the capture refuses the same way:
+ * st_configure).  Under pf_global. */
 static tvm_status install(int signo, tvm_error *err)
 {
-    if (signo < 64 && (pf_installed & ((uint64_t)1 << signo)))
-        return TVM_OK;
+    if (!st_signal_free(signo, handler))
+        return fail(err, TVM_ERR_BADARG,
+                    "tvm_profile_start: signal %d (SIGRTMIN+%d) already has a handler that "
+                    "is not the profiler's; give another signo",
+                    signo, signo - SIGRTMIN);
     int e = st_install_handler(signo, handler);
     if (e != 0)
         return fail(err, TVM_ERR_IO, "tvm_profile_start: sigaction(%d): %s", signo, strerror(e));
-    if (signo < 64)
-        pf_installed |= (uint64_t)1 << signo;
     return TVM_OK;
 }
 

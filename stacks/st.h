@@ -111,6 +111,13 @@ bool st_configure(int signo, unsigned timeout_ms);
  * SA_ONSTACK, every signal blocked while it runs.  0, or sigaction's
  * errno. */
 int st_install_handler(int signo, void (*fn)(int, siginfo_t *, void *));
+/* Whether signo is free for a stack-walking handler `ours`: it has no
+ * handler (SIG_DFL or SIG_IGN) or `ours` already.  False when it has
+ * another (the embedder's, the profiler's for the capture's `ours`), or
+ * sigaction refuses the number.  Installing over another handler would
+ * silently take its signal from its owner, so both users refuse then
+ * (tvm_backtrace_config, tvm_profile_start). */
+bool st_signal_free(int signo, void (*ours)(int, siginfo_t *, void *));
 int st_signal_number(void);
 
 /*

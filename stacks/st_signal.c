@@ -82,20 +82,19 @@ static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void handler(int sig, siginfo_t *si, void *ucv);
 
-/* Whether signo is free for us: no handler, or ours already. */
-static bool signal_free(int signo)
+bool st_signal_free(int signo, void (*ours)(int, siginfo_t *, void *))
 {
     struct sigaction old;
     if (sigaction(signo, NULL, &old) != 0)
         return false;
     if (old.sa_flags & SA_SIGINFO)
-        return old.sa_sigaction == handler;
+        return old.sa_sigaction == ours;
     return old.sa_handler == SIG_DFL || old.sa_handler == SIG_IGN;
 }
 
 bool st_configure(int signo, unsigned timeout_ms)
 {
-    if (signo > 0 && !signal_free(signo))
+    if (signo > 0 && !st_signal_free(signo, handler))
         return false;
     if (signo > 0)
         vm_atomic_store_relaxed(&signo_cfg, (uintptr_t)signo);

@@ -498,6 +498,41 @@ Test(profile, a_thread_the_os_refuses_is_an_error)
     tvm_profile_free(p);
 }
 
+/* A signal that already has a handler of the embedder's is refused, its
+ * handler left in place and nothing left running; with the signal free
+ * again the same options start (the profiler installed its handler over
+ * the embedder's without a word before). */
+static void embedders_handler(int sig)
+{
+    (void)sig;
+}
+
+Test(profile, a_signal_with_the_embedders_handler_is_refused)
+{
+    int sig = SIGRTMIN + 7;
+    struct sigaction mine = { .sa_handler = embedders_handler }, now, dfl = { .sa_handler = SIG_DFL };
+    cr_assert_eq(sigaction(sig, &mine, NULL), 0);
+    tvm_profile_options o = { .size = sizeof o, .kind = TVM_PROFILE_CPU, .signo = sig };
+    tvm_profile *p = NULL;
+    tvm_error err;
+    tvm_status st = tvm_profile_start(vm, &o, &p, &err);
+    cr_assert_eq(st, TVM_ERR_BADARG, "%d: %s", st, err.message);
+    char want[256];
+    snprintf(want, sizeof want, "tvm_profile_start: signal %d (SIGRTMIN+7) already has a "
+                                "handler that is not the profiler's; give another signo", sig);
+    cr_assert_str_eq(err.message, want);
+    cr_assert_null(p);
+    cr_assert_eq(sigaction(sig, NULL, &now), 0);
+    cr_assert(!(now.sa_flags & SA_SIGINFO) && now.sa_handler == embedders_handler,
+              "the embedder's handler was replaced");
+    /* Nothing left running: another profile starts (not TVM_ERR_EXISTS). */
+    p = start(TVM_PROFILE_CPU, 99, 0);
+    tvm_profile_free(p);
+    cr_assert_eq(sigaction(sig, &dfl, NULL), 0);
+    cr_assert_eq(tvm_profile_start(vm, &o, &p, &err), TVM_OK, "%s", err.message);
+    tvm_profile_free(p);
+}
+
 Test(profile, api_errors)
 {
     tvm_profile *p, *q;
