@@ -185,7 +185,9 @@ static bool close_opened(FILE *f, TrFdOut *fdout)
     return ok;
 }
 
-/* Builds and starts the pipeline of o for s with nscheds scheduler rings. */
+/* Builds and starts the pipeline of o for s with nscheds scheduler rings,
+ * unpublished.  On failure nothing of it is left: no thread, no open
+ * stream, no memory. */
 static tvm_status tr_vm_new(tvm_vm *vm, TrSession *s, const tvm_trace_options *o, int nscheds,
                             TrVm **out, char *why, size_t n)
 {
@@ -223,9 +225,10 @@ static tvm_status tr_vm_new(tvm_vm *vm, TrSession *s, const tvm_trace_options *o
     }
     tr_pipeline_add_sink(tp, sink);
     if (!tr_pipeline_start(tp)) {
+        /* The sink first (it may write its end to the stream), then the
+         * stream and a descriptor's writer, as tr_vm_free does. */
         tr_pipeline_free(tp);
-        if (opened)
-            fclose(opened);
+        close_opened(opened, fdout);
         tr_vm_waits_destroy(t);
         free(t);
         snprintf(why, n, "cannot start the collector thread");
@@ -242,14 +245,10 @@ static tvm_status tr_vm_new(tvm_vm *vm, TrSession *s, const tvm_trace_options *o
     return TVM_OK;
 }
 
-tvm_status tr_vm_start(tvm_vm *vm, TrSession *s, const tvm_trace_options *o, char *why,
-                       size_t n)
+/* Publishes t, built for s by tr_vm_new, as s's pipeline.  The
+ * permission held (or s not published yet). */
+static void tr_vm_publish(TrSession *s, TrVm *t, SchedSystem *sys)
 {
-    SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
-    TrVm *t = NULL;
-    tvm_status st = tr_vm_new(vm, s, o, sys->n, &t, why, n);
-    if (st != TVM_OK)
-        return st;
     /* [TP1] release: the TrVm whole before its pointers; pairs with
      * [TP1'] in the emitters (tr_vm_sess.c) and tr_vm_emit_fast(). */
     for (int i = 0; i < t->tp->nrings; i++)
@@ -263,7 +262,17 @@ tvm_status tr_vm_start(tvm_vm *vm, TrSession *s, const tvm_trace_options *o, cha
     if (!vm_atomic_load_relaxed(&s->gated) && !s->tracer)   /* written by this thread */
         for (int i = 0; i < sys->n; i++)
             vm_atomic_store_ptr_release(&sys->scheds[i].trace_ring[s->slot], &t->tp->rings[i]);
-    return TVM_OK;
+}
+
+tvm_status tr_vm_start(tvm_vm *vm, TrSession *s, const tvm_trace_options *o, char *why,
+                       size_t n)
+{
+    SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
+    TrVm *t = NULL;
+    tvm_status st = tr_vm_new(vm, s, o, sys->n, &t, why, n);
+    if (st == TVM_OK)
+        tr_vm_publish(s, t, sys);
+    return st;
 }
 
 /* ==== stop ==== */
@@ -333,15 +342,25 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
         return fail(err, TVM_ERR_BADARG, fn, why);
     if (o.owner)
         return fail(err, TVM_ERR_BADARG, fn, "the default session has no owner");
-    vm_sched_start(vm, vm->schedulers);
+    SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
     vm_code_perm_acquire(vm);
     TrSession *d = tr_session_at(vm, 0);
     tvm_status st = TVM_ERR_EXISTS;
     if (vm_atomic_load_ptr_relaxed(&d->out)) {
         snprintf(why, sizeof why, "a trace pipeline is already running");
     } else {
-        tr_session_restart_default(vm, &lim);
-        st = tr_vm_start(vm, d, &o, why, sizeof why);
+        /* The limits once the pipeline exists, before it is published
+         * (its first event meets them): a start that fails (an output
+         * that does not open, a refused thread) leaves the default
+         * session's limits, state and counts as they were, and no
+         * duration running out on a pipeline that never started, whose
+         * stop would remove the session's patterns and flags. */
+        TrVm *t = NULL;
+        st = tr_vm_new(vm, d, &o, sys->n, &t, why, sizeof why);
+        if (st == TVM_OK) {
+            tr_session_restart_default(vm, &lim);
+            tr_vm_publish(d, t, sys);
+        }
     }
     vm_code_perm_release(vm);
     if (st != TVM_OK)

@@ -175,9 +175,10 @@ bool tr_options_check(const tvm_trace_options *o, char *why, size_t n);
 /* The limits in o. */
 void tr_limits_of(const tvm_trace_options *o, struct TrLimits *lim);
 
-/* Starts session s's pipeline as o says and publishes it ([TP1]); the
- * permission held (or s not published yet).  A status and a reason on
- * failure. */
+/* Starts session s's pipeline as o says and publishes it ([TP1],
+ * tr_vm_publish); the permission held (or s not published yet).  A status
+ * and a reason on failure (TVM_ERR_LIMIT: the OS refused the collector
+ * thread), with nothing left: no thread, no open output, no memory. */
 tvm_status tr_vm_start(tvm_vm *vm, struct TrSession *s, const tvm_trace_options *o, char *why,
                        size_t n);
 /* Step (1) of a stop: s's ring pointers only (the fast path ends), or

@@ -29,7 +29,7 @@ static inline __attribute__((always_inline)) bool tr_vm_emit_fast_in(Process *p,
                                                                      const TrEmit *ev,
                                                                      bool live, uint64_t ticks)
 {
-    /* [TP1'] acquire: pairs with [TP1] in tr_vm_start; the ring stays
+    /* [TP1'] acquire: pairs with [TP1] in tr_vm_publish; the ring stays
      * alive while this thread is an online reader, as the TrVm does.  A
      * ring names the incarnation it belongs to (its tag), so a trace
      * frame an ended session left behind never writes into its

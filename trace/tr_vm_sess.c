@@ -75,7 +75,7 @@ static inline TrStatus sess_emit(Process *p, Process *runner, unsigned sid, cons
         return TR_DROPPED;
     if (s->tracer)
         return tr_deliver(p, s, ev) ? TR_OK : TR_DROPPED;
-    /* [TP1'] acquire; pairs with [TP1] in tr_vm_start(). */
+    /* [TP1'] acquire; pairs with [TP1] in tr_vm_publish(). */
     TrVm *t = vm_atomic_load_ptr_acquire(&s->out);
     return t ? tr_vm_emit(runner, t, ev) : TR_DROPPED;
 }

@@ -2,13 +2,18 @@
  * tests/unit/trace/test_trace_api.c - tracing through the embedding API:
  * process trace flags for one process, for every existing process and for
  * new ones (tvm_trace_flags, tvm_trace_flags_all), the pipeline's life
- * cycle (tvm_trace_start / tvm_trace_stop, twice, bad options, refused
- * from a native, ended by tvm_destroy), and the exact text of call, spawn
+ * cycle (tvm_trace_start / tvm_trace_stop, twice, bad options, a refused
+ * collector thread, a failed start's limits, refused from a native, ended
+ * by tvm_destroy), and the exact text of call, spawn
  * and exit events, including those of a call context on this (foreign)
  * thread.
  */
+#define _GNU_SOURCE   /* pthread_setattr_default_np */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "tests/unit/helpers.h"
 
@@ -291,6 +296,85 @@ Test(trace_api, bad_options)
     /* Nothing was left running: a good start still works. */
     cr_assert_eq(tvm_trace_start(vm, NULL, &err), TVM_OK, "%s", err.message);
     cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+}
+
+/* The OS refusing the collector thread (a default thread stack of 1 PiB
+ * makes pthread_create fail) is TVM_ERR_LIMIT with a message, for the
+ * default session and a session alike, whatever the output; nothing is
+ * left running (a good start works after) and nothing leaks (the
+ * descriptor's writer did: LeakSanitizer, mode=asan). */
+Test(trace_api, a_collector_the_os_refuses_is_an_error)
+{
+    tvm_error err;
+    /* The schedulers and the thread-progress thread are threads too:
+     * started first, by a pipeline's start and stop. */
+    cr_assert_eq(tvm_trace_start(vm, NULL, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    tvm_trace_options outs[] = {
+        { .size = sizeof(tvm_trace_options), .use_fd = true, .fd = fds[1] },
+        { .size = sizeof(tvm_trace_options), .path = "/dev/null" },
+        { .size = sizeof(tvm_trace_options), .file = stderr },
+        { .size = sizeof(tvm_trace_options), .use_fd = true, .fd = fds[1],
+          .policy = TVM_TRACE_LOSSLESS },
+    };
+    pthread_attr_t huge, saved;
+    cr_assert_eq(pthread_getattr_default_np(&saved), 0);
+    pthread_attr_init(&huge);
+    cr_assert_eq(pthread_attr_setstacksize(&huge, (size_t)1 << 50), 0);
+    cr_assert_eq(pthread_setattr_default_np(&huge), 0);
+    tvm_status st[4], sst[4];
+    char msg[4][256], smsg[4][256];
+    for (int i = 0; i < 4; i++) {
+        st[i] = tvm_trace_start(vm, &outs[i], &err);
+        snprintf(msg[i], sizeof msg[i], "%s", err.message);
+        tvm_session s;
+        sst[i] = tvm_session_create(vm, "refused", &outs[i], &s, &err);
+        snprintf(smsg[i], sizeof smsg[i], "%s", err.message);
+    }
+    cr_assert_eq(pthread_setattr_default_np(&saved), 0);
+    pthread_attr_destroy(&huge);
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(st[i], TVM_ERR_LIMIT, "%d: %d: %s", i, st[i], msg[i]);
+        cr_assert_str_eq(msg[i], "tvm_trace_start: cannot start the collector thread");
+        cr_assert_eq(sst[i], TVM_ERR_LIMIT, "%d: %d: %s", i, sst[i], smsg[i]);
+        cr_assert_str_eq(smsg[i], "tvm_session_create: cannot start the collector thread");
+    }
+    cr_assert_eq(tvm_trace_stop(vm), TVM_ERR_NOTFOUND);
+    cr_assert_eq(tvm_trace_start(vm, &outs[0], &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    close(fds[0]);
+    close(fds[1]);
+}
+
+/* A start that fails after its options were accepted (the output cannot
+ * be opened) leaves the default session as it was: its duration limit
+ * was set before the output was opened, and when it ran out the session
+ * was stopped, taking the patterns set for the next start with it. */
+Test(trace_api, a_failed_start_leaves_no_limit_behind)
+{
+    load_ok(vm, "ta", ta_src);
+    int matched = 0;
+    cr_assert_eq(tvm_trace_pattern(vm, "ta:f/1", TVM_TP_TRUE, TVM_TP_LOCAL, &matched, NULL), TVM_OK);
+    cr_assert_eq(matched, 1);
+    tvm_error err;
+    tvm_trace_options o = { .size = sizeof o, .path = "/nonexistent/dir/t.txt", .duration_ms = 1 };
+    cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_ERR_IO);
+    cr_assert_str_eq(err.message, "tvm_trace_start: cannot open /nonexistent/dir/t.txt: "
+                                  "No such file or directory");
+    /* Well past the duration (a stop, had one been asked, is done in a
+     * few ms): the pattern is still set and the session still live. */
+    struct timespec ts = { 0, 300 * 1000000L };
+    nanosleep(&ts, NULL);
+    tvm_term t;
+    char got[128];
+    cr_assert_eq(tvm_trace_info(env, "ta:f/1", "traced", &t, &err), TVM_OK, "%s", err.message);
+    tvm_format_term(env, t, got, sizeof got);
+    cr_assert_str_eq(got, "{traced,local}");
+    tvm_session_info in;
+    cr_assert_eq(tvm_session_info_get(vm, TVM_SESSION_DEFAULT, &in), TVM_OK);
+    cr_assert(in.live && !in.stopped, "the default session was stopped: %s", in.stopped);
 }
 
 /* tvm_destroy stops a pipeline still running (ASan checks nothing leaks). */
