@@ -370,10 +370,10 @@ tvm_status bp_nif_session_create(tvm_env *env, int argc, const tvm_term *argv, t
     uint64_t id = s->id;
     tr_session_publish(p->vm, s);
     owner_check(p->vm, s);
-    Atom tag;
-    if (!vm_atom_intern("trace_session", 13, &tag))
-        return raise(p, ATOM_SYSTEM_LIMIT);
-    Term e[2] = { make_atom(tag), make_small((int64_t)id) };
+    /* Nothing after the publish may fail: a raise would leave the
+     * session live, its handle lost, until its tracer exits.  So the tag
+     * is predefined (interning it here failed on a full atom table). */
+    Term e[2] = { make_atom(ATOM_TRACE_SESSION), make_small((int64_t)id) };
     *result = vm_root_push(p, vm_make_tuple(p, 2, e));
     return TVM_OK;
 }

@@ -213,7 +213,7 @@ VmSend tr_deliver_to(Process *p, uint64_t tracer, const TrEmit *ev)
 Term tr_session_handle(Term *hp, uint64_t id)
 {
     hp[0] = MAKE_HEADER(IMM_HDR_TUPLE, 2);
-    hp[1] = atom_named("trace_session");
+    hp[1] = make_atom(ATOM_TRACE_SESSION);
     hp[2] = make_small((int64_t)id);
     return make_boxed(hp);
 }
@@ -222,7 +222,7 @@ void tr_deliver_stopped(tvm_vm *vm, TrSession *s, Term reason, uint64_t written,
 {
     Term h[3], t[6];
     t[0] = MAKE_HEADER(IMM_HDR_TUPLE, 5);
-    t[1] = atom_named("trace_stopped");
+    t[1] = make_atom(ATOM_TRACE_STOPPED);
     t[2] = tr_session_handle(h, s->id);
     t[3] = reason;
     t[4] = make_small((int64_t)written);

@@ -88,6 +88,18 @@ static const char *const reason_names[] = {
     [TR_STOP_DESTROYED] = "destroyed",
 };
 
+/* The same as atoms, predefined (vm/atoms.def): a last record must not
+ * depend on room in the atom table.  TR_STOP_NONE is never a last
+ * record's reason. */
+static const Atom reason_atoms[] = {
+    [TR_STOP_NONE] = ATOM_UNDEFINED,
+    [TR_STOP_MAX_EVENTS] = ATOM_MAX_EVENTS,
+    [TR_STOP_RATE] = ATOM_RATE,
+    [TR_STOP_DURATION] = ATOM_DURATION,
+    [TR_STOP_OWNER] = ATOM_OWNER_EXIT,
+    [TR_STOP_DESTROYED] = ATOM_DESTROYED,
+};
+
 const char *tr_stop_reason_name(TrStopReason r)
 {
     return (unsigned)r < sizeof reason_names / sizeof reason_names[0] ? reason_names[r] : "?";
@@ -244,9 +256,8 @@ bool tr_session_has_tracer(tvm_vm *vm, uint64_t id)
 
 bool tr_session_term_id(Term t, uint64_t *id)
 {
-    Atom tag;
-    if (!term_is_tuple(t) || tuple_arity(t) != 2 || !vm_atom_intern("trace_session", 13, &tag) ||
-        tuple_elems(t)[0] != make_atom(tag) || !term_is_small(tuple_elems(t)[1]) ||
+    if (!term_is_tuple(t) || tuple_arity(t) != 2 ||
+        tuple_elems(t)[0] != make_atom(ATOM_TRACE_SESSION) || !term_is_small(tuple_elems(t)[1]) ||
         small_value(tuple_elems(t)[1]) < 0)
         return false;
     *id = (uint64_t)small_value(tuple_elems(t)[1]);
@@ -677,12 +688,10 @@ bool tr_session_final_record_in(tvm_vm *vm, TrSession *s, TrVm *t, bool wait)
     uint64_t written, lost;
     counts_with(vm, s, t, &written, &lost);
     TrStopReason why = (TrStopReason)vm_atomic_load_relaxed(&s->reason);
-    Atom reason;
-    const char *name = tr_stop_reason_name(why);
-    bool named = vm_atom_intern(name, strlen(name), &reason);
-    if (!named || s->tracer || !t) {
+    Atom reason = (unsigned)why < VM_ARRAY_LEN(reason_atoms) ? reason_atoms[why] : ATOM_UNDEFINED;
+    if (s->tracer || !t) {
         s->final_written = true;
-        if (named && s->tracer)
+        if (s->tracer)
             tr_deliver_stopped(vm, s, make_atom(reason), written, lost);
         return true;
     }

@@ -10,7 +10,8 @@
  * the owner's exit; a descriptor sink destroyed while its reader does not
  * read; the default session's limits (BEAM behaviour 40 and the issue's
  * items 2-4); a stop whose last record finds its ring full while the
- * sink stalls holds no code change.
+ * sink stalls holds no code change; a session from VM code on a full
+ * atom table.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -21,6 +22,8 @@
 #include <unistd.h>
 
 #include "tests/unit/helpers.h"
+#include "tests/unit/fill_atoms.h"
+#include "trace/tr_session.h"
 
 static const char *const ss_src =
     "module ss\n"
@@ -950,4 +953,67 @@ Test(sessions, a_stalled_sink_does_not_hold_code_changes)
         n += (size_t)snprintf(want + n, sizeof want - n, "{trace,<0.0.0>,call,{ss,f,[%d]}}\n", i);
     snprintf(want + n, sizeof want - n, "{trace_stopped,max_events,%d,0}\n", SS_FILL);
     cr_assert_str_eq(g.l->buf, want);
+}
+
+/* trace:session_create/3 from VM code with the atom table full (2^20
+ * atoms, for the whole OS process: Criterion runs each test in one of its
+ * own).  A session makes no atom: its name is one already, and its
+ * handle's tag, its last message's tag and its stop reasons are the
+ * VM's own, predefined.  Before, the native published the session and
+ * then interned trace_session, whose failure raised system_limit with
+ * the session left live (until its tracer exited), and a session that
+ * ended wrote no last record (its reason was interned too): its tracer
+ * got no message, its pipeline no record. */
+static const char *const sa_src =
+    "module sa\n"
+    "export create/1, destroy/1\n"
+    /* create(Tracer): the session, or {Class, Reason} of what it raised */
+    "function create/1 regs 6\n"
+    "    move r1, r0\n"
+    "    loadk r0, full_table\n"
+    "    loadk r2, []\n"
+    "    try r3, caught\n"
+    "    callx r0, r0, trace:session_create/3\n"
+    "    endtry\n"
+    "    ret r0\n"
+    "caught:\n"
+    "    tuple r0, 2, r3\n"
+    "    ret r0\n"
+    "end\n"
+    "function destroy/1 regs 1\n"
+    "    callx r0, r0, trace:session_destroy/1\n"
+    "    ret r0\n"
+    "end\n";
+
+Test(sessions, session_create_from_vm_code_with_the_atom_table_full)
+{
+    load_ok(vm, "ss", ss_src);
+    load_ok(vm, "sa", sa_src);
+    tvm_pid tracer;
+    cr_assert_eq(tvm_spawn(env, "ss", "waiter", 0, NULL, &tracer), TVM_OK);
+    fill_atom_table();
+    tvm_term t, r;
+    char got[128], want[128];
+    cr_assert_eq(tvm_make_pid(env, tracer, &t), TVM_OK);
+    cr_assert_eq(tvm_call(env, "sa", "create", 1, &t, &r), TVM_OK);
+    tvm_format_term(env, r, got, sizeof got);
+    cr_assert(strncmp(got, "{trace_session,", 15) == 0, "%s", got);
+    cr_assert_eq(tr_sessions_live(vm), 2, "%s", got);
+    /* It works, and it ends with its last message to its tracer. */
+    cr_assert_eq(tvm_call(env, "sa", "destroy", 1, &r, &t), TVM_OK);
+    tvm_format_term(env, t, want, sizeof want);
+    cr_assert_str_eq(want, "true");
+    cr_assert_eq(tr_sessions_live(vm), 1);
+    cr_assert_eq(tvm_join(env, tracer, &t), TVM_OK);
+    snprintf(want, sizeof want, "{trace_stopped,%s,destroyed,0,0}", got);
+    tvm_format_term(env, t, got, sizeof got);
+    cr_assert_str_eq(got, want);
+    /* A session with a pipeline writes its last record too (it was
+     * dropped: its reason was interned). */
+    Lines *l = lines_new();
+    tvm_session c = session("c", l, NULL);
+    cr_assert_eq(tvm_session_destroy(vm, c, NULL), TVM_OK);
+    cr_assert_str_eq(l->buf, "{trace_stopped,destroyed,0,0}\n");
+    /* The VM runs on; still no new atom. */
+    cr_assert_eq(tvm_make_atom(env, "brand_new", &t), TVM_ERR_LIMIT);
 }

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 
+#include "tests/unit/fill_atoms.h"
 #include "tests/unit/helpers.h"
 #include "vm/atom.h"
 
@@ -47,15 +48,7 @@ Test(atoms_full, every_c_call_that_needs_a_new_atom_says_limit_and_nothing_abort
     tvm_vm *vm = tvm_new(NULL);
     tvm_env *env = tvm_env_new(vm);
     load_ok(vm, "af", src);
-    /* Fill the table. */
-    char name[32];
-    Atom a;
-    for (unsigned i = 0;; i++) {
-        int n = snprintf(name, sizeof name, "fill_%u", i);
-        if (!vm_atom_intern(name, (size_t)n, &a))
-            break;
-    }
-    cr_assert_eq(vm_atom_count(), VM_ATOM_MAX_COUNT);
+    fill_atom_table();
     tvm_error err;
     tvm_term t, r;
     /* Builders and the parser. */
@@ -88,6 +81,7 @@ Test(atoms_full, every_c_call_that_needs_a_new_atom_says_limit_and_nothing_abort
     cr_assert(tvm_is_atom(env, r, "fill_9"));
     /* Patterns look names up and make none: unknown ones match nothing. */
     int matched = -1;
+    char name[32];
     for (int i = 0; i < 1000; i++) {
         snprintf(name, sizeof name, "no_such_mod_%d:f/1", i);
         cr_assert_eq(tvm_trace_pattern(vm, name, TVM_TP_TRUE, TVM_TP_LOCAL, &matched, &err),
