@@ -812,7 +812,11 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
  * the collector.  TVM_ERR_IO when a write of the text, JSON lines or
  * chrome format to its output (`path`, `file` or stderr; not `fd`)
  * failed, a full disk say: the pipeline is stopped all the same, and
- * what was written from the failure on is lost.
+ * what was written from the failure on is lost.  Under the lossless
+ * policy it waits for the sink (a blocking callback, a pipe nobody
+ * reads); trace_pattern, loads and sessions in other threads do not, but
+ * a tvm_trace_start or tvm_trace_stop waits for it (the start then
+ * starts a new pipeline, the stop returns TVM_ERR_NOTFOUND).
  * tvm_destroy stops a pipeline still running.
  */
 tvm_status tvm_trace_stop(tvm_vm *vm);

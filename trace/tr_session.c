@@ -620,13 +620,35 @@ unsigned tr_sessions_live(tvm_vm *vm)
 
 /* ==== counts and the final record ==== */
 
-void tr_session_add_counts(tvm_vm *vm, TrSession *s, uint64_t written, uint64_t lost)
+void tr_session_add_counts(tvm_vm *vm, TrSession *s, TrVm *t, uint64_t written, uint64_t lost)
 {
     TrSessions *S = vm->sessions;
     pthread_mutex_lock(&S->lock);
     s->written_done += written;
     s->lost_done += lost;
+    /* In the same critical section: a count sees the pipeline's events
+     * either in it or in the totals, never in both or neither. */
+    if (s->draining == t)
+        s->draining = NULL;
     pthread_mutex_unlock(&S->lock);
+}
+
+void tr_session_draining(tvm_vm *vm, TrSession *s, TrVm *t)
+{
+    pthread_mutex_lock(&vm->sessions->lock);
+    s->draining = t;
+    pthread_mutex_unlock(&vm->sessions->lock);
+}
+
+/* What the pipeline's rings wrote and lost. */
+static void add_pipeline(TrVm *t, uint64_t *w, uint64_t *l)
+{
+    TrStats *st = tr_pipeline_stats(t->tp);
+    for (int i = 0; i < st->nrings; i++) {
+        *w += st->ring[i].emitted;
+        *l += st->ring[i].lost;
+    }
+    free(st);
 }
 
 /* The counts with t, the session's pipeline (NULL: none, or one
@@ -638,17 +660,16 @@ static void counts_with(tvm_vm *vm, TrSession *s, TrVm *t, uint64_t *written, ui
     uint64_t w = s->written_done + vm_atomic_load_relaxed(&s->sent);
     uint64_t l = s->lost_done + vm_atomic_load_relaxed(&s->rate_dropped);
     bool in_pipe = s->final_in_pipe;
+    /* A pipeline that a tvm_trace_stop drains: alive while it is set,
+     * which its stop clears under this lock before it frees it. */
+    if (!t && s->draining)
+        add_pipeline(s->draining, &w, &l);
     pthread_mutex_unlock(&S->lock);
-    /* The pipeline's rings (tr_vm.c keeps it alive: the caller holds
-     * trace_lock or the permission, as every pipeline stop does). */
-    if (t) {
-        TrStats *st = tr_pipeline_stats(t->tp);
-        for (int i = 0; i < st->nrings; i++) {
-            w += st->ring[i].emitted;
-            l += st->ring[i].lost;
-        }
-        free(st);
-    }
+    /* The pipeline's rings (tr_vm.c keeps it alive: the caller holds the
+     * permission, as every pipeline stop does before it unpublishes, or
+     * is the stop that has it). */
+    if (t)
+        add_pipeline(t, &w, &l);
     /* The last record went into a pipeline: it is no event. */
     if (in_pipe && w)
         w--;
@@ -681,31 +702,28 @@ bool tr_session_final_record(tvm_vm *vm, TrSession *s)
  * session (the grace period came first, and the session writes nothing
  * more).
  */
-bool tr_session_final_record_in(tvm_vm *vm, TrSession *s, TrVm *t, bool wait)
+/* s's last record with t's counts (every reason's atom is predefined). */
+static void final_rec_of(tvm_vm *vm, TrSession *s, TrVm *t, TrFinalRec *r)
 {
-    if (s->final_written)
-        return true;
-    uint64_t written, lost;
-    counts_with(vm, s, t, &written, &lost);
+    counts_with(vm, s, t, &r->written, &r->lost);
     TrStopReason why = (TrStopReason)vm_atomic_load_relaxed(&s->reason);
-    Atom reason = (unsigned)why < VM_ARRAY_LEN(reason_atoms) ? reason_atoms[why] : ATOM_UNDEFINED;
-    if (s->tracer || !t) {
-        s->final_written = true;
-        if (s->tracer)
-            tr_deliver_stopped(vm, s, make_atom(reason), written, lost);
-        return true;
-    }
-    Term terms[3] = { make_atom(reason), make_small((int64_t)written), make_small((int64_t)lost) };
+    r->reason = (unsigned)why < VM_ARRAY_LEN(reason_atoms) ? reason_atoms[why] : ATOM_UNDEFINED;
+}
+
+/* Writes r into t's shared ring (from a thread that is no scheduler's);
+ * false when it is full and `wait` is false. */
+static bool final_emit(tvm_vm *vm, TrSession *s, TrVm *t, const TrFinalRec *r, bool wait)
+{
+    Term terms[3] = { make_atom(r->reason), make_small((int64_t)r->written),
+                      make_small((int64_t)r->lost) };
     TrEmit ev = { .kind = TR_K_STOPPED, .flags = TR_F_NO_MFA, .terms = terms, .nterms = 3 };
-    /* The shared ring, from a thread that is no scheduler's. */
     while (tr_emit(t->tp, -1, &ev) == TR_FULL) {
         if (!wait)
             return false;
         tr_wait_space(t->tp, -1, 0);
     }
-    s->final_written = true;
-    /* Under the lock: a destroy writes it without the permission, while
-     * tvm_session_info_get may count (counts_with). */
+    /* Under the lock: a destroy or a tvm_trace_stop writes it without
+     * the permission, while tvm_session_info_get may count (counts_with). */
     pthread_mutex_lock(&vm->sessions->lock);
     s->final_in_pipe = true;
     pthread_mutex_unlock(&vm->sessions->lock);
@@ -714,4 +732,38 @@ bool tr_session_final_record_in(tvm_vm *vm, TrSession *s, TrVm *t, bool wait)
      * delivers it within its poll interval, tvm_session_flush waits for
      * it, and a destroy drains everything. */
     return true;
+}
+
+bool tr_session_final_record_in(tvm_vm *vm, TrSession *s, TrVm *t, bool wait)
+{
+    if (s->final_written)
+        return true;
+    TrFinalRec r;
+    final_rec_of(vm, s, t, &r);
+    if (s->tracer || !t) {
+        s->final_written = true;
+        if (s->tracer)
+            tr_deliver_stopped(vm, s, make_atom(r.reason), r.written, r.lost);
+        return true;
+    }
+    if (!final_emit(vm, s, t, &r, wait))
+        return false;
+    s->final_written = true;
+    return true;
+}
+
+bool tr_session_final_record_claim(tvm_vm *vm, TrSession *s, TrVm *t, TrFinalRec *owed)
+{
+    if (tr_session_final_record_in(vm, s, t, false))
+        return false;
+    /* Full: it goes into t (the call above returned early for a
+     * session with a tracer or without a pipeline). */
+    final_rec_of(vm, s, t, owed);
+    s->final_written = true;
+    return true;
+}
+
+void tr_session_final_record_put(tvm_vm *vm, TrSession *s, TrVm *t, const TrFinalRec *owed)
+{
+    final_emit(vm, s, t, owed, true);
 }

@@ -86,6 +86,13 @@ typedef struct TrSession {
      * NULL by its stop (after them) before a grace period; [TP1']
      * acquire by emitters (trace/tr_vm.c). */
     VmAtomic out;
+    /* The pipeline a tvm_trace_stop unpublished and drains outside the
+     * code-modification permission (trace/tr_vm.c, stop_pipeline), or
+     * NULL: set by that stop while it holds the permission, cleared by it
+     * with its counts added (tr_session_add_counts) before the pipeline
+     * is freed; both under TrSessions.lock, where counts read it, so a
+     * count during the drain includes the pipeline's events. */
+    struct TrVm *draining;
 
     /* Counters, any thread: events the gate admitted, the current rate
      * window (index << 32 | count, one CAS word), events dropped above
@@ -101,10 +108,11 @@ typedef struct TrSession {
     /* The stop's progress, so that a destroy after a stop does not do it
      * twice: written and read under the code-modification permission (the
      * stopper and destroy in breakpoints/bp_session.c; final_written also
-     * by a pipeline stop in trace/tr_vm.c that comes before the stopper,
-     * and by a destroy after it released the permission, when it alone
-     * has the session, DESTROYING, and its unpublished pipeline), reset by
-     * a create or a restart. */
+     * by a pipeline stop in trace/tr_vm.c that comes before the stopper
+     * (it may claim a record that it writes after the permission: the
+     * stopper finds it done), and by a destroy after it released the
+     * permission, when it alone has the session, DESTROYING, and its
+     * unpublished pipeline), reset by a create or a restart. */
     bool settings_removed, final_written;
     /* The last record went into a pipeline (counted there): written by
      * whoever writes the record, read by counts, under TrSessions.lock. */
@@ -233,7 +241,9 @@ uint64_t tr_ms_to_ns(uint64_t ms);
 bool tr_limits_check(const TrLimits *lim, char *why, size_t whylen);
 
 /* Sets the default session's limits, counters and state afresh
- * (tvm_trace_start: a new pipeline starts a new run).  trace_lock held. */
+ * (tvm_trace_start: a new pipeline starts a new run).  trace_lock held
+ * (so no tvm_trace_stop still drains, or writes a claimed last record,
+ * into the counts this resets) and the permission. */
 void tr_session_restart_default(tvm_vm *vm, const TrLimits *lim);
 
 /*
@@ -302,8 +312,32 @@ bool tr_session_final_record(tvm_vm *vm, TrSession *s);
 struct TrVm;
 bool tr_session_final_record_in(tvm_vm *vm, TrSession *s, struct TrVm *t, bool wait);
 
-/* A freed pipeline's totals, added to s's counts. */
-void tr_session_add_counts(tvm_vm *vm, TrSession *s, uint64_t written, uint64_t lost);
+/*
+ * A pipeline stop that drains t after releasing the permission
+ * (tvm_trace_stop): under the permission, after the grace period, its
+ * last record goes into t if it fits (or was written, or is owed to no
+ * pipeline); else it is claimed: final_written is set, so the stopper
+ * and a destroy, under the permission later, find it done, and *owed
+ * gets the record (its counts are final: the grace period came first),
+ * which tr_session_final_record_put writes, waiting for room, once the
+ * permission is released.  True when a record is owed.
+ */
+typedef struct TrFinalRec {
+    Atom reason;
+    uint64_t written, lost;
+} TrFinalRec;
+bool tr_session_final_record_claim(tvm_vm *vm, TrSession *s, struct TrVm *t, TrFinalRec *owed);
+void tr_session_final_record_put(tvm_vm *vm, TrSession *s, struct TrVm *t, const TrFinalRec *owed);
+
+/* t, which a tvm_trace_stop unpublished, drains outside the permission:
+ * counts include it until tr_session_add_counts takes it back.  The
+ * permission held. */
+void tr_session_draining(tvm_vm *vm, TrSession *s, struct TrVm *t);
+
+/* A pipeline's totals, added to s's counts when it is freed (before its
+ * rings are: if it was s's draining pipeline, it is no longer). */
+void tr_session_add_counts(tvm_vm *vm, TrSession *s, struct TrVm *t, uint64_t written,
+                           uint64_t lost);
 
 /* Events written into s's sink and lost (full buffers, the rate), so far,
  * over every pipeline it had (its last record not counted). */

@@ -61,10 +61,13 @@
  * Freeing before (2) could free a ring under a producer; unpublishing
  * after (2) would let a producer load the pointer after the wait.  For
  * ThreadSanitizer the wait is annotated (vm/qsbr.h): each reader's emits
- * happen before its report, the report before the free.  Starts and stops
- * hold the code-modification permission, which orders them against each
- * other and against the stopper's final record (breakpoints/bp_session.c),
- * the only other writer into a pipeline from outside.
+ * happen before its report, the report before the free.  Steps (1) and
+ * (2) of starts and stops hold the code-modification permission, which
+ * orders them against each other and against the stopper's final record
+ * (breakpoints/bp_session.c), the only other writer into a pipeline from
+ * outside; step (3) of tvm_trace_stop and of a session's destroy runs
+ * after it is released, by the only thread that still has the pipeline
+ * (stop_pipeline below says why that is safe).
  *
  * Rings.  Ring i is written only by scheduler i's thread: an emitter for
  * a process passes p->sched->id, and a process's events are written on
@@ -300,7 +303,9 @@ bool tr_vm_free(tvm_vm *vm, TrVm *t)
     if (t->fdout)
         tr_fdout_closing(t->fdout);
     /* What it wrote and lost, for the session's counts (the producers
-     * stopped: step (2) came before). */
+     * stopped: step (2) came before; so did the last record).  Added
+     * before the rings are freed: a tvm_trace_stop's pipeline is counted
+     * from them until then (TrSession.draining). */
     TrStats *st = tr_pipeline_stats(t->tp);
     uint64_t written = 0, lost = 0;
     for (int i = 0; i < st->nrings; i++) {
@@ -308,6 +313,7 @@ bool tr_vm_free(tvm_vm *vm, TrVm *t)
         lost += st->ring[i].lost;
     }
     free(st);
+    tr_session_add_counts(vm, t->sess, t, written, lost);
     tr_pipeline_free(t->tp);                                  /* (3) */
     tr_vm_waits_destroy(t);       /* lossless: wake whoever still waits for room */
     /* The sink's writes are not checked one by one: the stream's error
@@ -315,7 +321,6 @@ bool tr_vm_free(tvm_vm *vm, TrVm *t)
     bool ok = !t->out || t->out_err_before || !ferror(t->out);
     /* (the close's own last flush: a descriptor's counts as above) */
     ok &= close_opened(t->file, t->fdout) || t->fdout;
-    tr_session_add_counts(vm, t->sess, written, lost);
     free(t);
     return ok;
 }
@@ -343,6 +348,10 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
     if (o.owner)
         return fail(err, TVM_ERR_BADARG, fn, "the default session has no owner");
     SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
+    /* After a tvm_trace_stop that still drains its pipeline: a start
+     * right after a stop starts, whichever thread stopped (the stop
+     * section below says why it waits). */
+    pthread_mutex_lock(&vm->trace_lock);
     vm_code_perm_acquire(vm);
     TrSession *d = tr_session_at(vm, 0);
     tvm_status st = TVM_ERR_EXISTS;
@@ -363,6 +372,7 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
         }
     }
     vm_code_perm_release(vm);
+    pthread_mutex_unlock(&vm->trace_lock);
     if (st != TVM_OK)
         return fail(err, st, fn, why);
     if (err) {
@@ -372,38 +382,109 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
     return TVM_OK;
 }
 
-/* Stops session s's pipeline, if it has one: steps (1)-(3).  The
- * permission held.  TVM_ERR_NOTFOUND: none; TVM_ERR_IO: its output failed. */
+/*
+ * The default session's stop (tvm_trace_stop): steps (1) and (2) under
+ * the code-modification permission, the drain (3) after it is released.
+ *
+ * Why not drain under the permission.  Under the lossless policy the
+ * drain waits for the sink: tr_pipeline_free hands every event still in
+ * the rings to it, and a last record that finds the shared ring full
+ * waits for room.  A sink that stalls (a callback that blocks, a pipe
+ * nobody reads) then held every trace_pattern, load and session start or
+ * stop in the VM, not only this caller, whose sink it is.  So the stop
+ * keeps the permission only for what orders it against them:
+ *
+ *   Under the permission.  (1) Unpublish: `out` NULL and the ring
+ *   pointers cleared; t becomes the session's `draining` pipeline, so a
+ *   count (tvm_session_info_get, under the permission) still includes
+ *   its events.  (2) The grace period: every emitter that loaded t is
+ *   done with it; later ones find no pipeline and write nothing (a
+ *   lossless process suspended for room in t reloads `out` when woken:
+ *   NULL).  Then the last record, if a limit asked for the session's stop
+ *   and the stopper has not written it yet: into t now if it fits, else
+ *   claimed (tr_session_final_record_claim: final_written set, its counts
+ *   taken now, final after (2)).  Written or claimed, the stopper (the
+ *   only other writer of a last record, under the same permission later)
+ *   finds it done, removes the settings and marks the session stopped;
+ *   it never sees t (unpublished).  (So tvm_session_info_get may report
+ *   the session stopped while a claimed record is still on its way; it
+ *   is in the sink before tvm_trace_stop returns.)  Nothing else writes
+ *   into t: its producers passed (2), and t is no session's `out` any
+ *   more.  One wait stays under the permission: (2) waits for an
+ *   embedder's thread blocked inside tvm_call on a full ring (lossless:
+ *   a call context cannot be suspended, trace/tr_vm_proc.c), so for its
+ *   sink; but every grace period in the process waits for that thread,
+ *   trace_pattern's own included, so releasing the permission before (2)
+ *   would free nobody.
+ *
+ *   After the release.  This thread alone has t.  A claimed record goes
+ *   in first, waiting for room (it still follows every event: (2) came
+ *   before it), then tr_vm_free drains the rings into the sink, finishes
+ *   and closes the output, adds t's counts to the session and clears
+ *   `draining` together (under the sessions' lock: a count sees them in
+ *   one place or the other), then frees the rings.  Meanwhile the
+ *   schedulers run on: trace_pattern, loads, flags and other sessions'
+ *   starts and stops change code and settings as usual, and the events
+ *   they cause find no pipeline for this session.  The return value is
+ *   unchanged: TVM_ERR_IO when the output failed (tr_vm_free), and
+ *   TVM_ERR_NOTFOUND when no pipeline ran.
+ *
+ *   trace_lock, held by tvm_trace_stop from before (1) to after the
+ *   drain, and by tvm_trace_start and tr_vm_destroy around theirs, keeps
+ *   the default session to one pipeline at a time.  A start that comes
+ *   while a stop drains waits for it and then starts a new pipeline: a
+ *   caller that stops and starts again (from two threads, say) gets its
+ *   new pipeline, rather than an error that depends on how fast the old
+ *   sink is, and the restart (tr_session_restart_default, which resets
+ *   the counts and the last record's state) never meets a pipeline still
+ *   counted in them.  Only the default session's start and stop wait so,
+ *   for this caller's own sink.  A second tvm_trace_stop waits for the
+ *   first and returns TVM_ERR_NOTFOUND, after the output is finished, as
+ *   when the permission serialized them.  tvm_destroy (tr_vm_destroy)
+ *   takes trace_lock first, so it never frees the session table under a
+ *   drain (a destroy concurrent with a call is the caller's bug; this
+ *   keeps it from being a use after free here).
+ */
 static tvm_status stop_pipeline(tvm_vm *vm, TrSession *s)
 {
-    TrVm *t = tr_vm_unpublish(vm, s);
+    vm_code_perm_acquire(vm);
+    TrVm *t = tr_vm_unpublish(vm, s);                         /* (1) */
+    TrFinalRec owed;
+    bool owe = false;
+    if (t) {
+        tr_session_draining(vm, s, t);
+        vm_progress_sync(vm_progress_get(vm), NULL);          /* (2) */
+        /* A limit asked for the session's stop and the stopper has not
+         * written its last record (tvm_trace_stop came first): it goes
+         * in after every event of the session (the sync above), before
+         * the pipeline drains and closes. */
+        if (vm_atomic_load_relaxed(&s->reason) != TR_STOP_NONE)
+            owe = tr_session_final_record_claim(vm, s, t, &owed);
+    }
+    vm_code_perm_release(vm);
     if (!t)
         return TVM_ERR_NOTFOUND;
-    vm_progress_sync(vm_progress_get(vm), NULL);              /* (2) */
-    /* A limit or the owner's exit asked for the session's stop and the
-     * stopper has not written its last record yet (tvm_trace_stop came
-     * first): it goes in now, after every event of the session (the
-     * sync above), before the pipeline drains and closes.  The stopper,
-     * under the same permission later, finds it written. */
-    if (vm_atomic_load_relaxed(&s->reason) != TR_STOP_NONE)
-        tr_session_final_record_in(vm, s, t, true);
-    return tr_vm_free(vm, t) ? TVM_OK : TVM_ERR_IO;
+    if (owe)
+        tr_session_final_record_put(vm, s, t, &owed);
+    return tr_vm_free(vm, t) ? TVM_OK : TVM_ERR_IO;            /* (3) */
 }
 
 tvm_status tvm_trace_stop(tvm_vm *vm)
 {
     if (!vm || vm_running_process())
         return TVM_ERR_BADARG;
-    vm_code_perm_acquire(vm);
+    pthread_mutex_lock(&vm->trace_lock);
     tvm_status st = stop_pipeline(vm, tr_session_at(vm, 0));
-    vm_code_perm_release(vm);
+    pthread_mutex_unlock(&vm->trace_lock);
     return st;
 }
 
 void tr_vm_destroy(tvm_vm *vm)
 {
     /* Every session's pipeline, the default's too (tvm_destroy, while the
-     * schedulers run; the stopper has quit). */
+     * schedulers run; the stopper has quit), after a tvm_trace_stop
+     * that still drains (trace_lock: the stop section says why). */
+    pthread_mutex_lock(&vm->trace_lock);
     vm_code_perm_acquire(vm);
     TrVm *t[VM_SESSIONS_MAX];
     bool any = false;
@@ -415,6 +496,7 @@ void tr_vm_destroy(tvm_vm *vm)
         if (t[i])
             tr_vm_free(vm, t[i]);
     vm_code_perm_release(vm);
+    pthread_mutex_unlock(&vm->trace_lock);
 }
 
 bool tr_vm_flush(tvm_vm *vm, TrSession *s)

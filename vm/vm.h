@@ -97,7 +97,10 @@ struct tvm_vm {
      * but the creator's can reach the VM, freed by its tear-down.
      */
     struct TrSessions *sessions;
-    /* trace_lock serializes tvm_trace_start and tvm_trace_stop. */
+    /* trace_lock serializes tvm_trace_start, tvm_trace_stop (its drain
+     * included, which holds no code permission) and the trace layer's
+     * tear-down (trace/tr_vm.c, the stop section, says why).  Taken
+     * before the code permission, never under it. */
     pthread_mutex_t trace_lock;
     /* Trace words (vm/process.h) for new processes: written by the trace
      * layer under its flags lock (trace/tr_flags.c), trace_new_tab's

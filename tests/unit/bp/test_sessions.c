@@ -12,6 +12,9 @@
  * items 2-4); a stop whose last record finds its ring full while the
  * sink stalls holds no code change; a session from VM code on a full
  * atom table.
+
+ * sink stalls holds no code change, nor does a tvm_trace_stop whose sink
+ * stalls (draining, or owing the last record).
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -23,6 +26,7 @@
 
 #include "tests/unit/helpers.h"
 #include "tests/unit/fill_atoms.h"
+
 #include "trace/tr_session.h"
 
 static const char *const ss_src =
@@ -1016,4 +1020,274 @@ Test(sessions, session_create_from_vm_code_with_the_atom_table_full)
     cr_assert_str_eq(l->buf, "{trace_stopped,destroyed,0,0}\n");
     /* The VM runs on; still no new atom. */
     cr_assert_eq(tvm_make_atom(env, "brand_new", &t), TVM_ERR_LIMIT);
+}
+
+/* ==== tvm_trace_stop while the sink stalls ==== */
+
+/* A call on a thread of its own, whose end the test can wait for
+ * (bounded) or peek at. */
+typedef struct Job {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    void (*fn)(struct Job *);
+    tvm_status st[4];          /* what fn's calls returned, in order */
+    const tvm_trace_options *o;
+    tvm_session sess;          /* changes_job: whose trace_pattern */
+    bool done;
+    pthread_t th;
+} Job;
+
+static void *job_main(void *arg)
+{
+    Job *j = arg;
+    j->fn(j);    /* writes st[] before done, under the lock below */
+    pthread_mutex_lock(&j->lock);
+    j->done = true;
+    pthread_cond_broadcast(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+    return NULL;
+}
+
+static void job_start(Job *j, void (*fn)(Job *), const tvm_trace_options *o)
+{
+    pthread_mutex_init(&j->lock, NULL);
+    pthread_cond_init(&j->cond, NULL);
+    j->fn = fn;
+    j->o = o;
+    j->done = false;
+    cr_assert_eq(pthread_create(&j->th, NULL, job_main, j), 0);
+}
+
+/* Whether j finished within `secs` seconds (0: whether it has). */
+static bool job_done(Job *j, int secs)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += secs;
+    pthread_mutex_lock(&j->lock);
+    while (!j->done && secs && pthread_cond_timedwait(&j->cond, &j->lock, &ts) == 0)
+        ;
+    bool done = j->done;
+    pthread_mutex_unlock(&j->lock);
+    return done;
+}
+
+static void stop_job(Job *j)
+{
+    j->st[0] = tvm_trace_stop(vm);
+}
+
+static void start_job(Job *j)
+{
+    j->st[0] = tvm_trace_start(vm, j->o, NULL);
+}
+
+/* Code changes of every kind: a trace_pattern in j->sess, a load, a
+ * session's start and stop (its sink j->o's). */
+static void changes_job(Job *j)
+{
+    static const char src[] = "module ss2\nexport k/0\nfunction k/0 regs 1\n"
+                              "    loadk r0, 0\n    ret r0\nend\n";
+    j->st[0] = tvm_session_trace_pattern(vm, j->sess, "ss:g/1", NULL, TVM_TP_TRUE,
+                                         TVM_TP_GLOBAL, 0, NULL, NULL);
+    j->st[1] = tvm_load_string(vm, "ss2", src, strlen(src), NULL);
+    tvm_session c;
+    j->st[2] = tvm_session_create(vm, "c", j->o, &c, NULL);
+    j->st[3] = j->st[2] == TVM_OK ? tvm_session_destroy(vm, c, NULL) : TVM_ERR_NOTFOUND;
+}
+
+/* Whether a tvm_trace_stop unpublished v's default
+ * session's pipeline within ten seconds (generous).  White-box: every
+ * call of the API that could tell takes the code-modification
+ * permission, which the stop held throughout before the fix. */
+static bool default_unpublished_of(tvm_vm *v)
+{
+    TrSession *d = tr_session_at(v, 0);
+    for (int i = 0; i < 2000; i++) {
+        if (!vm_atomic_load_ptr_acquire(&d->out))
+            return true;
+        usleep(5000);
+    }
+    return false;
+}
+
+static bool default_unpublished(void)
+{
+    return default_unpublished_of(vm);
+}
+
+/* The default session's pipeline, with the gated sink, lossless, the
+ * shared ring (4 KiB) full of SS_FILL calls from a call context: nothing
+ * drains until the gate opens. */
+static void fill_default_of(tvm_vm *v, tvm_env *e, Gate *g, uint64_t max_events)
+{
+    tvm_error err;
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_CALLBACK,
+                            .callback = gated, .callback_data = g, .ring_bytes = 4096,
+                            .policy = TVM_TRACE_LOSSLESS, .max_events = max_events };
+    cr_assert_eq(tvm_trace_start(v, &o, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_trace_pattern(v, "ss:f/1", TVM_TP_TRUE, TVM_TP_LOCAL, NULL, &err), TVM_OK);
+    cr_assert_eq(tvm_trace_flags(e, 0, TVM_TRACE_CALL, true), TVM_OK);
+    tvm_term a[2], r;
+    cr_assert_eq(tvm_make_int(e, SS_FILL, &a[0]), TVM_OK);
+    cr_assert_eq(tvm_make_int(e, 1, &a[1]), TVM_OK);
+    cr_assert_eq(tvm_call(e, "ss", "loop", 2, a, &r), TVM_OK);
+}
+
+static void fill_default(Gate *g, uint64_t max_events)
+{
+    fill_default_of(vm, env, g, max_events);
+}
+
+/*
+ * Starts a tvm_trace_stop (stop) and, once it unpublished the pipeline,
+ * code changes (changes: a trace_pattern in `sess`, a session whose sink
+ * is lc), which must complete within ten seconds (generous: they need no
+ * event) while g holds the sink.  On failure the gate opens first, so
+ * the teardown does not wait for the sink.
+ */
+static void stop_while_changing(Gate *g, Job *stop, Job *changes, tvm_session sess, Lines *lc)
+{
+    static tvm_trace_options oc;
+    oc = (tvm_trace_options){ .size = sizeof(tvm_trace_options), .format = TVM_TRACE_CALLBACK,
+                              .callback = keep, .callback_data = lc };
+    job_start(stop, stop_job, NULL);
+    if (!default_unpublished()) {
+        gate_open(g);
+        pthread_join(stop->th, NULL);
+        cr_assert_fail("tvm_trace_stop never unpublished the pipeline");
+    }
+    changes->sess = sess;
+    job_start(changes, changes_job, &oc);
+    if (!job_done(changes, 10)) {
+        gate_open(g);
+        pthread_join(changes->th, NULL);
+        pthread_join(stop->th, NULL);
+        cr_assert_fail("a code change waited for tvm_trace_stop's stalled sink");
+    }
+    pthread_join(changes->th, NULL);
+}
+
+/* The SS_FILL calls as the gated sink keeps them, then `last`. */
+static const char *filled(const char *last)
+{
+    static char want[SS_FILL * 40 + 64];
+    size_t n = 0;
+    for (int i = 1; i <= SS_FILL; i++)
+        n += (size_t)snprintf(want + n, sizeof want - n, "{trace,<0.0.0>,call,{ss,f,[%d]}}\n", i);
+    snprintf(want + n, sizeof want - n, "%s", last);
+    return want;
+}
+
+/*
+ * tvm_trace_stop of the default session while its sink stalls (lossless,
+ * a callback that blocks, its ring full): the stop waits for its own
+ * sink, but code changes of every kind in other threads complete before
+ * the sink moves (they waited for it before the fix: the stop drained the
+ * pipeline holding the code-modification permission).  Meanwhile the
+ * session's counts are exact, and a tvm_trace_start waits for the stop
+ * (it cannot finish while the sink is held) and then starts a new
+ * pipeline.  Once the sink moves every event arrives, the stop returns
+ * TVM_OK and the new pipeline traces.
+ */
+Test(sessions, trace_stop_drains_a_stalled_sink_without_the_permission, .timeout = 60)
+{
+    load_ok(vm, "ss", ss_src);
+    static Gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+    g.l = lines_new();
+    Lines *l2 = lines_new(), *lc = lines_new();
+    fill_default(&g, 0);
+    static Job stop, changes, start;
+    /* live: no limit stopped it */
+    stop_while_changing(&g, &stop, &changes, TVM_SESSION_DEFAULT, lc);
+    tvm_session_info in;
+    tvm_status ist = tvm_session_info_get(vm, TVM_SESSION_DEFAULT, &in);
+    tvm_trace_options o2 = { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_CALLBACK,
+                             .callback = keep, .callback_data = l2 };
+    job_start(&start, start_job, &o2);
+    /* Neither can finish while the sink is held: the stop drains into
+     * it, the start waits for the stop.  (The start is given a second:
+     * one that did not wait would be done by then, one that waits never
+     * is, however slow the machine.) */
+    bool start_early = job_done(&start, 1);
+    bool stop_early = job_done(&stop, 0);
+    gate_open(&g);
+    pthread_join(stop.th, NULL);
+    pthread_join(start.th, NULL);
+    cr_assert(!stop_early, "the stop returned before its sink took the events");
+    cr_assert(!start_early, "the start did not wait for the stop");
+    cr_assert_eq(changes.st[0], TVM_OK);
+    cr_assert_eq(changes.st[1], TVM_OK);
+    cr_assert_eq(changes.st[2], TVM_OK);
+    cr_assert_eq(changes.st[3], TVM_OK);
+    cr_assert_eq(ist, TVM_OK);
+    cr_assert_eq(in.written, SS_FILL, "written while the stop drains: %llu",
+                 (unsigned long long)in.written);
+    cr_assert_eq(in.lost, 0);
+    cr_assert_eq(stop.st[0], TVM_OK);
+    cr_assert_eq(start.st[0], TVM_OK);
+    cr_assert_str_eq(g.l->buf, filled(""));
+    /* The new pipeline traces, the pattern kept across the restart. */
+    tvm_term a, r;
+    cr_assert_eq(tvm_make_int(env, 5, &a), TVM_OK);
+    cr_assert_eq(tvm_call(env, "ss", "f", 1, &a, &r), TVM_OK);
+    cr_assert_str_eq(text(TVM_SESSION_DEFAULT, l2), "{trace,<0.0.0>,call,{ss,f,[5]}}\n");
+    /* The new run's counts only (the old pipeline's were added before
+     * the restart reset them). */
+    cr_assert_eq(tvm_session_info_get(vm, TVM_SESSION_DEFAULT, &in), TVM_OK);
+    cr_assert_eq(in.written, 1);
+    cr_assert_eq(in.lost, 0);
+    cr_assert_str_eq(info(TVM_SESSION_DEFAULT, "ss:g/1", "traced"), "{traced,global}");
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_ERR_NOTFOUND);
+    cr_assert_str_eq(lc->buf, "{trace_stopped,destroyed,0,0}\n");
+}
+
+/*
+ * The same when the session reached max_events and its stopper could not
+ * write the last record (the ring is full: it retries every 10 ms): the
+ * tvm_trace_stop that comes first writes it, waiting for room, without
+ * the permission (it waited holding it before the fix).  Every event,
+ * then the last record, exactly once; the counts exact.
+ */
+Test(sessions, trace_stop_owing_the_last_record_holds_no_code_change, .timeout = 60)
+{
+    load_ok(vm, "ss", ss_src);
+    static Gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+    g.l = lines_new();
+    Lines *lb = lines_new(), *lc = lines_new();
+    /* The default session refuses trace_pattern once a limit stopped it:
+     * the change goes to another session. */
+    tvm_session b = session("b", lb, NULL);
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL, true), TVM_OK);
+    fill_default(&g, SS_FILL);
+    if (!new_flags_cleared()) {
+        gate_open(&g);
+        cr_assert_fail("the stopper never cleared the flags");
+    }
+    static Job stop, changes;
+    stop_while_changing(&g, &stop, &changes, b, lc);
+    /* Counted exactly while the stop waits to write the last record. */
+    tvm_session_info in;
+    tvm_status ist = tvm_session_info_get(vm, TVM_SESSION_DEFAULT, &in);
+    bool stop_early = job_done(&stop, 0);
+    gate_open(&g);
+    pthread_join(stop.th, NULL);
+    cr_assert(!stop_early, "the stop returned before its sink took the events");
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(changes.st[i], TVM_OK, "change %d: %d", i, (int)changes.st[i]);
+    cr_assert_eq(ist, TVM_OK);
+    cr_assert_eq(in.written, SS_FILL, "written while the stop waits: %llu",
+                 (unsigned long long)in.written);
+    cr_assert_eq(in.lost, 0);
+    cr_assert_eq(stop.st[0], TVM_OK);
+    cr_assert_str_eq(g.l->buf, filled(fmt("{trace_stopped,max_events,%llu,0}\n", SS_FILL)));
+    in = wait_stopped(TVM_SESSION_DEFAULT);
+    cr_assert_str_eq(in.stopped, "max_events");
+    cr_assert_eq(in.written, SS_FILL);
+    cr_assert_eq(in.lost, 0);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_ERR_NOTFOUND);
+    cr_assert_str_eq(info(b, "ss:g/1", "traced"), "{traced,global}");
+    cr_assert_str_eq(lc->buf, "{trace_stopped,destroyed,0,0}\n");
+    cr_assert_eq(lb->n, 0);
 }
