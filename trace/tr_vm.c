@@ -479,11 +479,26 @@ tvm_status tvm_trace_stop(tvm_vm *vm)
     return st;
 }
 
+/*
+ * Every session's pipeline, the default's too (tvm_destroy, while the
+ * schedulers run; the stopper has quit), after a tvm_trace_stop that
+ * still drains (trace_lock: the stop section says why).
+ *
+ * A last record the stopper still owed when it quit (a limit asked for
+ * the stop and the stopper had not come to it, or its record found the
+ * shared ring full under the lossless policy and it was retrying every
+ * 10 ms) is written here, after every event of the session (the grace
+ * period), waiting for room: the stopper never comes back for it, and a
+ * lossless record is never dropped.  A session still live gets none, as
+ * before.
+ *
+ * Unlike tvm_trace_stop this drains holding the permission, as it
+ * always did: a sink that stalls here delays only code changes that
+ * processes of the VM being destroyed make (the embedder's threads may
+ * no longer use it), and the destroyer waits for the same sinks anyway.
+ */
 void tr_vm_destroy(tvm_vm *vm)
 {
-    /* Every session's pipeline, the default's too (tvm_destroy, while the
-     * schedulers run; the stopper has quit), after a tvm_trace_stop
-     * that still drains (trace_lock: the stop section says why). */
     pthread_mutex_lock(&vm->trace_lock);
     vm_code_perm_acquire(vm);
     TrVm *t[VM_SESSIONS_MAX];
@@ -492,9 +507,14 @@ void tr_vm_destroy(tvm_vm *vm)
         any |= (t[i] = tr_vm_unpublish(vm, tr_session_at(vm, i))) != NULL;
     if (any)
         vm_progress_sync(vm_progress_get(vm), NULL);
-    for (unsigned i = 0; i < VM_SESSIONS_MAX; i++)
-        if (t[i])
-            tr_vm_free(vm, t[i]);
+    for (unsigned i = 0; i < VM_SESSIONS_MAX; i++) {
+        if (!t[i])
+            continue;
+        TrSession *s = tr_session_at(vm, i);
+        if (vm_atomic_load_relaxed(&s->reason) != TR_STOP_NONE)
+            tr_session_final_record_in(vm, s, t[i], true);
+        tr_vm_free(vm, t[i]);
+    }
     vm_code_perm_release(vm);
     pthread_mutex_unlock(&vm->trace_lock);
 }

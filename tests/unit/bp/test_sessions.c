@@ -14,7 +14,8 @@
  * atom table.
 
  * sink stalls holds no code change, nor does a tvm_trace_stop whose sink
- * stalls (draining, or owing the last record).
+ * stalls (draining, or owing the last record); a destroy writes the last
+ * record a stopper still owes.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -1033,6 +1034,7 @@ typedef struct Job {
     tvm_status st[4];          /* what fn's calls returned, in order */
     const tvm_trace_options *o;
     tvm_session sess;          /* changes_job: whose trace_pattern */
+    tvm_vm *vm;                /* destroy_job: which VM */
     bool done;
     pthread_t th;
 } Job;
@@ -1072,6 +1074,11 @@ static bool job_done(Job *j, int secs)
     return done;
 }
 
+static void destroy_job(Job *j)
+{
+    tvm_destroy(j->vm);
+}
+
 static void stop_job(Job *j)
 {
     j->st[0] = tvm_trace_stop(vm);
@@ -1096,7 +1103,7 @@ static void changes_job(Job *j)
     j->st[3] = j->st[2] == TVM_OK ? tvm_session_destroy(vm, c, NULL) : TVM_ERR_NOTFOUND;
 }
 
-/* Whether a tvm_trace_stop unpublished v's default
+/* Whether a tvm_trace_stop (or a destroy) unpublished v's default
  * session's pipeline within ten seconds (generous).  White-box: every
  * call of the API that could tell takes the code-modification
  * permission, which the stop held throughout before the fix. */
@@ -1290,4 +1297,48 @@ Test(sessions, trace_stop_owing_the_last_record_holds_no_code_change, .timeout =
     cr_assert_str_eq(info(b, "ss:g/1", "traced"), "{traced,global}");
     cr_assert_str_eq(lc->buf, "{trace_stopped,destroyed,0,0}\n");
     cr_assert_eq(lb->n, 0);
+}
+
+/*
+ * A VM destroyed while a session's stopper owes its last record (a limit
+ * reached, the record finding the shared ring full while the sink
+ * stalls: the stopper retries every 10 ms) still writes it: the stopper
+ * quits first (tvm_destroy stops the breakpoint layer before the trace
+ * layer), and the trace layer's tear-down drained the pipeline without
+ * it before the fix (the 113 calls arrived, the record never did).
+ */
+Test(sessions, a_destroy_writes_the_last_record_the_stopper_owes, .timeout = 60)
+{
+    tvm_vm *v = tvm_new(&two_scheds);
+    tvm_env *e = tvm_env_new(v);
+    load_ok(v, "ss", ss_src);
+    static Gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+    g.l = lines_new();
+    /* Only so that the stop's step 3 can be seen (no process is spawned). */
+    cr_assert_eq(tvm_trace_flags_all(v, TVM_TRACE_NEW, TVM_TRACE_CALL, true), TVM_OK);
+    fill_default_of(v, e, &g, SS_FILL);
+    int i = 0;
+    while (tvm_trace_flags_new(v) != 0 && i++ < 2000)
+        usleep(5000);
+    if (tvm_trace_flags_new(v) != 0) {
+        gate_open(&g);
+        cr_assert_fail("the stopper never cleared the flags");
+    }
+    tvm_session_info in;
+    cr_assert_eq(tvm_session_info_get(v, TVM_SESSION_DEFAULT, &in), TVM_OK);
+    bool live = in.live;
+    tvm_env_free(e);
+    static Job d;
+    d.vm = v;
+    /* The destroy cannot end while the gate holds the sink (the drain
+     * waits for it), so v is still there for default_unpublished. */
+    job_start(&d, destroy_job, NULL);
+    bool unpublished = default_unpublished_of(v);
+    bool early = job_done(&d, 0);
+    gate_open(&g);
+    pthread_join(d.th, NULL);
+    cr_assert(live, "the last record found room: SS_FILL no longer fills the ring");
+    cr_assert(unpublished, "the destroy never unpublished the pipeline");
+    cr_assert(!early, "the destroy returned before its sink took the events");
+    cr_assert_str_eq(g.l->buf, filled(fmt("{trace_stopped,max_events,%llu,0}\n", SS_FILL)));
 }
