@@ -57,6 +57,18 @@ static void clear(tvm_error *err)
     }
 }
 
+/* Why a read of the server's line failed, for an error message. */
+static const char *read_failure(CtlRead r)
+{
+    switch (r) {
+    case CTL_READ_EOF: return "closed";
+    case CTL_READ_TRUNCATED: return "closed in the middle of a line";
+    case CTL_READ_TOO_LONG: return "a line longer than 65536 bytes";
+    case CTL_READ_IDLE: return "timed out";
+    default: return "broken";
+    }
+}
+
 /* Connects to a socket path; -1 with errno set. */
 static int dial(const char *path)
 {
@@ -148,10 +160,19 @@ tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm
     char *line;
     size_t len;
     int version;
-    if (ctl_read_line(&c->in, &line, &len, CLIENT_TIMEOUT_MS) != CTL_READ_LINE ||
-        sscanf(line, "tracevm-control %d", &version) != 1) {
+    /* ctl_read_line sets line and len only for a whole line: a peer that
+     * closes, resets or says nothing before its greeting (a VM whose
+     * endpoint is stopping, a stopped VM, another program's socket) is
+     * told by what the read says, never by those two. */
+    CtlRead r = ctl_read_line(&c->in, &line, &len, CLIENT_TIMEOUT_MS);
+    if (r != CTL_READ_LINE) {
+        tvm_control_close(c);
+        return fail(err, TVM_ERR_IO, "%s: connection lost before the greeting (%s)", path,
+                    read_failure(r));
+    }
+    if (sscanf(line, "tracevm-control %d", &version) != 1) {
         char what[160];
-        snprintf(what, sizeof what, "%s", len && strncmp(line, "error ", 6) == 0 ? line + 6 : "");
+        snprintf(what, sizeof what, "%s", strncmp(line, "error ", 6) == 0 ? line + 6 : "");
         tvm_control_close(c);
         return fail(err, TVM_ERR_IO, "%s: %s", path, *what ? what : "not a tracevm control socket");
     }
@@ -181,8 +202,7 @@ static tvm_status reply(tvm_control_client *c, tvm_control_line_fn on_line, void
     size_t len;
     CtlRead r = ctl_read_line(&c->in, &line, &len, CLIENT_TIMEOUT_MS);
     if (r != CTL_READ_LINE)
-        return fail(err, TVM_ERR_IO, "connection lost (%s)",
-                    r == CTL_READ_EOF ? "closed" : r == CTL_READ_IDLE ? "timed out" : "broken");
+        return fail(err, TVM_ERR_IO, "connection lost (%s)", read_failure(r));
     tvm_status st;
     if (len == 2 && !memcmp(line, "ok", 2)) {
         st = TVM_OK;

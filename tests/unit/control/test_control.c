@@ -511,3 +511,85 @@ Test(control, requests_in_progress_end_their_replies_when_the_endpoint_stops)
     struct stat st;
     cr_assert_neq(stat(path, &st), 0, "%s is still there", path);
 }
+
+/* A server that is not a tracevm VM, or one that goes before its
+ * greeting: it accepts one connection on `path`, writes `says` (or
+ * nothing) and closes. */
+typedef struct FakeServer {
+    int lfd;
+    const char *says;
+    pthread_t th;
+} FakeServer;
+
+static void *fake_main(void *arg)
+{
+    FakeServer *f = arg;
+    int fd = accept(f->lfd, NULL, NULL);
+    if (fd >= 0) {
+        if (f->says)
+            cr_assert_eq(write(fd, f->says, strlen(f->says)), (ssize_t)strlen(f->says));
+        close(fd);
+    }
+    return NULL;
+}
+
+static void fake_start(FakeServer *f, const char *path, const char *says)
+{
+    f->says = says;
+    f->lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_geq(f->lfd, 0);
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    unlink(path);
+    cr_assert_eq(bind(f->lfd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(listen(f->lfd, 1), 0);
+    cr_assert_eq(pthread_create(&f->th, NULL, fake_main, f), 0);
+}
+
+static void fake_stop(FakeServer *f, const char *path)
+{
+    cr_assert_eq(pthread_join(f->th, NULL), 0);
+    close(f->lfd);
+    unlink(path);
+}
+
+/* Leaves bytes that are not zero where the next call's locals will be, so
+ * that a read of one that was never set shows. */
+static __attribute__((noinline)) void dirty_stack(void)
+{
+    volatile unsigned char junk[8192];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = 0xa5;
+}
+
+/* A server that closes before its greeting, or in the middle of it, gets
+ * an error that says so.  The greeting's line and length were read even
+ * when no line had come, left as they were (uninitialised): the message
+ * quoted whatever they held, or the client crashed on them. */
+Test(control, a_server_that_goes_before_its_greeting_is_an_error)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/fake.sock", dir);
+    static const struct {
+        const char *says, *want;
+    } cases[] = {
+        { NULL, "connection lost before the greeting (closed)" },
+        { "tracevm-control 1", "connection lost before the greeting (closed in the middle of "
+                               "a line)" },
+        { "hello\n", "not a tracevm control socket" },
+        { "error too many clients\n", "too many clients" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        FakeServer f;
+        fake_start(&f, path, cases[i].says);
+        tvm_control_client *c = NULL;
+        tvm_error err;
+        dirty_stack();
+        cr_assert_eq(tvm_control_connect(path, &c, &err), TVM_ERR_IO, "case %zu", i);
+        cr_assert_null(c);
+        char want[256];
+        snprintf(want, sizeof want, "%s: %s", path, cases[i].want);
+        cr_assert_str_eq(err.message, want, "case %zu", i);
+        fake_stop(&f, path);
+    }
+}
