@@ -97,6 +97,10 @@ typedef struct CtlServer {
     tvm_vm *vm;
     int lfd;                   /* the listening socket */
     int wake[2];               /* a pipe: written to stop the accept loop */
+    /* /dev/null, held for the moment the process has no descriptor
+     * left: given up to accept a connection and tell it so (-1 while
+     * spent).  The accept loop's alone once it runs. */
+    int spare;
     char path[256];            /* the socket's path */
     pthread_t thread;          /* the accept loop */
     uint64_t started_ns;       /* CLOCK_MONOTONIC at start (info: uptime) */

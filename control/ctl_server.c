@@ -15,7 +15,9 @@
  * checked with SO_PEERCRED before a byte is read from it.
  *
  * Threads and lifetime.  The accept loop polls the listening socket and a
- * wake-up pipe.  Each client runs on a joinable thread recorded in a slot
+ * wake-up pipe; a process out of descriptors costs it one spare
+ * descriptor and a 100 ms wait, never a loop at full speed
+ * (no_descriptor).  Each client runs on a joinable thread recorded in a slot
  * (at most CTL_MAX_CLIENTS; the loop reaps finished ones).  Stopping:
  * `stopping` is set (release), the pipe wakes the loop, which ends, and
  * the socket file is removed; every client socket's read side is shut
@@ -285,6 +287,43 @@ static void admit(CtlServer *srv, int fd)
     pthread_mutex_unlock(&srv->lock);
 }
 
+/* The spare descriptor, opened again after it was spent (-1 when even
+ * that fails: the next shortage waits instead). */
+static void spare_open(CtlServer *srv)
+{
+    srv->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+/*
+ * accept failed for want of a descriptor (EMFILE, ENFILE) or of memory:
+ * the connection stays in the backlog, so the listening socket stays
+ * readable, and polling it again at once would go round at full speed
+ * (a core at 100%) for as long as the shortage lasts, while the client
+ * waited for a greeting that never came.  The spare descriptor is given
+ * up so that the connection can be accepted and told why it is refused;
+ * when even that finds nothing (another thread took the descriptor, or
+ * the system is out of them), the loop waits 100 ms, or for the stop,
+ * before it tries again.
+ */
+static void no_descriptor(CtlServer *srv)
+{
+    int fd = -1;
+    if (srv->spare >= 0) {
+        close(srv->spare);
+        srv->spare = -1;
+        fd = accept4(srv->lfd, NULL, NULL, SOCK_CLOEXEC);
+    }
+    if (fd >= 0) {
+        say(fd, same_user(fd) ? "error the VM's process is out of file descriptors\n"
+                              : "error permission denied\n");
+        close(fd);
+    } else {
+        struct pollfd wake = { .fd = srv->wake[0], .events = POLLIN };
+        (void)poll(&wake, 1, 100);
+    }
+    spare_open(srv);
+}
+
 static void *accept_main(void *arg)
 {
     CtlServer *srv = arg;
@@ -302,6 +341,8 @@ static void *accept_main(void *arg)
             int fd = accept4(srv->lfd, NULL, NULL, SOCK_CLOEXEC);
             if (fd >= 0)
                 admit(srv, fd);
+            else if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED)
+                no_descriptor(srv);
         }
     }
     return NULL;
@@ -355,14 +396,33 @@ tvm_status tvm_control_start(tvm_vm *vm, tvm_error *err)
         srv->vm = vm;
         srv->started_ns = vm_now_ns();
         pthread_mutex_init(&srv->lock, NULL);
-        if ((st = listen_at(srv, dir, err)) != TVM_OK) {
+        /* A process out of descriptors (or threads) gets an error, as
+         * at the socket: this ended the whole program (vm_die) when the
+         * socket took the last descriptor and the pipe found none. */
+        if ((st = listen_at(srv, dir, err)) == TVM_OK && pipe2(srv->wake, O_CLOEXEC) != 0) {
+            st = fail(err, TVM_ERR_IO, "tvm_control: no pipe for the endpoint's thread: %s",
+                      strerror(errno));
+            close(srv->lfd);
+            unlink(srv->path);
+        } else if (st == TVM_OK) {
+            spare_open(srv);
+            int e = pthread_create(&srv->thread, NULL, accept_main, srv);
+            if (e != 0) {
+                st = fail(err, TVM_ERR_LIMIT, "tvm_control: cannot start the endpoint's "
+                                              "thread: %s", strerror(e));
+                close(srv->wake[0]);
+                close(srv->wake[1]);
+                if (srv->spare >= 0)
+                    close(srv->spare);
+                close(srv->lfd);
+                unlink(srv->path);
+            }
+        }
+        if (st == TVM_OK) {
+            vm->control = srv;
+        } else {
             pthread_mutex_destroy(&srv->lock);
             free(srv);
-        } else {
-            if (pipe2(srv->wake, O_CLOEXEC) != 0 ||
-                pthread_create(&srv->thread, NULL, accept_main, srv) != 0)
-                vm_die("cannot start the control endpoint's thread");
-            vm->control = srv;
         }
     }
     pthread_mutex_unlock(&ctl_lock);
@@ -428,6 +488,8 @@ void tvm_control_stop(tvm_vm *vm)
             pthread_join(srv->slots[i].thread, NULL);
     close(srv->wake[0]);
     close(srv->wake[1]);
+    if (srv->spare >= 0)
+        close(srv->spare);
     pthread_mutex_destroy(&srv->lock);
     free(srv);
 }

@@ -934,7 +934,9 @@ void tvm_profile_get_stats(tvm_profile *prof, tvm_profile_stats *out);
  * owners or permissions), named PID.N.sock (0600), served by threads of
  * its own, never by a scheduler; only peers of the same user (or root)
  * are served.  TVM_ERR_EXISTS when it already serves, TVM_ERR_IO when the
- * directory or the socket cannot be set up.  Any thread.
+ * directory, the socket or its thread's pipe cannot be set up (as in a
+ * process out of file descriptors), TVM_ERR_LIMIT when the OS refuses
+ * the thread; nothing is left behind then.  Any thread.
  */
 tvm_status tvm_control_start(tvm_vm *vm, tvm_error *err);
 

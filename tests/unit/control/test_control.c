@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -592,4 +593,83 @@ Test(control, a_server_that_goes_before_its_greeting_is_an_error)
         cr_assert_str_eq(err.message, want, "case %zu", i);
         fake_stop(&f, path);
     }
+}
+
+/* One line from fd (the greeting or an error), or "" when none comes
+ * within 10 s (a bound on a lost reply, not a timing). */
+static void first_line(int fd, char *out, size_t size)
+{
+    size_t n = 0;
+    struct pollfd pf = { .fd = fd, .events = POLLIN };
+    while (n + 1 < size && poll(&pf, 1, 10000) == 1) {
+        char ch;
+        if (read(fd, &ch, 1) != 1 || ch == '\n')
+            break;
+        out[n++] = ch;
+    }
+    out[n] = '\0';
+}
+
+/* A connection that arrives while the VM's process has no file
+ * descriptor left gets an error line, and the endpoint serves the next
+ * one once descriptors are free again.  Before, accept failed with
+ * EMFILE and left the connection in the backlog, the listening socket
+ * stayed readable, and the accept loop went round at full speed (a core
+ * at 100%) for as long as the process had no descriptor, while the
+ * client waited for a greeting that never came. */
+Test(control, a_connection_past_the_descriptor_limit_is_told_so)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", tvm_control_path(vm));
+    /* The soft limit at the lowest descriptor free: no new one opens. */
+    struct rlimit old;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+    int lowest = dup(0);
+    cr_assert_geq(lowest, 0);
+    close(lowest);
+    struct rlimit tight = { .rlim_cur = (rlim_t)lowest, .rlim_max = old.rlim_max };
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &tight), 0);
+    int probe = dup(0);
+    int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
+    char line[128];
+    first_line(fd, line, sizeof line);
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+    cr_assert_eq(probe, -1, "a descriptor opened past the limit");
+    cr_assert_eq(rc, 0);
+    cr_assert_str_eq(line, "error the VM's process is out of file descriptors");
+    close(fd);
+    tvm_control_client *c = connect_ok();
+    Lines l = { 0 };
+    const char *argv[] = { "info" };
+    cr_assert_eq(tvm_control_call(c, 1, argv, on_line, &l, &err), TVM_OK, "%s", err.message);
+    tvm_control_close(c);
+}
+
+/* A start that finds one descriptor free (the socket takes it, its
+ * thread's pipe finds none) is an error that leaves nothing behind, and
+ * a later start serves.  It ended the whole program (vm_die). */
+Test(control, a_start_short_of_descriptors_is_an_error)
+{
+    struct rlimit old;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+    int lowest = dup(0);
+    cr_assert_geq(lowest, 0);
+    close(lowest);
+    struct rlimit tight = { .rlim_cur = (rlim_t)lowest + 1, .rlim_max = old.rlim_max };
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &tight), 0);
+    tvm_error err;
+    tvm_status st = tvm_control_start(vm, &err);
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+    cr_assert_eq(st, TVM_ERR_IO, "%s", tvm_status_name(st));
+    cr_assert_str_eq(err.message,
+                     "tvm_control: no pipe for the endpoint's thread: Too many open files");
+    cr_assert_null(tvm_control_path(vm));
+    tvm_control_peer peers[2];
+    cr_assert_eq(tvm_control_list(peers, 2), 0, "a socket was left behind");
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_control_list(peers, 2), 1);
 }
