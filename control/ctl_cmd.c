@@ -572,9 +572,19 @@ static void cmd_load(CtlClient *c, int argc, char **argv)
             c->gone = true;   /* the bytes that may follow cannot be told from requests */
         return;
     }
+    /* The text must come whole within the idle limit, however it
+     * trickles in: a client sending a byte now and then held its thread
+     * and its slot for as long as it liked.  A timeout is said (the
+     * connection ends: the rest of the text could not be told from
+     * requests); EOF or an error just ends it. */
     char *text = vm_malloc((size_t)bytes + 1);
-    if (!ctl_read_bytes(&c->in, text, (size_t)bytes, CTL_IDLE_MS)) {
+    if (!ctl_read_bytes(&c->in, text, (size_t)bytes, ctl_idle_ms)) {
         free(text);
+        if (ctl_client_here(c) && !vm_atomic_load_acquire(&c->srv->stopping)) {
+            ctl_error(c, "load: the %ld bytes of text did not come within %g s", bytes,
+                      ctl_idle_ms / 1000.0);
+            ctl_linger(c->fd);
+        }
         c->gone = true;
         return;
     }

@@ -21,7 +21,7 @@
 #define CTL_LINE_MAX 65536u            /* a request line, its LF included */
 #define CTL_LOAD_MAX (16u << 20)       /* a load's module text */
 #define CTL_MAX_CLIENTS 16
-#define CTL_IDLE_MS 60000              /* between two requests */
+#define CTL_IDLE_MS 60000              /* for a whole request line, or a load's text */
 #define CTL_SEND_MS 60000              /* a reply waiting for a client that reads nothing */
 #define CTL_MAX_ARGS 256
 /* The trace sessions the clients hold at once: half of TVM_SESSIONS_MAX,
@@ -33,6 +33,15 @@
  * thread when it admits a client, which that start's pthread_create
  * orders after the write. */
 extern int ctl_send_ms;
+/* How long a request line, or a load's text, may take to arrive whole
+ * (from when the server begins to wait for it), CTL_IDLE_MS.  Written
+ * only by tests, before tvm_control_start, as ctl_send_ms. */
+extern int ctl_idle_ms;
+/* Ends a connection after an error line: no more from us, and what the
+ * peer still sends is read and dropped for a second in all (a megabyte
+ * at most), so that the close does not reset the connection under the
+ * error line before the peer has read it. */
+void ctl_linger(int fd);
 
 /* The uid of the process at the other end of the socket fd
  * (SO_PEERCRED); false if the kernel does not say.  The server admits
@@ -59,11 +68,16 @@ typedef enum CtlRead {
 
 void ctl_reader_init(CtlReader *r, int fd);
 void ctl_reader_free(CtlReader *r);
-/* The next line, its length without the LF in *len; valid until the next
- * call.  timeout_ms < 0: no timeout. */
+/* The next line, its length without the LF in *len (both set only for
+ * CTL_READ_LINE); valid until the next call.  timeout_ms is for the whole
+ * line, however its bytes trickle in; < 0: no timeout.  CTL_READ_IDLE
+ * with part of a line read leaves ctl_reader_partial true. */
 CtlRead ctl_read_line(CtlReader *r, char **line, size_t *len, int timeout_ms);
-/* Exactly n bytes into out (after the line they follow); false on EOF,
- * error or timeout. */
+/* Whether the reader holds part of a line (after CTL_READ_IDLE: the line
+ * had begun). */
+bool ctl_reader_partial(const CtlReader *r);
+/* Exactly n bytes into out (after the line they follow), all of them
+ * within timeout_ms; false on EOF, error or timeout. */
 bool ctl_read_bytes(CtlReader *r, char *out, size_t n, int timeout_ms);
 
 /*

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "vm/common.h"
+#include "vm/timer.h"
 
 void ctl_reader_init(CtlReader *r, int fd)
 {
@@ -36,32 +37,45 @@ void ctl_reader_free(CtlReader *r)
     r->buf = NULL;
 }
 
-/* Waits until fd is readable; false on timeout or error. */
-static bool readable(int fd, int timeout_ms, bool *timed_out)
+/* The vm_now_ns at which a call of timeout_ms ends (0: never). */
+static uint64_t deadline_of(int timeout_ms)
+{
+    return timeout_ms < 0 ? 0 : vm_now_ns() + (uint64_t)timeout_ms * 1000000u;
+}
+
+/* Waits until fd is readable; false once `deadline` has passed (0: no
+ * deadline) or on error.  A deadline, not a wait per poll: a peer that
+ * sends a byte now and then must not stretch a read without end. */
+static bool readable(int fd, uint64_t deadline, bool *timed_out)
 {
     struct pollfd pf = { .fd = fd, .events = POLLIN };
     for (;;) {
-        int n = poll(&pf, 1, timeout_ms);
+        int ms = -1;
+        if (deadline) {
+            uint64_t now = vm_now_ns();
+            if (now >= deadline) {
+                *timed_out = true;
+                return false;
+            }
+            ms = (int)((deadline - now + 999999u) / 1000000u);
+        }
+        int n = poll(&pf, 1, ms);
         if (n > 0)
             return true;
-        if (n == 0) {
-            *timed_out = true;
-            return false;
-        }
-        if (errno != EINTR)
+        if (n < 0 && errno != EINTR)
             return false;
     }
 }
 
 /* Reads more bytes after buf[end]; 0 at EOF, -1 on error or timeout. */
-static ssize_t fill(CtlReader *r, int timeout_ms, bool *timed_out)
+static ssize_t fill(CtlReader *r, uint64_t deadline, bool *timed_out)
 {
     if (r->start > 0) {
         memmove(r->buf, r->buf + r->start, r->end - r->start);
         r->end -= r->start;
         r->start = 0;
     }
-    if (!readable(r->fd, timeout_ms, timed_out))
+    if (!readable(r->fd, deadline, timed_out))
         return -1;
     for (;;) {
         ssize_t n = recv(r->fd, r->buf + r->end, CTL_LINE_MAX - r->end, 0);
@@ -72,6 +86,7 @@ static ssize_t fill(CtlReader *r, int timeout_ms, bool *timed_out)
 
 CtlRead ctl_read_line(CtlReader *r, char **line, size_t *len, int timeout_ms)
 {
+    const uint64_t deadline = deadline_of(timeout_ms);
     size_t scanned = r->start;
     for (;;) {
         char *nl = memchr(r->buf + scanned, '\n', r->end - scanned);
@@ -86,7 +101,7 @@ CtlRead ctl_read_line(CtlReader *r, char **line, size_t *len, int timeout_ms)
             return CTL_READ_TOO_LONG;
         scanned = r->end - r->start;   /* fill() moves the unread part to 0 */
         bool timed_out = false;
-        ssize_t n = fill(r, timeout_ms, &timed_out);
+        ssize_t n = fill(r, deadline, &timed_out);
         if (n == 0)
             return r->end > r->start ? CTL_READ_TRUNCATED : CTL_READ_EOF;
         if (n < 0)
@@ -95,14 +110,20 @@ CtlRead ctl_read_line(CtlReader *r, char **line, size_t *len, int timeout_ms)
     }
 }
 
+bool ctl_reader_partial(const CtlReader *r)
+{
+    return r->end > r->start;
+}
+
 bool ctl_read_bytes(CtlReader *r, char *out, size_t n, int timeout_ms)
 {
+    const uint64_t deadline = deadline_of(timeout_ms);
     size_t have = r->end - r->start < n ? r->end - r->start : n;
     memcpy(out, r->buf + r->start, have);
     r->start += have;
     while (have < n) {
         bool timed_out = false;
-        if (!readable(r->fd, timeout_ms, &timed_out))
+        if (!readable(r->fd, deadline, &timed_out))
             return false;
         ssize_t k = recv(r->fd, out + have, n - have, 0);
         if (k < 0 && errno == EINTR)

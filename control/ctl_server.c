@@ -130,24 +130,31 @@ static void say(int fd, const char *line)
     ctl_write(fd, line, strlen(line));
 }
 
-/* The reason a request line could not be read, sent before closing. */
-static const char *read_error(CtlRead r)
+int ctl_idle_ms = CTL_IDLE_MS;
+
+/* The reason a request line could not be read, sent before closing (into
+ * buf); NULL when nothing is to be said. */
+static const char *read_error(CtlRead r, const CtlReader *in, char *buf, size_t size)
 {
     switch (r) {
     case CTL_READ_TOO_LONG: return "error request longer than 65536 bytes\n";
     case CTL_READ_TRUNCATED: return "error truncated request\n";
-    case CTL_READ_IDLE: return "error idle for 60 s\n";
+    case CTL_READ_IDLE:
+        /* The limit is for the whole line: a line begun and not ended in
+         * time is cut off as nothing at all is, so a client that sends a
+         * byte now and then cannot keep its slot without end. */
+        snprintf(buf, size, ctl_reader_partial(in) ? "error request not complete within %g s\n"
+                                                   : "error idle for %g s\n",
+                 ctl_idle_ms / 1000.0);
+        return buf;
     default: return NULL;
     }
 }
 
-/* After an error that ends a connection: no more from us, then what the
- * peer still sends is read and dropped (for a second in all, a megabyte
- * at most), so that closing does not reset the connection under the
- * error line before the peer has read it.  The second is for the whole
- * wait, not between two reads: a peer sending a byte now and then would
- * otherwise keep the thread and its slot for a megabyte of seconds. */
-static void linger(int fd)
+/* The second is for the whole wait, not between two reads: a peer
+ * sending a byte now and then would otherwise keep the thread and its
+ * slot for a megabyte of seconds. */
+void ctl_linger(int fd)
 {
     shutdown(fd, SHUT_WR);
     char sink[4096];
@@ -173,12 +180,13 @@ static void serve(CtlClient *c)
     while (!c->gone && !vm_atomic_load_acquire(&c->srv->stopping)) {
         char *line;
         size_t len;
-        CtlRead r = ctl_read_line(&c->in, &line, &len, CTL_IDLE_MS);
+        CtlRead r = ctl_read_line(&c->in, &line, &len, ctl_idle_ms);
         if (r != CTL_READ_LINE) {
-            const char *why = read_error(r);
+            char buf[96];
+            const char *why = read_error(r, &c->in, buf, sizeof buf);
             if (why && !vm_atomic_load_acquire(&c->srv->stopping)) {
                 say(c->fd, why);
-                linger(c->fd);
+                ctl_linger(c->fd);
             }
             return;
         }

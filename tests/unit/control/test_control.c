@@ -673,3 +673,48 @@ Test(control, a_start_short_of_descriptors_is_an_error)
     cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
     cr_assert_eq(tvm_control_list(peers, 2), 1);
 }
+
+/* Sends `start`, then a byte of `drip` every 50 ms until the server
+ * answers, and returns the first line it answers with; "" when it does
+ * not answer within 30 s of trickling (a bound, not a timing). */
+static void trickle(const char *start, char drip, char *line, size_t size)
+{
+    int fd = send_raw(start);
+    struct pollfd pf = { .fd = fd, .events = POLLIN };
+    int i = 0;
+    while (i < 600 && poll(&pf, 1, 50) == 0 && send(fd, &drip, 1, MSG_NOSIGNAL) == 1)
+        i++;
+    if (i < 600)
+        first_line(fd, line, size);
+    else
+        line[0] = '\0';
+    close(fd);
+}
+
+/* A request line, or a load's text, that trickles in (a byte every
+ * 50 ms) is cut off when the idle limit (here 0.3 s, 60 s outside tests)
+ * has passed since the server began to wait for it, with the reason,
+ * and its slot is free again.  The limit was for each byte: such a
+ * client kept its thread and its slot for as long as it went on, and 16
+ * of them shut every other client out. */
+Test(control, a_request_that_trickles_in_is_cut_off)
+{
+    ctl_idle_ms = 300;
+    tvm_error err;
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    char line[128];
+    trickle("info", 'o', line, sizeof line);
+    cr_assert_str_eq(line, "error request not complete within 0.3 s");
+    trickle("load m.tasm 1000000\n", ' ', line, sizeof line);
+    cr_assert_str_eq(line, "error load: the 1000000 bytes of text did not come within 0.3 s");
+    /* Nothing sent at all is cut off as before. */
+    int fd = send_raw("");
+    first_line(fd, line, sizeof line);
+    close(fd);
+    cr_assert_str_eq(line, "error idle for 0.3 s");
+    tvm_control_client *c = connect_ok();
+    char clients[16], sessions[16];
+    wait_alone(c, clients, sessions);
+    cr_assert_str_eq(clients, "1", "%s clients", clients);
+    tvm_control_close(c);
+}
