@@ -70,7 +70,7 @@ static bool parse(CtlClient *c, int argc, char **argv, CallsReq *r)
         } else {
             char *end;
             r->seconds = strtod(v, &end);
-            ok = *v && !*end && r->seconds > 0 && r->seconds <= 3600;
+            ok = *v && !*end && r->seconds > 0 && r->seconds <= CTL_REQUEST_MAX_MS / 1000;
             have_duration = true;
         }
         if (!ok) {

@@ -30,10 +30,20 @@ struct tvm_control_client {
     CtlReader in;
 };
 
-/* How long a client waits for a reply line (a stack dump of 300,000
- * processes takes a while; a stuck server should not hang the client
- * forever). */
-#define CLIENT_TIMEOUT_MS 600000
+int ctl_client_margin_ms = CTL_CLIENT_MARGIN_MS;
+
+/* How long a client waits for a line of a reply: the longest a request
+ * may stay silent (CTL_REQUEST_MAX_MS: a count, a time or a profile of
+ * an hour says nothing until its end, a trace of an hour may see no
+ * event) and a margin (a stack dump of 300,000 processes takes a while),
+ * so that a stuck server does not hang the client for ever.  The wait
+ * was the margin alone: every count, time and profile longer than 10
+ * minutes failed as "timed out", and the server, seeing its client gone,
+ * cancelled it. */
+static int reply_wait_ms(void)
+{
+    return CTL_REQUEST_MAX_MS + ctl_client_margin_ms;
+}
 
 static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -164,7 +174,7 @@ tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm
      * closes, resets or says nothing before its greeting (a VM whose
      * endpoint is stopping, a stopped VM, another program's socket) is
      * told by what the read says, never by those two. */
-    CtlRead r = ctl_read_line(&c->in, &line, &len, CLIENT_TIMEOUT_MS);
+    CtlRead r = ctl_read_line(&c->in, &line, &len, ctl_client_margin_ms);
     if (r != CTL_READ_LINE) {
         tvm_control_close(c);
         return fail(err, TVM_ERR_IO, "%s: connection lost before the greeting (%s)", path,
@@ -200,7 +210,7 @@ static tvm_status reply(tvm_control_client *c, tvm_control_line_fn on_line, void
 {
     char *line;
     size_t len;
-    CtlRead r = ctl_read_line(&c->in, &line, &len, CLIENT_TIMEOUT_MS);
+    CtlRead r = ctl_read_line(&c->in, &line, &len, reply_wait_ms());
     if (r != CTL_READ_LINE)
         return fail(err, TVM_ERR_IO, "connection lost (%s)", read_failure(r));
     tvm_status st;
@@ -212,7 +222,7 @@ static tvm_status reply(tvm_control_client *c, tvm_control_line_fn on_line, void
         return fail(err, TVM_ERR_IO, "malformed reply line '%.80s'", line);
     }
     for (;;) {
-        r = ctl_read_line(&c->in, &line, &len, CLIENT_TIMEOUT_MS);
+        r = ctl_read_line(&c->in, &line, &len, reply_wait_ms());
         if (r != CTL_READ_LINE) {
             /* A server that ends the connection after an error line
              * (a request it could not read) sends no "." */

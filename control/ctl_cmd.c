@@ -195,7 +195,7 @@ static bool options(CtlClient *c, int argc, char **argv, const char *allowed, Op
         } else if (!strcmp(a, "--limit")) {
             ok = ctl_number(v, 1, 1000000, &o->limit);
         } else if (!strcmp(a, "--interval")) {
-            ok = ctl_number(v, 10, 3600000, &o->interval);
+            ok = ctl_number(v, 10, CTL_REQUEST_MAX_MS, &o->interval);
         } else {
             ok = ctl_number(v, 1, 1000000, &o->count);
         }
@@ -363,7 +363,7 @@ static void cmd_top(CtlClient *c, int argc, char **argv)
         return;
     }
     /* At most an hour in all, as every other long request. */
-    if ((double)o.count * (double)o.interval > 3600000.0) {
+    if ((double)o.count * (double)o.interval > (double)CTL_REQUEST_MAX_MS) {
         ctl_error(c, "top: --count %ld times --interval %ld ms is more than an hour", o.count,
                   o.interval);
         return;
@@ -658,7 +658,7 @@ static void cmd_profile(CtlClient *c, int argc, char **argv)
         if (!strcmp(a, "--duration")) {
             char *end;
             seconds = strtod(v, &end);
-            ok = *v && !*end && seconds > 0 && seconds <= 3600;
+            ok = *v && !*end && seconds > 0 && seconds <= CTL_REQUEST_MAX_MS / 1000;
             have_duration = true;
         } else if (!strcmp(a, "--kind")) {
             ok = !strcmp(v, "cpu") || !strcmp(v, "off") || !strcmp(v, "alloc");

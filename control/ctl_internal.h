@@ -24,6 +24,10 @@
 #define CTL_IDLE_MS 60000              /* for a whole request line, or a load's text */
 #define CTL_SEND_MS 60000              /* a reply waiting for a client that reads nothing */
 #define CTL_MAX_ARGS 256
+/* The longest a request may run, and so stay silent: an hour (the
+ * --duration of profile, trace, count and time; top's count times its
+ * interval).  The client waits this long and more for a reply's line. */
+#define CTL_REQUEST_MAX_MS 3600000
 /* The trace sessions the clients hold at once: half of TVM_SESSIONS_MAX,
  * the default session and 7 more stay the program's. */
 #define CTL_MAX_SESSIONS (TVM_SESSIONS_MAX / 2)
@@ -37,6 +41,11 @@ extern int ctl_send_ms;
  * (from when the server begins to wait for it), CTL_IDLE_MS.  Written
  * only by tests, before tvm_control_start, as ctl_send_ms. */
 extern int ctl_idle_ms;
+/* How long a client waits, past CTL_REQUEST_MAX_MS, for a line of a
+ * reply (CTL_CLIENT_MARGIN_MS), and for the greeting.  Written only by
+ * tests, on the thread that makes the calls, between them. */
+#define CTL_CLIENT_MARGIN_MS 600000
+extern int ctl_client_margin_ms;
 /* Ends a connection after an error line: no more from us, and what the
  * peer still sends is read and dropped for a second in all (a megabyte
  * at most), so that the close does not reset the connection under the

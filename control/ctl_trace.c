@@ -130,7 +130,7 @@ static bool option(CtlClient *c, const char *a, const char *v, TraceReq *r)
     } else {
         char *end;
         r->seconds = strtod(v, &end);
-        ok = *v && !*end && r->seconds > 0 && r->seconds <= 3600;
+        ok = *v && !*end && r->seconds > 0 && r->seconds <= CTL_REQUEST_MAX_MS / 1000;
     }
     if (!ok)
         ctl_error(c, "trace: bad value for %s: '%s'", a, v);

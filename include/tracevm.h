@@ -981,7 +981,8 @@ typedef void (*tvm_control_line_fn)(const char *line, size_t len, void *data);
  * NULL) as it arrives: a streaming command (top) calls it until the
  * command ends.  TVM_OK for an "ok" reply; for an "error" reply the
  * status is TVM_ERR_BADARG and err holds the server's message.  TVM_ERR_IO
- * when the connection breaks.
+ * when the connection breaks, or when a line of the reply does not come
+ * within an hour and ten minutes (a request may run for an hour).
  */
 tvm_status tvm_control_call(tvm_control_client *c, int argc, const char *const *argv,
                             tvm_control_line_fn on_line, void *data, tvm_error *err);

@@ -718,3 +718,25 @@ Test(control, a_request_that_trickles_in_is_cut_off)
     cr_assert_str_eq(clients, "1", "%s clients", clients);
     tvm_control_close(c);
 }
+
+/* A reply that says nothing for longer than the client's margin (600 s
+ * outside tests, here 300 ms) but no longer than a request may run (an
+ * hour) is waited for: the client waited for the margin alone, so every
+ * count, time or profile of more than 10 minutes failed as "connection
+ * lost (timed out)", and the server, seeing its client gone, cancelled
+ * it (a profile wrote no file). */
+Test(control, a_reply_silent_past_the_margin_is_waited_for)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    load_ok(vm, "m.tasm", "module m\nexport f/0\nfunction f/0 regs 1\n    loadi r0, 1\n"
+                          "    ret r0\nend\n");
+    tvm_control_client *c = connect_ok();
+    ctl_client_margin_ms = 300;
+    Lines l = { 0 };
+    const char *count[] = { "count", "m:_/_", "--duration", "1" };
+    cr_assert_eq(tvm_control_call(c, 4, count, on_line, &l, &err), TVM_OK, "%s", err.message);
+    cr_assert_str_eq(l.text, "FUNCTION                                        CALLS\n"
+                             "0 functions, 0 calls in 1.00 s\n");
+    tvm_control_close(c);
+}
