@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -79,8 +80,19 @@ static const char *read_failure(CtlRead r)
     }
 }
 
-/* Connects to a socket path; -1 with errno set. */
-static int dial(const char *path)
+/* How long tvm_control_list waits for a VM to take its connection. */
+#define LIST_DIAL_MS 1000
+
+/* Connects to a socket path, waiting at most timeout_ms for the server to
+ * take the connection; -1 with errno set (EAGAIN: it took none in time).
+ * Why a bound: a Unix socket's connect waits for room in the listener's
+ * backlog without end, and a VM that is stopped (SIGSTOP, a debugger) or
+ * whose accept loop is stuck leaves its backlog full after a few
+ * connections, so tracevm attach, and its --list, hung for good.  The
+ * bound is the socket's send timeout (SO_SNDTIMEO), which the kernel
+ * applies to connect; it stays on for the requests' sends, so that a
+ * server that stops reading cannot hang a send for ever either. */
+static int dial(const char *path, int timeout_ms)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     if (strlen(path) >= sizeof sa.sun_path) {
@@ -91,6 +103,8 @@ static int dial(const char *path)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
+    struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
         int e = errno;
         close(fd);
@@ -145,7 +159,11 @@ tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm
     } else {
         return fail(err, TVM_ERR_BADARG, "target '%s' is neither a pid nor a socket path", target);
     }
-    int fd = dial(path);
+    int fd = dial(path, ctl_client_margin_ms);
+    if (fd < 0 && errno == EAGAIN)
+        return fail(err, TVM_ERR_IO, "cannot connect to %s: its server took no connection "
+                                     "within %g s (is the VM stopped?)", path,
+                    ctl_client_margin_ms / 1000.0);
     if (fd < 0)
         return fail(err, errno == ENOENT || errno == ECONNREFUSED ? TVM_ERR_NOTFOUND : TVM_ERR_IO,
                     "cannot connect to %s: %s", path, strerror(errno));
@@ -327,15 +345,18 @@ size_t tvm_control_list(tvm_control_peer *out, size_t max)
         char path[sizeof out->path];
         if ((size_t)snprintf(path, sizeof path, "%.199s/%.40s", dir, e->d_name) >= sizeof path)
             continue;
-        int fd = dial(path);
-        if (fd < 0) {
+        int fd = dial(path, LIST_DIAL_MS);
+        if (fd < 0 && errno != EAGAIN) {
             /* A socket nobody serves: its process is gone (a live one
              * whose endpoint is starting or stopping is left alone). */
             if (errno == ECONNREFUSED && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
                 unlink(path);
             continue;
         }
-        close(fd);
+        /* One that takes no connection in time is listed: a VM is there,
+         * stopped or busy. */
+        if (fd >= 0)
+            close(fd);
         if (n < max) {
             out[n].pid = pid;
             memcpy(out[n].path, path, sizeof path);

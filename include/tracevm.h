@@ -958,8 +958,9 @@ typedef struct tvm_control_peer {
 } tvm_control_peer;
 
 /* Fills up to max entries with this user's VMs that answer on their
- * socket (stale sockets of processes that are gone are removed); returns
- * how many there are. */
+ * socket, or take no connection within a second (a stopped VM is
+ * listed; stale sockets of processes that are gone are removed);
+ * returns how many there are. */
 size_t tvm_control_list(tvm_control_peer *out, size_t max);
 
 typedef struct tvm_control_client tvm_control_client;
@@ -967,8 +968,8 @@ typedef struct tvm_control_client tvm_control_client;
 /*
  * Connects to a VM's endpoint: `target` is a pid (its first VM) or a
  * socket path.  TVM_ERR_NOTFOUND when nothing serves there, TVM_ERR_IO
- * for a refused connection (the reason in err), TVM_ERR_BADARG for a
- * malformed target.
+ * for a refused connection or one the server does not take within 10
+ * minutes (the reason in err), TVM_ERR_BADARG for a malformed target.
  */
 tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm_error *err);
 

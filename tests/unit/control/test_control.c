@@ -7,6 +7,7 @@
  * of a long request, and requests in progress when the endpoint stops.  tests/sh/control.sh drives the same
  * endpoint from another OS process with tracevm attach.
  */
+#define _GNU_SOURCE   /* pthread_timedjoin_np */
 #include <criterion/criterion.h>
 #include <poll.h>
 #include <pthread.h>
@@ -739,4 +740,76 @@ Test(control, a_reply_silent_past_the_margin_is_waited_for)
     cr_assert_str_eq(l.text, "FUNCTION                                        CALLS\n"
                              "0 functions, 0 calls in 1.00 s\n");
     tvm_control_close(c);
+}
+
+/* tvm_control_connect or tvm_control_list on a thread of its own. */
+typedef struct Dialer {
+    const char *path;          /* connect to it; NULL: list */
+    tvm_status st;
+    size_t listed;
+    tvm_error err;
+    pthread_t th;
+} Dialer;
+
+static void *dialer_main(void *arg)
+{
+    Dialer *d = arg;
+    tvm_control_client *c = NULL;
+    if (d->path) {
+        d->st = tvm_control_connect(d->path, &c, &d->err);
+        tvm_control_close(c);
+    } else {
+        d->listed = tvm_control_list(NULL, 0);
+    }
+    return NULL;
+}
+
+/* Whether d's call returned within 10 s (a bound on a hang, not a
+ * timing). */
+static bool dialer_done(Dialer *d)
+{
+    cr_assert_eq(pthread_create(&d->th, NULL, dialer_main, d), 0);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    return pthread_timedjoin_np(d->th, NULL, &until) == 0;
+}
+
+/* A VM that takes no connection (stopped, or its accept loop stuck) with
+ * its backlog full: a connect gives up after the client's margin (here
+ * 300 ms, 600 s outside tests) with the reason, and the peer list lists
+ * it after a second instead of hanging.  Both waited for room in the
+ * backlog for ever (a Unix socket's connect has no timeout of its own). */
+Test(control, a_server_that_takes_no_connection_does_not_hang_the_client)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%ld.99.sock", dir, (long)getpid());
+    int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_geq(lfd, 0);
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    cr_assert_eq(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(listen(lfd, 0), 0);
+    /* Connections nobody accepts, until the backlog takes no more. */
+    int queued[8], nq = 0;
+    for (; nq < 8; nq++) {
+        queued[nq] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        if (connect(queued[nq], (struct sockaddr *)&a, sizeof a) != 0)
+            break;
+    }
+    cr_assert_lt(nq, 8, "the backlog never filled");
+    ctl_client_margin_ms = 300;
+    Dialer conn = { .path = path }, list = { 0 };
+    cr_assert(dialer_done(&conn), "tvm_control_connect hangs");
+    cr_assert_eq(conn.st, TVM_ERR_IO, "%s", tvm_status_name(conn.st));
+    char want[256];
+    snprintf(want, sizeof want, "cannot connect to %s: its server took no connection within "
+                                "0.3 s (is the VM stopped?)", path);
+    cr_assert_str_eq(conn.err.message, want);
+    cr_assert(dialer_done(&list), "tvm_control_list hangs");
+    cr_assert_eq(list.listed, 1);
+    for (int i = 0; i <= nq; i++)
+        close(queued[i]);
+    close(lfd);
+    unlink(path);
 }
