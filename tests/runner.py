@@ -197,7 +197,7 @@ def unit_tests(t, progs, env):
         report = SANITIZER_REPORT.search(out)
         if report or (passing == tested and r.returncode != 0):
             # A sanitizer report, or a bad exit, that no case showed.
-            t.fail(name, 'exit %d\n%s' % (r.returncode, out[-3000:]))
+            t.fail(name, 'exit %d\n%s' % (r.returncode, excerpt(out)))
         good = passing == tested and r.returncode == 0 and not report
         print('[%s]   %s (%d/%d cases)' % (' OK ' if good else 'FAIL', name, passing, tested))
 
@@ -272,6 +272,16 @@ def bad_tests(t, tracevm, env):
             t.ok(name)
 
 
+def excerpt(text, n=3000):
+    """The end of a failed program's output, and its beginning too when
+    there is more: the line that says what failed comes first, and a
+    sanitizer's leak report after it (what an early return leaves) can
+    run to many kilobytes."""
+    if len(text) <= n:
+        return text
+    return '%s\n[... %d bytes ...]\n%s' % (text[:n // 3], len(text) - n, text[-(2 * n // 3):])
+
+
 def stress_tests(t, progs, env):
     jobs = [(p, lambda p=p: run([p], env=env)) for p in progs
             if t.wanted('stress/' + os.path.basename(p))]
@@ -282,7 +292,7 @@ def stress_tests(t, progs, env):
         if r is None:
             t.fail(name, 'timeout')
         elif r.returncode != 0:
-            t.fail(name, 'exit %d\n%s' % (r.returncode, r.stderr.decode(errors='replace')[-3000:]))
+            t.fail(name, 'exit %d\n%s' % (r.returncode, excerpt(r.stderr.decode(errors='replace'))))
         else:
             t.ok(name)
 
