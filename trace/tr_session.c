@@ -687,21 +687,6 @@ bool tr_session_final_record(tvm_vm *vm, TrSession *s)
     return tr_session_final_record_in(vm, s, vm_atomic_load_ptr_acquire(&s->out), false);
 }
 
-/*
- * Why the last record does not wait for room under the permission: the
- * stopper and a destroy write it holding the code-modification
- * permission, and under the lossless policy a full shared ring has room
- * only once the session's sink takes events.  A sink that stalls (a
- * callback that blocks, a pipe nobody reads) would then hold every
- * trace_pattern, every load and every other session's start and stop,
- * VM-wide.  Dropping the record would break lossless (and the record is
- * the one that counts the losses), so a full ring leaves it unwritten:
- * the stopper tries again later (tr_session_retry_stop), a destroy
- * writes it once it alone has the unpublished pipeline, after releasing
- * the permission.  Either way it still comes after every event of the
- * session (the grace period came first, and the session writes nothing
- * more).
- */
 /* s's last record with t's counts (every reason's atom is predefined). */
 static void final_rec_of(tvm_vm *vm, TrSession *s, TrVm *t, TrFinalRec *r)
 {
@@ -734,6 +719,25 @@ static bool final_emit(tvm_vm *vm, TrSession *s, TrVm *t, const TrFinalRec *r, b
     return true;
 }
 
+/*
+ * Why the last record does not wait for room under the permission: the
+ * stopper and a destroy write it holding the code-modification
+ * permission, and under the lossless policy a full shared ring has room
+ * only once the session's sink takes events.  A sink that stalls (a
+ * callback that blocks, a pipe nobody reads) would then hold every
+ * trace_pattern, every load and every other session's start and stop,
+ * VM-wide.  Dropping the record would break lossless (and the record is
+ * the one that counts the losses), so a full ring leaves it unwritten:
+ * the stopper tries again later (tr_session_retry_stop), a session's
+ * destroy writes it once it alone has the unpublished pipeline, after
+ * releasing the permission, and tvm_trace_stop claims it under the
+ * permission and writes it after (tr_session_final_record_claim).  Only
+ * the VM's tear-down (tr_vm_destroy) waits for room under the
+ * permission: the stopper has quit, and nothing but the dying VM's own
+ * processes can want the permission then.  Either way the record still
+ * comes after every event of the session (the grace period came first,
+ * and the session writes nothing more).
+ */
 bool tr_session_final_record_in(tvm_vm *vm, TrSession *s, TrVm *t, bool wait)
 {
     if (s->final_written)

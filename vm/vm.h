@@ -51,7 +51,9 @@ struct tvm_vm {
     pthread_mutex_t export_lock; /* protects the export hash (not addr[]) */
     struct Export **export_buckets;
     uint32_t export_cap, export_count;
-    size_t max_exports;          /* entries vm_export_get_bounded may reach */
+    /* Entries vm_export_get_bounded may reach: written by tvm_new before
+     * any other thread sees the VM, read-only after. */
+    size_t max_exports;
     size_t stack_limit;
     size_t heap_min;
     size_t max_heap;             /* default max_heap_size of processes (0: none) */
