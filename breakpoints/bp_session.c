@@ -282,7 +282,8 @@ tvm_status tvm_session_info_get(tvm_vm *vm, tvm_session s, tvm_session_info *out
 tvm_status tvm_session_flush(tvm_vm *vm, tvm_session s)
 {
     char why[160];
-    if (!vm || vm_running_process())
+    /* From a collector thread the flush would wait for that thread. */
+    if (!vm || vm_running_process() || tr_in_collector())
         return TVM_ERR_BADARG;
     TrSession *ts = tr_session_find(vm, s.id, why, sizeof why);
     if (!ts)

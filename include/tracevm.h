@@ -158,7 +158,8 @@ typedef struct tvm_config {
  */
 tvm_vm *tvm_new(const tvm_config *cfg);
 
-/* Destroys a VM.  No env of it may be in use.  Any thread. */
+/* Destroys a VM.  No env of it may be in use.  Any thread but its own
+ * (not from a native, nor from a trace callback: it waits for them). */
 void tvm_destroy(tvm_vm *vm);
 
 /* ------------------------------------------------------------------ */
@@ -800,7 +801,9 @@ typedef struct tvm_trace_options {
  * if one is already running, TVM_ERR_BADARG (with a message) for bad
  * options, TVM_ERR_IO when the output cannot be opened, TVM_ERR_LIMIT when
  * the OS refuses the collector thread.  From a thread
- * that is not running a process (from a native: TVM_ERR_BADARG).
+ * that is not running a process (from a native: TVM_ERR_BADARG) nor
+ * running a sink (from a trace callback of any session, a collector
+ * thread: TVM_ERR_BADARG, as it may wait for a stopping pipeline's sink).
  */
 tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error *err);
 
@@ -809,7 +812,9 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
  * so far reaches the output, which is finished (closed if it was opened
  * from `path`).  TVM_ERR_NOTFOUND if none runs; TVM_ERR_BADARG when
  * called from a process (a native): it waits for thread progress and for
- * the collector.  TVM_ERR_IO when a write of the text, JSON lines or
+ * the collector; TVM_ERR_BADARG as well from a sink (a trace callback of
+ * any session, on a collector thread), which it could wait for (the
+ * status alone: there is no tvm_error here).  TVM_ERR_IO when a write of the text, JSON lines or
  * chrome format to its output (`path`, `file` or stderr; not `fd`)
  * failed, a full disk say: the pipeline is stopped all the same, and
  * what was written from the failure on is lost.  Under the lossless
@@ -1039,7 +1044,9 @@ tvm_status tvm_session_create(tvm_vm *vm, const char *name, const tvm_trace_opti
  * while its sink is writing (a descriptor that does not drain is given
  * up after a short while).  TVM_ERR_NOTFOUND for a session already
  * destroyed, TVM_ERR_BADARG for the default session, from a process, or
- * from the session's own callback.
+ * from a sink (a trace callback of any session, on a collector thread:
+ * the destroy waits for a sink, and two sinks' callbacks destroying each
+ * other's sessions would wait for each other).
  */
 tvm_status tvm_session_destroy(tvm_vm *vm, tvm_session s, tvm_error *err);
 
@@ -1059,7 +1066,9 @@ typedef struct tvm_session_info {
 /* What a session is and has done so far (the default session's too). */
 tvm_status tvm_session_info_get(tvm_vm *vm, tvm_session s, tvm_session_info *out);
 
-/* Waits until every event the session wrote so far reached its sink. */
+/* Waits until every event the session wrote so far reached its sink.
+ * TVM_ERR_BADARG from a process or from a sink (a trace callback of any
+ * session, on a collector thread: it would wait for itself). */
 tvm_status tvm_session_flush(tvm_vm *vm, tvm_session s);
 
 /* The session variants: as the calls above, for session s.  A session

@@ -341,6 +341,11 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
     if (vm_running_process())
         return fail(err, TVM_ERR_BADARG, fn, "called from a process (a native); "
                                              "call it from a thread of the embedder");
+    /* A collector thread (a sink's callback, any session's): the start
+     * waits for a stop that drains, whose sink may be this very thread. */
+    if (tr_in_collector())
+        return fail(err, TVM_ERR_BADARG, fn, "called from a sink (a trace callback): a "
+                                             "start waits for a stopping pipeline's sink");
     TrLimits lim;
     tr_limits_of(&o, &lim);
     if (!tr_options_check(&o, why, sizeof why) || !tr_limits_check(&lim, why, sizeof why))
@@ -471,7 +476,10 @@ static tvm_status stop_pipeline(tvm_vm *vm, TrSession *s)
 
 tvm_status tvm_trace_stop(tvm_vm *vm)
 {
-    if (!vm || vm_running_process())
+    /* From a collector thread (a sink's callback, any session's) the stop
+     * would wait for its sink, perhaps this very thread; no tvm_error
+     * here, the status alone says it (include/tracevm.h). */
+    if (!vm || vm_running_process() || tr_in_collector())
         return TVM_ERR_BADARG;
     pthread_mutex_lock(&vm->trace_lock);
     tvm_status st = stop_pipeline(vm, tr_session_at(vm, 0));

@@ -471,3 +471,140 @@ Test(trace_api, callback_format)
     cr_assert_str_eq(seen.text, want);
     cr_assert_eq(seen.n, 6);
 }
+
+/* Calls into the trace pipeline from a sink's callback, a collector
+ * thread.  Each one that would wait for a collector (its own or another
+ * session's) is refused with TVM_ERR_BADARG instead of waiting, perhaps
+ * for itself.  The callback makes its calls once, on its first event, and
+ * reports their statuses; the test waits for them up to a generous
+ * deadline, so a call that hangs fails the test rather than hanging it
+ * (the teardown would then hang on the stuck collector: .timeout).
+ * Before the refusal the stop from the pipeline's own callback did not
+ * hang but joined its own thread (EDEADLK) and freed the pipeline under
+ * it, returning TVM_OK; the teardown crashed. */
+typedef struct Reenter {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool done;
+    tvm_session other;          /* a session the callback tries to destroy */
+    tvm_status stop, start, flush, flush_other, destroy;
+    char start_msg[256], destroy_msg[256];
+} Reenter;
+
+static void reenter(const tvm_trace_event *ev, void *data)
+{
+    (void)ev;
+    Reenter *r = data;
+    pthread_mutex_lock(&r->lock);
+    bool first = !r->done;
+    pthread_mutex_unlock(&r->lock);
+    if (!first)
+        return;
+    tvm_error err;
+    tvm_vm *v = vm;
+    tvm_status stop = tvm_trace_stop(v);
+    tvm_status start = tvm_trace_start(v, NULL, &err);
+    char start_msg[256];
+    snprintf(start_msg, sizeof start_msg, "%s", err.message);
+    tvm_status flush = tvm_session_flush(v, TVM_SESSION_DEFAULT);
+    tvm_status flush_other = tvm_session_flush(v, r->other);
+    tvm_status destroy = tvm_session_destroy(v, r->other, &err);
+    pthread_mutex_lock(&r->lock);
+    r->stop = stop, r->start = start, r->flush = flush, r->flush_other = flush_other;
+    r->destroy = destroy;
+    snprintf(r->start_msg, sizeof r->start_msg, "%s", start_msg);
+    snprintf(r->destroy_msg, sizeof r->destroy_msg, "%s", err.message);
+    r->done = true;
+    pthread_cond_broadcast(&r->cond);
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* Waits up to 30 s for the callback's report; false if none came. */
+static bool reenter_wait(Reenter *r)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 30;
+    pthread_mutex_lock(&r->lock);
+    while (!r->done && pthread_cond_timedwait(&r->cond, &r->lock, &dl) == 0)
+        ;
+    bool done = r->done;
+    pthread_mutex_unlock(&r->lock);
+    return done;
+}
+
+static void reenter_check(Reenter *r)
+{
+    cr_assert(reenter_wait(r), "a pipeline call from a trace callback hangs");
+    cr_assert_eq(r->stop, TVM_ERR_BADARG, "stop: %d", (int)r->stop);
+    cr_assert_eq(r->start, TVM_ERR_BADARG, "start: %d", (int)r->start);
+    cr_assert_str_eq(r->start_msg, "tvm_trace_start: called from a sink (a trace callback): a "
+                                   "start waits for a stopping pipeline's sink");
+    cr_assert_eq(r->flush, TVM_ERR_BADARG, "flush: %d", (int)r->flush);
+    cr_assert_eq(r->flush_other, TVM_ERR_BADARG, "flush_other: %d", (int)r->flush_other);
+    cr_assert_eq(r->destroy, TVM_ERR_BADARG, "destroy: %d", (int)r->destroy);
+    cr_assert_str_eq(r->destroy_msg, "tvm_session_destroy: called from a sink (a trace "
+                                     "callback): a destroy waits for the session's sink");
+}
+
+static tvm_session text_session(const char *name, FILE *f)
+{
+    tvm_error err;
+    tvm_session s;
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_TEXT,
+                            .file = f };
+    cr_assert_eq(tvm_session_create(vm, name, &o, &s, &err), TVM_OK, "%s", err.message);
+    return s;
+}
+
+/* The default pipeline's own callback: the stop and the flush would wait
+ * for this very thread. */
+Test(trace_api, no_pipeline_call_from_its_own_callback, .timeout = 120)
+{
+    load_ok(vm, "ta", ta_src);
+    FILE *f = tmpfile();
+    static Reenter r = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+    r.other = text_session("other", f);
+    tvm_error err;
+    cr_assert_eq(tvm_trace_pattern(vm, "ta:f/1", TVM_TP_TRUE, TVM_TP_LOCAL, NULL, &err),
+                 TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL, true), TVM_OK);
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_CALLBACK,
+                            .callback = reenter, .callback_data = &r };
+    cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
+    run_g(1);
+    reenter_check(&r);
+    /* Nothing changed: the pipeline and the other session run on. */
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    cr_assert_eq(tvm_session_destroy(vm, r.other, &err), TVM_OK, "%s", err.message);
+    fclose(f);
+}
+
+/* Another session's callback: the default pipeline's stop and flush wait
+ * for the default collector, a destroy for the other session's; two
+ * callbacks making such calls on each other's pipelines would wait for
+ * each other. */
+Test(trace_api, no_pipeline_call_from_another_sessions_callback, .timeout = 120)
+{
+    load_ok(vm, "ta", ta_src);
+    FILE *f = tmpfile(), *g = tmpfile();
+    static Reenter r = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+    start_text(f);
+    r.other = text_session("other", g);
+    tvm_error err;
+    tvm_session s;
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_CALLBACK,
+                            .callback = reenter, .callback_data = &r };
+    cr_assert_eq(tvm_session_create(vm, "reenter", &o, &s, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_session_trace_pattern(vm, s, "ta:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL, 0,
+                                           NULL, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_session_trace_flags_all(vm, s, TVM_TRACE_NEW, TVM_TRACE_CALL, true, &err),
+                 TVM_OK, "%s", err.message);
+    run_g(1);
+    reenter_check(&r);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    cr_assert_eq(tvm_session_destroy(vm, r.other, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_session_destroy(vm, s, &err), TVM_OK, "%s", err.message);
+    fclose(f);
+    fclose(g);
+}
