@@ -813,3 +813,92 @@ Test(control, a_server_that_takes_no_connection_does_not_hang_the_client)
     close(lfd);
     unlink(path);
 }
+
+/* top over many processes: each one's reductions during the interval are
+ * its count minus its count in the earlier snapshot, found by pid.  20,000
+ * processes wait in a receive (each did some work first, so a process not
+ * matched with its earlier row would show its whole count): every row
+ * shows 0 reductions, in pid order with --sort pid, with its exact state,
+ * queue and function (the heap's size is left out). */
+#define TOP_PROCS 20000
+
+typedef struct TopRows {
+    const tvm_pid *pids;        /* sorted */
+    size_t next;                /* rows seen in all */
+    size_t row;                 /* rows seen in the current table */
+    int headers, blanks, bad;
+    char first_bad[256];
+} TopRows;
+
+static void on_top_line(const char *line, size_t len, void *data)
+{
+    TopRows *t = data;
+    char row[512], want[160], got[160];
+    snprintf(row, sizeof row, "%.*s", (int)len, line);
+    if (!strncmp(row, "PID ", 4)) {
+        t->headers++;
+        t->row = 0;
+        return;
+    }
+    if (!row[0]) {
+        t->blanks++;
+        return;
+    }
+    char pid[32], state[16], fn[64];
+    unsigned long long reds;
+    size_t mq, heap;
+    int n = sscanf(row, "%31s %15s %llu %zu %zu %63s", pid, state, &reds, &mq, &heap, fn);
+    snprintf(got, sizeof got, "%s %s %llu %zu %s", pid, state, reds, mq, fn);
+    snprintf(want, sizeof want, "<0.%llu.0> waiting 0 0 tw:w/0",
+             t->row < TOP_PROCS ? (unsigned long long)t->pids[t->row] : 0ull);
+    if (n != 6 || t->row >= TOP_PROCS || strcmp(got, want)) {
+        if (!t->bad++)
+            snprintf(t->first_bad, sizeof t->first_bad, "row %zu of table %d: '%s', want '%s'",
+                     t->row, t->headers, row, want);
+    }
+    t->row++;
+    t->next++;
+}
+
+static int by_pid_value(const void *a, const void *b)
+{
+    tvm_pid x = *(const tvm_pid *)a, y = *(const tvm_pid *)b;
+    return x < y ? -1 : x > y;
+}
+
+Test(control, top_over_many_processes_matches_each_by_pid, .timeout = 300)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    load_ok(vm, "tw", "module tw\nexport w/0\nfunction w/0 regs 2\ntop:\n"
+                      "    recv r0, none\n    accept\n    ret r0\nnone:\n"
+                      "    loadk r1, infinity\n    wait r1, never\n    jump top\n"
+                      "never:\n    ret r1\nend\n");
+    tvm_env *e = tvm_env_new(vm);
+    static tvm_pid pids[TOP_PROCS];
+    for (size_t i = 0; i < TOP_PROCS; i++)
+        cr_assert_eq(tvm_spawn(e, "tw", "w", 0, NULL, &pids[i]), TVM_OK, "spawn %zu", i);
+    qsort(pids, TOP_PROCS, sizeof *pids, by_pid_value);
+    /* Until every one waits, with some reductions done (a bounded wait). */
+    static tvm_process_info pi[TOP_PROCS + 64];
+    size_t waiting = 0;
+    for (int tries = 0; tries < 6000 && waiting < TOP_PROCS; tries++) {
+        size_t n = tvm_processes(vm, pi, TOP_PROCS + 64);
+        waiting = 0;
+        for (size_t i = 0; i < n && i < TOP_PROCS + 64; i++)
+            waiting += !strcmp(pi[i].state, "waiting") && pi[i].reductions > 0;
+        if (waiting < TOP_PROCS)
+            usleep(10000);
+    }
+    cr_assert_eq(waiting, TOP_PROCS, "%zu processes waiting after a minute", waiting);
+    tvm_control_client *c = connect_ok();
+    TopRows t = { .pids = pids };
+    const char *argv[] = { "top", "--sort", "pid", "--interval", "10", "--count", "2" };
+    cr_assert_eq(tvm_control_call(c, 7, argv, on_top_line, &t, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(t.bad, 0, "%d bad rows, the first %s", t.bad, t.first_bad);
+    cr_assert_eq(t.headers, 2);
+    cr_assert_eq(t.blanks, 2);
+    cr_assert_eq(t.next, 2 * (size_t)TOP_PROCS);
+    tvm_control_close(c);
+    tvm_env_free(e);
+}
