@@ -67,16 +67,27 @@ static Term tuple(Build *b, const Term *e, unsigned n)
     return make_boxed(t);
 }
 
-static Term atom_named(const char *name)
-{
-    Atom a;
-    size_t n = strlen(name);
-    if (name[0] == '\'' && n >= 2) {   /* a tag quoted for printing */
-        name++;
-        n -= 2;
-    }
-    return vm_atom_intern(name, n, &a) ? make_atom(a) : make_atom(ATOM_UNDEFINED);
-}
+/* Each kind's tag (tr_events.def's tag column, unquoted), predefined
+ * (vm/atoms.def): a delivery interns nothing, so a full atom table turns
+ * no tag into undefined (docs/safety.md), and takes no lock for it.
+ * test_sessions.c (a_tracer_process_gets_every_kind_on_a_full_atom_table)
+ * checks every kind a process can be sent against the text sink's tags. */
+static const Atom tag_atoms[TR_K__COUNT] = {
+    [TR_K_CALL] = ATOM_CALL,
+    [TR_K_RETURN_FROM] = ATOM_RETURN_FROM,
+    [TR_K_EXCEPTION_FROM] = ATOM_EXCEPTION_FROM,
+    [TR_K_RETURN_TO] = ATOM_RETURN_TO,
+    [TR_K_SPAWN] = ATOM_SPAWN,
+    [TR_K_EXIT] = ATOM_EXIT,
+    [TR_K_IN] = ATOM_IN,
+    [TR_K_OUT] = ATOM_OUT,
+    [TR_K_SEND] = ATOM_SEND,
+    [TR_K_RECEIVE] = ATOM_RECEIVE,
+    [TR_K_STOPPED] = ATOM_TRACE_STOPPED,
+    [TR_K_SPAWNED] = ATOM_SPAWNED,
+    [TR_K_LOST] = ATOM_TRACE_LOST,
+};
+_Static_assert(TR_K__COUNT == 13, "a new kind (tr_events.def) needs its tag above");
 
 static Term next_term(Build *b)
 {
@@ -142,7 +153,7 @@ static const char *shape_elems(Build *b, const char *f, Term *out, unsigned *n, 
         if ((ev->flags & TR_F_MESSAGE) && *n < max)
             out[(*n)++] = next_term(b);
         if ((ev->flags & TR_F_BACKTRACE) && *n < max) {
-            Term e[2] = { atom_named("backtrace"), next_term(b) };
+            Term e[2] = { make_atom(ATOM_BACKTRACE), next_term(b) };
             out[(*n)++] = tuple(b, e, 2);
         }
         return f + 1;
@@ -196,7 +207,7 @@ VmSend tr_deliver_to(Process *p, uint64_t tracer, const TrEmit *ev)
     unsigned n = 0;
     e[n++] = make_atom(ts ? ATOM_TRACE_TS : ATOM_TRACE);
     e[n++] = pid_term(ev->pid);
-    e[n++] = atom_named(k->tag);
+    e[n++] = make_atom(tag_atoms[ev->kind]);
     for (const char *f = k->text; *f && n < 7;)
         f = *f == ',' ? f + 1 : shape_elems(&b, f, e, &n, 7);
     if (ts)

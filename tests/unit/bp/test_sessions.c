@@ -11,7 +11,7 @@
  * read; the default session's limits (BEAM behaviour 40 and the issue's
  * items 2-4); a stop whose last record finds its ring full while the
  * sink stalls holds no code change; a session from VM code on a full
- * atom table.
+ * atom table, and every event kind a tracer process gets on one.
 
  * sink stalls holds no code change, nor does a tvm_trace_stop whose sink
  * stalls (draining, or owing the last record); a destroy writes the last
@@ -19,6 +19,7 @@
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1341,4 +1342,116 @@ Test(sessions, a_destroy_writes_the_last_record_the_stopper_owes, .timeout = 60)
     cr_assert(unpublished, "the destroy never unpublished the pipeline");
     cr_assert(!early, "the destroy returned before its sink took the events");
     cr_assert_str_eq(g.l->buf, filled(fmt("{trace_stopped,max_events,%llu,0}\n", SS_FILL)));
+}
+
+/* ==== every event kind to a tracer process on a full atom table ==== */
+
+/* The tags of the messages a tracer process gets ("spawn", "in",
+ * "'receive'", "backtrace", ...) were interned at each delivery: on a full
+ * table the ones not predefined came out as undefined. */
+static const char *const sf_src =
+    "module sf\n"
+    "export mk/1, collect/1, worker/0, bad/0\n"
+    /* mk(Tracer): a session whose tracer is Tracer */
+    "function mk/1 regs 3\n"
+    "    move r1, r0\n    loadk r0, kinds\n    loadk r2, []\n"
+    "    callx r0, r0, trace:session_create/3\n    ret r0\nend\n"
+    /* collect(Acc): every message until stop, oldest first */
+    "function collect/1 regs 4\n"
+    "top:\n    recv r1, none\n    accept\n    loadk r2, stop\n    jeq r1, r2, done\n"
+    "    cons r0, r1, r0\n    jump top\n"
+    "none:\n    loadk r3, infinity\n    wait r3, never\n    jump top\n"
+    "never:\n    ret r3\n"
+    "done:\n    callx r0, r0, lists:reverse/1\n    ret r0\nend\n"
+    "function bad/0 regs 2\n    loadk r0, error\n    loadk r1, oops\n    raise r0, r1\nend\n"
+    /* worker(): after go, h(1) (call, return_from, return_to), g(2)
+     * (backtrace), bad() caught (exception_from), spawns a waiter
+     * (spawn), sends itself hi and takes it (send, receive), exits */
+    "function worker/0 regs 6\n"
+    "w1:\n    recv r0, n1\n    accept\n    jump go\n"
+    "n1:\n    loadk r1, infinity\n    wait r1, t1\n    jump w1\n"
+    "t1:\n    jump w1\n"
+    "go:\n    loadi r0, 1\n    callx r0, r0, ss:h/1\n"
+    "    loadi r0, 2\n    callx r0, r0, ss:g/1\n"
+    "    try r2, caught\n    callx r0, r0, sf:bad/0\n    endtry\n"
+    "caught:\n"
+    "    loadk r0, ss\n    loadk r1, waiter\n    loadk r2, []\n"
+    "    callx r0, r0, erlang:spawn/3\n"
+    "    self r0\n    loadk r1, hi\n    callx r0, r0, erlang:send/2\n"
+    "w2:\n    recv r0, n2\n    accept\n    loadi r1, 1\n    wait r1, t3\n"
+    "t3:\n    ret r0\n"
+    "n2:\n    loadk r1, infinity\n    wait r1, t2\n    jump w2\n"
+    "t2:\n    jump w2\n"
+    "end\n";
+
+static const char *pid_text(tvm_pid pid, char *buf)
+{
+    snprintf(buf, 32, "<0.%llu.0>", (unsigned long long)pid);
+    return buf;
+}
+
+Test(sessions, a_tracer_process_gets_every_kind_on_a_full_atom_table)
+{
+    load_ok(vm, "ss", ss_src);
+    load_ok(vm, "sf", sf_src);
+    tvm_pid tracer, worker;
+    char wbuf[32], kbuf[32];
+    tvm_term t, r;
+    cr_assert_eq(tvm_make_list(env, 0, NULL, &t), TVM_OK);
+    cr_assert_eq(tvm_spawn(env, "sf", "collect", 1, &t, &tracer), TVM_OK);
+    cr_assert_eq(tvm_make_pid(env, tracer, &t), TVM_OK);
+    cr_assert_eq(tvm_call(env, "sf", "mk", 1, &t, &r), TVM_OK);
+    char got[4096], want[4096];
+    tvm_format_term(env, r, got, sizeof got);
+    tvm_session s = { 0 };
+    cr_assert_eq(sscanf(got, "{trace_session,%" SCNu64 "}", &s.id), 1, "%s", got);
+    tp(s, "ss:h/1", "[{'_',[],[{return_trace}]}]", TVM_TP_TRUE, TVM_TP_LOCAL);
+    tp(s, "ss:f/1", NULL, TVM_TP_TRUE, TVM_TP_LOCAL);
+    tp(s, "ss:g/1", "[{'_',[],[{backtrace}]}]", TVM_TP_TRUE, TVM_TP_LOCAL);
+    tp(s, "sf:bad/0", "[{'_',[],[{exception_trace}]}]", TVM_TP_TRUE, TVM_TP_LOCAL);
+    /* The worker has every flag from its start, its children only procs. */
+    const unsigned all = TVM_TRACE_CALL | TVM_TRACE_RETURN_TO | TVM_TRACE_PROCS |
+                         TVM_TRACE_SEND | TVM_TRACE_RECEIVE | TVM_TRACE_RUNNING;
+    tvm_error err;
+    cr_assert_eq(tvm_session_trace_flags_all(vm, s, TVM_TRACE_NEW, all, true, &err), TVM_OK,
+                 "%s", err.message);
+    cr_assert_eq(tvm_spawn(env, "sf", "worker", 0, NULL, &worker), TVM_OK);
+    cr_assert_eq(tvm_session_trace_flags_all(vm, s, TVM_TRACE_NEW, all & ~TVM_TRACE_PROCS, false,
+                                             &err), TVM_OK, "%s", err.message);
+    wait_proc_state(vm, worker, "waiting");
+    fill_atom_table();
+    cr_assert_eq(tvm_make_atom(env, "ok", &t), TVM_OK);   /* predefined */
+    cr_assert_eq(tvm_send(env, worker, t), TVM_OK);
+    cr_assert_eq(tvm_join(env, worker, &r), TVM_OK);
+    cr_assert_eq(tvm_make_atom(env, "stop", &t), TVM_OK);
+    cr_assert_eq(tvm_send(env, tracer, t), TVM_OK);
+    cr_assert_eq(tvm_join(env, tracer, &r), TVM_OK);
+    tvm_format_term(env, r, got, sizeof got);
+    /* The backtrace's native frames depend on the build: its VM frames
+     * are kept, the rest cut. */
+    const char *bt = "{backtrace,[{ss,g,1,7},{sf,worker,0,48},";
+    char *from = strstr(got, bt), *to = from ? strstr(from, "]}}") : NULL;
+    cr_assert(to, "no backtrace in %s", got);
+    memmove(from + strlen(bt) + 3, to, strlen(to) + 1);
+    memcpy(from + strlen(bt), "...", 3);
+    snprintf(want, sizeof want,
+             "[{trace,%1$s,spawned,<0.0.0>,{sf,worker,[]}},"
+             "{trace,%1$s,in,{sf,worker,0}},{trace,%1$s,out,{sf,worker,0}},"
+             "{trace,%1$s,in,{sf,worker,0}},{trace,%1$s,receive,ok},"
+             "{trace,%1$s,call,{ss,h,[1]}},{trace,%1$s,call,{ss,f,[1]}},"
+             "{trace,%1$s,return_to,{ss,h,1}},{trace,%1$s,return_from,{ss,h,1},0},"
+             "{trace,%1$s,return_to,{sf,worker,0}},"
+             "{trace,%1$s,call,{ss,g,[2]},{backtrace,[{ss,g,1,7},{sf,worker,0,48},...]}},"
+             "{trace,%1$s,call,{ss,f,[2]}},{trace,%1$s,return_to,{ss,g,1}},"
+             "{trace,%1$s,return_to,{sf,worker,0}},"
+             "{trace,%1$s,call,{sf,bad,[]}},{trace,%1$s,exception_from,{sf,bad,0},{error,oops}},"
+             "{trace,%1$s,return_to,{sf,worker,0}},"
+             "{trace,%1$s,spawn,%2$s,{ss,waiter,[]}},{trace,%2$s,spawned,%1$s,{ss,waiter,[]}},"
+             "{trace,%1$s,send,hi,%1$s},{trace,%1$s,receive,hi},"
+             "{trace,%1$s,out,{sf,worker,0}},{trace,%1$s,in,{sf,worker,0}},"
+             "{trace,%1$s,exit,normal},{trace,%1$s,out,0}]",
+             pid_text(worker, wbuf), pid_text(worker + 1, kbuf));
+    cr_assert_str_eq(got, want);
+    /* Still no new atom: the table stayed full. */
+    cr_assert_eq(tvm_make_atom(env, "brand_new", &t), TVM_ERR_LIMIT);
 }
