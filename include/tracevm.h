@@ -799,7 +799,8 @@ typedef struct tvm_trace_options {
  * are started first) and one shared by other threads, a collector thread
  * and the sink for `format`.  opts NULL: text to stderr.  TVM_ERR_EXISTS
  * if one is already running, TVM_ERR_BADARG (with a message) for bad
- * options, TVM_ERR_IO when the output cannot be opened, TVM_ERR_LIMIT when
+ * options, TVM_ERR_IO when the output cannot be opened (for the CTF
+ * formats: the directory, or its metadata file), TVM_ERR_LIMIT when
  * the OS refuses the collector thread.  From a thread
  * that is not running a process (from a native: TVM_ERR_BADARG) nor
  * running a sink (from a trace callback of any session, a collector

@@ -28,9 +28,32 @@ static bool dir_is_empty(const char *dir)
     return empty;
 }
 
+/* Creates dir/metadata empty (the sink writes it whole when it opens):
+ * a directory where the file cannot be made (read-only, its path too
+ * long) fails the start here, with the reason, rather than leave a
+ * pipeline that writes nothing, its sink dropped at open with a line on
+ * stderr. */
+static bool metadata_create(const char *dir, char *err, size_t errlen)
+{
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/metadata", dir);
+    FILE *f = NULL;
+    if (n < 0 || (size_t)n >= sizeof path)
+        errno = ENAMETOOLONG;
+    else
+        f = fopen(path, "w");
+    if (!f || fclose(f) != 0) {
+        snprintf(err, errlen, "trace: cannot create CTF metadata %s/metadata: %s", dir,
+                 strerror(errno));
+        return false;
+    }
+    return true;
+}
+
 static bool dir_prepare(const char *dir, char *err, size_t errlen)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    bool made = mkdir(dir, 0777) == 0;
+    if (!made && errno != EEXIST) {
         snprintf(err, errlen, "trace: cannot create CTF directory %s: %s", dir,
                  strerror(errno));
         return false;
@@ -38,6 +61,13 @@ static bool dir_prepare(const char *dir, char *err, size_t errlen)
     if (!dir_is_empty(dir)) {
         snprintf(err, errlen, "trace: CTF directory %s is not empty (or not a directory)",
                  dir);
+        return false;
+    }
+    if (!metadata_create(dir, err, errlen)) {
+        /* Nothing left that was not there: the directory this call made
+         * goes again (empty: the metadata was not made). */
+        if (made)
+            rmdir(dir);
         return false;
     }
     return true;

@@ -34,9 +34,12 @@ typedef struct TrCtfOut {
     bool failed;             /* a write failed: reported once, then ignored */
 } TrCtfOut;
 
-/* Creates `dir` if missing and fills o (a random UUID); false with a
- * message in err, and o untouched, unless `dir` is an empty directory
- * then. */
+/* Creates `dir` if missing, and `metadata` in it, empty (the sink writes
+ * it when it opens), and fills o (a random UUID); false with a message in
+ * err, and o untouched, unless `dir` is an empty directory then and the
+ * metadata file can be created there ("trace: cannot create CTF metadata
+ * DIR/metadata: <errno's text>"; a directory this call made is removed
+ * again). */
 bool tr_ctf_out_init(TrCtfOut *o, const char *dir, int64_t clock_offset_ns, char *err,
                      size_t errlen);
 void tr_ctf_out_free(TrCtfOut *o);

@@ -10,8 +10,10 @@
  */
 #define _GNU_SOURCE   /* pthread_setattr_default_np */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -607,4 +609,115 @@ Test(trace_api, no_pipeline_call_from_another_sessions_callback, .timeout = 120)
     cr_assert_eq(tvm_session_destroy(vm, s, &err), TVM_OK, "%s", err.message);
     fclose(f);
     fclose(g);
+}
+
+/* A CTF directory where `metadata` cannot be created fails the start with
+ * TVM_ERR_IO and the reason (a tvm_trace_start or tvm_session_create
+ * returned TVM_OK before, the sink dropped at its open with a line on
+ * stderr: a pipeline that wrote nothing).  Nothing runs after it, and
+ * nothing is left that was not there: an existing directory stays, empty;
+ * one the start made goes again. */
+static void ctf_refused(const char *dir, const char *reason, bool session)
+{
+    static const tvm_trace_format formats[] = { TVM_TRACE_CTF, TVM_TRACE_CTF_RAW };
+    for (size_t i = 0; i < 2; i++) {
+        tvm_trace_options o = { .size = sizeof(tvm_trace_options), .format = formats[i],
+                                .path = dir };
+        tvm_error err;
+        tvm_session s;
+        const char *fn = session ? "tvm_session_create" : "tvm_trace_start";
+        tvm_status st = session ? tvm_session_create(vm, "ctf", &o, &s, &err)
+                                : tvm_trace_start(vm, &o, &err);
+        cr_assert_eq(st, TVM_ERR_IO, "%s format %d: %d", fn, (int)formats[i], (int)st);
+        char want[sizeof err.message + 64];
+        snprintf(want, sizeof want, "%s: trace: cannot create CTF metadata %s/metadata: %s", fn,
+                 dir, reason);
+        /* A path of 4 KiB is cut to the caller's buffer of the reason
+         * (512 bytes): its start, then. */
+        if (strlen(want) < 512)
+            cr_assert_str_eq(err.message, want);
+        else
+            cr_assert(strlen(err.message) >= 500 &&
+                          !strncmp(err.message, want, strlen(err.message)),
+                      "%s", err.message);
+        cr_assert_eq(tvm_trace_stop(vm), TVM_ERR_NOTFOUND);
+        tvm_session_info info;
+        cr_assert_eq(tvm_session_info_get(vm, (tvm_session){ 1 }, &info), TVM_ERR_NOTFOUND);
+    }
+}
+
+Test(trace_api, a_ctf_directory_without_room_for_its_metadata_is_an_error)
+{
+    char base[] = "/tmp/tr_ctf_ro_XXXXXX", ro[64];
+    cr_assert(mkdtemp(base));
+    snprintf(ro, sizeof ro, "%s/ro", base);
+    cr_assert_eq(mkdir(ro, 0555), 0);
+    /* Root writes anywhere: the rest of this test runs as nobody, the
+     * owner of both directories (so it can clean them up). */
+    if (geteuid() == 0) {
+        cr_assert_eq(chown(base, 65534, 65534), 0);
+        cr_assert_eq(chown(ro, 65534, 65534), 0);
+        cr_assert_eq(setresgid(65534, 65534, 65534), 0);
+        cr_assert_eq(setresuid(65534, 65534, 65534), 0);
+    }
+    ctf_refused(ro, "Permission denied", false);
+    ctf_refused(ro, "Permission denied", true);
+    struct stat st;
+    cr_assert_eq(stat(ro, &st), 0, "the existing directory is kept");
+    char meta[96];
+    snprintf(meta, sizeof meta, "%s/metadata", ro);
+    cr_assert_neq(stat(meta, &st), 0, "no metadata was made");
+    /* A directory where it fits works as before. */
+    cr_assert_eq(chmod(ro, 0755), 0);
+    tvm_error err;
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_CTF,
+                            .path = ro };
+    cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    cr_assert_eq(stat(meta, &st), 0, "the metadata is written");
+    cr_assert_eq(unlink(meta), 0);
+    cr_assert_eq(rmdir(ro), 0);
+    cr_assert_eq(rmdir(base), 0);
+}
+
+/* A directory whose path leaves no room for "/metadata" (4096 bytes with
+ * the NUL): the start made it, and removes it again.  Before, the
+ * metadata's path was cut to fit and a file of another name written. */
+Test(trace_api, a_ctf_directory_too_long_for_its_metadata_is_removed_again)
+{
+    char base[] = "/tmp/tr_ctf_long_XXXXXX";
+    cr_assert(mkdtemp(base));
+    static char dir[4096];
+    size_t len = (size_t)snprintf(dir, sizeof dir, "%s", base);
+    /* Components of 200 bytes up to 4090 bytes in all, then the last. */
+    while (len + 201 < 4090) {
+        dir[len++] = '/';
+        memset(dir + len, 'd', 200);
+        len += 200;
+        dir[len] = '\0';
+        cr_assert_eq(mkdir(dir, 0700), 0, "%zu", len);
+    }
+    dir[len++] = '/';
+    memset(dir + len, 'e', 4090 - len);
+    len = 4090;
+    dir[len] = '\0';
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%.*s", (int)(strrchr(dir, '/') - dir), dir);
+    ctf_refused(dir, "File name too long", false);
+    struct stat st;
+    cr_assert_neq(stat(dir, &st), 0, "the directory the start made is removed");
+    /* Nothing else in its parent (no metadata under a cut name). */
+    DIR *d = opendir(parent);
+    cr_assert_not_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    cr_assert_eq(n, 0, "%d entries left in the parent", n);
+    /* Clean up, innermost first. */
+    for (char *slash; strlen(parent) > strlen(base); *slash = '\0') {
+        cr_assert_eq(rmdir(parent), 0);
+        slash = strrchr(parent, '/');
+    }
+    cr_assert_eq(rmdir(base), 0);
 }
