@@ -59,17 +59,25 @@
 #include "vm/strbuf.h"
 #include "vm/sched.h"
 
-/* The flags by name, for the CLI, erlang:trace/3 and error messages. */
+/* The flags by name, for the CLI, erlang:trace/3 and error messages, and
+ * as predefined atoms (vm/atoms.def) for trace_info's list, which a full
+ * atom table must not shorten. */
 static const struct {
     const char *name;
     unsigned bit;
+    Atom atom;
 } flag_names[] = {
-    { "call", TVM_TRACE_CALL },           { "arity", TVM_TRACE_ARITY },
-    { "timestamp", TVM_TRACE_TIMESTAMP }, { "procs", TVM_TRACE_PROCS },
-    { "return_to", TVM_TRACE_RETURN_TO }, { "silent", TVM_TRACE_SILENT },
-    { "running", TVM_TRACE_RUNNING },     { "send", TVM_TRACE_SEND },
-    { "receive", TVM_TRACE_RECEIVE },     { "set_on_spawn", TVM_TRACE_SET_ON_SPAWN },
-    { "set_on_first_spawn", TVM_TRACE_SET_ON_FIRST_SPAWN },
+    { "call", TVM_TRACE_CALL, ATOM_CALL },
+    { "arity", TVM_TRACE_ARITY, ATOM_ARITY },
+    { "timestamp", TVM_TRACE_TIMESTAMP, ATOM_TIMESTAMP },
+    { "procs", TVM_TRACE_PROCS, ATOM_PROCS },
+    { "return_to", TVM_TRACE_RETURN_TO, ATOM_RETURN_TO },
+    { "silent", TVM_TRACE_SILENT, ATOM_SILENT },
+    { "running", TVM_TRACE_RUNNING, ATOM_RUNNING },
+    { "send", TVM_TRACE_SEND, ATOM_SEND },
+    { "receive", TVM_TRACE_RECEIVE, ATOM_RECEIVE },
+    { "set_on_spawn", TVM_TRACE_SET_ON_SPAWN, ATOM_SET_ON_SPAWN },
+    { "set_on_first_spawn", TVM_TRACE_SET_ON_FIRST_SPAWN, ATOM_SET_ON_FIRST_SPAWN },
 };
 
 #define NFLAG_NAMES (sizeof flag_names / sizeof flag_names[0])
@@ -120,11 +128,8 @@ Term tr_flags_term(Process *p, unsigned flags)
     for (size_t k = NFLAG_NAMES; k-- > 0;) {
         if (!(flags & flag_names[k].bit))
             continue;
-        Atom a;
-        if (!vm_atom_intern(flag_names[k].name, strlen(flag_names[k].name), &a))
-            continue;
         tvm_term h = vm_root_push(p, l);
-        l = vm_make_cons(p, make_atom(a), vm_root_get(p, h));
+        l = vm_make_cons(p, make_atom(flag_names[k].atom), vm_root_get(p, h));
         p->nroots = h.h;
     }
     return l;

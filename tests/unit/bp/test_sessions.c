@@ -11,7 +11,8 @@
  * read; the default session's limits (BEAM behaviour 40 and the issue's
  * items 2-4); a stop whose last record finds its ring full while the
  * sink stalls holds no code change; a session from VM code on a full
- * atom table, and every event kind a tracer process gets on one.
+ * atom table, every event kind a tracer process gets on one, and
+ * trace_info's flags on one.
 
  * sink stalls holds no code change, nor does a tvm_trace_stop whose sink
  * stalls (draining, or owing the last record); a destroy writes the last
@@ -991,12 +992,19 @@ static const char *const sa_src =
     "    ret r0\n"
     "end\n";
 
-Test(sessions, session_create_from_vm_code_with_the_atom_table_full)
+/* Loads ss and module `name` (src), and spawns an ss:waiter(). */
+static tvm_pid load_and_wait(const char *name, const char *src)
 {
     load_ok(vm, "ss", ss_src);
-    load_ok(vm, "sa", sa_src);
-    tvm_pid tracer;
-    cr_assert_eq(tvm_spawn(env, "ss", "waiter", 0, NULL, &tracer), TVM_OK);
+    load_ok(vm, name, src);
+    tvm_pid w;
+    cr_assert_eq(tvm_spawn(env, "ss", "waiter", 0, NULL, &w), TVM_OK);
+    return w;
+}
+
+Test(sessions, session_create_from_vm_code_with_the_atom_table_full)
+{
+    tvm_pid tracer = load_and_wait("sa", sa_src);
     fill_atom_table();
     tvm_term t, r;
     char got[128], want[128];
@@ -1454,4 +1462,26 @@ Test(sessions, a_tracer_process_gets_every_kind_on_a_full_atom_table)
     cr_assert_str_eq(got, want);
     /* Still no new atom: the table stayed full. */
     cr_assert_eq(tvm_make_atom(env, "brand_new", &t), TVM_ERR_LIMIT);
+}
+
+/* erlang:trace_info(Pid, flags) on a full atom table names every flag:
+ * the names not predefined were left out of the list before. */
+static const char *const sg_src =
+    "module sg\n"
+    "export info/1\n"
+    "function info/1 regs 2\n"
+    "    loadk r1, flags\n    callx r0, r0, erlang:trace_info/2\n    ret r0\nend\n";
+
+Test(sessions, trace_info_names_every_flag_on_a_full_atom_table)
+{
+    tvm_pid w = load_and_wait("sg", sg_src);
+    cr_assert_eq(tvm_trace_flags(env, w, (TVM_TRACE_SET_ON_FIRST_SPAWN << 1) - 1, true), TVM_OK);
+    fill_atom_table();
+    tvm_term t, r;
+    char got[512];
+    cr_assert_eq(tvm_make_pid(env, w, &t), TVM_OK);
+    cr_assert_eq(tvm_call(env, "sg", "info", 1, &t, &r), TVM_OK);
+    tvm_format_term(env, r, got, sizeof got);
+    cr_assert_str_eq(got, "{flags,[call,arity,timestamp,procs,return_to,silent,running,send,"
+                          "receive,set_on_spawn,set_on_first_spawn]}");
 }
