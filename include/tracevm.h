@@ -404,7 +404,8 @@ tvm_status tvm_spawn_opt(tvm_env *env, const char *mod, const char *fun, int arg
  * return value in *result, or TVM_EXCEPTION with the exception that ended
  * it pending in env (class, reason and stack trace, as after tvm_call).
  * TVM_ERR_NOTFOUND if pid is not an unjoined tvm_spawn() process.  A
- * foreign thread blocks; do not call it from a native.
+ * foreign thread blocks.  From a process (a native): TVM_ERR_BADARG, as
+ * it would block the scheduler thread; pid stays joinable.
  */
 tvm_status tvm_join(tvm_env *env, tvm_pid pid, tvm_term *result);
 
@@ -440,7 +441,8 @@ tvm_status tvm_sleep(tvm_env *env, int64_t ms);
 bool tvm_consume_timeslice(tvm_env *env, int percent);
 tvm_status tvm_receive(tvm_env *env, int64_t timeout_ms, tvm_term *msg);
 
-/* Blocks until no process is alive.  Any foreign thread. */
+/* Blocks until no process is alive.  Any foreign thread; from a process
+ * (a native) it returns at once (the caller itself is alive). */
 void tvm_wait_idle(tvm_vm *vm);
 
 typedef struct tvm_process_info {

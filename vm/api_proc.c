@@ -50,6 +50,12 @@ tvm_status tvm_join(tvm_env *env, tvm_pid pid, tvm_term *result)
 {
     if (!ENV_OK(env) || !result)
         return TVM_ERR_BADARG;
+    /* A native would wait on its scheduler thread: the process it joins
+     * could never run there (with one scheduler, nothing could), and a
+     * process joining itself would never exit.  Refused before the pid is
+     * taken off the joinables, so a host thread can still join it. */
+    if (vm_running_process())
+        return TVM_ERR_BADARG;
     Process *self = env->p;
     SchedSystem *sys = vm_sched_of(self->vm);
     Process *p = sys ? vm_proc_join(sys, pid) : NULL;
@@ -164,7 +170,9 @@ tvm_status tvm_receive(tvm_env *env, int64_t timeout_ms, tvm_term *msg)
 void tvm_wait_idle(tvm_vm *vm)
 {
     SchedSystem *sys = vm ? vm_sched_of(vm) : NULL;
-    if (!sys)
+    /* From a process (a native) there is always a process alive, the
+     * caller: waiting would block its scheduler thread forever. */
+    if (!sys || vm_running_process())
         return;
     pthread_mutex_lock(&sys->lock);
     while (sys->live > 0) {

@@ -2,7 +2,8 @@
  * tests/unit/vm/test_api.c - documented corners of the embedding API
  * (include/tracevm.h) that the other tests do not reach: tvm_raise with
  * every class and a bad one, tvm_receive with each kind of timeout and
- * from a call context, tvm_get_stacktrace, tvm_config.output and
+ * from a call context, tvm_join and tvm_wait_idle from a native,
+ * tvm_get_stacktrace, tvm_config.output and
  * heap_min_words, and every TVM_ERR_LIMIT the API documents.
  */
 #include <criterion/criterion.h>
@@ -222,6 +223,57 @@ Test(api, tvm_receive_from_a_call_context_is_badarg)
     cr_assert_eq(tvm_receive(env, -1, &m), TVM_ERR_BADARG);
     cr_assert_eq(tvm_receive(env, 10, &m), TVM_ERR_BADARG);
     cr_assert_eq(tvm_receive(NULL, 0, &m), TVM_ERR_BADARG);
+}
+
+/* ---- tvm_join and tvm_wait_idle from a native ---- */
+
+/* host:join(Pid): tvm_join(Pid)'s status by name. */
+static tvm_status nat_join(tvm_env *e, int argc, const tvm_term *argv, tvm_term *res, void *d)
+{
+    (void)argc, (void)d;
+    tvm_pid pid;
+    cr_assert_eq(tvm_get_pid(e, argv[0], &pid), TVM_OK);
+    tvm_term r;
+    return tvm_make_atom(e, tvm_status_name(tvm_join(e, pid, &r)), res);
+}
+
+/* host:idle(): tvm_wait_idle, then returned. */
+static tvm_status nat_idle(tvm_env *e, int argc, const tvm_term *argv, tvm_term *res, void *d)
+{
+    (void)argc, (void)argv, (void)d;
+    tvm_wait_idle(tvm_env_vm(e));
+    return tvm_make_atom(e, "returned", res);
+}
+
+static const char *const wait_src =
+    "module wj\n"
+    "export join/1, idle/0\n"
+    "function join/1 regs 1\n    callx r0, r0, host:join/1\n    ret r0\nend\n"
+    "function idle/0 regs 1\n    callx r0, r0, host:idle/0\n    ret r0\nend\n";
+
+/* Both would block the scheduler thread the native runs on: the join
+ * until a process that is waiting for a message ends (it never gets the
+ * scheduler's turn to, with one scheduler; here it waits for a message
+ * only this thread sends, after the join), the wait until no process is
+ * alive (the caller is).  Refused instead (the deadline fails the case if
+ * either blocks), and the process stays joinable from a host thread. */
+Test(api, tvm_join_and_tvm_wait_idle_from_a_native_do_not_block, .timeout = 60)
+{
+    recv_setup();
+    tvm_error err;
+    cr_assert_eq(tvm_register_native(vm, "host", "join", 1, nat_join, NULL, &err), TVM_OK);
+    cr_assert_eq(tvm_register_native(vm, "host", "idle", 0, nat_idle, NULL, &err), TVM_OK);
+    load_ok(vm, "wj.tasm", wait_src);
+    tvm_pid waiter = spawn_recv(-1), joiner, idler;
+    wait_proc_state(vm, waiter, "waiting");
+    tvm_term pt;
+    cr_assert_eq(tvm_make_pid(env, waiter, &pt), TVM_OK);
+    cr_assert_eq(tvm_spawn(env, "wj", "join", 1, &pt, &joiner), TVM_OK);
+    cr_assert_str_eq(join_fmt(joiner), "'TVM_ERR_BADARG'");
+    cr_assert_eq(tvm_spawn(env, "wj", "idle", 0, NULL, &idler), TVM_OK);
+    cr_assert_str_eq(join_fmt(idler), "returned");
+    send_atom(waiter, "bye");
+    cr_assert_str_eq(join_fmt(waiter), "{got,bye}");
 }
 
 /* ---- tvm_get_stacktrace ---- */
