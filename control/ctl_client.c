@@ -357,7 +357,7 @@ size_t tvm_control_list(tvm_control_peer *out, size_t max)
          * stopped or busy. */
         if (fd >= 0)
             close(fd);
-        if (n < max) {
+        if (out && n < max) {
             out[n].pid = pid;
             memcpy(out[n].path, path, sizeof path);
             command_of(pid, out[n].command, sizeof out[n].command);

@@ -285,7 +285,8 @@ tvm_status tvm_get_stacktrace(tvm_env *env, tvm_term *trace);
 /*
  * Formats the pending exception as
  *   "exception error: badarith\n  in fib:fib/1 (fib.tasm:7)\n ..."
- * into buf (always NUL-terminated).  Returns the length it needed.
+ * into buf (always NUL-terminated; buf NULL: nothing is written, as with
+ * size 0).  Returns the length it needed.
  */
 size_t tvm_format_exception(tvm_env *env, char *buf, size_t size);
 
@@ -313,6 +314,7 @@ tvm_status tvm_make_string(tvm_env *env, const char *s, tvm_term *out); /* a bin
 tvm_status tvm_make_tuple(tvm_env *env, int n, const tvm_term *elems, tvm_term *out);
 tvm_status tvm_make_list(tvm_env *env, int n, const tvm_term *elems, tvm_term *out);
 tvm_status tvm_make_cons(tvm_env *env, tvm_term head, tvm_term tail, tvm_term *out);
+/* [] (a NULL env: a handle no env has, TVM_T_INVALID to tvm_type_of) */
 tvm_term tvm_nil(tvm_env *env);
 
 /*
@@ -355,7 +357,8 @@ bool tvm_equal(tvm_env *env, tvm_term a, tvm_term b);
 
 /*
  * Prints a term in Erlang syntax ({ok,[1,2]}, <<"text">>) into buf, always
- * NUL-terminated.  Returns the length it needed.
+ * NUL-terminated (buf NULL: nothing is written, as with size 0).  Returns
+ * the length it needed.
  */
 size_t tvm_format_term(tvm_env *env, tvm_term t, char *buf, size_t size);
 
@@ -454,7 +457,8 @@ typedef struct tvm_process_info {
     size_t heap_words;       /* the size of its heap, in words */
 } tvm_process_info;
 
-/* Fills up to max entries; returns how many processes are alive. */
+/* Fills up to max entries (none when out is NULL); returns how many
+ * processes are alive. */
 size_t tvm_processes(tvm_vm *vm, tvm_process_info *out, size_t max);
 
 /* ------------------------------------------------------------------ */
@@ -684,7 +688,7 @@ tvm_status tvm_trace_flags(tvm_env *env, tvm_pid pid, unsigned flags, bool on);
  * Flags by name: "call,arity,timestamp,procs,return_to,silent,running,
  * send,receive,set_on_spawn,set_on_first_spawn" (any comma-separated
  * subset) into TVM_TRACE_* bits;
- * TVM_ERR_BADARG naming the unknown flag otherwise.
+ * TVM_ERR_BADARG naming the unknown flag otherwise, or for a NULL flags.
  */
 tvm_status tvm_trace_flags_parse(const char *list, unsigned *flags, tvm_error *err);
 
@@ -912,9 +916,11 @@ tvm_status tvm_profile_render(tvm_profile *prof, const tvm_profile_write_options
                               char **out, size_t *len, tvm_error *err);
 
 /* The format a file name asks for by its extension: .folded (or .txt),
- * .json (speedscope), .pb.gz (or .pprof), .svg; TVM_ERR_BADARG otherwise. */
+ * .json (speedscope), .pb.gz (or .pprof), .svg; TVM_ERR_BADARG otherwise
+ * and for a NULL argument. */
 tvm_status tvm_profile_format_of(const char *path, tvm_profile_format *fmt);
-/* A format by name: folded, speedscope, pprof, svg. */
+/* A format by name: folded, speedscope, pprof, svg (else, or for a NULL
+ * argument, TVM_ERR_BADARG). */
 tvm_status tvm_profile_format_parse(const char *name, tvm_profile_format *fmt);
 
 typedef struct tvm_profile_stats {
@@ -930,6 +936,7 @@ typedef struct tvm_profile_stats {
                                 (counted in its weight) */
 } tvm_profile_stats;
 
+/* out zeroed for a NULL prof; nothing for a NULL out. */
 void tvm_profile_get_stats(tvm_profile *prof, tvm_profile_stats *out);
 
 /* ------------------------------------------------------------------ */
@@ -968,7 +975,7 @@ typedef struct tvm_control_peer {
 /* Fills up to max entries with this user's VMs that answer on their
  * socket, or take no connection within a second (a stopped VM is
  * listed; stale sockets of processes that are gone are removed);
- * returns how many there are. */
+ * returns how many there are (out may be NULL, to count). */
 size_t tvm_control_list(tvm_control_peer *out, size_t max);
 
 typedef struct tvm_control_client tvm_control_client;

@@ -121,6 +121,8 @@ void pf_layer_stop(tvm_vm *vm)
 
 void tvm_profile_get_stats(tvm_profile *S, tvm_profile_stats *out)
 {
+    if (!out)
+        return;
     memset(out, 0, sizeof *out);
     if (!S)
         return;
@@ -146,7 +148,7 @@ static const char *const format_names[] = { "folded", "speedscope", "pprof", "sv
 
 tvm_status tvm_profile_format_parse(const char *name, tvm_profile_format *fmt)
 {
-    for (int i = 0; name && i < 4; i++)
+    for (int i = 0; name && fmt && i < 4; i++)
         if (!strcmp(name, format_names[i])) {
             *fmt = (tvm_profile_format)i;
             return TVM_OK;
@@ -162,7 +164,7 @@ static bool ends_with(const char *s, const char *suffix)
 
 tvm_status tvm_profile_format_of(const char *path, tvm_profile_format *fmt)
 {
-    if (!path)
+    if (!path || !fmt)
         return TVM_ERR_BADARG;
     static const struct {
         const char *ext;

@@ -92,6 +92,13 @@ unsigned tr_flag_bit(const char *name, size_t n)
 
 tvm_status tvm_trace_flags_parse(const char *list, unsigned *flags, tvm_error *err)
 {
+    if (!flags) {
+        if (err) {
+            err->status = TVM_ERR_BADARG;
+            snprintf(err->message, sizeof err->message, "tvm_trace_flags_parse: NULL flags");
+        }
+        return TVM_ERR_BADARG;
+    }
     *flags = 0;
     for (const char *p = list ? list : "";; p++) {
         size_t n = strcspn(p, ",");

@@ -205,7 +205,7 @@ size_t tvm_processes(tvm_vm *vm, tvm_process_info *out, size_t max)
         Process *p = sys->table[i];
         if (!p || p == (Process *)1)
             continue;
-        if (n < max) {
+        if (out && n < max) {
             tvm_process_info *pi = &out[n];
             pi->pid = p->pid;
             pi->function[0] = '\0';

@@ -120,6 +120,8 @@ tvm_status tvm_get_stacktrace(tvm_env *env, tvm_term *trace)
 
 size_t tvm_format_exception(tvm_env *env, char *buf, size_t size)
 {
+    if (!buf)
+        size = 0;   /* nothing to write into: only the length it needs */
     if (!ENV_OK(env) || !env->p->exc_pending) {
         if (size)
             buf[0] = '\0';
@@ -294,6 +296,10 @@ void tvm_handles_release(tvm_env *env, size_t mark)
 
 tvm_term tvm_nil(tvm_env *env)
 {
+    /* No env: a handle past any env's roots (nroots never reaches it),
+     * which every function taking a handle refuses. */
+    if (!ENV_OK(env))
+        return (tvm_term){ UINT32_MAX };
     return vm_root_push(env->p, TERM_NIL);
 }
 
@@ -415,6 +421,8 @@ bool tvm_equal(tvm_env *env, tvm_term a, tvm_term b)
 
 size_t tvm_format_term(tvm_env *env, tvm_term t, char *buf, size_t size)
 {
+    if (!buf)
+        size = 0;   /* nothing to write into: only the length it needs */
     if (!ENV_OK(env) || !handle_ok(env->p, t)) {
         if (size)
             buf[0] = '\0';
