@@ -777,7 +777,8 @@ typedef struct tvm_trace_options {
     tvm_trace_callback callback;   /* TVM_TRACE_CALLBACK: required */
     void *callback_data;
     /* An open descriptor to write to (a pipe, a socket), never closed
-     * here.  A reader that cannot keep up costs events, not a blocked
+     * here; one that is closed or read-only is TVM_ERR_IO at the start
+     * ("cannot write to descriptor N: Bad file descriptor").  A reader that cannot keep up costs events, not a blocked
      * scheduler: with TVM_TRACE_DROP the rings drop (counted), and the
      * writer waits for the descriptor in slices; once the session ends
      * it gives up on what is left when the reader takes nothing for a

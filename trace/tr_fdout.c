@@ -37,6 +37,7 @@
 #include "trace/tr_fdout.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -143,6 +144,14 @@ static int fdout_close(void *cookie)
 
 FILE *tr_fdout_open(int fd, TrFdOut **out)
 {
+    /* Checked here, at the start, where it is an error the caller sees:
+     * later every write would fail and the session's events would vanish
+     * while it reports them written. */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY) {
+        errno = EBADF;
+        return NULL;
+    }
     TrFdOut *o = vm_calloc(1, sizeof *o);
     o->fd = fd;
     cookie_io_functions_t io = { .write = fdout_write, .close = fdout_close };

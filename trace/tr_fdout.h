@@ -12,8 +12,10 @@
 
 typedef struct TrFdOut TrFdOut;
 
-/* A stream writing to fd (not closed at fclose); NULL if stdio cannot
- * make one.  *out: the state to pass to the functions below. */
+/* A stream writing to fd (not closed at fclose); NULL with errno EBADF
+ * when fd is not open for writing (closed, or read-only), or with
+ * stdio's errno if it cannot make one.  *out: the state to pass to the
+ * functions below. */
 FILE *tr_fdout_open(int fd, TrFdOut **out);
 
 /* The pipeline is closing: from now on the stream gives up once a whole

@@ -7,6 +7,10 @@
  *
  * The pipe holds one page (F_SETPIPE_SZ 4096), so the writer finds it
  * full after every page and must wait for the reader each time.
+ *
+ * A descriptor that is not open for writing is refused when the session
+ * starts (before, every write failed and the events were counted as
+ * written).
  */
 #define _GNU_SOURCE   /* F_SETPIPE_SZ */
 #include <criterion/criterion.h>
@@ -15,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/unit/helpers.h"
 #include "trace/tr_fdout.h"
 
 enum { TOTAL = 65536, PAGE = 4096 };
@@ -136,4 +141,64 @@ Test(fdout, a_reader_that_stops_is_given_up_on_after_a_second, .timeout = 60)
     cr_expect_eq(dropped, TOTAL - PAGE);
     cr_expect_eq(r.got, PAGE);
     cr_expect(r.bytes_ok);
+}
+
+/* tvm_session_create with opts writing to fd: its status, and err's
+ * message in msg. */
+static tvm_status session_on(tvm_vm *vm, int fd, char *msg, size_t size)
+{
+    tvm_trace_options o = { .size = sizeof o, .use_fd = true, .fd = fd };
+    tvm_session s;
+    tvm_error err;
+    tvm_status st = tvm_session_create(vm, "fd", &o, &s, &err);
+    snprintf(msg, size, "%s", err.message);
+    if (st == TVM_OK)
+        cr_assert_eq(tvm_session_destroy(vm, s, &err), TVM_OK, "%s", err.message);
+    return st;
+}
+
+Test(fdout, a_descriptor_not_open_for_writing_is_refused_at_the_start)
+{
+    tvm_vm *vm = tvm_new(&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 1 });
+    int p[2];
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+    /* A closed descriptor: a number far above any this program opens, so
+     * that no thread of the VM takes it meanwhile. */
+    int closed = fcntl(p[0], F_DUPFD_CLOEXEC, 900);
+    cr_assert_geq(closed, 900);
+    cr_assert_eq(close(closed), 0);
+    char msg[4096], want[128];
+    const struct {
+        int fd;
+        tvm_status st;
+    } cases[] = { { closed, TVM_ERR_IO }, { p[0], TVM_ERR_IO }, { p[1], TVM_OK } };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(session_on(vm, cases[i].fd, msg, sizeof msg), cases[i].st, "fd %d: %s",
+                     cases[i].fd, msg);
+        if (cases[i].st == TVM_OK)
+            snprintf(want, sizeof want, "%s", "");
+        else
+            snprintf(want, sizeof want,
+                     "tvm_session_create: cannot write to descriptor %d: Bad file descriptor",
+                     cases[i].fd);
+        cr_assert_str_eq(msg, want);
+    }
+    /* The refused ones left nothing live: the write end's session had its
+     * slot, and every other slot is still free (TVM_SESSIONS_MAX - 1
+     * sessions besides the default one). */
+    tvm_session s[TVM_SESSIONS_MAX];
+    tvm_error err;
+    FILE *null = fopen("/dev/null", "w");
+    tvm_trace_options quiet = { .size = sizeof quiet, .file = null };
+    for (int i = 0; i < TVM_SESSIONS_MAX - 1; i++)
+        cr_assert_eq(tvm_session_create(vm, "slot", &quiet, &s[i], &err), TVM_OK, "%d: %s", i,
+                     err.message);
+    cr_assert_eq(tvm_session_create(vm, "slot", &quiet, &s[TVM_SESSIONS_MAX - 1], &err),
+                 TVM_ERR_LIMIT);
+    for (int i = 0; i < TVM_SESSIONS_MAX - 1; i++)
+        cr_assert_eq(tvm_session_destroy(vm, s[i], &err), TVM_OK);
+    fclose(null);
+    close(p[0]);
+    close(p[1]);
+    tvm_destroy(vm);
 }
