@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "control/control.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -139,13 +140,18 @@ static bool socket_of(const char *dir, long pid, char *out, size_t size)
 tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm_error *err)
 {
     clear(err);
-    if (!target || !out || !*target)
-        return fail(err, TVM_ERR_BADARG, "tvm_control_connect: no target");
+    if (!out)
+        return fail(err, TVM_ERR_BADARG, "tvm_control_connect: NULL out");
     *out = NULL;
+    if (!target || !*target)
+        return fail(err, TVM_ERR_BADARG, "tvm_control_connect: no target");
     char path[300];
     char *end;
+    errno = 0;
     long pid = strtol(target, &end, 10);
-    const bool by_pid = !*end && pid > 0;
+    /* Digits only: strtol also takes leading blanks and a sign, and
+     * clamps a number past LONG_MAX to it (a pid nobody has). */
+    const bool by_pid = isdigit((unsigned char)target[0]) && !*end && pid > 0 && errno != ERANGE;
     if (by_pid) {
         char dir[200];
         tvm_status st = ctl_dir(dir, sizeof dir, err);

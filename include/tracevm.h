@@ -985,7 +985,9 @@ typedef struct tvm_control_client tvm_control_client;
  * Connects to a VM's endpoint: `target` is a pid (its first VM) or a
  * socket path.  TVM_ERR_NOTFOUND when nothing serves there, TVM_ERR_IO
  * for a refused connection or one the server does not take within 10
- * minutes (the reason in err), TVM_ERR_BADARG for a malformed target.
+ * minutes (the reason in err), TVM_ERR_BADARG for a malformed target (a
+ * pid is decimal digits only; anything else without a '/' is malformed),
+ * a NULL or empty one, or a NULL out.
  */
 tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm_error *err);
 

@@ -200,6 +200,26 @@ Test(control, bad_targets_have_their_status)
     cr_assert_eq(tvm_control_connect(path, &c, &err), TVM_ERR_NOTFOUND);
 }
 
+/* A target that is not all digits is no pid (strtol would take blanks,
+ * a sign, and a number past LONG_MAX clamped); a NULL out is named. */
+Test(control, a_malformed_target_and_a_null_out_are_named)
+{
+    tvm_control_client *c = NULL;
+    tvm_error err;
+    static const char *const bad[] = { "99999999999999999999", " 5", "+5", "5 ", "-1" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(tvm_control_connect(bad[i], &c, &err), TVM_ERR_BADARG, "'%s'", bad[i]);
+        char want[128];
+        snprintf(want, sizeof want, "target '%s' is neither a pid nor a socket path", bad[i]);
+        cr_assert_str_eq(err.message, want);
+        cr_assert_null(c);
+    }
+    cr_assert_eq(tvm_control_connect("1", NULL, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_control_connect: NULL out");
+    cr_assert_eq(tvm_control_connect(NULL, &c, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_control_connect: no target");
+}
+
 /* A socket connected to the endpoint without the client API, its
  * receive buffer `rcvbuf` bytes (0: the default), the greeting unread. */
 static int dial_raw(int rcvbuf)
