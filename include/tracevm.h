@@ -115,7 +115,9 @@ typedef struct tvm_config {
     size_t heap_min_words;     /* smallest process heap; 0 = default (128 words) */
     void *output;              /* FILE * for io:format and friends; NULL = stdout */
     int schedulers;            /* scheduler threads; 0 = one per core */
-    size_t fiber_stack_bytes;  /* native stack per process; 0 = default (256 KiB) */
+    size_t fiber_stack_bytes;  /* native stack per process; 0 = default (256 KiB),
+                                * else 16 KiB .. 2^50 bytes (else tvm_new
+                                * returns NULL) */
     bool quiet_crashes;        /* do not print crash reports of processes */
     /* Fiber stacks carved from large slabs, so that hundreds of thousands
      * of processes fit in Linux's default vm.max_map_count.  Every stack,

@@ -63,6 +63,19 @@
 #endif
 
 /*
+ * VM_FIBER_STACK_MAX: the largest tvm_config.fiber_stack_bytes tvm_new
+ * takes.  The size is rounded up to pages, a guard region is added and a
+ * slab maps VM_FIBER_SLAB_STACKS of them (vm/fiber.c): near SIZE_MAX the
+ * rounding wrapped to 0 and the first spawn crashed, and past
+ * SIZE_MAX / 64 a slab's length would wrap.  Up to 2^50 none of it wraps;
+ * a stack that large is past what the OS maps, so a spawn is
+ * TVM_ERR_LIMIT (no native stack can be mapped), not a crash.
+ */
+#ifndef VM_FIBER_STACK_MAX
+#define VM_FIBER_STACK_MAX ((size_t)1 << 50)
+#endif
+
+/*
  * VM_FIBER_GUARD_BYTES: the guard region below every fiber stack, slab
  * stacks included (vm/fiber.c).  A native stack overflow faults there and
  * kills only the process that overflowed (vm/overflow.c).  A frame bigger

@@ -26,7 +26,8 @@ tvm_vm *vm_create(const tvm_config *cfgp)
     if (stack < 256 || stack > (1u << 30) || heap < 16 || heap > (1u << 30))
         return NULL;
     if (cfg.schedulers < 0 || cfg.schedulers > 1024 ||
-        (cfg.fiber_stack_bytes && cfg.fiber_stack_bytes < 16384))
+        (cfg.fiber_stack_bytes &&
+         (cfg.fiber_stack_bytes < 16384 || cfg.fiber_stack_bytes > VM_FIBER_STACK_MAX)))
         return NULL;
     tvm_vm *vm = vm_calloc(1, sizeof(tvm_vm));
     vm->stack_limit = stack;

@@ -349,6 +349,27 @@ Test(api, config_output_takes_io_format)
     free(text);
 }
 
+/* fiber_stack_bytes: 16 KiB .. 2^50, else tvm_new refuses the config.
+ * A size near SIZE_MAX wrapped when rounded up to pages, and the first
+ * spawn crashed.  (A stack too large to map is TVM_ERR_LIMIT at the spawn:
+ * spawn_without_room_for_a_stack_is_limit.) */
+Test(api, config_fiber_stack_bytes_range)
+{
+    static const struct {
+        size_t bytes;
+        bool ok;
+    } cases[] = {
+        { 16383, false },          { 16384, true },       { (size_t)1 << 50, true },
+        { ((size_t)1 << 50) + 1, false }, { SIZE_MAX, false }, { SIZE_MAX - 4095, false },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tvm_vm *v = tvm_new(&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 1,
+                                           .fiber_stack_bytes = cases[i].bytes });
+        cr_assert_eq(v != NULL, cases[i].ok, "%zu", cases[i].bytes);
+        tvm_destroy(v);
+    }
+}
+
 Test(api, config_heap_min_words)
 {
     /* The default, a chosen size, and the bounds tvm_new refuses. */
