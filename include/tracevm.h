@@ -429,7 +429,10 @@ tvm_status tvm_get_pid(tvm_env *env, tvm_term t, tvm_pid *pid);
  *                returned) or timeout_ms passes (< 0: forever), then
  *                TVM_ERR_NOTFOUND.
  * On a call context (an env of tvm_env_new) tvm_sleep blocks the calling
- * thread and tvm_receive returns TVM_ERR_BADARG.
+ * thread and tvm_receive returns TVM_ERR_BADARG.  A process being killed
+ * (its heap, with the messages it took in, over max_heap_size) does not
+ * wait: both return TVM_EXCEPTION (exit:killed), which the native should
+ * return; the process dies as the native returns whatever it returns.
  */
 tvm_status tvm_sleep(tvm_env *env, int64_t ms);
 

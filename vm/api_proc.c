@@ -111,11 +111,22 @@ tvm_status tvm_get_pid(tvm_env *env, tvm_term t, tvm_pid *pid)
     return TVM_OK;
 }
 
+/* A process being killed (max_heap_size) does not wait: the wait would
+ * keep its heap for as long as it lasted (vm/process.h).  The native gets
+ * the exception to return; the interpreter raises the kill either way. */
+static tvm_status being_killed(Process *p)
+{
+    vm_exception_set(p, make_atom(ATOM_EXIT), p->kill, NULL);
+    return TVM_EXCEPTION;
+}
+
 tvm_status tvm_sleep(tvm_env *env, int64_t ms)
 {
     if (!ENV_OK(env) || ms < 0)
         return TVM_ERR_BADARG;
     Process *p = env->p;
+    if (VM_UNLIKELY(p->kill))
+        return being_killed(p);
     if (!p->fiber) {
         struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
         bool was = vm_qsbr_block_begin();   /* offline while blocked (vm/qsbr.h) */
@@ -156,8 +167,13 @@ tvm_status tvm_receive(tvm_env *env, int64_t timeout_ms, tvm_term *msg)
     if (!ENV_OK(env) || !msg || !env->p->fiber)
         return TVM_ERR_BADARG;
     Process *p = env->p;
+    if (VM_UNLIKELY(p->kill))
+        return being_killed(p);
     p->cursor = &p->mq;
-    if (!vm_proc_wait(p, timeout_ms))
+    bool got = vm_proc_wait(p, timeout_ms);
+    if (VM_UNLIKELY(p->kill))   /* by the messages it took in */
+        return being_killed(p);
+    if (!got)
         return TVM_ERR_NOTFOUND;
     p->cursor = &p->mq;
     Message *m = p->mq;

@@ -743,6 +743,8 @@ NATIVE_FN(bif_sleep)
     if (tvm_get_int(env, argv[0], &ms) != TVM_OK || ms < 0)
         BADARG();
     tvm_status st = tvm_sleep(env, ms);
+    if (st == TVM_EXCEPTION)
+        return st;   /* being killed (max_heap_size) */
     if (st != TVM_OK)
         BADARG();
     RETURN(TERM_OK);

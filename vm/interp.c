@@ -433,6 +433,13 @@ arith:
         f->pc = pc;
         tvm_status st = fi->native(&p->env, fi->arity, argv, &res, fi->native_data);
         RELOAD();
+        /* A native that took the heap over max_heap_size: the process dies
+         * as it returns (a native call is no reduction check), before it
+         * can go and wait holding that heap. */
+        if (VM_UNLIKELY(p->kill)) {
+            p->nroots = rbase;
+            goto killed;
+        }
         if (st == TVM_OK && res.h < p->nroots) {
             val = p->roots[res.h];
             p->nroots = rbase;
@@ -507,6 +514,8 @@ arith:
             RAISE_ERROR(make_atom(ATOM_BADARG));
         f->pc = pc;
         int got = vm_receive_wait(p, ms);
+        if (VM_UNLIKELY(p->kill))
+            goto killed;   /* it did not wait (vm_proc_wait) */
         if (got < 0)
             RAISE_ERROR(make_atom(ATOM_BADARG));
         RELOAD();

@@ -198,7 +198,10 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
     pthread_mutex_unlock(&p->lock);
     check_queue(p);
     vm_hook_receive(p, *from);
-    if (found || timeout_ms == 0)
+    /* A process being killed (its heap, or the queue just taken in, over
+     * max_heap_size) would otherwise keep what it holds for as long as it
+     * waits: the kill is raised by the caller instead (vm/process.h). */
+    if (found || timeout_ms == 0 || VM_UNLIKELY(p->kill))
         return found;
     /* Beyond VM_TIMEOUT_MAX_MS (about 31 years) a timeout is infinity; it
      * also keeps the deadline arithmetic from overflowing. */

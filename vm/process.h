@@ -167,8 +167,12 @@ struct Process {
      * leaves the heap, with the messages in the process's own queue
      * (mq_words), bigger than this, the process is killed: `kill` gets the
      * reason and reds 0, so the interpreter's next reduction check (a call
-     * or a backward jump) raises exit:kill, which no handler catches
-     * (vm/interp.c).  The process's own thread only.
+     * or a backward jump), or the return of the native that was running,
+     * raises exit:kill, which no handler catches (vm/interp.c).  A
+     * process being killed never waits (vm_proc_wait, tvm_sleep,
+     * tvm_receive return at once): a wait is no reduction check, and the
+     * process would hold its heap for as long as it waited.  The
+     * process's own thread only.
      */
     size_t max_heap;
     size_t mq_words;       /* words of the messages in mq */

@@ -189,7 +189,10 @@ bool vm_sched_yield_to_next(Process *p);
 void vm_proc_fetch(Process *p);
 /*
  * Waits until a message arrives or `timeout_ms` passes (< 0: forever).
- * Returns false on timeout.  Must run on a scheduled process.
+ * Returns false on timeout.  Must run on a scheduled process.  A process
+ * being killed (p->kill, set before or by this call's look at the
+ * mailbox) does not wait: the answer is whether a message is under the
+ * cursor now, and the caller must check p->kill.
  */
 bool vm_proc_wait(Process *p, int64_t timeout_ms);
 /* Removes the message under the cursor (and resets the cursor). */

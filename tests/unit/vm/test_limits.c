@@ -8,6 +8,8 @@
  */
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "tests/unit/helpers.h"
@@ -450,6 +452,75 @@ Test(limits, max_heap_size_kills_the_process_that_outgrows_it)
     cr_assert(tvm_is_atom(env, c, "exit") && tvm_is_atom(env, reason, "killed"));
     /* A call context has no limit (the embedder's own thread). */
     cr_assert_eq(tvm_call(env, "lim", "ret_list", 1, &n, &r), TVM_OK);
+    tvm_env_free(env);
+    tvm_destroy(vm);
+}
+
+/* What tvm_receive or tvm_sleep told the native below (status_of's
+ * process is the only one that writes it; the test reads it after
+ * joining that process). */
+static tvm_status waited_status;
+
+/* host:wait/1(How): tvm_receive (How = 0) or tvm_sleep (1) for 20 s. */
+static tvm_status nat_wait(tvm_env *e, int argc, const tvm_term *argv, tvm_term *res,
+                           void *data)
+{
+    (void)argc, (void)data;
+    int64_t how;
+    cr_assert_eq(tvm_get_int(e, argv[0], &how), TVM_OK);
+    tvm_term msg;
+    waited_status = how == 0 ? tvm_receive(e, 20000, &msg) : tvm_sleep(e, 20000);
+    if (waited_status == TVM_EXCEPTION)
+        return TVM_EXCEPTION;
+    return tvm_make_atom(e, "waited", res);
+}
+
+/* recv_wait(How): sends itself a binary of 4,000 bytes (501 words; the
+ * test fills in its literal), takes it into its queue with `recv` (its
+ * queue is then over a max_heap_size of 300: it is being killed, and
+ * neither a call nor a backward jump came since), then host:wait(How). */
+static const char *const kw_fmt =
+    "module kw\n"
+    "export recv_wait/1\n"
+    "function recv_wait/1 regs 4\n"
+    "    move r3, r0\n"
+    "    self r1\n"
+    "    loadk r2, \"%s\"\n"
+    "    callx r1, r1, erlang:send/2\n"
+    "    recv r1, none\n"
+    "    move r0, r3\n"
+    "    callx r0, r0, host:wait/1\n"
+    "    ret r0\n"
+    "none:\n"
+    "    ret r1\n"
+    "end\n";
+
+Test(limits, a_native_of_a_process_being_killed_does_not_wait, .timeout = 120)
+{
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1 };
+    tvm_vm *vm = tvm_new(&cfg);
+    tvm_env *env = tvm_env_new(vm);
+    tvm_error err;
+    cr_assert_eq(tvm_register_native(vm, "host", "wait", 1, nat_wait, NULL, &err), TVM_OK);
+    static char text[4001], src[4500];
+    memset(text, 'x', sizeof text - 1);
+    snprintf(src, sizeof src, kw_fmt, text);
+    load_ok(vm, "kw", src);
+    tvm_spawn_opts small = { .size = sizeof small, .max_heap_words = 300 };
+    for (int how = 0; how < 2; how++) {
+        tvm_term a, r, c, reason;
+        tvm_pid pid;
+        waited_status = TVM_OK;
+        cr_assert_eq(tvm_make_int(env, how, &a), TVM_OK);
+        cr_assert_eq(tvm_spawn_opt(env, "kw", "recv_wait", 1, &a, &small, &pid), TVM_OK);
+        /* It dies of the limit without waiting the 20 s it asked for:
+         * tvm_receive and tvm_sleep said so with TVM_EXCEPTION. */
+        cr_assert_eq(tvm_join(env, pid, &r), TVM_EXCEPTION);
+        cr_assert_eq(tvm_get_exception(env, &c, &reason), TVM_OK);
+        cr_assert(tvm_is_atom(env, c, "exit") && tvm_is_atom(env, reason, "killed"));
+        cr_assert_eq(waited_status, TVM_EXCEPTION, "how %d: %s", how,
+                     tvm_status_name(waited_status));
+    }
     tvm_env_free(env);
     tvm_destroy(vm);
 }
