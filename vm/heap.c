@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "vm/hook.h"
+#include "vm/sched.h"
 
 /* The allocation profiler's switch and mean interval in words (vm/hook.h). */
 VmAtomic vm_pf_alloc_mean;
@@ -223,10 +224,17 @@ void vm_heap_check_max(Process *p)
      * dies at its next reduction check (a call or a backward jump: a
      * bounded number of instructions away, as the verifier allows no
      * other loop). */
-    size_t used = vm_heap_size(p) + p->mq_words;
+    size_t used = vm_heap_size(p) + p->mq_words + p->mon_out_len * VM_MONITOR_WORDS;
+    if (used > p->max_heap && !p->kill && p->mon_out_len) {
+        /* Entries of monitors whose target has exited cost nothing:
+         * dropped before they could kill (vm/process.h). */
+        vm_proc_monitors_prune(p);
+        used = vm_heap_size(p) + p->mq_words + p->mon_out_len * VM_MONITOR_WORDS;
+    }
     if (used > p->max_heap && !p->kill) {
         p->kill = make_atom(ATOM_KILLED);
         p->kill_heap = used;
+        p->kill_monitors = p->mon_out_len;
         p->reds = 0;
     }
 }

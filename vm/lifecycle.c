@@ -129,6 +129,9 @@ static void proc_release(Process *p)
         m = n;
     }
     p->monitors = NULL;
+    free(p->mon_out);   /* emptied by its exit already (vm_proc_monitors_drop) */
+    p->mon_out = NULL;
+    p->mon_out_len = p->mon_out_cap = p->mon_out_prune = 0;
 }
 
 static void proc_destroy(Process *p)
@@ -331,7 +334,12 @@ static void crash_report(Process *p)
     sb_init(&sb);
     sb_printf(&sb, "=CRASH REPORT==== process <0.%llu.0> crashed: ", (unsigned long long)p->pid);
     vm_format_exception(p, &sb);
-    if (p->kill_heap)
+    if (p->kill_heap && p->kill_monitors)
+        sb_printf(&sb,
+                  "  max_heap_size %zu words, reached %zu (heap, message queue and %zu "
+                  "monitors of %zu words)\n",
+                  p->max_heap, p->kill_heap, p->kill_monitors, (size_t)VM_MONITOR_WORDS);
+    else if (p->kill_heap)
         sb_printf(&sb, "  max_heap_size %zu words, reached %zu (heap and message queue)\n",
                   p->max_heap, p->kill_heap);
     if (p->exc_stack) {
@@ -385,6 +393,9 @@ static void proc_exit(Process *p, Term cls, Term value)
     p->monitors = NULL;
     bool joinable = p->joinable;
     pthread_mutex_unlock(&p->lock);
+    /* The monitors p set go with it: a target that lives on keeps no node
+     * for a watcher that is gone (vm/process.h). */
+    vm_proc_monitors_drop(p);
     if (crashed && sys->crash_reports && !joinable)
         crash_report(p);
     /* {'DOWN', Ref, process, Pid, Reason} to every watcher. */

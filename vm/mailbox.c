@@ -223,6 +223,62 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
     }
 }
 
+/* Pruning is due again when the list has doubled (and at 64 at the
+ * least): each pruning's cost is paid for by the entries added since. */
+#define MON_PRUNE_MIN 64
+
+void vm_proc_monitors_prune(Process *p)
+{
+    SchedSystem *sys = vm_sched_of(p->vm);
+    size_t kept = 0;
+    for (size_t i = 0; i < p->mon_out_len; i++) {
+        Process *t = vm_proc_get_live(sys, p->mon_out[i].target);
+        if (t) {
+            vm_proc_put(sys, t);
+            p->mon_out[kept++] = p->mon_out[i];
+        }
+    }
+    p->mon_out_len = kept;
+    p->mon_out_prune = 2 * kept > MON_PRUNE_MIN ? 2 * kept : MON_PRUNE_MIN;
+}
+
+static int by_target(const void *a, const void *b)
+{
+    uint64_t x = ((const MonitorOut *)a)->target, y = ((const MonitorOut *)b)->target;
+    return (x > y) - (x < y);
+}
+
+void vm_proc_monitors_drop(Process *p)
+{
+    SchedSystem *sys = vm_sched_of(p->vm);
+    /* One pass over each target's list, whatever number of monitors p set
+     * on it.  Pids are never reused, so every node naming p is p's. */
+    if (p->mon_out_len)   /* qsort's base may not be NULL, even for no element */
+        qsort(p->mon_out, p->mon_out_len, sizeof *p->mon_out, by_target);
+    for (size_t i = 0; i < p->mon_out_len; i++) {
+        if (i > 0 && p->mon_out[i].target == p->mon_out[i - 1].target)
+            continue;
+        Process *t = vm_proc_get(sys, p->mon_out[i].target);
+        if (!t)
+            continue;
+        pthread_mutex_lock(&t->lock);
+        for (Monitor **at = &t->monitors; *at;) {
+            Monitor *m = *at;
+            if (m->watcher == p->pid) {
+                *at = m->next;
+                free(m);
+            } else {
+                at = &m->next;
+            }
+        }
+        pthread_mutex_unlock(&t->lock);
+        vm_proc_put(sys, t);
+    }
+    free(p->mon_out);
+    p->mon_out = NULL;
+    p->mon_out_len = p->mon_out_cap = p->mon_out_prune = 0;
+}
+
 uint64_t vm_proc_monitor(Process *p, uint64_t target)
 {
     SchedSystem *sys = vm_sched_of(p->vm);
@@ -241,6 +297,18 @@ uint64_t vm_proc_monitor(Process *p, uint64_t target)
         }
         pthread_mutex_unlock(&t->lock);
         vm_proc_put(sys, t);
+    }
+    if (alive) {
+        if (p->mon_out_len == p->mon_out_prune)
+            vm_proc_monitors_prune(p);
+        if (p->mon_out_len == p->mon_out_cap) {
+            p->mon_out_cap = p->mon_out_cap ? 2 * p->mon_out_cap : 16;
+            p->mon_out = vm_realloc(p->mon_out, p->mon_out_cap * sizeof *p->mon_out);
+        }
+        p->mon_out[p->mon_out_len++] = (MonitorOut){ target };
+        /* Killed as monitor/2 returns when this one takes p over. */
+        if (p->max_heap)
+            vm_heap_check_max(p);
     }
     if (!alive) {
         /* Monitoring a process that is gone: an immediate DOWN, noproc. */

@@ -116,6 +116,15 @@ typedef struct Monitor {
     uint64_t ref;          /* the monitor reference (an integer) */
 } Monitor;
 
+/* A monitor as its watcher keeps it: whom it watches (vm/mailbox.c). */
+typedef struct MonitorOut {
+    uint64_t target;
+} MonitorOut;
+
+/* The words a monitor costs, counted toward its watcher's max_heap_size:
+ * its node on the target and its entry in the watcher's list. */
+#define VM_MONITOR_WORDS ((sizeof(Monitor) + sizeof(MonitorOut) + sizeof(Term) - 1) / sizeof(Term))
+
 /*
  * Process states.  Transitions (all under p->lock except the first):
  *   NEW -> RUNNABLE (spawn, before it is visible to anyone else)
@@ -176,8 +185,26 @@ struct Process {
      */
     size_t max_heap;
     size_t mq_words;       /* words of the messages in mq */
+    /*
+     * The monitors this process set (erlang:monitor/2), one entry each:
+     * the target of its node.  Each costs VM_MONITOR_WORDS toward
+     * max_heap_size, as a message in its queue does: without that, a
+     * loop of monitor/2 grew the node's memory without bound under any
+     * limit.  An entry outlives its node when the target exits first
+     * (the target frees the node as it sends the 'DOWN'); such entries
+     * are dropped when the list doubles, and before a kill they would
+     * cause (vm_proc_monitors_prune).  When this process exits, it takes
+     * its nodes off its targets (vm_proc_monitors_drop), so a watcher
+     * that dies leaves nothing behind on a target that lives on.  The
+     * process's own thread only (the nodes are under their target's
+     * lock).
+     */
+    MonitorOut *mon_out;
+    size_t mon_out_len, mon_out_cap;
+    size_t mon_out_prune;  /* the length at which the next pruning is due */
     Term kill;             /* the reason it is being killed, or 0 */
-    size_t kill_heap;      /* heap + queue words when it was (crash report) */
+    size_t kill_heap;      /* heap + queue + monitor words when it was (crash report) */
+    size_t kill_monitors;  /* the monitors it held then (crash report) */
     /* The allocation profile (vm/heap.c): words left to the next sample
      * point, counted from where htop will be after the allocation that
      * set them (pf_base; 0 words left: not sampling), and the state of

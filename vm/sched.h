@@ -197,8 +197,14 @@ void vm_proc_fetch(Process *p);
 bool vm_proc_wait(Process *p, int64_t timeout_ms);
 /* Removes the message under the cursor (and resets the cursor). */
 void vm_proc_accept(Process *p);
-/* Registers a monitor of `target` by `p`; returns the reference. */
+/* Registers a monitor of `target` by `p`; returns the reference.  The
+ * monitor counts toward p's max_heap_size (vm/process.h). */
 uint64_t vm_proc_monitor(Process *p, uint64_t target);
+/* Drops p's entries for monitors whose target has exited. */
+void vm_proc_monitors_prune(Process *p);
+/* At p's exit (exiting set): takes p's monitor nodes off its targets and
+ * frees its list. */
+void vm_proc_monitors_drop(Process *p);
 
 /*
  * The process running on the calling thread, if the thread is a scheduler

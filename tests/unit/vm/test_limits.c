@@ -14,6 +14,8 @@
 
 #include "tests/unit/helpers.h"
 #include "vm/config.h"
+#include "vm/process.h"
+#include "vm/sched.h"
 
 /* Functions of N build what they need inside the process: an argument
  * over the limit could not be passed to a process in the first place.
@@ -521,6 +523,81 @@ Test(limits, a_native_of_a_process_being_killed_does_not_wait, .timeout = 120)
         cr_assert_eq(waited_status, TVM_EXCEPTION, "how %d: %s", how,
                      tvm_status_name(waited_status));
     }
+    tvm_env_free(env);
+    tvm_destroy(vm);
+}
+
+/* mon(Pid, N): monitors Pid N times, then lim:waiter() (returns
+ * infinity once a message came). */
+static const char *const mon_src =
+    "module mon\n"
+    "export mon/2\n"
+    "function mon/2 regs 5\n"
+    "loop:\n"
+    "    jeqi r1, 0, done\n"
+    "    loadk r3, process\n"
+    "    move r4, r0\n"
+    "    callx r3, r3, erlang:monitor/2\n"
+    "    addi r1, r1, -1\n"
+    "    jump loop\n"
+    "done:\n"
+    "    tailcallx r0, lim:waiter/0\n"
+    "end\n";
+
+/* How many monitors the process pid holds (its watchers' nodes). */
+static size_t monitors_on(tvm_vm *vm, tvm_pid pid)
+{
+    SchedSystem *sys = vm_sched_of(vm);
+    Process *t = vm_proc_get(sys, pid);
+    cr_assert(t);
+    size_t n = 0;
+    pthread_mutex_lock(&t->lock);
+    for (Monitor *m = t->monitors; m; m = m->next)
+        n++;
+    pthread_mutex_unlock(&t->lock);
+    vm_proc_put(sys, t);
+    return n;
+}
+
+/* Starts mon(target, n) with a max_heap_size of max_heap words (0: none). */
+static tvm_pid spawn_mon(tvm_env *env, tvm_pid target, int64_t n, size_t max_heap)
+{
+    tvm_term a[2];
+    tvm_pid pid;
+    tvm_spawn_opts o = { .size = sizeof o, .max_heap_words = max_heap ? max_heap : TVM_NO_LIMIT };
+    cr_assert_eq(tvm_make_pid(env, target, &a[0]), TVM_OK);
+    cr_assert_eq(tvm_make_int(env, n, &a[1]), TVM_OK);
+    cr_assert_eq(tvm_spawn_opt(env, "mon", "mon", 2, a, &o, &pid), TVM_OK);
+    return pid;
+}
+
+Test(limits, monitors_count_toward_max_heap_size_and_go_with_their_watcher, .timeout = 120)
+{
+    tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1 };
+    tvm_vm *vm = tvm_new(&cfg);
+    tvm_env *env = tvm_env_new(vm);
+    load_ok(vm, "lim", lim_src);
+    load_ok(vm, "mon", mon_src);
+    tvm_pid target, w;
+    tvm_term r, c, reason, msg;
+    cr_assert_eq(tvm_spawn(env, "lim", "waiter", 0, NULL, &target), TVM_OK);
+    /* 1,000,000 monitors under a limit of 1,000 words: killed (each
+     * monitor is VM_MONITOR_WORDS off the heap, which the limit did not see). */
+    w = spawn_mon(env, target, 1000000, 1000);
+    cr_assert_eq(tvm_join(env, w, &r), TVM_EXCEPTION);
+    cr_assert_eq(tvm_get_exception(env, &c, &reason), TVM_OK);
+    cr_assert(tvm_is_atom(env, c, "exit") && tvm_is_atom(env, reason, "killed"));
+    /* ...and the monitors it had set went with it. */
+    cr_assert_eq(monitors_on(vm, target), 0);
+    /* Within the limit: 3 monitors while the watcher lives, none after. */
+    w = spawn_mon(env, target, 3, 1000);
+    while (monitors_on(vm, target) < 3)
+        usleep(1000);
+    cr_assert_eq(tvm_make_atom(env, "go", &msg), TVM_OK);
+    cr_assert_eq(tvm_send(env, w, msg), TVM_OK);
+    cr_assert_eq(tvm_join(env, w, &r), TVM_OK);
+    cr_assert(tvm_is_atom(env, r, "infinity"));
+    cr_assert_eq(monitors_on(vm, target), 0);
     tvm_env_free(env);
     tvm_destroy(vm);
 }
