@@ -653,7 +653,9 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data);
  *   TVM_TRACE_RUNNING    scheduling events: {trace,Pid,in,{M,F,A}} when the
  *                        process is scheduled in, {trace,Pid,out,{M,F,A}}
  *                        when it is scheduled out (0 instead of the MFA
- *                        when it is in no function: at its start and exit)
+ *                        when it is in no function: at its start and exit);
+ *                        set while the process waits, its next run
+ *                        begins with `in`
  *   TVM_TRACE_SEND       {trace,Pid,send,Msg,To} for each message the
  *                        process sends (VM code, natives, tvm_send)
  *   TVM_TRACE_RECEIVE    {trace,Pid,'receive',Msg} for each message the

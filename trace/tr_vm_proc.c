@@ -10,7 +10,9 @@
  *     scheduler or, by vm_sched_yield_to_next, straight to the next
  *     process); at exit, `out` with 0 after the exit event.
  *   - in: in vm_proc_yield, after the switch back (whichever path
- *     resumed it), and at the start of a new process (proc_main), with
+ *     resumed it), by the flag as it is then: a process that got the
+ *     flag while it waited writes `in` with no `out` before it, as BEAM's
+ *     scheduler does; and at the start of a new process (proc_main), with
  *     its entry function as BEAM does.
  *   - send: by the sender before the message is delivered (erlang:send,
  *     tvm_send; a call context writes to the shared ring), whether or not

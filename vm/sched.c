@@ -323,8 +323,9 @@ static void yield_traced(Process *p, bool running)
     vm_proc_switch_out(p);
     if (p->ct_live)
         vm_hook_time_in(p);
-    if (running)
-        vm_hook_sched_in(p);
+    /* Whatever the flag was at the switch out: the in event goes by the
+     * flag now (the hook looks at it), see vm_proc_yield. */
+    vm_hook_sched_in(p);
 }
 
 void vm_proc_yield(Process *p)
@@ -336,6 +337,17 @@ void vm_proc_yield(Process *p)
         return;
     }
     vm_proc_switch_out(p);
+    /* The running flag may have been set while p was switched out (a
+     * waiting process traced by another): as BEAM's scheduler does, a
+     * process that has the flag when it is switched in reports `in`,
+     * though its `out` was never written.  A change for all was folded
+     * into p's word before the switch in (trace_catch_up); a change of p
+     * alone made before whatever woke p (a send after erlang:trace/3)
+     * is ordered before this load by p's lock, which the wake takes; one
+     * that races with the switch in is seen or not, as for any event.
+     * One load and a predicted branch per switch. */
+    if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->trace) & VM_TRACE_RUNNING))
+        vm_hook_sched_in(p);
 }
 
 /* Makes a process that waits for some condition look at it again. */
