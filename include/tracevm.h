@@ -198,7 +198,7 @@ tvm_status tvm_check_string(tvm_vm *vm, const char *name, const char *text, size
 
 /* Reads `path` and checks it as tvm_check_string() does; a file that
  * cannot be read gives TVM_ERR_IO and the line "path: error: cannot open:
- * REASON" (or "read failed") in *diagnostics. */
+ * REASON" (or "cannot read: REASON", a directory say) in *diagnostics. */
 tvm_status tvm_check_file(tvm_vm *vm, const char *path, char **diagnostics,
                           char **disassembly);
 

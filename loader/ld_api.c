@@ -114,12 +114,15 @@ static tvm_status read_file(const char *path, StrBuf *text, StrBuf *why)
     }
     char buf[65536];
     size_t n;
+    errno = 0;
     while ((n = fread(buf, 1, sizeof buf, fp)) > 0)
         sb_put(text, buf, n);
-    bool bad = ferror(fp);
+    /* fread sets errno from the read that failed (a directory opens but
+     * reads EISDIR); the reason, taken before fclose can change it. */
+    int bad = ferror(fp) ? (errno ? errno : EIO) : 0;
     fclose(fp);
     if (bad) {
-        sb_printf(why, "%s: error: read failed\n", path);
+        sb_printf(why, "%s: error: cannot read: %s\n", path, strerror(bad));
         return TVM_ERR_IO;
     }
     return TVM_OK;

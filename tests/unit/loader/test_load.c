@@ -74,6 +74,9 @@ Test(load, missing_files_and_bad_arguments)
     tvm_error err;
     cr_assert_eq(tvm_load_file(vm, "/nonexistent/x.tasm", &err), TVM_ERR_IO);
     cr_assert_str_eq(err.message, "/nonexistent/x.tasm: error: cannot open: No such file or directory\n");
+    /* A directory opens, and its first read fails: the reason is named. */
+    cr_assert_eq(tvm_load_file(vm, "examples", &err), TVM_ERR_IO);
+    cr_assert_str_eq(err.message, "examples: error: cannot read: Is a directory\n");
     cr_assert_eq(tvm_load_string(vm, NULL, "", 0, &err), TVM_ERR_BADARG);
 }
 
