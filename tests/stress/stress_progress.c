@@ -249,21 +249,30 @@ int main(void)
     if (!unwanted())
         return fail("vm_progress_wanted still set after the VMs went with waits pending");
 
-    /* 5: two busy processes keep both schedulers switching; a third holds
-     * its scheduler inside t:hold/0 while this thread waits for a grace
-     * period, which cannot end before the native returns. */
+    /* 5: a process holds its scheduler inside t:hold/0 while this thread
+     * waits for a grace period, which cannot end before the native
+     * returns; two busy processes keep the other scheduler switching.
+     * The holder is spawned first and the spinners once it holds: a
+     * process spawned from this thread goes to a scheduler's shared
+     * queue, from which the other scheduler steals when it has nothing
+     * to run.  Spawned before the holder, both spinners and the holder
+     * could land in one scheduler's local queue (an awake scheduler
+     * drains its shared queue into its local one, which nobody steals
+     * from) with the holder ahead of the spinners: the other scheduler
+     * then found nothing to run, offered nothing, and the check below
+     * failed (7 of about 120 runs under clang's ASan with two CPU hogs,
+     * the instrumented runs showing the grace period held the full 10 s
+     * with no offer counted). */
     vm = start(2);
     env = tvm_env_new(vm);
     bp = vm_progress_get(vm);
-    /* (Placed round-robin: the holder shares a scheduler with the first
-     * spinner, and the second keeps the other switching at every slice.) */
-    for (int i = 0; i < 2; i++)
-        spawn1(env, "spin", INT64_C(1) << 40);
     tvm_pid holder;
     if (tvm_spawn(env, "pg", "hold", 0, NULL, &holder) != TVM_OK)
         return fail("spawning the holder");
     while (!vm_atomic_load_acquire(&holding))
         usleep(1000);
+    for (int i = 0; i < 2; i++)
+        spawn1(env, "spin", INT64_C(1) << 40);
     /* The load and registrations of start() waited for grace periods;
      * the progress thread takes its part back when it next finds nothing
      * to do, which may come after this point (unwanted() waits for it). */
