@@ -221,9 +221,10 @@ void vm_heap_check_max(Process *p)
     /* The block, not the live data, as BEAM counts a heap's size.  The
      * heap still grows as asked: the caller allocates next, and a process
      * cannot be stopped in the middle of a native or an instruction; it
-     * dies at its next reduction check (a call or a backward jump: a
-     * bounded number of instructions away, as the verifier allows no
-     * other loop). */
+     * dies as the native that grew it returns, or at its next reduction
+     * check (a call or a backward jump: a bounded number of instructions
+     * away, as the verifier allows no other loop), and never waits
+     * meanwhile (vm/process.h).  Monitors count as vm/process.h says. */
     size_t used = vm_heap_size(p) + p->mq_words + p->mon_out_len * VM_MONITOR_WORDS;
     if (used > p->max_heap && !p->kill && p->mon_out_len) {
         /* Entries of monitors whose target has exited cost nothing:
