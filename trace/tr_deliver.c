@@ -67,27 +67,16 @@ static Term tuple(Build *b, const Term *e, unsigned n)
     return make_boxed(t);
 }
 
-/* Each kind's tag (tr_events.def's tag column, unquoted), predefined
- * (vm/atoms.def): a delivery interns nothing, so a full atom table turns
- * no tag into undefined (docs/safety.md), and takes no lock for it.
- * test_sessions.c (a_tracer_process_gets_every_kind_on_a_full_atom_table)
- * checks every kind a process can be sent against the text sink's tags. */
+/* Each kind's tag, predefined (tr_events.def's atom column): a delivery
+ * interns nothing, so a full atom table turns no tag into undefined
+ * (docs/safety.md), and takes no lock for it.  test_sessions.c
+ * (a_tracer_process_gets_every_kind_on_a_full_atom_table) checks every
+ * kind a process can be sent against the text sink's tags. */
 static const Atom tag_atoms[TR_K__COUNT] = {
-    [TR_K_CALL] = ATOM_CALL,
-    [TR_K_RETURN_FROM] = ATOM_RETURN_FROM,
-    [TR_K_EXCEPTION_FROM] = ATOM_EXCEPTION_FROM,
-    [TR_K_RETURN_TO] = ATOM_RETURN_TO,
-    [TR_K_SPAWN] = ATOM_SPAWN,
-    [TR_K_EXIT] = ATOM_EXIT,
-    [TR_K_IN] = ATOM_IN,
-    [TR_K_OUT] = ATOM_OUT,
-    [TR_K_SEND] = ATOM_SEND,
-    [TR_K_RECEIVE] = ATOM_RECEIVE,
-    [TR_K_STOPPED] = ATOM_TRACE_STOPPED,
-    [TR_K_SPAWNED] = ATOM_SPAWNED,
-    [TR_K_LOST] = ATOM_TRACE_LOST,
+#define TR_EVENT(K, name, tag, atom, text, nfixed, rest, f1, f2, f3) [TR_K_##K] = ATOM_##atom,
+#include "trace/tr_events.def"
+#undef TR_EVENT
 };
-_Static_assert(TR_K__COUNT == 13, "a new kind (tr_events.def) needs its tag above");
 
 static Term next_term(Build *b)
 {

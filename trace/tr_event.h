@@ -58,7 +58,7 @@
  * sinks show it).  PAD fills the end of a ring and is never shown to
  * sinks. */
 typedef enum TrKind {
-#define TR_EVENT(K, name, tag, text, nfixed, rest, f1, f2, f3) TR_K_##K,
+#define TR_EVENT(K, name, tag, atom, text, nfixed, rest, f1, f2, f3) TR_K_##K,
 #include "trace/tr_events.def"
 #undef TR_EVENT
     TR_K__COUNT,

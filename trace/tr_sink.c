@@ -12,7 +12,7 @@
 
 /* The kinds' table, from trace/tr_events.def. */
 const TrKindInfo tr_kinds[TR_K__COUNT] = {
-#define TR_EVENT(K, name, tag, text, nfixed, rest, f1, f2, f3) \
+#define TR_EVENT(K, name, tag, atom, text, nfixed, rest, f1, f2, f3) \
     [TR_K_##K] = { name, tag, text, nfixed, rest, { f1, f2, f3 } },
 #include "trace/tr_events.def"
 #undef TR_EVENT
