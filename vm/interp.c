@@ -431,7 +431,15 @@ arith:
             argv[i] = vm_root_push(p, reg[i]);
         tvm_term res = { UINT32_MAX }; /* a native that sets no result gets badarg */
         f->pc = pc;
+        /* An embedder's native may block or compute for long: while it
+         * runs, processes queued behind p on this scheduler's local queue
+         * may be taken by idle schedulers (vm/sched.c, "Lending the local
+         * queue").  Two atomic operations per such call (three with a
+         * backlog); the VM's own natives pay two predicted tests. */
+        bool lent = VM_UNLIKELY(fi->lends) && vm_sched_lend(p);
         tvm_status st = fi->native(&p->env, fi->arity, argv, &res, fi->native_data);
+        if (VM_UNLIKELY(lent))
+            vm_sched_lend_end();
         RELOAD();
         /* A native that took the heap over max_heap_size: the process dies
          * as it returns (a native call is no reduction check), before it

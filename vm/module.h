@@ -46,6 +46,11 @@ typedef struct FuncInfo {
     struct Export *export;      /* the export entry if exported, else NULL */
     tvm_native_fn native;       /* natives only */
     void *native_data;
+    /* An embedder's native (tvm_register_native), not one of the VM's
+     * own tables: its call lends the scheduler's local queue, as it may
+     * block or compute for long (vm/sched.c, "Lending the local queue").
+     * Written before the function is reachable. */
+    bool lends;
     /*
      * The breakpoint line: bp_orig, bp and code[0], 24 bytes that start
      * 32-byte aligned (FuncInfo is 32-byte aligned), so one cache line,

@@ -39,9 +39,9 @@ static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, const cha
     return st;
 }
 
-tvm_status tvm_register_native(tvm_vm *vm, const char *mod, const char *fun,
-                               int arity, tvm_native_fn fn, void *data,
-                               tvm_error *err)
+/* Registers a native; `lends`: an embedder's (FuncInfo.lends). */
+static tvm_status register_native(tvm_vm *vm, const char *mod, const char *fun, int arity,
+                                  tvm_native_fn fn, void *data, bool lends, tvm_error *err)
 {
     if (err) {
         err->status = TVM_OK;
@@ -73,6 +73,7 @@ tvm_status tvm_register_native(tvm_vm *vm, const char *mod, const char *fun,
         fi->nregs = (uint16_t)arity;
         fi->native = fn;
         fi->native_data = data;
+        fi->lends = lends;
         vm_func_set_entry(fi, instr_make(OP_NATIVE, 0, 0, 0));
         st = vm_native_install_locked(vm, vm_export_get(vm, m, f, (uint32_t)arity), fi);
         if (st != TVM_OK) {
@@ -85,12 +86,20 @@ tvm_status tvm_register_native(tvm_vm *vm, const char *mod, const char *fun,
     return st;
 }
 
+tvm_status tvm_register_native(tvm_vm *vm, const char *mod, const char *fun,
+                               int arity, tvm_native_fn fn, void *data,
+                               tvm_error *err)
+{
+    return register_native(vm, mod, fun, arity, fn, data, true, err);
+}
+
+/* The VM's own natives are short or switch out to wait: they lend nothing. */
 void vm_natives_install(tvm_vm *vm, VmNativeTable t)
 {
     for (size_t i = 0; i < t.n; i++) {
         const VmNativeDef *d = &t.defs[i];
         tvm_error err;
-        if (tvm_register_native(vm, d->mod, d->name, d->arity, d->fn, NULL, &err) != TVM_OK)
+        if (register_native(vm, d->mod, d->name, d->arity, d->fn, NULL, false, &err) != TVM_OK)
             vm_die(err.message);
     }
 }

@@ -4,10 +4,11 @@
  *
  * Protocol: running a process.
  *   Each scheduler has a local run queue that only its own thread touches
- *   (no lock) and a shared one, under its lock, for processes put there by
- *   other threads; it moves the shared queue behind the local one between
- *   two processes, and an idle scheduler steals from the shared queues of
- *   the others.  A busy scheduler hands half of its local backlog to a
+ *   (no lock), but for the lend below, and a shared one, under its lock,
+ *   for processes put there by other threads; it moves the shared queue
+ *   behind the local one between two processes, and an idle scheduler
+ *   steals from the shared queues of the others, and from a lent local
+ *   queue.  A busy scheduler hands half of its local backlog to a
  *   sleeping one between two processes (share_with_sleeper).
  *   A scheduler pops a process and, if it is RUNNABLE (just spawned or
  *   woken), marks it RUNNING under the process lock; a process queued
@@ -33,6 +34,61 @@
  *   run(), which reads s->current when resumed to learn who came back.
  *   A stop-the-world park is the one thing this path can delay: it
  *   falls back as soon as the request is visible.
+ *
+ * Lending the local queue.
+ *   A process inside an embedder's native (FuncInfo.lends: one registered
+ *   by tvm_register_native, which may block or compute for long) holds
+ *   its scheduler's thread; the processes queued behind it on the local
+ *   queue would wait for it even with another scheduler idle.  So the
+ *   native's call (vm/interp.c) lends the queue for as long as it runs,
+ *   through one word per scheduler, `lend` (sched.h):
+ *     OWNED -> WORK or EMPTY   the owner, as the native starts ([LQ1], a
+ *                              full CAS that cannot fail; WORK when the
+ *                              queue holds processes);
+ *     WORK -> TAKING           a thief, in steal() ([LQ2'], full CAS: one
+ *                              thief at a time, and never the owner);
+ *     TAKING -> EMPTY          the same thief, once it has moved the whole
+ *                              queue to its own local queue ([LQ2] release);
+ *     WORK or EMPTY -> OWNED   the owner, as the native returns or when
+ *                              the process switches out inside it ([LQ3]
+ *                              full CAS; on TAKING it yields and retries:
+ *                              the thief is a few stores from EMPTY).
+ *   The owner keeps off the queue while it is lent: nothing pushes to it
+ *   (vm_sched_enqueue from the lending thread, a spawn or a send made by
+ *   the native, goes the way of another thread's: a shared queue, which
+ *   thieves steal from too), and every path that pops or pushes it first
+ *   takes it back: run() when the process comes back to the scheduler
+ *   (a wait, a yield, an exit or a stack overflow inside the native),
+ *   vm_sched_yield_to_next (which falls back to that path).  So between
+ *   [LQ1] and [LQ3] the queue's fields are the thieves', one at a time,
+ *   and the CASes and the release store order every plain access to
+ *   them (and to the processes' fields written before they were queued)
+ *   between the owner and each thief.  The queue only shrinks while lent,
+ *   so WORK always means a non-empty queue, and EMPTY lets idle
+ *   schedulers skip it without reading it.
+ *   A thief takes the whole queue: its owner is inside a native of
+ *   unknown length; if that native returns first and its scheduler finds
+ *   nothing else, it steals or, asleep, is handed half of the thief's
+ *   backlog by share_with_sleeper.
+ *   Waking: a native that starts with processes queued and finds a
+ *   scheduler idle ([LQ1'], a full RMW read of nidle after [LQ1]) wakes a
+ *   sleeping one, taking each other scheduler's lock in turn; a scheduler
+ *   going idle adds itself to nidle ([LQ4], full) and then, under its
+ *   lock, looks at the lend words ([LQ4'], full RMW reads) before it
+ *   sleeps.  Both sides store then load with full RMWs, so at least one
+ *   sees the other: either the idle one sees WORK and does not sleep, or
+ *   the lender sees it counted and wakes it (it is then asleep, having
+ *   set `sleeping` under the lock the lender takes, or about to look at
+ *   the lend words after the lender released that lock).
+ *   Stop-the-world, QSBR, the direct switch: a thief takes processes
+ *   between two processes of its own, where it would take from a shared
+ *   queue; it parks for a stop-the-world at the top of its loop and
+ *   reports its quiescent states as before; the lending owner is inside
+ *   a process (not quiescent, not parkable) exactly as without the lend.
+ *   The direct switch reads the local queue, so it runs only on an owned
+ *   one.  The VM's own natives (erlang:send/2 among them) do not lend:
+ *   their call pays one predicted test of fi->lends, and the switch and
+ *   the enqueue one load and test of `lend` each.
  *
  * Thread progress: each scheduler is registered with liburcu QSBR, calls
  * rcu_quiescent_state() between two processes (the process has switched
@@ -157,8 +213,9 @@ static Process *rq_pop(Scheduler *s)
 /*
  * Hands the newer half of s's local queue to a sleeping scheduler and
  * wakes it (owner only; called between two processes when s has a
- * backlog).  Nobody can steal from a local queue, so this is how idle
- * schedulers get work a busy one queued for itself.
+ * backlog).  Thieves take from a local queue only while it is lent (an
+ * embedder native runs), so this is how idle schedulers get work a busy
+ * one queued for itself.
  */
 static void share_with_sleeper(Scheduler *s)
 {
@@ -182,17 +239,23 @@ static void share_with_sleeper(Scheduler *s)
     rq_push_chain(o, first, tail, give);
 }
 
+/* Lend states of Scheduler.lend (sched.h; "Lending the local queue"). */
+enum { LEND_OWNED = 0, LEND_WORK = 1, LEND_EMPTY = 2, LEND_TAKING = 3 };
+
 /*
  * Makes a RUNNABLE process run somewhere.  On a scheduler thread of this
  * system: on that scheduler's local queue (no lock, no wake-up; a backlog
- * is shared with sleepers between two processes).  From any other thread:
- * on the process's last scheduler, unless another one sleeps (then that
- * one, so idle cores pick work up at once).
+ * is shared with sleepers between two processes), unless the queue is
+ * lent (an embedder native of the running process spawned or woke p):
+ * then as from any other thread.  From any other thread: on the
+ * process's last scheduler, unless another one sleeps (then that one, so
+ * idle cores pick work up at once).
  */
 void vm_sched_enqueue(SchedSystem *sys, Process *p)
 {
     Scheduler *self = tls_sched;
-    if (self && self->sys == sys) {
+    /* Relaxed: the owner reads its own writes (or a thief's TAKING). */
+    if (self && self->sys == sys && vm_atomic_load_relaxed(&self->lend) == LEND_OWNED) {
         local_push(self, p);
         return;
     }
@@ -212,7 +275,35 @@ void vm_sched_enqueue(SchedSystem *sys, Process *p)
     rq_push_chain(target, p, p, 1);
 }
 
-/* Takes work from another scheduler's shared queue (the oldest process). */
+/*
+ * Takes the whole local queue of v, which is lent with work in it, if no
+ * other thief or the owner got there first: returns its first process
+ * and queues the others on self's local queue (self's own thread).
+ */
+static Process *take_lent(Scheduler *self, Scheduler *v)
+{
+    /* [LQ2'] full CAS (acquire): the queue as the owner's [LQ1] or the
+     * last thief's [LQ2] left it. */
+    if (vm_atomic_load_relaxed(&v->lend) != LEND_WORK ||
+        !vm_atomic_cas_full(&v->lend, LEND_WORK, LEND_TAKING))
+        return NULL;
+    Process *first = v->local_head, *last = v->local_tail;
+    size_t n = v->local_len;
+    v->local_head = v->local_tail = NULL;
+    v->local_len = 0;
+    /* [LQ2] release: the emptied queue before the owner's [LQ3] CAS. */
+    vm_atomic_store_release(&v->lend, LEND_EMPTY);
+    if (!first)
+        return NULL; /* LEND_WORK always has work: not reached */
+    if (first != last) {
+        list_append(&self->local_head, &self->local_tail, first->rq_next, last);
+        self->local_len += n - 1;
+    }
+    return first;
+}
+
+/* Takes work from another scheduler: the oldest process of its shared
+ * queue, or else everything queued behind an embedder native there. */
 static Process *steal(Scheduler *self)
 {
     SchedSystem *sys = self->sys;
@@ -225,7 +316,82 @@ static Process *steal(Scheduler *self)
         if (p)
             return p;
     }
+    for (int k = 1; k < sys->n; k++) {
+        Process *p = take_lent(self, &sys->scheds[(self->id + k) % sys->n]);
+        if (p)
+            return p;
+    }
     return NULL;
+}
+
+/* Whether some other scheduler lends a queue with work in it ([LQ4']: a
+ * full RMW read, after the caller's [LQ4] add to nidle). */
+static bool lent_work(Scheduler *self)
+{
+    SchedSystem *sys = self->sys;
+    for (int k = 1; k < sys->n; k++)
+        if (vm_atomic_load_rmw_full(&sys->scheds[(self->id + k) % sys->n].lend) == LEND_WORK)
+            return true;
+    return false;
+}
+
+/* Wakes a sleeping scheduler other than s (one with work to lend).  Each
+ * one's lock is taken, so that one between its idle add and its wait
+ * either sees the lend ([LQ4']) before it waits or is waiting (sleeping
+ * set under that lock) when signalled. */
+static void wake_one_sleeper(Scheduler *s)
+{
+    SchedSystem *sys = s->sys;
+    for (int k = 1; k < sys->n; k++) {
+        Scheduler *c = &sys->scheds[(s->id + k) % sys->n];
+        pthread_mutex_lock(&c->lock);
+        bool asleep = vm_atomic_load_relaxed(&c->sleeping);
+        if (asleep)
+            pthread_cond_signal(&c->cond);
+        pthread_mutex_unlock(&c->lock);
+        if (asleep)
+            return;
+    }
+}
+
+bool vm_sched_lend(Process *p)
+{
+    Scheduler *s = tls_sched;
+    if (!s || s->current != p || vm_atomic_load_relaxed(&s->lend) != LEND_OWNED)
+        return false;
+    /* [LQ1] full CAS (release; it cannot fail: only the owner leaves
+     * OWNED): the queue's links and its processes before a thief's
+     * [LQ2'], and this lend before the nidle read below. */
+    bool work = s->local_head != NULL;
+    vm_atomic_cas_full(&s->lend, LEND_OWNED, work ? LEND_WORK : LEND_EMPTY);
+    /* [LQ1'] full RMW read, pairs with [LQ4]: a scheduler that went idle
+     * before it is woken here; one going idle after sees the lend. */
+    if (work && vm_atomic_load_rmw_full(&s->sys->nidle) > 0)
+        wake_one_sleeper(s);
+    return true;
+}
+
+/* Takes the local queue back (owner only): waits out a thief between its
+ * [LQ2'] and [LQ2], a few stores long. */
+static void lend_end(Scheduler *s)
+{
+    for (;;) {
+        uintptr_t st = vm_atomic_load_relaxed(&s->lend);
+        if (st == LEND_OWNED)
+            return;
+        /* [LQ3] full CAS (acquire): whatever a thief left, pairs with [LQ2]. */
+        if (st != LEND_TAKING && vm_atomic_cas_full(&s->lend, st, LEND_OWNED))
+            return;
+        if (st == LEND_TAKING)
+            sched_yield();
+    }
+}
+
+void vm_sched_lend_end(void)
+{
+    Scheduler *s = tls_sched;
+    if (s && vm_atomic_load_relaxed(&s->lend) != LEND_OWNED)
+        lend_end(s);
 }
 
 /* ==== the cache of ended processes (owner only) ==== */
@@ -441,6 +607,10 @@ static void run(Scheduler *s, Process *p)
      * have handed the scheduler straight to another (vm_sched_yield_to_next). */
     p = s->current;
     s->current = NULL;
+    /* A process that switched out inside an embedder native (a wait, a
+     * yield, its exit or a stack overflow) left the queue lent. */
+    if (VM_UNLIKELY(vm_atomic_load_relaxed(&s->lend) != LEND_OWNED))
+        lend_end(s);
     vm_reds_account(p);
     /* The process switched out: its context is saved in p->fiber->sp.  A
      * plain yield (no wait asked, not exited: both written by the process
@@ -508,6 +678,10 @@ bool vm_sched_yield_to_next(Process *p)
 {
     Scheduler *s = p->sched;
     SchedSystem *sys = s->sys;
+    /* Inside an embedder native the queue may be lent: the ordinary
+     * path (run()) takes it back before it looks at it. */
+    if (VM_UNLIKELY(vm_atomic_load_relaxed(&s->lend) != LEND_OWNED))
+        return false;
     Process *q = s->local_head;
     if (!q || q->state != PS_RUNNING || vm_atomic_load_relaxed(&s->rq_len) > 0 ||
         vm_atomic_load_relaxed(&sys->nidle) > 0 || vm_atomic_load_acquire(&sys->stopping) ||
@@ -553,11 +727,12 @@ static void sleep_locked(Scheduler *s, unsigned ms)
     vm_atomic_store_relaxed(&s->sleeping, 0);
 }
 
-/* Nothing to do and nobody asking us to stop or to park ([SW1']). */
+/* Nothing to do, here or lent by another scheduler, and nobody asking
+ * us to stop or to park ([SW1']).  After our [LQ4] add to nidle. */
 static bool idle_locked(Scheduler *s)
 {
     return !s->rq_head && !vm_atomic_load_acquire(&s->sys->stopping) &&
-           !vm_atomic_load_acquire(&s->sys->stw);
+           !vm_atomic_load_acquire(&s->sys->stw) && !lent_work(s);
 }
 
 /* Whether no scheduler has gone idle again since our own entry number
@@ -610,7 +785,9 @@ static void *sched_main(void *arg)
              * back to the OS; both once the VM has stayed idle a little
              * while, so that a burst that follows at once (or that another
              * scheduler still runs) reuses them without a system call. */
-            uintptr_t idle = vm_atomic_fetch_add_relaxed(&sys->nidle, 1);
+            /* [LQ4] full: this add before the [LQ4'] reads of the lend
+             * words in idle_locked (pairs with a lender's [LQ1]/[LQ1']). */
+            uintptr_t idle = vm_atomic_fetch_add_full(&sys->nidle, 1);
             uintptr_t entry = vm_atomic_fetch_add_relaxed(&sys->idle_entries, 1) + 1;
             bool last = idle == (uintptr_t)sys->n - 1;
             if (last) {

@@ -6,9 +6,10 @@
  * Processes are fibers (vm/fiber.h) run by N scheduler threads, each with
  * its own run queues (a lock-free local one for its own thread, a locked
  * shared one for the others; see vm/sched.c); an idle scheduler steals
- * from the others' shared queues and then sleeps, and a busy one hands
- * part of its backlog to a sleeping one.  Every scheduler thread is a
- * liburcu QSBR reader: it reports a quiescent state between two processes
+ * from the others' shared queues, and from the local queue of one that
+ * is inside an embedder native (which lends it), and then sleeps; a busy
+ * one hands part of its backlog to a sleeping one.  Every scheduler
+ * thread is a liburcu QSBR reader: it reports a quiescent state between two processes
  * and goes offline while it sleeps, which is what the breakpoint engine's
  * thread-progress waits stand on.
  *
@@ -33,14 +34,32 @@ typedef struct Scheduler {
     /*
      * Two run queues.  The local one is the scheduler's own: only its
      * thread pushes (a yield, or a spawn or wake-up done by a process
-     * running here) and pops, without a lock.  The shared one takes
-     * processes from other threads (wake-ups from host threads or the
-     * timer, a busy scheduler's backlog handed over); `lock` protects
-     * rq_head/rq_tail, and the owner moves the whole list to its local
-     * queue when rq_len says something is there.
+     * running here) and pops, without a lock, except while it is lent
+     * (`lend`, below): then a thief that took `lend` from LEND_WORK to
+     * LEND_TAKING may empty it.  The shared one takes processes from
+     * other threads (wake-ups from host threads or the timer, a busy
+     * scheduler's backlog handed over); `lock` protects rq_head/rq_tail,
+     * and the owner moves the whole list to its local queue when rq_len
+     * says something is there.
      */
     Process *local_head, *local_tail;
     size_t local_len;
+    /*
+     * Who may touch the local queue (sched.c, "Lending the local queue"):
+     * LEND_OWNED (0), only this scheduler's thread; LEND_WORK or
+     * LEND_EMPTY, lent while a process here is inside an embedder native
+     * (the queue holds processes, or none): the owner keeps off it and a
+     * thief may take LEND_WORK to LEND_TAKING, and nobody else may.
+     * Written by the owner (a full CAS from OWNED when the native starts,
+     * [LQ1]; a full CAS back to OWNED after it, [LQ3]) and by one thief
+     * at a time (a full CAS WORK->TAKING, [LQ2'], then, the whole queue
+     * taken, a release store of EMPTY, [LQ2]); the CASes and the store
+     * order the queue's plain fields between the owner and the thief.
+     * Read relaxed by the owner (only its own writes or TAKING can be
+     * there), and by idle schedulers as a hint (full RMW after their
+     * nidle add, [LQ4']).
+     */
+    VmAtomic lend;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     Process *rq_head, *rq_tail;
@@ -97,10 +116,13 @@ typedef struct SchedSystem {
     bool crash_reports;
     VmAtomic spawn_rr;        /* round-robin placement of new processes (relaxed) */
     /* How many schedulers are idle (from the failed look for work until
-     * they wake again): each adds 1 when it goes idle and takes it back
-     * after (relaxed fetch-add; the one whose add completes the count
-     * trims the fiber pool).  Read relaxed by busy schedulers as a hint
-     * to share a backlog (a stale value costs a missed or a vain look). */
+     * they wake again): each adds 1 when it goes idle ([LQ4] full
+     * fetch-add, which a lender's [LQ1] pairs with) and takes it back
+     * after (relaxed; the one whose add completes the count trims the
+     * fiber pool).  Read relaxed by busy schedulers as a hint to share a
+     * backlog (a stale value costs a missed or a vain look), and by a
+     * scheduler lending a queue that holds work ([LQ1'] full RMW): seeing
+     * 0 there means any scheduler going idle after will see the lend. */
     VmAtomic nidle;
     /* How many times a scheduler has gone idle (relaxed fetch-add, beside
      * nidle's).  The one whose add completed nidle trims the fiber pool
@@ -185,6 +207,17 @@ void vm_proc_switch_out(Process *p);
 /* The fast path of a plain yield: switches straight to the next local
  * process; false (nothing done) when the scheduler must decide. */
 bool vm_sched_yield_to_next(Process *p);
+/*
+ * Around an embedder native called by p (vm/interp.c): vm_sched_lend
+ * lends the local queue of p's scheduler to idle schedulers (and wakes
+ * one if the queue holds work); true if it did (false: not on a
+ * scheduler, p is not its current process, or the queue is lent
+ * already by an enclosing native).  vm_sched_lend_end, called only after
+ * a lend that returned true, takes the queue back if it still is lent
+ * (a switch out inside the native took it back already).
+ */
+bool vm_sched_lend(Process *p);
+void vm_sched_lend_end(void);
 /* Moves messages sent so far into the process's own queue. */
 void vm_proc_fetch(Process *p);
 /*

@@ -262,7 +262,10 @@ int main(void)
      * then found nothing to run, offered nothing, and the check below
      * failed (7 of about 120 runs under clang's ASan with two CPU hogs,
      * the instrumented runs showing the grace period held the full 10 s
-     * with no offer counted). */
+     * with no offer counted).  That was before t:hold/0, an embedder
+     * native, lent its scheduler's local queue to idle schedulers
+     * (vm/sched.c, "Lending the local queue"); the order is kept, so
+     * that this part does not depend on the lend. */
     vm = start(2);
     env = tvm_env_new(vm);
     bp = vm_progress_get(vm);
