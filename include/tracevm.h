@@ -875,7 +875,9 @@ typedef struct tvm_profile tvm_profile;
  * Nothing stops: samples are taken by each scheduler for itself and
  * gathered by a thread of the profiler's own.  One profile runs at a time
  * in an OS process: TVM_ERR_EXISTS while another runs; TVM_ERR_BADARG
- * (with a message) for bad options, a signal that has another handler
+ * (with a message naming the argument or option and its value: "NULL
+ * vm", "NULL out (where the new profile goes)", "unknown kind 7 (...)",
+ * "hz 20000 above 10000") for bad options, a signal that has another handler
  * (the embedder's: it is left in place), or when called from a process;
  * TVM_ERR_IO when a timer cannot be set up; TVM_ERR_LIMIT when the OS
  * refuses the profiler's thread or memory for its buffers (nothing is
@@ -917,6 +919,8 @@ typedef struct tvm_profile_write_options {
  * Writes what was gathered so far (a running profile too) to `path`
  * (TVM_ERR_IO when it cannot be written), or renders it into a malloc'ed
  * buffer (tvm_profile_render; *out is not NUL-terminated for pprof).
+ * TVM_ERR_BADARG names a NULL argument ("tvm_profile_render: NULL len")
+ * or the unknown format's value.
  */
 tvm_status tvm_profile_write(tvm_profile *prof, const char *path,
                              const tvm_profile_write_options *opts, tvm_error *err);

@@ -30,6 +30,24 @@ static tvm_status fail(tvm_error *err, tvm_status st, const char *msg, const cha
     return st;
 }
 
+/* The first NULL of a function's required pointer arguments, named, for
+ * its TVM_ERR_BADARG message ("FN: NULL ARG"): the caller learns which
+ * argument was missing, not only that one was.  names[i] goes with
+ * given[i]; false when none is NULL. */
+static bool null_arg(tvm_error *err, const char *fn, int n, const char *const names[],
+                     const bool given[])
+{
+    for (int i = 0; i < n; i++)
+        if (!given[i]) {
+            if (err) {
+                err->status = TVM_ERR_BADARG;
+                snprintf(err->message, sizeof err->message, "%s: NULL %s", fn, names[i]);
+            }
+            return true;
+        }
+    return false;
+}
+
 tvm_status tvm_profile_start(tvm_vm *vm, const tvm_profile_options *opts, tvm_profile **out,
                              tvm_error *err)
 {
@@ -37,8 +55,9 @@ tvm_status tvm_profile_start(tvm_vm *vm, const tvm_profile_options *opts, tvm_pr
         err->status = TVM_OK;
         err->message[0] = '\0';
     }
-    if (!vm || !out)
-        return fail(err, TVM_ERR_BADARG, "tvm_profile_start: bad argument", NULL);
+    static const char *const args[] = { "vm", "out (where the new profile goes)" };
+    if (null_arg(err, "tvm_profile_start", 2, args, (const bool[]){ vm, out }))
+        return TVM_ERR_BADARG;
     *out = NULL;
     if (vm_running_process())
         return fail(err, TVM_ERR_BADARG, "tvm_profile_start: not from a process", NULL);
@@ -47,12 +66,16 @@ tvm_status tvm_profile_start(tvm_vm *vm, const tvm_profile_options *opts, tvm_pr
     char why[128];
     if (opts && !vm_opts_copy(&o, sizeof o, opts, why, sizeof why))
         return fail(err, TVM_ERR_BADARG, "tvm_profile_start: ", why);
-    if (o.kind != TVM_PROFILE_CPU && o.kind != TVM_PROFILE_OFF && o.kind != TVM_PROFILE_ALLOC)
-        return fail(err, TVM_ERR_BADARG, "tvm_profile_start: unknown kind", NULL);
+    if (o.kind != TVM_PROFILE_CPU && o.kind != TVM_PROFILE_OFF && o.kind != TVM_PROFILE_ALLOC) {
+        snprintf(why, sizeof why, "%d (expected TVM_PROFILE_CPU, _OFF or _ALLOC)", (int)o.kind);
+        return fail(err, TVM_ERR_BADARG, "tvm_profile_start: unknown kind ", why);
+    }
     if (o.hz == 0)
         o.hz = PF_DEFAULT_HZ;
-    if (o.hz > PF_MAX_HZ)
-        return fail(err, TVM_ERR_BADARG, "tvm_profile_start: hz above 10000", NULL);
+    if (o.hz > PF_MAX_HZ) {
+        snprintf(why, sizeof why, "%u above %d", o.hz, PF_MAX_HZ);
+        return fail(err, TVM_ERR_BADARG, "tvm_profile_start: hz ", why);
+    }
     if (o.alloc_interval == 0)
         o.alloc_interval = PF_DEFAULT_ALLOC;
     if (o.alloc_interval < sizeof(Term))
@@ -189,14 +212,18 @@ tvm_status tvm_profile_render(tvm_profile *S, const tvm_profile_write_options *o
         err->status = TVM_OK;
         err->message[0] = '\0';
     }
-    if (!S || !out || !len)
-        return fail(err, TVM_ERR_BADARG, "tvm_profile_render: bad argument", NULL);
+    static const char *const args[] = { "profile", "out", "len" };
+    if (null_arg(err, "tvm_profile_render", 3, args, (const bool[]){ S, out, len }))
+        return TVM_ERR_BADARG;
     tvm_profile_write_options o = { 0 };
     char why[128];
     if (opts && !vm_opts_copy(&o, sizeof o, opts, why, sizeof why))
         return fail(err, TVM_ERR_BADARG, "tvm_profile_render: ", why);
-    if ((unsigned)o.format > TVM_PROFILE_SVG)
-        return fail(err, TVM_ERR_BADARG, "tvm_profile_render: unknown format", NULL);
+    if ((unsigned)o.format > TVM_PROFILE_SVG) {
+        snprintf(why, sizeof why, "%d (expected TVM_PROFILE_FOLDED, _SPEEDSCOPE, _PPROF or _SVG)",
+                 (int)o.format);
+        return fail(err, TVM_ERR_BADARG, "tvm_profile_render: unknown format ", why);
+    }
     StrBuf sb;
     sb_init(&sb);
     bool ok = true;
@@ -227,8 +254,9 @@ tvm_status tvm_profile_render(tvm_profile *S, const tvm_profile_write_options *o
 tvm_status tvm_profile_write(tvm_profile *S, const char *path,
                              const tvm_profile_write_options *opts, tvm_error *err)
 {
-    if (!path)
-        return fail(err, TVM_ERR_BADARG, "tvm_profile_write: no path", NULL);
+    static const char *const args[] = { "profile", "path" };
+    if (null_arg(err, "tvm_profile_write", 2, args, (const bool[]){ S, path }))
+        return TVM_ERR_BADARG;
     char *buf;
     size_t len;
     tvm_status st = tvm_profile_render(S, opts, &buf, &len, err);

@@ -569,6 +569,50 @@ Test(profile, api_errors)
     tvm_profile_free(p);
 }
 
+/* Each bad argument is named in the message, with its value where it has
+ * one (every NULL or bad value gave "bad argument", "unknown kind" or
+ * "hz above 10000" before), and a start refused so leaves nothing
+ * running: a good start works after. */
+Test(profile, each_bad_argument_is_named)
+{
+    tvm_profile *p = NULL;
+    tvm_error err;
+    tvm_profile_options o = { .size = sizeof o, .kind = TVM_PROFILE_CPU };
+    cr_assert_eq(tvm_profile_start(NULL, &o, &p, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_profile_start: NULL vm");
+    cr_assert_eq(err.status, TVM_ERR_BADARG);
+    cr_assert_eq(tvm_profile_start(vm, &o, NULL, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_profile_start: NULL out (where the new profile goes)");
+    cr_assert_eq(tvm_profile_start(NULL, &o, NULL, NULL), TVM_ERR_BADARG);   /* no err */
+    o.kind = (tvm_profile_kind)7;
+    cr_assert_eq(tvm_profile_start(vm, &o, &p, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_profile_start: unknown kind 7 (expected "
+                                  "TVM_PROFILE_CPU, _OFF or _ALLOC)");
+    o.kind = TVM_PROFILE_CPU;
+    o.hz = 20000;
+    cr_assert_eq(tvm_profile_start(vm, &o, &p, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_profile_start: hz 20000 above 10000");
+    o.hz = 0;
+    cr_assert_eq(tvm_profile_start(vm, &o, &p, &err), TVM_OK, "%s", err.message);
+    char *out;
+    size_t len;
+    tvm_profile_write_options w = { .size = sizeof w, .format = (tvm_profile_format)9 };
+    cr_assert_eq(tvm_profile_render(NULL, &w, &out, &len, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_profile_render: NULL profile");
+    cr_assert_eq(tvm_profile_render(p, &w, NULL, &len, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_profile_render: NULL out");
+    cr_assert_eq(tvm_profile_render(p, &w, &out, NULL, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_profile_render: NULL len");
+    cr_assert_eq(tvm_profile_render(p, &w, &out, &len, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_profile_render: unknown format 9 (expected "
+                                  "TVM_PROFILE_FOLDED, _SPEEDSCOPE, _PPROF or _SVG)");
+    cr_assert_eq(tvm_profile_write(NULL, "x.svg", NULL, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_profile_write: NULL profile");
+    cr_assert_eq(tvm_profile_write(p, NULL, NULL, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_profile_write: NULL path");
+    tvm_profile_free(p);
+}
+
 
 /* Waits until process pid waits (its state "waiting": set after it has
  * switched out, so its wait's start was noted). */
