@@ -152,6 +152,13 @@ typedef struct tvm_config {
                                 * tvm_call, tvm_spawn), is system_limit /
                                 * TVM_ERR_LIMIT; tvm_load_string and
                                 * registering natives are never refused */
+    size_t max_code_bytes;     /* memory that loaded code holds, every version
+                                * of every module counted (none is freed
+                                * while the VM lives, purged ones included);
+                                * 0 = default (1 GiB).  code:load_binary/3 of
+                                * a module that would take it past this is
+                                * {error, system_limit}; tvm_load_string
+                                * counts but is never refused */
 } tvm_config;
 
 /*

@@ -57,13 +57,25 @@ tvm_status ld_load(tvm_vm *vm, const char *name, const char *text, size_t len, A
     pthread_mutex_lock(&vm->code_lock);
     Module *old = vm_module_find_locked(vm, m->name);
     bool not_purged = beam_rules && old && vm_module_old(old);
+    /* Code is never freed (vm/module.c), so a load from VM code must fit
+     * in what max_code_bytes leaves: a loop of load_binary and
+     * purge_module would otherwise grow the OS process without end.  Read
+     * under the permission, which every install holds: no load can come
+     * between this check and ours. */
+    size_t held = vm->code_bytes;
+    bool full = beam_rules && !not_purged &&
+                (m->bytes > vm->max_code_bytes || held > vm->max_code_bytes - m->bytes);
     pthread_mutex_unlock(&vm->code_lock);
     tvm_status st = TVM_OK;
-    if (not_purged) {
-        sb_printf(diag, "%s:1:1: error: the module's old code is not purged\n", name);
+    if (not_purged || full) {
+        if (not_purged)
+            sb_printf(diag, "%s:1:1: error: the module's old code is not purged\n", name);
+        else
+            sb_printf(diag, "%s:1:1: error: code memory full (%zu bytes held, at most %zu): "
+                      "the module needs %zu more\n", name, held, vm->max_code_bytes, m->bytes);
         ld_module_free(m);
         vm_code_perm_release(vm);
-        return TVM_ERR_EXISTS;
+        return not_purged ? TVM_ERR_EXISTS : TVM_ERR_LIMIT;
     }
     if (old)
         vm_hook_module_replaced(vm, old);

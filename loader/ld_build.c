@@ -393,6 +393,7 @@ static void emit_function(Module *m, PModule *pm, PFunc *f, FuncInfo *fi)
     }
     fi->lines = lines;
     fi->nlines = nlines;
+    m->bytes += (f->ncode + 1) * sizeof(LineEntry);
 }
 
 static Module *emit_module(const char *file, PModule *pm)
@@ -408,6 +409,14 @@ static Module *emit_module(const char *file, PModule *pm)
     for (uint32_t i = 0; i < pm->nfuncs; i++)
         words[i] = func_words(&pm->funcs[i]);
     m->func_block = vm_func_block(pm->nfuncs, words, m->funcs);
+    /* What the version holds (Module.bytes; emit_function adds each line
+     * table): the sizes asked of malloc, without its own overhead. */
+    m->bytes = sizeof(Module) + strlen(file) + 1 +
+               (pm->nfuncs ? pm->nfuncs : 1) * sizeof(FuncInfo *);
+    for (uint32_t i = 0; i < pm->nfuncs; i++)
+        m->bytes += vm_func_size(words[i]);
+    for (const LitBlock *b = m->lits; b; b = b->next)
+        m->bytes += sizeof(LitBlock) + b->cap * sizeof(Term);
     free(words);
     for (uint32_t i = 0; i < pm->nfuncs; i++) {
         PFunc *f = &pm->funcs[i];

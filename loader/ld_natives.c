@@ -3,6 +3,7 @@
  *
  *   code:load_binary(Mod, File, Text) -> {module, Mod} | {error, badfile}
  *                                        | {error, not_purged}
+ *                                        | {error, system_limit}
  *   erlang:delete_module(Mod)         -> true | undefined
  *   erlang:purge_module(Mod)          -> true            (badarg: no old code)
  *   erlang:check_old_code(Mod)        -> boolean()
@@ -23,7 +24,9 @@
  * accounting.  Unlike BEAM, nothing is freed and no process is killed:
  * tracevm keeps every version allocated while the VM lives, so a process
  * still running purged code, or a frame returning into it, keeps working
- * (docs/asm.md).  The C API (tvm_load_string) replaces the current
+ * (docs/asm.md).  So that a loop of loads and purges cannot grow the OS
+ * process without end, a load whose code would take what all versions
+ * hold past max_code_bytes is {error, system_limit}.  The C API (tvm_load_string) replaces the current
  * version whatever old code there is.
  *
  * Each runs under the code-modification permission; a calling process is

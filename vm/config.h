@@ -151,6 +151,23 @@
 #endif
 
 /*
+ * VM_MAX_CODE_BYTES: the memory that loaded code may hold before
+ * code:load_binary/3 is refused (tvm_config.max_code_bytes' default):
+ * 1 GiB.  Every version of every module stays allocated while the VM
+ * lives (a process may still run it, a frame return into it, a fun or a
+ * stale code index name it: vm/module.c), so purge_module frees nothing
+ * and a loop of load_binary and purge_module grew the OS process by a
+ * version each turn (4 KB for a two-function module) until it was
+ * killed.  Past it a load from VM code is {error, system_limit}; code
+ * loaded from C counts but is never refused (the embedder's code bounds
+ * it).  BEAM frees purged code instead, killing the processes still in
+ * it.
+ */
+#ifndef VM_MAX_CODE_BYTES
+#define VM_MAX_CODE_BYTES ((size_t)1 << 30)
+#endif
+
+/*
  * VM_MAX_MESSAGE_WORDS: the largest term, counted flat, that one copy
  * between processes may hold (tvm_config.max_message_words' default):
  * messages, spawn arguments, exit values.  A heap holds a term with

@@ -292,6 +292,7 @@ void vm_module_install_locked(tvm_vm *vm, Module *m)
         }
         vm->modules[vm->nmodules++] = m;
     }
+    vm->code_bytes += m->bytes;
 }
 
 tvm_status vm_native_install_locked(tvm_vm *vm, Export *e, FuncInfo *fi)

@@ -142,6 +142,11 @@ typedef struct Module {
     void *func_block;           /* the memory of every funcs[i] (vm_func_block) */
     LitBlock *lits;             /* boxed literals the code refers to */
     struct Module *older;       /* replaced versions, kept while the VM lives */
+    /* The memory this version holds (its functions, line tables, literal
+     * blocks, name and arrays), counted by the builder (ld_build.c) before
+     * the module is published and constant after: what installing it adds
+     * to vm->code_bytes. */
+    size_t bytes;
     /* Under perm and code_lock (read under either):
      *   deleted  this version was the current code until delete_module
      *            made it old: the module has no current code;
@@ -204,7 +209,9 @@ Module *vm_module_find_locked(tvm_vm *vm, Atom name);
 /*
  * Installs a verified module, replacing an older version: stages the new
  * export addresses, clears exports the new version no longer has, and
- * commits by flipping the code index.  Call with code_lock held.
+ * commits by flipping the code index; m->bytes is added to vm->code_bytes
+ * (nothing ever subtracts it: every version stays allocated while the VM
+ * lives).  Call with the permission and code_lock held.
  */
 void vm_module_install_locked(tvm_vm *vm, Module *m);
 

@@ -42,6 +42,7 @@ tvm_vm *vm_create(const tvm_config *cfgp)
     vm->max_heap = cfg.max_heap_words;
     vm->max_procs = cfg.max_processes ? cfg.max_processes : VM_MAX_PROCESSES;
     vm->max_exports = cfg.max_exports ? cfg.max_exports : VM_MAX_EXPORTS;
+    vm->max_code_bytes = cfg.max_code_bytes ? cfg.max_code_bytes : VM_MAX_CODE_BYTES;
     vm->max_msg = cfg.max_message_words ? cfg.max_message_words : VM_MAX_MESSAGE_WORDS;
     vm->cmp_steps = vm->max_msg > SIZE_MAX / 2 ? SIZE_MAX : 2 * vm->max_msg;
     vm->control_wanted = cfg.control;

@@ -43,6 +43,12 @@ struct tvm_vm {
     pthread_mutex_t code_lock;   /* the start of the schedulers and services; modules[] */
     struct Module **modules;            /* written under perm and code_lock; read under either */
     uint32_t nmodules, modules_cap;
+    /* The bytes every installed version holds (Module.bytes), purged and
+     * replaced ones included, since none is freed while the VM lives: a
+     * load from VM code that would take it past max_code_bytes is refused
+     * (loader/ld_api.c).  Written under perm and code_lock
+     * (vm_module_install_locked), read under either. */
+    size_t code_bytes;
     /* Every registered native, owned here (natives are never removed):
      * appended under perm and code_lock, read under either (trace_pattern's
      * matching, the loader's check, tvm_destroy). */
@@ -54,6 +60,9 @@ struct tvm_vm {
     /* Entries vm_export_get_bounded may reach: written by tvm_new before
      * any other thread sees the VM, read-only after. */
     size_t max_exports;
+    /* code_bytes' bound for loads from VM code: written by tvm_new before
+     * any other thread sees the VM, read-only after. */
+    size_t max_code_bytes;
     size_t stack_limit;
     size_t heap_min;
     size_t max_heap;             /* default max_heap_size of processes (0: none) */
