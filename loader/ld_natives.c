@@ -140,8 +140,12 @@ static tvm_status nif_delete_module(tvm_env *env, int argc, const tvm_term *argv
         return badarg(p);
     vm_code_perm_acquire(vm);
     pthread_mutex_lock(&vm->code_lock);
-    Module *m = vm_module_current_locked(vm, mod);
-    bool old = m && vm_module_old(m);
+    /* Old code is asked of the chain's head, current or not: a deleted
+     * version is itself old code, so deleting twice without a purge
+     * between is badarg (as BEAM), not undefined. */
+    Module *head = vm_module_find_locked(vm, mod);
+    Module *m = head && !head->deleted ? head : NULL;
+    bool old = head && vm_module_old(head);
     pthread_mutex_unlock(&vm->code_lock);
     if (m && !old) {
         /* Its breakpoints go first, by the full non-blocking sequence:
