@@ -9,7 +9,9 @@
  *
  * Writer (a load or a native registration; serialized by the permission):
  *   1. copy addr[active] into addr[staging] for every export entry;
- *   2. store the new targets into addr[staging];
+ *   2. store the new targets into addr[staging], and then the stub into
+ *      the slots of the old version's exports the new one lacks (never
+ *      the stub first: a stale reader may read this slot, below);
  *   3. [CX1] release-store staging into vm->code_ix.
  * Readers (any thread executing a remote call): acquire-load the index
  * ([CX1']), then acquire-load addr[ix] ([CX2']).
@@ -261,15 +263,12 @@ void vm_module_install_locked(tvm_vm *vm, Module *m)
 {
     Module *old = vm_module_find_locked(vm, m->name);
     unsigned staging = stage_begin(vm);
-    if (old && !old->deleted) {
-        /* Exports of the old version that the new one lacks become undefined
-         * (a deleted version's are already). */
-        for (uint32_t i = 0; i < old->nfuncs; i++) {
-            Export *e = old->funcs[i]->export;
-            if (e)
-                vm_atomic_store_release(&e->addr[staging], (uintptr_t)e->stub);
-        }
-    }
+    /* The new version's exports first, then the old one's that it lacks:
+     * each slot gets its final value in one store.  The staging slot is
+     * the one a caller still holding the index of two commits ago reads
+     * (the head comment), so the stub stored there even for a moment
+     * over an export both versions define made such a caller raise undef
+     * for a function that never stopped being defined. */
     for (uint32_t i = 0; i < m->nfuncs; i++) {
         Export *e = m->funcs[i]->export;
         /* An on_load global breakpoint already has its trampoline
@@ -278,6 +277,15 @@ void vm_module_install_locked(tvm_vm *vm, Module *m)
         if (e)
             vm_atomic_store_release(&e->addr[staging],
                                     (uintptr_t)(t && t->real == m->funcs[i] ? t : m->funcs[i]));
+    }
+    if (old && !old->deleted) {
+        /* Exports of the old version that the new one lacks become undefined
+         * (a deleted version's are already). */
+        for (uint32_t i = 0; i < old->nfuncs; i++) {
+            Export *e = old->funcs[i]->export;
+            if (e && vm_func_real(vm_atomic_load_ptr_relaxed(&e->addr[staging]))->module != m)
+                vm_atomic_store_release(&e->addr[staging], (uintptr_t)e->stub);
+        }
     }
     stage_commit(vm, staging);
     if (old) {
