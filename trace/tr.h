@@ -136,7 +136,8 @@ void tr_pipeline_add_sink(TrPipeline *tp, TrSink *sink);
 
 /* Opens the sinks and starts the collector thread.  Once.  False when the
  * thread cannot be started (the OS refuses one: tr_pipeline_free then
- * closes the sinks); the result may be ignored where that is fatal. */
+ * discards the sinks, which removes the files they made: TrSinkOps);
+ * the result may be ignored where that is fatal. */
 bool tr_pipeline_start(TrPipeline *tp);
 
 /*

@@ -470,8 +470,15 @@ void tr_pipeline_free(TrPipeline *tp)
     if (tp->started)
         stop_workers(tp, tp->nworkers);
     free(tp->workers);
-    for (int i = 0; i < tp->nsinks; i++)
-        tp->sinks[i]->ops->close(tp->sinks[i]);
+    /* A pipeline that never started (its start failed) leaves no file:
+     * its sinks are discarded, not closed. */
+    for (int i = 0; i < tp->nsinks; i++) {
+        TrSink *k = tp->sinks[i];
+        if (!tp->started && k->ops->discard)
+            k->ops->discard(k);
+        else
+            k->ops->close(k);
+    }
     free(tp->sinks);
     for (int i = 0; i < tp->nrings; i++)
         tr_ring_destroy(&tp->rings[i]);

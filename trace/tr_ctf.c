@@ -50,7 +50,7 @@ static bool metadata_create(const char *dir, char *err, size_t errlen)
     return true;
 }
 
-static bool dir_prepare(const char *dir, char *err, size_t errlen)
+static bool dir_prepare(const char *dir, bool *made_out, char *err, size_t errlen)
 {
     bool made = mkdir(dir, 0777) == 0;
     if (!made && errno != EEXIST) {
@@ -70,6 +70,7 @@ static bool dir_prepare(const char *dir, char *err, size_t errlen)
             rmdir(dir);
         return false;
     }
+    *made_out = made;
     return true;
 }
 
@@ -93,8 +94,10 @@ static void make_uuid(uint8_t u[16])
 bool tr_ctf_out_init(TrCtfOut *o, const char *dir, int64_t clock_offset_ns, char *err,
                      size_t errlen)
 {
-    if (!dir_prepare(dir, err, errlen))
+    bool made = false;
+    if (!dir_prepare(dir, &made, err, errlen))
         return false;
+    o->made_dir = made;
     o->dir = vm_strndup(dir, strlen(dir));
     o->clock_offset = clock_offset_ns;
     o->failed = false;
@@ -106,6 +109,26 @@ void tr_ctf_out_free(TrCtfOut *o)
 {
     free(o->dir);
     o->dir = NULL;
+}
+
+void tr_ctf_out_discard(TrCtfOut *o, int nscheds)
+{
+    /* Only names this start made can be in the directory: it was empty
+     * when the start began (dir_prepare), and nothing else writes there
+     * while the trace is ours.  A name that does not fit the buffer is
+     * skipped rather than cut (a cut one could name another file); no
+     * such name was created either (the sinks use the same buffer). */
+    char path[TR_CTF_PATH_MAX];
+    for (int ring = 0; ring <= nscheds; ring++) {
+        tr_ctf_stream_path(o->dir, ring, nscheds, path, sizeof path);
+        if (strlen(path) < sizeof path - 1)
+            unlink(path);
+    }
+    if ((size_t)snprintf(path, sizeof path, "%s/metadata", o->dir) < sizeof path - 1)
+        unlink(path);
+    if (o->made_dir)
+        rmdir(o->dir);
+    tr_ctf_out_free(o);
 }
 
 void tr_ctf_report(TrCtfOut *o, const char *what)

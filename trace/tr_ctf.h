@@ -24,6 +24,11 @@
 
 #define TR_CTF_MAGIC 0xC1FC1FC1u
 #define TR_CTF_HEADER 32   /* packet header bytes */
+/* A buffer for a file name under the directory: room past PATH_MAX
+ * (4,096 with its NUL) for "/sched_N", so that a name is never cut
+ * (the OS then refuses it whole, with ENAMETOOLONG, rather than create
+ * a shorter one). */
+#define TR_CTF_PATH_MAX (4096 + 32)
 
 /* What every CTF sink keeps: where, the clock's offset, the UUID, and
  * whether a write failed (collector thread only, like the sinks). */
@@ -32,6 +37,7 @@ typedef struct TrCtfOut {
     int64_t clock_offset;    /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns (or 0) */
     uint8_t uuid[16];
     bool failed;             /* a write failed: reported once, then ignored */
+    bool made_dir;           /* tr_ctf_out_init created dir (a discard removes it) */
 } TrCtfOut;
 
 /* Creates `dir` if missing, and `metadata` in it, empty (the sink writes
@@ -44,6 +50,14 @@ bool tr_ctf_out_init(TrCtfOut *o, const char *dir, int64_t clock_offset_ns, char
                      size_t errlen);
 void tr_ctf_out_free(TrCtfOut *o);
 
+/* For a sink whose pipeline never started (the OS refused its collector
+ * thread: trace/tr_collector.c, tr_pipeline_free): removes what the
+ * start made, so that a failed start leaves nothing behind: `metadata`,
+ * the stream file of every ring 0..nscheds that was created, and the
+ * directory if tr_ctf_out_init made it (one that was there before, empty,
+ * stays, empty again).  Then frees as tr_ctf_out_free. */
+void tr_ctf_out_discard(TrCtfOut *o, int nscheds);
+
 /* Reports the first failure on stderr ("trace: CTF <what> in <dir>:
  * <errno's text>"); later ones only stay failed. */
 void tr_ctf_report(TrCtfOut *o, const char *what);
@@ -52,7 +66,7 @@ void tr_ctf_report(TrCtfOut *o, const char *what);
  * out[TR_CTF_HEADER]. */
 void tr_ctf_packet_header(uint8_t *out, const uint8_t uuid[16], int ring);
 
-/* The stream file of ring `ring` under dir. */
+/* The stream file of ring `ring` under dir (out: TR_CTF_PATH_MAX bytes). */
 void tr_ctf_stream_path(const char *dir, int ring, int nscheds, char *out, size_t n);
 
 /* Writes the metadata's start: the integer typealiases (uint8_t,

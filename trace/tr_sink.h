@@ -8,7 +8,8 @@
  *   event  for every event in delivery order (per ring: emission order),
  *          including LOST pseudo-events;
  *   flush  at tr_flush() and when the collector goes idle;
- *   close  once, after the last event: finish the output and free the sink.
+ *   close  once, after the last event: finish the output and free the sink;
+ *   discard instead of close when the pipeline never started.
  * Sinks that write to a FILE * never close it (it is the caller's).
  *
  * A raw sink (one with `range`) takes the rings' records as they are
@@ -62,6 +63,12 @@ typedef struct TrSinkOps {
     void (*event)(TrSink *s, const TrEvent *ev);
     void (*flush)(TrSink *s);
     void (*close)(TrSink *s);
+    /* Instead of close, for a sink whose pipeline never started (the OS
+     * refused a collector thread; tr_pipeline_free): free the sink and
+     * remove the files it made, so that a failed start leaves nothing
+     * behind.  NULL: close is called (a sink that makes no file, or
+     * writes to a stream that is its caller's). */
+    void (*discard)(TrSink *s);
     /* Raw sinks only (above); NULL for the others. */
     void (*range)(TrSink *s, const TrRange *r);
 } TrSinkOps;

@@ -110,7 +110,7 @@ static void write_packet(CtfSink *c, int i)
     memcpy(h + 72, &s->discarded, 8);
     memcpy(h + 80, &sched, 4);
     if (!s->f && !c->out.failed) {
-        char path[4096];
+        char path[TR_CTF_PATH_MAX];
         tr_ctf_stream_path(c->out.dir, i, c->nscheds, path, sizeof path);
         s->f = fopen(path, "wb");
         if (!s->f)
@@ -260,22 +260,37 @@ static int ctf_open(TrSink *sink, const TrSinkInfo *info)
     return write_metadata(c);
 }
 
-static void ctf_close(TrSink *sink)
+/* Frees c; `finish`: write each stream's last packet first (close), or
+ * not, and remove what the start made (discard: the pipeline never
+ * started, trace/tr_sink.h). */
+static void ctf_end(CtfSink *c, bool finish)
 {
-    CtfSink *c = (CtfSink *)sink;
     for (int i = 0; c->streams && i <= c->nscheds; i++) {
         CtfStream *s = &c->streams[i];
         /* The last packet, or an empty one carrying a trailing loss. */
-        if (s->nevents || s->discard_pending)
+        if (finish && (s->nevents || s->discard_pending))
             write_packet(c, i);
-        if (s->f && fclose(s->f) != 0)
+        if (s->f && fclose(s->f) != 0 && finish)
             tr_ctf_report(&c->out, "write failed");
         free(s->buf);
     }
     free(c->streams);
     sb_free(&c->vals);
-    tr_ctf_out_free(&c->out);
+    if (finish)
+        tr_ctf_out_free(&c->out);
+    else
+        tr_ctf_out_discard(&c->out, c->nscheds);
     free(c);
+}
+
+static void ctf_close(TrSink *sink)
+{
+    ctf_end((CtfSink *)sink, true);
+}
+
+static void ctf_discard(TrSink *sink)
+{
+    ctf_end((CtfSink *)sink, false);
 }
 
 static const TrSinkOps ctf_ops = {
@@ -284,6 +299,7 @@ static const TrSinkOps ctf_ops = {
     .event = ctf_event,
     .flush = ctf_flush,
     .close = ctf_close,
+    .discard = ctf_discard,
 };
 
 TrSink *tr_sink_ctf_new(const char *dir, int64_t clock_offset_ns, char *err, size_t errlen)

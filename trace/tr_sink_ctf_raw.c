@@ -128,7 +128,7 @@ static int stream_fd(RawSink *c, int i)
 {
     RawStream *s = &c->streams[i];
     if (s->fd < 0 && !s->failed) {
-        char path[4096];
+        char path[TR_CTF_PATH_MAX];
         tr_ctf_stream_path(c->out.dir, i, c->nscheds, path, sizeof path);
         s->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
         if (s->fd < 0)
@@ -282,18 +282,33 @@ static int raw_open(TrSink *sink, const TrSinkInfo *info)
     return write_metadata(c, false);
 }
 
-static void raw_close(TrSink *sink)
+/* Frees c; `finish`: write the metadata again with the atoms the
+ * streams name (close), or remove what the start made (discard: the
+ * pipeline never started, trace/tr_sink.h). */
+static void raw_end(RawSink *c, bool finish)
 {
-    RawSink *c = (RawSink *)sink;
     for (int i = 0; c->streams && i <= c->nscheds; i++)
-        if (c->streams[i].fd >= 0 && close(c->streams[i].fd) != 0)
+        if (c->streams[i].fd >= 0 && close(c->streams[i].fd) != 0 && finish)
             tr_ctf_report(&c->out, "write failed");
-    if (c->streams && !c->out.failed)
+    if (finish && c->streams && !c->out.failed)
         write_metadata(c, true);
     free(c->streams);
-    tr_ctf_out_free(&c->out);
+    if (finish)
+        tr_ctf_out_free(&c->out);
+    else
+        tr_ctf_out_discard(&c->out, c->nscheds);
     pthread_mutex_destroy(&c->report_lock);
     free(c);
+}
+
+static void raw_close(TrSink *sink)
+{
+    raw_end((RawSink *)sink, true);
+}
+
+static void raw_discard(TrSink *sink)
+{
+    raw_end((RawSink *)sink, false);
 }
 
 static const TrSinkOps raw_ops = {
@@ -301,6 +316,7 @@ static const TrSinkOps raw_ops = {
     .open = raw_open,
     .event = raw_event,
     .close = raw_close,
+    .discard = raw_discard,
     .range = raw_range,
 };
 

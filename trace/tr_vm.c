@@ -79,6 +79,7 @@
 #include "trace/tr_vm.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,8 +146,30 @@ void tr_limits_of(const tvm_trace_options *o, TrLimits *lim)
 /* The sink for o; NULL with a reason (and status) when the output cannot
  * be opened.  A stream opened here (from o->path, or on o->fd) goes to
  * *opened, fd's state to *fdout. */
-static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, TrFdOut **fdout,
-                        FILE **target, char *why, size_t n, tvm_status *st)
+/* Opens `path` for writing from its start, as fopen(path, "w") does;
+ * *made: this call created the file, so a start that fails later removes
+ * it again (a file that was there is left, truncated: its old contents
+ * are gone either way). */
+static FILE *open_output(const char *path, bool *made)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    *made = fd >= 0;
+    if (fd < 0 && errno == EEXIST)
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (fd >= 0 && !f) {
+        int e = errno;
+        close(fd);
+        if (*made)
+            unlink(path);
+        *made = false;
+        errno = e;
+    }
+    return f;
+}
+
+static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, bool *made,
+                        TrFdOut **fdout, FILE **target, char *why, size_t n, tvm_status *st)
 {
     *st = TVM_ERR_IO;
     if (o->format == TVM_TRACE_CALLBACK)
@@ -157,7 +180,7 @@ static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, TrFdOut **fdo
         return tr_sink_ctf_raw_new(o->path, tr_ctf_clock_offset(), why, n);
     FILE *out = o->file ? (FILE *)o->file : stderr;
     if (o->path) {
-        out = fopen(o->path, "w");
+        out = open_output(o->path, made);
         if (!out) {
             snprintf(why, n, "cannot open %s: %s", o->path, strerror(errno));
             return NULL;
@@ -217,9 +240,10 @@ static tvm_status tr_vm_new(tvm_vm *vm, TrSession *s, const tvm_trace_options *o
         return TVM_ERR_BADARG;
     }
     FILE *opened = NULL, *target = NULL;
+    bool made = false;
     TrFdOut *fdout = NULL;
     tvm_status st;
-    TrSink *sink = sink_new(o, &opened, &fdout, &target, why, n, &st);
+    TrSink *sink = sink_new(o, &opened, &made, &fdout, &target, why, n, &st);
     if (!sink) {
         tr_pipeline_free(tp);
         tr_vm_waits_destroy(t);
@@ -229,9 +253,13 @@ static tvm_status tr_vm_new(tvm_vm *vm, TrSession *s, const tvm_trace_options *o
     tr_pipeline_add_sink(tp, sink);
     if (!tr_pipeline_start(tp)) {
         /* The sink first (it may write its end to the stream), then the
-         * stream and a descriptor's writer, as tr_vm_free does. */
+         * stream and a descriptor's writer, as tr_vm_free does; then the
+         * file the start created, if it did (a CTF sink removes its own
+         * files: TrSinkOps.discard). */
         tr_pipeline_free(tp);
         close_opened(opened, fdout);
+        if (made)
+            unlink(o->path);
         tr_vm_waits_destroy(t);
         free(t);
         snprintf(why, n, "cannot start the collector thread");

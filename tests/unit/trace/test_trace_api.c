@@ -300,6 +300,26 @@ Test(trace_api, bad_options)
     cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
 }
 
+/* From now on the OS refuses every new thread: a default thread stack
+ * of 1 PiB makes pthread_create fail (the schedulers and the
+ * thread-progress thread must be running already).  *saved: what
+ * threads_allowed puts back. */
+static void threads_refused(pthread_attr_t *saved)
+{
+    pthread_attr_t huge;
+    cr_assert_eq(pthread_getattr_default_np(saved), 0);
+    pthread_attr_init(&huge);
+    cr_assert_eq(pthread_attr_setstacksize(&huge, (size_t)1 << 50), 0);
+    cr_assert_eq(pthread_setattr_default_np(&huge), 0);
+    pthread_attr_destroy(&huge);
+}
+
+static void threads_allowed(pthread_attr_t *saved)
+{
+    cr_assert_eq(pthread_setattr_default_np(saved), 0);
+    pthread_attr_destroy(saved);
+}
+
 /* The OS refusing the collector thread (a default thread stack of 1 PiB
  * makes pthread_create fail) is TVM_ERR_LIMIT with a message, for the
  * default session and a session alike, whatever the output; nothing is
@@ -321,11 +341,8 @@ Test(trace_api, a_collector_the_os_refuses_is_an_error)
         { .size = sizeof(tvm_trace_options), .use_fd = true, .fd = fds[1],
           .policy = TVM_TRACE_LOSSLESS },
     };
-    pthread_attr_t huge, saved;
-    cr_assert_eq(pthread_getattr_default_np(&saved), 0);
-    pthread_attr_init(&huge);
-    cr_assert_eq(pthread_attr_setstacksize(&huge, (size_t)1 << 50), 0);
-    cr_assert_eq(pthread_setattr_default_np(&huge), 0);
+    pthread_attr_t saved;
+    threads_refused(&saved);
     tvm_status st[4], sst[4];
     char msg[4][256], smsg[4][256];
     for (int i = 0; i < 4; i++) {
@@ -335,8 +352,7 @@ Test(trace_api, a_collector_the_os_refuses_is_an_error)
         sst[i] = tvm_session_create(vm, "refused", &outs[i], &s, &err);
         snprintf(smsg[i], sizeof smsg[i], "%s", err.message);
     }
-    cr_assert_eq(pthread_setattr_default_np(&saved), 0);
-    pthread_attr_destroy(&huge);
+    threads_allowed(&saved);
     for (int i = 0; i < 4; i++) {
         cr_assert_eq(st[i], TVM_ERR_LIMIT, "%d: %d: %s", i, st[i], msg[i]);
         cr_assert_str_eq(msg[i], "tvm_trace_start: cannot start the collector thread");
@@ -348,6 +364,89 @@ Test(trace_api, a_collector_the_os_refuses_is_an_error)
     cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
     close(fds[0]);
     close(fds[1]);
+}
+
+/* Every name in dir, sorted, joined by spaces ("" when empty; "-" when
+ * dir is not there). */
+static void dir_names(const char *dir, char *out, size_t n)
+{
+    struct dirent **e;
+    int k = scandir(dir, &e, NULL, alphasort);
+    size_t len = 0;
+    out[0] = '\0';
+    if (k < 0) {
+        snprintf(out, n, "-");
+        return;
+    }
+    for (int i = 0; i < k; i++) {
+        if (strcmp(e[i]->d_name, ".") && strcmp(e[i]->d_name, ".."))
+            len += (size_t)snprintf(out + len, n - len, "%s%s", len ? " " : "", e[i]->d_name);
+        free(e[i]);
+    }
+    free(e);
+}
+
+/* A start the OS refuses a collector thread leaves no file and no
+ * directory it made: the CTF sinks' directory and metadata (3,544 bytes
+ * of it, and the directory, were left before the fix), a text file it
+ * created; a directory that was there before, empty, stays, empty; a
+ * start into the same place works after. */
+Test(trace_api, a_refused_start_leaves_nothing_it_made)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_trace_start(vm, NULL, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    char base[] = "/tmp/tr_refused_XXXXXX", made[64], there[64], file[64], names[256];
+    cr_assert(mkdtemp(base));
+    snprintf(made, sizeof made, "%s/new", base);
+    snprintf(there, sizeof there, "%s/there", base);
+    snprintf(file, sizeof file, "%s/t.txt", base);
+    cr_assert_eq(mkdir(there, 0777), 0);
+    tvm_trace_options outs[] = {
+        { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_CTF, .path = made },
+        { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_CTF_RAW, .path = made },
+        { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_CTF, .path = there },
+        { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_CTF_RAW, .path = there,
+          .policy = TVM_TRACE_LOSSLESS },
+        { .size = sizeof(tvm_trace_options), .path = file },
+        { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_CHROME, .path = file },
+    };
+    enum { N = sizeof outs / sizeof outs[0] };
+    for (int i = 0; i < N; i++) {
+        for (int session = 0; session < 2; session++) {
+            pthread_attr_t saved;
+            threads_refused(&saved);
+            tvm_session s;
+            tvm_status st = session ? tvm_session_create(vm, "refused", &outs[i], &s, &err)
+                                    : tvm_trace_start(vm, &outs[i], &err);
+            threads_allowed(&saved);
+            cr_assert_eq(st, TVM_ERR_LIMIT, "%d/%d: %d: %s", i, session, st, err.message);
+            cr_assert_str_eq(err.message, session ? "tvm_session_create: cannot start the "
+                                                    "collector thread"
+                                                  : "tvm_trace_start: cannot start the "
+                                                    "collector thread");
+            dir_names(base, names, sizeof names);
+            cr_assert_str_eq(names, "there", "%d/%d: left in %s: %s", i, session, base, names);
+            dir_names(there, names, sizeof names);
+            cr_assert_str_eq(names, "", "%d/%d: left in %s: %s", i, session, there, names);
+        }
+        /* The same place takes a start that works. */
+        cr_assert_eq(tvm_trace_start(vm, &outs[i], &err), TVM_OK, "%d: %s", i, err.message);
+        cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+        dir_names(outs[i].path, names, sizeof names);
+        if (outs[i].format == TVM_TRACE_CTF || outs[i].format == TVM_TRACE_CTF_RAW) {
+            cr_assert_str_eq(names, "metadata", "%d: %s", i, names);
+            char meta[128];
+            snprintf(meta, sizeof meta, "%s/metadata", outs[i].path);
+            cr_assert_eq(unlink(meta), 0);
+            if (outs[i].path == made)
+                cr_assert_eq(rmdir(made), 0);
+        } else {
+            cr_assert_eq(unlink(file), 0);
+        }
+    }
+    cr_assert_eq(rmdir(there), 0);
+    cr_assert_eq(rmdir(base), 0);
 }
 
 /* A start that fails after its options were accepted (the output cannot
