@@ -214,7 +214,8 @@ tvm_status tvm_session_create(tvm_vm *vm, const char *name, const tvm_trace_opti
     /* The host's options as this library's struct (vm_opts_copy: the size
      * rule of include/tracevm.h); NULL is text to stderr. */
     tvm_trace_options o = { .size = sizeof(tvm_trace_options), .format = TVM_TRACE_TEXT };
-    char why[512];
+    /* Room for a path vm_msg_path shortened and the OS's reason after it. */
+    char why[2048];
     if (!vm || !out)
         return fail(err, TVM_ERR_BADARG, fn, "NULL argument");
     if (opts && !vm_opts_copy(&o, sizeof o, opts, why, sizeof why))

@@ -145,7 +145,10 @@ tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm
     *out = NULL;
     if (!target || !*target)
         return fail(err, TVM_ERR_BADARG, "tvm_control_connect: no target");
-    char path[300];
+    /* A pid's socket is found in this buffer; a path is used as given
+     * (a copy cut to the buffer named another file in the message). */
+    char found[300];
+    const char *path = target;
     char *end;
     errno = 0;
     long pid = strtol(target, &end, 10);
@@ -157,22 +160,23 @@ tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm
         tvm_status st = ctl_dir(dir, sizeof dir, err);
         if (st != TVM_OK || (st = ctl_dir_check(dir, err)) != TVM_OK)
             return st;
-        if (!socket_of(dir, pid, path, sizeof path))
+        if (!socket_of(dir, pid, found, sizeof found))
             return fail(err, TVM_ERR_NOTFOUND, "no VM of process %ld serves a control socket in %s",
                         pid, dir);
-    } else if (strchr(target, '/')) {
-        snprintf(path, sizeof path, "%s", target);
-    } else {
+        path = found;
+    } else if (!strchr(target, '/')) {
         return fail(err, TVM_ERR_BADARG, "target '%s' is neither a pid nor a socket path", target);
     }
     int fd = dial(path, ctl_client_margin_ms);
-    if (fd < 0 && errno == EAGAIN)
+    int e = errno;
+    char pb[VM_MSG_PATH_MAX + 1];
+    if (fd < 0 && e == EAGAIN)
         return fail(err, TVM_ERR_IO, "cannot connect to %s: its server took no connection "
-                                     "within %g s (is the VM stopped?)", path,
+                                     "within %g s (is the VM stopped?)", vm_msg_path(path, pb),
                     ctl_client_margin_ms / 1000.0);
     if (fd < 0)
-        return fail(err, errno == ENOENT || errno == ECONNREFUSED ? TVM_ERR_NOTFOUND : TVM_ERR_IO,
-                    "cannot connect to %s: %s", path, strerror(errno));
+        return fail(err, e == ENOENT || e == ECONNREFUSED ? TVM_ERR_NOTFOUND : TVM_ERR_IO,
+                    "cannot connect to %s: %s", vm_msg_path(path, pb), strerror(e));
     /* The server must be this user's, as the server demands of us: else
      * a socket someone else placed would get our requests (a `load`'s
      * module text) and could forge any reply.  Root may name another

@@ -89,7 +89,10 @@ const char *tvm_status_name(tvm_status s);
 /* Error details filled in by calls that take one. */
 typedef struct tvm_error {
     tvm_status status;
-    char message[4096];  /* NUL-terminated; "" on success */
+    char message[4096];  /* NUL-terminated; "" on success.  A path longer
+                          * than 1,024 bytes is named by its first and last
+                          * 510 bytes with "..." between, so that what
+                          * follows it (the OS's reason) is never cut. */
 } tvm_error;
 
 /* ------------------------------------------------------------------ */

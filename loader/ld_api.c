@@ -121,7 +121,9 @@ static tvm_status read_file(const char *path, StrBuf *text, StrBuf *why)
 {
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        sb_printf(why, "%s: error: cannot open: %s\n", path, strerror(errno));
+        int e = errno;
+        char pb[VM_MSG_PATH_MAX + 1];
+        sb_printf(why, "%s: error: cannot open: %s\n", vm_msg_path(path, pb), strerror(e));
         return TVM_ERR_IO;
     }
     char buf[65536];

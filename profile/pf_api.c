@@ -271,8 +271,9 @@ tvm_status tvm_profile_write(tvm_profile *S, const char *path,
     if (!ok) {
         if (err) {
             err->status = TVM_ERR_IO;
-            snprintf(err->message, sizeof err->message, "tvm_profile_write: %s: %s", path,
-                     strerror(e ? e : EIO));
+            char pb[VM_MSG_PATH_MAX + 1];
+            snprintf(err->message, sizeof err->message, "tvm_profile_write: %s: %s",
+                     vm_msg_path(path, pb), strerror(e ? e : EIO));
         }
         return TVM_ERR_IO;
     }

@@ -43,8 +43,10 @@ static bool metadata_create(const char *dir, char *err, size_t errlen)
     else
         f = fopen(path, "w");
     if (!f || fclose(f) != 0) {
-        snprintf(err, errlen, "trace: cannot create CTF metadata %s/metadata: %s", dir,
-                 strerror(errno));
+        int e = errno;
+        char pb[VM_MSG_PATH_MAX + 1];
+        snprintf(err, errlen, "trace: cannot create CTF metadata %s/metadata: %s",
+                 vm_msg_path(dir, pb), strerror(e));
         return false;
     }
     return true;
@@ -53,14 +55,16 @@ static bool metadata_create(const char *dir, char *err, size_t errlen)
 static bool dir_prepare(const char *dir, bool *made_out, char *err, size_t errlen)
 {
     bool made = mkdir(dir, 0777) == 0;
-    if (!made && errno != EEXIST) {
-        snprintf(err, errlen, "trace: cannot create CTF directory %s: %s", dir,
-                 strerror(errno));
+    int e = errno;
+    char pb[VM_MSG_PATH_MAX + 1];
+    if (!made && e != EEXIST) {
+        snprintf(err, errlen, "trace: cannot create CTF directory %s: %s",
+                 vm_msg_path(dir, pb), strerror(e));
         return false;
     }
     if (!dir_is_empty(dir)) {
         snprintf(err, errlen, "trace: CTF directory %s is not empty (or not a directory)",
-                 dir);
+                 vm_msg_path(dir, pb));
         return false;
     }
     if (!metadata_create(dir, err, errlen)) {

@@ -182,7 +182,9 @@ static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, bool *made,
     if (o->path) {
         out = open_output(o->path, made);
         if (!out) {
-            snprintf(why, n, "cannot open %s: %s", o->path, strerror(errno));
+            int e = errno;
+            char pb[VM_MSG_PATH_MAX + 1];
+            snprintf(why, n, "cannot open %s: %s", vm_msg_path(o->path, pb), strerror(e));
             return NULL;
         }
         *opened = out;
@@ -359,7 +361,8 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
 {
     static const char fn[] = "tvm_trace_start";
     tvm_trace_options o = { .format = TVM_TRACE_TEXT };
-    char why[512], bad[256];
+    /* Room for a path vm_msg_path shortened and the OS's reason after it. */
+    char why[2048], bad[256];
     if (!vm)
         return fail(err, TVM_ERR_BADARG, fn, "NULL vm");
     if (opts && !vm_opts_copy(&o, sizeof o, opts, bad, sizeof bad)) {

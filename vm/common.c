@@ -63,6 +63,19 @@ char *vm_strndup(const char *s, size_t n)
     return d;
 }
 
+const char *vm_msg_path(const char *path, char buf[VM_MSG_PATH_MAX + 1])
+{
+    size_t len = strlen(path);
+    if (len <= VM_MSG_PATH_MAX)
+        return path;
+    size_t half = VM_MSG_PATH_MAX / 2 - 2;
+    memcpy(buf, path, half);
+    memcpy(buf + half, "...", 3);
+    memcpy(buf + half + 3, path + len - half, half);
+    buf[2 * half + 3] = '\0';
+    return buf;
+}
+
 bool vm_opts_copy(void *out, size_t out_size, const void *in, char *why, size_t n)
 {
     size_t size = *(const size_t *)in;

@@ -62,6 +62,17 @@ void *vm_realloc(void *p, size_t n);
 char *vm_strndup(const char *s, size_t n);
 
 /*
+ * vm_msg_path - a path as an error message names it: `path` itself when
+ * it has at most VM_MSG_PATH_MAX bytes, else its first and last
+ * VM_MSG_PATH_MAX / 2 - 2 bytes with "..." between, in buf (which must
+ * hold VM_MSG_PATH_MAX + 1 bytes).  A message that names a path and then
+ * says why (the OS's reason) keeps the reason: a path near PATH_MAX
+ * (4,096) filled the message and cut the reason off its end.
+ */
+#define VM_MSG_PATH_MAX 1024
+const char *vm_msg_path(const char *path, char buf[VM_MSG_PATH_MAX + 1]);
+
+/*
  * vm_opts_copy - reads an option struct of the embedding API
  * (tvm_config, tvm_trace_options, tvm_backtrace_opts, tvm_spawn_opts; each begins with
  * `size_t size`, the sizeof the embedder's header gave it) into `out`,

@@ -9,9 +9,49 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "include/tracevm.h"
+
+/* A path as the library's error messages name it (vm_msg_path in
+ * vm/common.h, written again here so that the tests check it): up to
+ * 1,024 bytes as it is, else its first and last 510 bytes with "..."
+ * between.  out: at least 1,025 bytes. */
+static inline const char *msg_path(const char *path, char *out)
+{
+    size_t len = strlen(path);
+    if (len <= 1024)
+        return path;
+    snprintf(out, 1025, "%.510s...%s", path, path + len - 510);
+    return out;
+}
+
+/* Makes a chain of real directories of 200-byte names under base (which
+ * exists) into dir (4,096 bytes) while the chain stays shorter than
+ * `most` bytes; returns its length.  long_chain_remove takes it away. */
+static inline size_t long_chain_make(const char *base, char *dir, size_t most)
+{
+    size_t len = (size_t)snprintf(dir, 4096, "%s", base);
+    while (len + 201 < most) {
+        dir[len++] = '/';
+        memset(dir + len, 'd', 200);
+        len += 200;
+        dir[len] = '\0';
+        cr_assert_eq(mkdir(dir, 0700), 0, "%zu", len);
+    }
+    return len;
+}
+
+/* Removes the chain long_chain_make made (innermost first), and base. */
+static inline void long_chain_remove(const char *base, char *dir)
+{
+    for (char *slash; strlen(dir) > strlen(base); *slash = '\0') {
+        cr_assert_eq(rmdir(dir), 0, "%s", dir);
+        slash = strrchr(dir, '/');
+    }
+    cr_assert_eq(rmdir(base), 0);
+}
 
 /* Everything written to f so far (a tmpfile a text sink writes into), as
  * a string the caller frees; f is left at its start. */

@@ -198,6 +198,16 @@ Test(control, bad_targets_have_their_status)
     char path[128];
     snprintf(path, sizeof path, "%s/none.sock", dir);
     cr_assert_eq(tvm_control_connect(path, &c, &err), TVM_ERR_NOTFOUND);
+    /* A path no socket address holds: named by its start and end, with
+     * the reason (a 4,090-byte one filled the message before). */
+    static char lng[4091], want[sizeof err.message];
+    char pb[1025];
+    lng[0] = '/';
+    memset(lng + 1, 'x', sizeof lng - 2);
+    cr_assert_eq(tvm_control_connect(lng, &c, &err), TVM_ERR_IO);
+    snprintf(want, sizeof want, "cannot connect to %s: File name too long", msg_path(lng, pb));
+    cr_assert_str_eq(err.message, want);
+    cr_assert_null(c);
 }
 
 /* A target that is not all digits is no pid (strtol would take blanks,

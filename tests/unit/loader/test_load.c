@@ -74,6 +74,18 @@ Test(load, missing_files_and_bad_arguments)
     tvm_error err;
     cr_assert_eq(tvm_load_file(vm, "/nonexistent/x.tasm", &err), TVM_ERR_IO);
     cr_assert_str_eq(err.message, "/nonexistent/x.tasm: error: cannot open: No such file or directory\n");
+    /* A path near PATH_MAX is named by its start and its end, and the
+     * reason stays (it was cut off the message's end before). */
+    char base[] = "/tmp/ld_long_XXXXXX", pb[1025];
+    static char dir[4096], file[4200], want[sizeof err.message];
+    cr_assert(mkdtemp(base));
+    long_chain_make(base, dir, 4080);
+    snprintf(file, sizeof file, "%s/nope/x.tasm", dir);
+    cr_assert_eq(tvm_load_file(vm, file, &err), TVM_ERR_IO);
+    snprintf(want, sizeof want, "%s: error: cannot open: No such file or directory\n",
+             msg_path(file, pb));
+    cr_assert_str_eq(err.message, want);
+    long_chain_remove(base, dir);
     /* A directory opens, and its first read fails: the reason is named. */
     cr_assert_eq(tvm_load_file(vm, "examples", &err), TVM_ERR_IO);
     cr_assert_str_eq(err.message, "examples: error: cannot read: Is a directory\n");

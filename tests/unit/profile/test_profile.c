@@ -550,6 +550,20 @@ Test(profile, api_errors)
     cr_expect_eq(tvm_profile_start(vm, &o, &q, &err), TVM_OK, "%s", err.message);
     tvm_profile_free(q);
     cr_expect_eq(tvm_profile_write(p, "/nonexistent/dir/x.svg", NULL, &err), TVM_ERR_IO);
+    cr_expect_str_eq(err.message,
+                     "tvm_profile_write: /nonexistent/dir/x.svg: No such file or directory");
+    /* A path near PATH_MAX is named by its start and its end, and the
+     * reason stays (it was cut off the message's end before). */
+    char base[] = "/tmp/pf_long_XXXXXX", pb[1025];
+    static char dir[4096], file[4200], want[sizeof err.message];
+    cr_assert(mkdtemp(base));
+    long_chain_make(base, dir, 4080);
+    snprintf(file, sizeof file, "%s/nope/x.svg", dir);
+    cr_expect_eq(tvm_profile_write(p, file, NULL, &err), TVM_ERR_IO);
+    snprintf(want, sizeof want, "tvm_profile_write: %s: No such file or directory",
+             msg_path(file, pb));
+    cr_expect_str_eq(err.message, want);
+    long_chain_remove(base, dir);
     tvm_profile_format fmt;
     cr_expect_eq(tvm_profile_format_of("a.pb.gz", &fmt), TVM_OK);
     cr_expect_eq(fmt, TVM_PROFILE_PPROF);

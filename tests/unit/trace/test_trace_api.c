@@ -728,17 +728,12 @@ static void ctf_refused(const char *dir, const char *reason, bool session)
         tvm_status st = session ? tvm_session_create(vm, "ctf", &o, &s, &err)
                                 : tvm_trace_start(vm, &o, &err);
         cr_assert_eq(st, TVM_ERR_IO, "%s format %d: %d", fn, (int)formats[i], (int)st);
-        char want[sizeof err.message + 64];
+        char want[sizeof err.message], pb[1025];
         snprintf(want, sizeof want, "%s: trace: cannot create CTF metadata %s/metadata: %s", fn,
-                 dir, reason);
-        /* A path of 4 KiB is cut to the caller's buffer of the reason
-         * (512 bytes): its start, then. */
-        if (strlen(want) < 512)
-            cr_assert_str_eq(err.message, want);
-        else
-            cr_assert(strlen(err.message) >= 500 &&
-                          !strncmp(err.message, want, strlen(err.message)),
-                      "%s", err.message);
+                 msg_path(dir, pb), reason);
+        /* A path of 4 KiB is named by its start and its end, so that the
+         * reason stays (it was cut off before). */
+        cr_assert_str_eq(err.message, want);
         cr_assert_eq(tvm_trace_stop(vm), TVM_ERR_NOTFOUND);
         tvm_session_info info;
         cr_assert_eq(tvm_session_info_get(vm, (tvm_session){ 1 }, &info), TVM_ERR_NOTFOUND);
@@ -787,15 +782,8 @@ Test(trace_api, a_ctf_directory_too_long_for_its_metadata_is_removed_again)
     char base[] = "/tmp/tr_ctf_long_XXXXXX";
     cr_assert(mkdtemp(base));
     static char dir[4096];
-    size_t len = (size_t)snprintf(dir, sizeof dir, "%s", base);
     /* Components of 200 bytes up to 4090 bytes in all, then the last. */
-    while (len + 201 < 4090) {
-        dir[len++] = '/';
-        memset(dir + len, 'd', 200);
-        len += 200;
-        dir[len] = '\0';
-        cr_assert_eq(mkdir(dir, 0700), 0, "%zu", len);
-    }
+    size_t len = long_chain_make(base, dir, 4090);
     dir[len++] = '/';
     memset(dir + len, 'e', 4090 - len);
     len = 4090;
@@ -813,10 +801,21 @@ Test(trace_api, a_ctf_directory_too_long_for_its_metadata_is_removed_again)
         n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
     closedir(d);
     cr_assert_eq(n, 0, "%d entries left in the parent", n);
-    /* Clean up, innermost first. */
-    for (char *slash; strlen(parent) > strlen(base); *slash = '\0') {
-        cr_assert_eq(rmdir(parent), 0);
-        slash = strrchr(parent, '/');
-    }
-    cr_assert_eq(rmdir(base), 0);
+    /* A file that cannot be opened under that long path: its name is
+     * shortened in the middle and the OS's reason kept. */
+    static char file[4200], want[sizeof(tvm_error){ 0 }.message];
+    char pb[1025];
+    snprintf(file, sizeof file, "%s/nope/t.txt", parent);
+    tvm_error err;
+    tvm_trace_options o = { .size = sizeof(tvm_trace_options), .path = file };
+    cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_ERR_IO);
+    snprintf(want, sizeof want, "tvm_trace_start: cannot open %s: No such file or directory",
+             msg_path(file, pb));
+    cr_assert_str_eq(err.message, want);
+    tvm_session s;
+    cr_assert_eq(tvm_session_create(vm, "long", &o, &s, &err), TVM_ERR_IO);
+    snprintf(want, sizeof want, "tvm_session_create: cannot open %s: No such file or directory",
+             msg_path(file, pb));
+    cr_assert_str_eq(err.message, want);
+    long_chain_remove(base, parent);
 }
