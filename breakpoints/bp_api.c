@@ -148,7 +148,7 @@ static tvm_status info_of(tvm_env *env, uint64_t id, const char *fn, const char 
     char why[200];
     BpPattern pat;
     if (!env || !env->p || !out)
-        return fail(err, TVM_ERR_BADARG, fn, "NULL argument");
+        return fail(err, TVM_ERR_BADARG, fn, out ? "NULL env" : "NULL out");
     if (!parse_mfa(mfa, &pat, why, sizeof why, true))
         return fail(err, TVM_ERR_BADARG, fn, why);
     BpInfoItem it;

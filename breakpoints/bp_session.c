@@ -217,7 +217,7 @@ tvm_status tvm_session_create(tvm_vm *vm, const char *name, const tvm_trace_opti
     /* Room for a path vm_msg_path shortened and the OS's reason after it. */
     char why[2048];
     if (!vm || !out)
-        return fail(err, TVM_ERR_BADARG, fn, "NULL argument");
+        return fail(err, TVM_ERR_BADARG, fn, !vm ? "NULL vm" : "NULL out");
     if (opts && !vm_opts_copy(&o, sizeof o, opts, why, sizeof why))
         return fail(err, TVM_ERR_BADARG, fn, why);
     if (!name || !*name || strlen(name) > TR_SESSION_NAME_MAX)

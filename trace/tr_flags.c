@@ -473,7 +473,7 @@ tvm_status tvm_session_trace_flags_get(tvm_vm *vm, tvm_session s, tvm_pid pid,
     unsigned sid;
     tvm_status st;
     if (!vm || !flags)
-        return sfail(err, TVM_ERR_BADARG, fn, "NULL argument");
+        return sfail(err, TVM_ERR_BADARG, fn, !vm ? "NULL vm" : "NULL flags");
     if (!tr_session_resolve(vm, s.id, &sid, &st, why, sizeof why))
         return sfail(err, st, fn, why);
     if (!pid) {

@@ -415,7 +415,9 @@ Test(bp, trace_info_traced_and_all)
     cr_assert_eq(tvm_trace_info(env, "bt.ex", "traced", &t, &err), TVM_ERR_BADARG);
     cr_assert_str_eq(err.message, "tvm_trace_info: bad pattern \"bt.ex\": expected mod:fun/arity");
     cr_assert_eq(tvm_trace_info(env, "bt:ex/1", "traced", NULL, &err), TVM_ERR_BADARG);
-    cr_assert_str_eq(err.message, "tvm_trace_info: NULL argument");
+    cr_assert_str_eq(err.message, "tvm_trace_info: NULL out");
+    cr_assert_eq(tvm_trace_info(NULL, "bt:ex/1", "traced", &t, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_trace_info: NULL env");
     int64_t c;
     cr_assert_eq(tvm_call_count(vm, "bt:_/1", &c), TVM_ERR_BADARG);
     cr_assert_eq(tvm_call_count(vm, "bt:ex/1", NULL), TVM_ERR_BADARG);

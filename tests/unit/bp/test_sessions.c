@@ -398,6 +398,17 @@ Test(sessions, bad_arguments_change_nothing)
     cr_assert_str_eq(err.message, "tvm_session_create: give one of path, file and fd, not 2");
     cr_assert_eq(tvm_session_create(vm, "", NULL, &s, &err), TVM_ERR_BADARG);
     cr_assert_str_eq(err.message, "tvm_session_create: a session's name is 1..255 bytes");
+    cr_assert_eq(tvm_session_create(NULL, "x", NULL, &s, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_session_create: NULL vm");
+    cr_assert_eq(tvm_session_create(vm, "x", NULL, NULL, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_session_create: NULL out");
+    unsigned fl;
+    cr_assert_eq(tvm_session_trace_flags_get(vm, TVM_SESSION_DEFAULT, 0, NULL, &err),
+                 TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_session_trace_flags_get: NULL flags");
+    cr_assert_eq(tvm_session_trace_flags_get(NULL, TVM_SESSION_DEFAULT, 0, &fl, &err),
+                 TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_session_trace_flags_get: NULL vm");
     cr_assert_eq(tvm_session_destroy(vm, TVM_SESSION_DEFAULT, &err), TVM_ERR_BADARG);
     cr_assert_str_eq(err.message, "tvm_session_destroy: the default session is never destroyed "
                                   "(tvm_trace_stop stops its pipeline)");
