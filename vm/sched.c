@@ -66,6 +66,11 @@
  *   between the owner and each thief.  The queue only shrinks while lent,
  *   so WORK always means a non-empty queue, and EMPTY lets idle
  *   schedulers skip it without reading it.
+ *   A process that comes back inside the native (a wait or a yield from
+ *   it: tvm_receive, tvm_sleep) lends again, on whichever scheduler it
+ *   came back to (vm_proc_switch_out, by p->lending, which only p's own
+ *   thread reads or writes): that scheduler took its queue back in run()
+ *   as the process switched out, and the rest of the native may be long.
  *   A thief takes the whole queue: its owner is inside a native of
  *   unknown length; if that native returns first and its scheduler finds
  *   nothing else, it steals or, asleep, is handed half of the thief's
@@ -466,14 +471,20 @@ void vm_proc_switch_out(Process *p)
     if (!p->want_wait) {
         if (!vm_sched_yield_to_next(p))
             switch_to_scheduler(p);
-        return;
-    }
-    /* A wait: one predicted branch more while no off-CPU profile runs
-     * (a plain yield, above, has none). */
-    if (vm_pf_wanted(VM_PF_OFF))
+    } else if (vm_pf_wanted(VM_PF_OFF)) {
+        /* A wait: one predicted branch more while no off-CPU profile
+         * runs (a plain yield, above, has none). */
         wait_profiled(p);
-    else
+    } else {
         switch_to_scheduler(p);
+    }
+    /* Back inside an embedder native that lent its queue (a wait or a
+     * yield from it, through tvm_receive, tvm_sleep ...): the scheduler
+     * took its queue back at the switch out (run()), so the rest of the
+     * native, which may be long, would again hold up the processes
+     * queued behind it.  Lend the queue of the scheduler p is on now. */
+    if (VM_UNLIKELY(p->lending))
+        vm_sched_lend(p);
 }
 
 /* A process inside a call_time-traced function (its clock stops while it

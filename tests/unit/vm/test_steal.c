@@ -59,12 +59,45 @@ static tvm_status spawn_then_block(tvm_env *e, int argc, const tvm_term *argv,
     return block(e, argc, argv, result, data);
 }
 
+/* t:recv_then_spawn/0: waits in tvm_receive for a message (the process
+ * switches out inside the native), then does what t:spawn_then_block/0
+ * does. */
+static tvm_status recv_then_spawn(tvm_env *e, int argc, const tvm_term *argv,
+                                  tvm_term *result, void *data)
+{
+    tvm_term msg;
+    if (tvm_receive(e, BLOCK_DEADLINE_S * 1000, &msg) != TVM_OK)
+        return tvm_make_atom(e, "no_message", result);
+    return spawn_then_block(e, argc, argv, result, data);
+}
+
+
+
+/* t:until_waiting/1: returns once process Pid waits (in a receive), or
+ * `timeout` after the deadline. */
+static tvm_status until_waiting(tvm_env *e, int argc, const tvm_term *argv, tvm_term *result,
+                                void *data)
+{
+    (void)argc;
+    (void)data;
+    tvm_pid pid;
+    if (tvm_get_pid(e, argv[0], &pid) != TVM_OK)
+        return TVM_ERR_BADARG;
+    char st[32];
+    for (int ms = 0; ms < BLOCK_DEADLINE_S * 1000; ms++) {
+        if (!strcmp(proc_state(vm, pid, st, sizeof st), "waiting"))
+            return tvm_make_atom(e, "ok", result);
+        usleep(1000);
+    }
+    return tvm_make_atom(e, "timeout", result);
+}
+
 /* main/0 spawns release/0 with erlang:spawn/3: a spawn made by a process
  * goes to the local queue of the scheduler running it, behind the
  * spawner, which then enters t:block/0 without switching out. */
 static const char *const q_src =
     "module q\n"
-    "export main/0, release/0, main_native_spawn/0\n"
+    "export main/0, release/0, main_native_spawn/0, main_resumed/0, waker/1\n"
     "function main/0 regs 4\n"
     "    loadk r1, q\n"
     "    loadk r2, release\n"
@@ -80,6 +113,27 @@ static const char *const q_src =
     "function main_native_spawn/0 regs 1\n"
     "    callx r0, r0, t:spawn_then_block/0\n"
     "    ret r0\n"
+    "end\n"
+    /* main_resumed/0: spawns waker(Self), then waits inside
+     * t:recv_then_spawn/0 for its message, spawns release/0 and blocks. */
+    "function main_resumed/0 regs 4\n"
+    "    self r3\n"
+    "    loadk r2, []\n"
+    "    cons r3, r3, r2\n"
+    "    loadk r1, q\n"
+    "    loadk r2, waker\n"
+    "    callx r1, r1, erlang:spawn/3\n"
+    "    callx r0, r0, t:recv_then_spawn/0\n"
+    "    ret r0\n"
+    "end\n"
+    /* waker(Main): once Main waits inside the native, sends it go. */
+    "function waker/1 regs 3\n"
+    "    move r1, r0\n"
+    "    callx r1, r1, t:until_waiting/1\n"
+    "    move r1, r0\n"
+    "    loadk r2, go\n"
+    "    callx r1, r1, erlang:send/2\n"
+    "    ret r1\n"
     "end\n";
 
 static void load_q(void)
@@ -89,6 +143,10 @@ static void load_q(void)
     cr_assert_eq(tvm_register_native(vm, "t", "release", 0, release, NULL, &err), TVM_OK, "%s",
                  err.message);
     cr_assert_eq(tvm_register_native(vm, "t", "spawn_then_block", 0, spawn_then_block, NULL, &err),
+                 TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_register_native(vm, "t", "recv_then_spawn", 0, recv_then_spawn, NULL, &err),
+                 TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_register_native(vm, "t", "until_waiting", 1, until_waiting, NULL, &err),
                  TVM_OK, "%s", err.message);
     load_ok(vm, "q", q_src);
     vm_atomic_store_release(&released, 0);
@@ -122,6 +180,18 @@ Test(steal, process_spawned_by_a_blocking_native_runs_elsewhere)
 {
     load_q();
     expect_released("main_native_spawn");
+}
+
+/* The native waits in tvm_receive (its process switches out, and its
+ * scheduler takes the queue back), comes back when waker/1's message
+ * arrives, spawns release/0 and blocks: the lend is made again on the
+ * scheduler it came back to, so the spawn goes where the other scheduler
+ * takes it (before, it went to the local queue behind the blocked
+ * native, which was lent only until the switch out: timeout). */
+Test(steal, a_native_that_came_back_from_a_wait_lends_again)
+{
+    load_q();
+    expect_released("main_resumed");
 }
 
 /* Many rounds: the lend and its taking back at every native's return
