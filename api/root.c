@@ -45,7 +45,7 @@ static const Layer layers[] = {
     { "trace", tr_vm_init, tr_vm_destroy, tr_vm_release, tr_natives },
     { "breakpoints", bp_engine_init, bp_sessions_stop, bp_engine_destroy, bp_natives },
     { "profile", NULL, pf_layer_stop, NULL, NULL },
-    { "control", ctl_layer_init, tvm_control_stop, NULL, NULL },
+    { "control", ctl_layer_init, tvm_control_stop, ctl_layer_free, NULL },
 };
 
 enum { NLAYERS = sizeof layers / sizeof layers[0] };

@@ -14,6 +14,9 @@
  * TRACEVM_CONTROL=1 asks for it (a failure is reported on stderr and the
  * VM runs without it). */
 void ctl_layer_init(tvm_vm *vm);
+/* At tvm_destroy, after the stop: frees the paths tvm_control_path
+ * handed out (control/ctl_server.c). */
+void ctl_layer_free(tvm_vm *vm);
 
 /* The clients vm's endpoint is serving now, their threads not yet ended
  * (-1: no endpoint).  For tests and the fuzzer, which wait for a

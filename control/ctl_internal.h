@@ -125,6 +125,7 @@ typedef struct CtlServer {
      * spent).  The accept loop's alone once it runs. */
     int spare;
     char path[256];            /* the socket's path */
+    const char *kept_path;     /* the same, kept until tvm_destroy (ctl_server.c) */
     pthread_t thread;          /* the accept loop */
     uint64_t started_ns;       /* CLOCK_MONOTONIC at start (info: uptime) */
     /* lock protects slots: the clients being served. */

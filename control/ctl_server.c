@@ -50,11 +50,71 @@
 #include "vm/timer.h"
 #include "vm/vm.h"
 
-/* Serialises tvm_control_start and tvm_control_stop, which read and
- * write vm->control; the endpoint's own threads never touch it. */
+/* Serialises tvm_control_start, tvm_control_stop and tvm_control_path,
+ * which read and write vm->control and vm->control_paths; the endpoint's
+ * own threads never touch them. */
 static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
 /* VMs of this OS process that served an endpoint: the N of PID.N.sock. */
 static VmAtomic ctl_seq;
+
+/*
+ * Every socket path a VM has served, kept until tvm_destroy: the string
+ * tvm_control_path returns is one of these, so an embedder's thread may
+ * read it while another stops the endpoint (it pointed into the server,
+ * which the stop frees).  A VM keeps its N across restarts, so a restart
+ * into the same directory serves the same path and adds nothing: the
+ * list holds one entry per directory served (TRACEVM_CONTROL_DIR
+ * changed between starts), not one per start.
+ */
+typedef struct CtlPath {
+    struct CtlPath *next;
+    char path[];
+} CtlPath;
+
+typedef struct CtlPaths {
+    unsigned seq;              /* this VM's N */
+    CtlPath *list;
+} CtlPaths;
+
+/* vm's paths (made at its first start); under ctl_lock. */
+static CtlPaths *paths_of(tvm_vm *vm)
+{
+    if (!vm->control_paths) {
+        CtlPaths *ps = vm_calloc(1, sizeof *ps);
+        ps->seq = (unsigned)vm_atomic_fetch_add_relaxed(&ctl_seq, 1);
+        vm->control_paths = ps;
+    }
+    return vm->control_paths;
+}
+
+/* The kept copy of `path` (made if new); under ctl_lock. */
+static const char *path_keep(tvm_vm *vm, const char *path)
+{
+    CtlPaths *ps = paths_of(vm);
+    for (CtlPath *k = ps->list; k; k = k->next)
+        if (!strcmp(k->path, path))
+            return k->path;
+    size_t n = strlen(path) + 1;
+    CtlPath *k = vm_malloc(sizeof *k + n);
+    memcpy(k->path, path, n);
+    k->next = ps->list;
+    ps->list = k;
+    return k->path;
+}
+
+void ctl_layer_free(tvm_vm *vm)
+{
+    CtlPaths *ps = vm->control_paths;
+    if (!ps)
+        return;
+    while (ps->list) {
+        CtlPath *k = ps->list;
+        ps->list = k->next;
+        free(k);
+    }
+    free(ps);
+    vm->control_paths = NULL;
+}
 
 static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -360,7 +420,7 @@ static void *accept_main(void *arg)
 
 static tvm_status listen_at(CtlServer *srv, const char *dir, tvm_error *err)
 {
-    unsigned n = (unsigned)vm_atomic_fetch_add_relaxed(&ctl_seq, 1);
+    unsigned n = paths_of(srv->vm)->seq;
     snprintf(srv->path, sizeof srv->path, "%s/%ld.%u.sock", dir, (long)getpid(), n);
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     if (strlen(srv->path) >= sizeof sa.sun_path)
@@ -427,6 +487,7 @@ tvm_status tvm_control_start(tvm_vm *vm, tvm_error *err)
             }
         }
         if (st == TVM_OK) {
+            srv->kept_path = path_keep(vm, srv->path);
             vm->control = srv;
         } else {
             pthread_mutex_destroy(&srv->lock);
@@ -510,8 +571,13 @@ int ctl_client_count(tvm_vm *vm)
 
 const char *tvm_control_path(tvm_vm *vm)
 {
-    CtlServer *srv = vm ? vm->control : NULL;
-    return srv ? srv->path : NULL;
+    if (!vm)
+        return NULL;
+    pthread_mutex_lock(&ctl_lock);
+    CtlServer *srv = vm->control;
+    const char *path = srv ? srv->kept_path : NULL;
+    pthread_mutex_unlock(&ctl_lock);
+    return path;
 }
 
 void ctl_layer_init(tvm_vm *vm)

@@ -984,7 +984,9 @@ tvm_status tvm_control_start(tvm_vm *vm, tvm_error *err);
  * serving.  tvm_destroy does it.  Any thread. */
 void tvm_control_stop(tvm_vm *vm);
 
-/* The socket's path while serving, else NULL. */
+/* The socket's path while serving, else NULL.  The string stays readable
+ * until tvm_destroy, also after a tvm_control_stop on another thread; a
+ * restart serves the same path (unless TRACEVM_CONTROL_DIR changed). */
 const char *tvm_control_path(tvm_vm *vm);
 
 /* A running VM of this user that serves an endpoint. */

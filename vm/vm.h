@@ -98,9 +98,13 @@ struct tvm_vm {
     bool control_wanted;         /* config: serve the control endpoint (control/) */
     /* The control endpoint (struct CtlServer *, control/ctl_server.c) while
      * it serves; written by tvm_control_start/stop under their own lock,
-     * read by them and by tvm_control_path (which an embedder must not
-     * call while another thread stops the endpoint). */
+     * read by them and by tvm_control_path under it. */
     void *control;
+    /* The socket paths this VM's endpoint has served (struct CtlPaths *,
+     * control/ctl_server.c), kept until tvm_destroy so that the string
+     * tvm_control_path returned stays readable after a stop; under the
+     * control layer's lock. */
+    void *control_paths;
     /*
      * The trace sessions (struct TrSessions *, trace/tr_session.c): each
      * with its pipeline or tracer process, its limits and its counters.

@@ -108,6 +108,58 @@ Test(control, start_serves_a_socket_and_stop_removes_it)
     tvm_control_stop(vm); /* nothing when not serving */
 }
 
+/* The path tvm_control_path gave stays readable after a stop (it pointed
+ * into the freed server before the fix: AddressSanitizer's
+ * heap-use-after-free), and a restart serves the same path. */
+Test(control, the_path_outlives_a_stop_and_a_restart_serves_it_again)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    const char *path = tvm_control_path(vm);
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", path);
+    tvm_control_stop(vm);
+    cr_assert_null(tvm_control_path(vm));
+    cr_assert_str_eq(path, copy);
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    cr_assert_str_eq(tvm_control_path(vm), copy);
+    cr_assert_eq(tvm_control_path(vm), path, "the same kept string");
+    struct stat st;
+    cr_assert_eq(stat(copy, &st), 0, "served again");
+    tvm_control_stop(vm);
+}
+
+/* tvm_control_path on one thread while another starts and stops the
+ * endpoint: each answer is NULL or the VM's path, readable whole. */
+static void *path_reader(void *arg)
+{
+    const char *want = arg;
+    for (int i = 0; i < 200000; i++) {
+        const char *p = tvm_control_path(vm);
+        if (p && strcmp(p, want) != 0)
+            return (void *)p;
+    }
+    return NULL;
+}
+
+Test(control, the_path_read_while_another_thread_stops_the_endpoint)
+{
+    tvm_error err;
+    cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    char want[256];
+    snprintf(want, sizeof want, "%s", tvm_control_path(vm));
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, path_reader, want), 0);
+    for (int i = 0; i < 50; i++) {
+        tvm_control_stop(vm);
+        cr_assert_eq(tvm_control_start(vm, &err), TVM_OK, "%s", err.message);
+    }
+    void *bad;
+    pthread_join(t, &bad);
+    cr_assert_null(bad, "read %s", (const char *)bad);
+    tvm_control_stop(vm);
+}
+
 Test(control, the_peer_list_names_this_process)
 {
     tvm_error err;
