@@ -63,6 +63,25 @@ static Term build_list(Process *p, Term *v, size_t n, Term tail)
     return all_tail;
 }
 
+/*
+ * Before a native builds `words` words in one call, an amount its
+ * arguments chose rather than the size of a term it was given (a list
+ * of a range, the bytes of a binary as a list: 16 words for each word of
+ * the binary): TVM_OK to go ahead, or the status to return.  Past the
+ * process's max_heap_size the process is killed before anything is
+ * allocated (vm_heap_max_refuses); past max_message_words, the largest
+ * term the VM copies in one go, it is a system_limit, so that a process
+ * without a heap limit cannot take gigabytes in one call either.
+ */
+static tvm_status room_for(Process *p, size_t words)
+{
+    if (vm_heap_max_refuses(p, words))
+        return TVM_EXCEPTION;   /* killed as it returns (vm/interp.c) */
+    if (words > p->vm->max_msg)
+        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
+    return TVM_OK;
+}
+
 /* Copies a proper list's elements into a new array (caller frees). */
 static Term *list_to_array(Term l, long n)
 {
@@ -372,6 +391,12 @@ NATIVE_FN(bif_iolist_to_binary)
         sb_free(&sb);
         return raise_error(p, make_atom(r == IO_LIMIT ? ATOM_SYSTEM_LIMIT : ATOM_BADARG));
     }
+    /* An iolist that shares its parts is a few words and up to
+     * max_message_words flat (io_flat_init). */
+    if (vm_heap_max_refuses(p, binary_words(sb.len))) {
+        sb_free(&sb);
+        return TVM_EXCEPTION;
+    }
     Term bin = vm_make_binary(p, sb.s, sb.len);
     sb_free(&sb);
     RETURN(bin);
@@ -384,6 +409,9 @@ NATIVE_FN(bif_binary_to_list)
     if (!term_is_binary(b))
         BADARG();
     size_t n = binary_size(b);
+    tvm_status st = room_for(p, 2 * n);
+    if (st != TVM_OK)
+        return st;
     Term *v = vm_malloc((n ? n : 1) * sizeof(Term));
     for (size_t i = 0; i < n; i++)
         v[i] = make_small(binary_bytes(b)[i]);
@@ -536,11 +564,15 @@ NATIVE_FN(bif_seq)
 {
     SETUP();
     Term a = ARG(0), b = ARG(1);
-    if (!term_is_small(a) || !term_is_small(b) || small_value(b) < small_value(a) - 1 ||
-        small_value(b) - small_value(a) > (1 << 26))
+    if (!term_is_small(a) || !term_is_small(b) || small_value(b) < small_value(a) - 1)
         BADARG();
     int64_t lo = small_value(a), hi = small_value(b);
+    /* Smalls have 62 bits: the difference fits an int64_t, twice the
+     * count a size_t. */
     size_t n = (size_t)(hi - lo + 1);
+    tvm_status st = room_for(p, 2 * n);
+    if (st != TVM_OK)
+        return st;
     vm_heap_ensure(p, 2 * n, NULL, 0);
     Term l = TERM_NIL;
     for (int64_t i = hi; i >= lo; i--) {

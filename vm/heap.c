@@ -216,6 +216,16 @@ void vm_gc(Process *p, size_t need, Term *extra, size_t nextra)
         vm_heap_check_max(p);
 }
 
+/* Marks p to be killed by its max_heap_size, having reached `used`
+ * words (its crash report says so, vm/lifecycle.c). */
+static void mark_killed(Process *p, size_t used)
+{
+    p->kill = make_atom(ATOM_KILLED);
+    p->kill_heap = used;
+    p->kill_monitors = p->mon_out_len;
+    p->reds = 0;
+}
+
 void vm_heap_check_max(Process *p)
 {
     /* The block, not the live data, as BEAM counts a heap's size.  The
@@ -232,12 +242,26 @@ void vm_heap_check_max(Process *p)
         vm_proc_monitors_prune(p);
         used = vm_heap_size(p) + p->mq_words + p->mon_out_len * VM_MONITOR_WORDS;
     }
-    if (used > p->max_heap && !p->kill) {
-        p->kill = make_atom(ATOM_KILLED);
-        p->kill_heap = used;
-        p->kill_monitors = p->mon_out_len;
-        p->reds = 0;
-    }
+    if (used > p->max_heap && !p->kill)
+        mark_killed(p, used);
+}
+
+bool vm_heap_max_refuses(Process *p, size_t words)
+{
+    /* Exact, not a guess: whatever the collector finds live, the block
+     * that holds `words` more words is at least `words` words, so an
+     * allocation of more than the limit alone would have the process
+     * killed as the native returns (vm_heap_check_max).  Deciding before
+     * the allocation changes only that it is never made: a heap of 1,000
+     * words no longer grows to gigabytes in one lists:seq/2 first.
+     * Smaller amounts go the usual way (they at most double a heap that
+     * is within the limit, as the collector's sizing always does). */
+    if (!p->max_heap || words <= p->max_heap)
+        return false;
+    if (!p->kill)
+        mark_killed(p, vm_heap_size(p) + words + p->mq_words +
+                           p->mon_out_len * VM_MONITOR_WORDS);
+    return true;
 }
 
 /* No room below the limit: a sample point, a collection, or both. */

@@ -44,6 +44,18 @@ void vm_gc(Process *p, size_t need, Term *extra, size_t nextra);
  */
 void vm_heap_check_max(Process *p);
 
+/*
+ * For a native about to allocate `words` words in one go, an amount its
+ * arguments chose (lists:seq/2, binary_to_list/1, iolist_to_binary/1):
+ * true when those words alone are more than p's max_heap_size, and then
+ * p is marked to be killed exactly as vm_heap_check_max marks it (reason
+ * killed, the crash report's "reached" being the block, the request, the
+ * queue and the monitors), so the caller returns TVM_EXCEPTION without
+ * allocating and the process dies as the native returns.  False (nothing
+ * done) without a limit or within it: the caller allocates as usual.
+ */
+bool vm_heap_max_refuses(Process *p, size_t words);
+
 /* Size in words of the heap block in use. */
 static inline size_t vm_heap_size(const Process *p)
 {
