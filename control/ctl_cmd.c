@@ -425,9 +425,10 @@ static void stack_of(tvm_vm *vm, tvm_pid pid, StrBuf *out)
     char *buf = vm_malloc(size);
     tvm_error err;
     tvm_status st = tvm_backtrace(vm, pid, buf, size, NULL, &err);
-    if (st == TVM_OK)
+    /* TVM_ERR_LIMIT: the lines that fit, then why the rest is missing. */
+    if (st == TVM_OK || st == TVM_ERR_LIMIT)
         sb_puts(out, buf);
-    else
+    if (st != TVM_OK)
         sb_printf(out, "  (%s)\n", err.message);
     free(buf);
 }

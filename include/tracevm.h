@@ -497,6 +497,10 @@ typedef struct tvm_backtrace_opts {
  * Any thread (a process may ask for its own).  opts may be NULL.
  * TVM_ERR_NOTFOUND: no such process, or it exited; TVM_ERR_BUSY: the
  * signal timed out, or the process was in a context switch at every try.
+ * TVM_ERR_LIMIT: the text needs more than size bytes (with its NUL); buf
+ * holds the whole lines that fit, NUL-terminated, and err's message
+ * names the bytes needed (buf NULL with size 0 asks for that alone).
+ * TVM_ERR_BADARG, naming it: a NULL vm, a NULL buf with a size, bad opts.
  */
 tvm_status tvm_backtrace(tvm_vm *vm, tvm_pid pid, char *buf, size_t size,
                          const tvm_backtrace_opts *opts, tvm_error *err);

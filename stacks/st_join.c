@@ -28,6 +28,7 @@
 #include "stacks/st.h"
 
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,14 +186,42 @@ size_t st_format(const StStack *s, char *buf, size_t size)
 
 /* ==== the public API ==== */
 
-static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, unsigned long long id,
-                       const char *why)
+static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
 {
     if (err) {
+        va_list ap;
+        va_start(ap, fmt);
         err->status = st;
-        snprintf(err->message, sizeof err->message, fmt, id, why);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
     }
     return st;
+}
+
+/*
+ * Copies the text into buf (size bytes with the NUL) in whole lines: all
+ * of it when it fits, else the lines that fit, so that a cut stack never
+ * ends in half a frame.  Returns the lines copied.
+ */
+static size_t copy_lines(const StrBuf *sb, char *buf, size_t size)
+{
+    if (!size)
+        return 0;
+    size_t n = sb->len;
+    if (n >= size) {
+        n = size - 1;
+        while (n > 0 && sb->s[n - 1] != '\n')
+            n--;
+    }
+    memcpy(buf, sb->s, n);
+    buf[n] = '\0';
+    size_t lines = 0;
+    for (size_t i = 0; i < n; i++)
+        lines += sb->s[i] == '\n';
+    return lines;
 }
 
 tvm_status tvm_backtrace(tvm_vm *vm, tvm_pid pid, char *buf, size_t size,
@@ -202,12 +231,15 @@ tvm_status tvm_backtrace(tvm_vm *vm, tvm_pid pid, char *buf, size_t size,
         err->status = TVM_OK;
         err->message[0] = '\0';
     }
-    if (!vm || (!buf && size))
-        return fail(err, TVM_ERR_BADARG, "tvm_backtrace: %llu%s", pid, ": bad argument");
+    if (!vm)
+        return fail(err, TVM_ERR_BADARG, "tvm_backtrace: NULL vm");
+    if (!buf && size)
+        return fail(err, TVM_ERR_BADARG, "tvm_backtrace: NULL buf with size %zu", size);
     tvm_backtrace_opts o = { 0 };
     char why[256];
     if (opts && !vm_opts_copy(&o, sizeof o, opts, why, sizeof why))
-        return fail(err, TVM_ERR_BADARG, "tvm_backtrace: %llu: tvm_backtrace_opts: %s", pid, why);
+        return fail(err, TVM_ERR_BADARG, "tvm_backtrace: %llu: tvm_backtrace_opts: %s",
+                    (unsigned long long)pid, why);
     StStack *s = vm_malloc(sizeof *s);
     StOptions so = { o.timeout_ms, o.unwind };
     StResult r = st_capture_pid(vm, pid, s, &so);
@@ -216,15 +248,24 @@ tvm_status tvm_backtrace(tvm_vm *vm, tvm_pid pid, char *buf, size_t size,
         StrBuf sb;
         sb_init(&sb);
         st_format_lines(s, &sb, o.native_lines);
-        sb_copy_out(&sb, buf, size);
+        size_t lines = copy_lines(&sb, buf, size);
+        /* A cut is reported, never silent: the caller learns the size
+         * to ask for again (the text may differ by then: it runs on). */
+        if (sb.len >= size)
+            st = fail(err, TVM_ERR_LIMIT,
+                      "tvm_backtrace: %llu: the stack needs %zu bytes with its NUL, size is "
+                      "%zu: cut to its first %zu lines",
+                      (unsigned long long)pid, sb.len + 1, size, lines);
         sb_free(&sb);
     } else if (size) {
         buf[0] = '\0';
     }
     if (r == ST_R_NOPROC || r == ST_R_EXITED)
-        st = fail(err, TVM_ERR_NOTFOUND, "no process %llu: %s", pid, st_result_name(r));
+        st = fail(err, TVM_ERR_NOTFOUND, "no process %llu: %s", (unsigned long long)pid,
+                  st_result_name(r));
     else if (r != ST_R_OK && r != ST_R_NOSTACK)
-        st = fail(err, TVM_ERR_BUSY, "process %llu not captured: %s", pid, st_result_name(r));
+        st = fail(err, TVM_ERR_BUSY, "process %llu not captured: %s", (unsigned long long)pid,
+                  st_result_name(r));
     free(s);
     return st;
 }

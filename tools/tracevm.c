@@ -716,9 +716,10 @@ static void dump_backtraces(tvm_vm *vm)
         tvm_error err;
         tvm_status st = tvm_backtrace(vm, info[i].pid, text, sizeof text, NULL, &err);
         fprintf(stderr, "<0.%llu.0> (%s):\n", (unsigned long long)info[i].pid, info[i].state);
-        if (st == TVM_OK)
+        /* TVM_ERR_LIMIT: the lines that fit, then why the rest is missing. */
+        if (st == TVM_OK || st == TVM_ERR_LIMIT)
             fputs(text, stderr);
-        else
+        if (st != TVM_OK)
             fprintf(stderr, "  (%s)\n", err.message);
     }
     fflush(stderr);

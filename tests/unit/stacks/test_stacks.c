@@ -408,7 +408,78 @@ Test(stacks, backtrace_api_text)
     cr_assert_str_eq(err.message, want);
     cr_assert_str_eq(text, "");
     cr_assert_eq(tvm_backtrace(NULL, pid, text, sizeof text, NULL, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_backtrace: NULL vm");
     cr_assert_eq(tvm_backtrace_config(SIGURG, 0), TVM_ERR_BADARG);
+}
+
+/* The message of a cut: the bytes the whole stack needs, the size given
+ * and the lines kept. */
+static void assert_cut(tvm_pid pid, const tvm_error *err, size_t need, size_t size, size_t lines)
+{
+    char want[256];
+    snprintf(want, sizeof want,
+             "tvm_backtrace: %llu: the stack needs %zu bytes with its NUL, size is %zu: "
+             "cut to its first %zu lines",
+             (unsigned long long)pid, need, size, lines);
+    cr_assert_eq(err->status, TVM_ERR_LIMIT);
+    cr_assert_str_eq(err->message, want);
+}
+
+/* A buffer too small is reported, never cut silently: TVM_ERR_LIMIT, the
+ * lines that fit (whole), and the size needed; a NULL argument is named.
+ * Before, a cut stack came back TVM_OK, ending in half a frame, and both
+ * NULLs read "tvm_backtrace: PID: bad argument". */
+Test(stacks, backtrace_api_small_buffer_and_null_arguments)
+{
+    tvm_pid pid = start(IN_RECEIVE);
+    wait_state(pid, "waiting");
+    char whole[8192], text[8192];
+    tvm_error err;
+    /* A waiting process is read from its saved context: the same text
+     * every time. */
+    cr_assert_eq(tvm_backtrace(vm, pid, whole, sizeof whole, NULL, &err), TVM_OK, "%s",
+                 err.message);
+    size_t len = strlen(whole), nl = 0;
+    for (size_t i = 0; i < len; i++)
+        nl += whole[i] == '\n';
+    cr_assert(nl >= 4 && whole[len - 1] == '\n', "%s", whole);
+    size_t first = (size_t)(strchr(whole, '\n') - whole) + 1;   /* line 1 with its \n */
+    size_t cut = len - 1;                                         /* the last line's \n */
+    while (cut > 0 && whole[cut - 1] != '\n')
+        cut--;                                                    /* where that line starts */
+
+    /* Exactly enough: the whole text. */
+    memset(text, 'x', sizeof text);
+    cr_assert_eq(tvm_backtrace(vm, pid, text, len + 1, NULL, &err), TVM_OK, "%s", err.message);
+    cr_assert_str_eq(text, whole);
+    cr_assert_str_eq(err.message, "");
+
+    /* One byte short: every line but the last. */
+    memset(text, 'x', sizeof text);
+    cr_assert_eq(tvm_backtrace(vm, pid, text, len, NULL, &err), TVM_ERR_LIMIT);
+    assert_cut(pid, &err, len + 1, len, nl - 1);
+    cr_assert_eq(strlen(text), cut);
+    cr_assert(strncmp(text, whole, cut) == 0, "%s", text);
+
+    /* Room for the first line and its NUL, then one byte less. */
+    cr_assert_eq(tvm_backtrace(vm, pid, text, first + 1, NULL, &err), TVM_ERR_LIMIT);
+    assert_cut(pid, &err, len + 1, first + 1, 1);
+    cr_assert_eq(strlen(text), first);
+    cr_assert(strncmp(text, whole, first) == 0, "%s", text);
+    cr_assert_eq(tvm_backtrace(vm, pid, text, first, NULL, &err), TVM_ERR_LIMIT);
+    assert_cut(pid, &err, len + 1, first, 0);
+    cr_assert_str_eq(text, "");
+
+    /* NULL with size 0 asks for the size alone. */
+    cr_assert_eq(tvm_backtrace(vm, pid, NULL, 0, NULL, &err), TVM_ERR_LIMIT);
+    assert_cut(pid, &err, len + 1, 0, 0);
+
+    /* NULL arguments, named. */
+    cr_assert_eq(tvm_backtrace(vm, pid, NULL, 16, NULL, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_backtrace: NULL buf with size 16");
+    cr_assert_eq(tvm_backtrace(NULL, pid, NULL, 0, NULL, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_backtrace: NULL vm");
+    finish(pid, "go");
 }
 
 /* A capture in progress holds the process at its switch: set the
