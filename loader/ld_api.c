@@ -136,7 +136,8 @@ static tvm_status read_file(const char *path, StrBuf *text, StrBuf *why)
     int bad = ferror(fp) ? (errno ? errno : EIO) : 0;
     fclose(fp);
     if (bad) {
-        sb_printf(why, "%s: error: cannot read: %s\n", path, strerror(bad));
+        char pb[VM_MSG_PATH_MAX + 1];
+        sb_printf(why, "%s: error: cannot read: %s\n", vm_msg_path(path, pb), strerror(bad));
         return TVM_ERR_IO;
     }
     return TVM_OK;

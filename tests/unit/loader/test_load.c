@@ -85,6 +85,10 @@ Test(load, missing_files_and_bad_arguments)
     snprintf(want, sizeof want, "%s: error: cannot open: No such file or directory\n",
              msg_path(file, pb));
     cr_assert_str_eq(err.message, want);
+    /* The chain itself opens (a directory) and cannot be read. */
+    cr_assert_eq(tvm_load_file(vm, dir, &err), TVM_ERR_IO);
+    snprintf(want, sizeof want, "%s: error: cannot read: Is a directory\n", msg_path(dir, pb));
+    cr_assert_str_eq(err.message, want);
     long_chain_remove(base, dir);
     /* A directory opens, and its first read fails: the reason is named. */
     cr_assert_eq(tvm_load_file(vm, "examples", &err), TVM_ERR_IO);
