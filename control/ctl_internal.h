@@ -125,7 +125,10 @@ typedef struct CtlServer {
      * spent).  The accept loop's alone once it runs. */
     int spare;
     char path[256];            /* the socket's path */
-    const char *kept_path;     /* the same, kept until tvm_destroy (ctl_server.c) */
+    /* The same, kept until tvm_destroy (ctl_server.c, CtlPaths): set by
+     * tvm_control_start before it publishes vm->control, read by
+     * tvm_control_path; both under ctl_lock. */
+    const char *kept_path;
     pthread_t thread;          /* the accept loop */
     uint64_t started_ns;       /* CLOCK_MONOTONIC at start (info: uptime) */
     /* lock protects slots: the clients being served. */

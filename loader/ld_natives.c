@@ -26,8 +26,9 @@
  * still running purged code, or a frame returning into it, keeps working
  * (docs/asm.md).  So that a loop of loads and purges cannot grow the OS
  * process without end, a load whose code would take what all versions
- * hold past max_code_bytes is {error, system_limit}.  The C API (tvm_load_string) replaces the current
- * version whatever old code there is.
+ * hold past max_code_bytes is {error, system_limit}.  The C API
+ * (tvm_load_string) replaces the current version whatever old code there
+ * is.
  *
  * Each runs under the code-modification permission; a calling process is
  * suspended while it waits for it or for thread progress, and its

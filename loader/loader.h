@@ -44,7 +44,9 @@ void ld_module_free(Module *m);
  * TVM_ERR_EXISTS, a module whose old code was not purged (not_purged),
  * and, with TVM_ERR_LIMIT, one whose names need export entries past
  * max_exports (make_fun/3's bound) or whose code would take the memory
- * that loaded code holds (vm->code_bytes) past max_code_bytes.  Diagnostics go to diag.  Any thread; a calling process is suspended while it waits.
+ * that loaded code holds (vm->code_bytes) past max_code_bytes.
+ * Diagnostics go to diag.  Any thread; a calling process is suspended
+ * while it waits.
  */
 tvm_status ld_load(tvm_vm *vm, const char *name, const char *text, size_t len, Atom expect,
                    bool beam_rules, StrBuf *diag);

@@ -143,9 +143,6 @@ void tr_limits_of(const tvm_trace_options *o, TrLimits *lim)
     };
 }
 
-/* The sink for o; NULL with a reason (and status) when the output cannot
- * be opened.  A stream opened here (from o->path, or on o->fd) goes to
- * *opened, fd's state to *fdout. */
 /* Opens `path` for writing from its start, as fopen(path, "w") does;
  * *made: this call created the file, so a start that fails later removes
  * it again (a file that was there is left, truncated: its old contents
@@ -168,6 +165,10 @@ static FILE *open_output(const char *path, bool *made)
     return f;
 }
 
+/* The sink for o; NULL with a reason (and status) when the output cannot
+ * be opened.  A stream opened here (from o->path, or on o->fd) goes to
+ * *opened, fd's state to *fdout; *made says the file at o->path was
+ * created by this call (open_output). */
 static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, bool *made,
                         TrFdOut **fdout, FILE **target, char *why, size_t n, tvm_status *st)
 {

@@ -151,6 +151,17 @@ static inline void wait_proc_state(tvm_vm *vm, tvm_pid pid, const char *state)
 
 /* Calls mod:fun with integer args; returns the status and formats the
  * result (or the exception) into out. */
+/* Spawns mod:fun(argv...), joins it and formats its result into out. */
+static inline void spawn_fmt(tvm_env *env, const char *mod, const char *fun, int argc,
+                             const tvm_term *argv, char *out, size_t size)
+{
+    tvm_pid pid;
+    tvm_term r;
+    cr_assert_eq(tvm_spawn(env, mod, fun, argc, argv, &pid), TVM_OK);
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
+    tvm_format_term(env, r, out, size);
+}
+
 static inline tvm_status call_fmt(tvm_env *env, const char *mod, const char *fun,
                                   int argc, const int64_t *args, char *out, size_t size)
 {

@@ -83,14 +83,11 @@ static size_t hot_bytes(tvm_vm *vm)
 /* cy:cycle(hot_src, n) in a process: its result, printed. */
 static void expect_cycle(tvm_env *env, int n, const char *want)
 {
-    tvm_term argv[2], r;
+    tvm_term argv[2];
     cr_assert_eq(tvm_make_binary(env, hot_src, strlen(hot_src), &argv[0]), TVM_OK);
     cr_assert_eq(tvm_make_int(env, n, &argv[1]), TVM_OK);
-    tvm_pid pid;
-    cr_assert_eq(tvm_spawn(env, "cy", "cycle", 2, argv, &pid), TVM_OK);
-    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
     char out[100];
-    tvm_format_term(env, r, out, sizeof out);
+    spawn_fmt(env, "cy", "cycle", 2, argv, out, sizeof out);
     cr_assert_str_eq(out, want, "cycle(%d)", n);
 }
 

@@ -121,14 +121,11 @@ static void expect(tvm_env *env, const char *fun, const char *a0, const char *a1
 /* code:load_binary(Mod, "x.tasm", Text) from a process: its result. */
 static void expect_load(tvm_env *env, const char *mod, const char *text, const char *want)
 {
-    tvm_term argv[2], r;
+    tvm_term argv[2];
     cr_assert_eq(tvm_make_atom(env, mod, &argv[0]), TVM_OK);
     cr_assert_eq(tvm_make_binary(env, text, strlen(text), &argv[1]), TVM_OK);
-    tvm_pid pid;
-    cr_assert_eq(tvm_spawn(env, "ex", "ld", 2, argv, &pid), TVM_OK);
-    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
     char out[100];
-    tvm_format_term(env, r, out, sizeof out);
+    spawn_fmt(env, "ex", "ld", 2, argv, out, sizeof out);
     cr_assert_str_eq(out, want, "loading %s", mod);
 }
 
