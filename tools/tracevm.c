@@ -267,17 +267,30 @@ static bool parse_trace_policy(const char *name, tvm_trace_policy *pol)
     return false;
 }
 
+/* A whole number 1..max in decimal digits alone (no sign, no space, no
+ * wrap past 64 bits: strtoull would take "-5" as 2^64 - 5 and clamp a
+ * number too big to ULLONG_MAX). */
+static bool parse_whole(const char *arg, uint64_t max, uint64_t *out)
+{
+    char *end = NULL;
+    if (!arg || *arg < '0' || *arg > '9')
+        return false;
+    errno = 0;
+    unsigned long long n = strtoull(arg, &end, 10);
+    if (errno || *end || n < 1 || n > max)
+        return false;
+    *out = n;
+    return true;
+}
+
 /* A count of 1 or more; false with a message naming the option. */
 static bool parse_count(const char *opt, const char *arg, uint64_t *out)
 {
-    char *end = NULL;
-    unsigned long long n = arg ? strtoull(arg, &end, 10) : 0;
-    if (!arg || !*arg || *end || n < 1 || arg[0] == '-') {
-        fprintf(stderr, "tracevm run: %s needs a number of events (1 or more), got '%s'\n", opt,
-                arg ? arg : "");
+    if (!parse_whole(arg, UINT64_MAX, out)) {
+        fprintf(stderr, "tracevm run: %s needs a number of events (1 or more, at most %llu), "
+                        "got '%s'\n", opt, (unsigned long long)UINT64_MAX, arg ? arg : "");
         return false;
     }
-    *out = n;
     return true;
 }
 
@@ -290,15 +303,19 @@ static bool parse_rate(const char *arg, RunOpts *o)
         goto bad;
     memcpy(count, arg, (size_t)(slash - arg));
     count[slash - arg] = '\0';
-    char *end = NULL;
-    unsigned long long k = 1;
+    char window[32];
+    uint64_t k = 1;
     const char *unit = slash + 1;
-    if (*unit >= '0' && *unit <= '9') {
-        k = strtoull(unit, &end, 10);
-        unit = end;
-    }
+    size_t digits = strspn(unit, "0123456789");
+    if (digits >= sizeof window)
+        goto bad;
+    memcpy(window, unit, digits);
+    window[digits] = '\0';
+    unit += digits;
     uint64_t ms = !strcmp(unit, "s") ? 1000 : !strcmp(unit, "ms") ? 1 : 0;
-    if (!ms || k < 1 || !parse_count("--rate", count, &o->rate))
+    /* A window's K is bounded so that K times its unit fits 64 bits. */
+    if (!ms || (digits && !parse_whole(window, UINT64_MAX / ms, &k)) ||
+        !parse_whole(count, UINT64_MAX, &o->rate))
         goto bad;
     o->rate_window_ms = k * ms;
     return true;

@@ -80,8 +80,23 @@ usage_error() {
     "$TRACEVM" run -S 1 "$FIB" -e fib:fib 3 "$@" >/dev/null 2>"$tmp/err"
     [[ $? == 2 && $(cat "$tmp/err") == "$want" ]] || fail "$*: $(cat "$tmp/err")"
 }
-usage_error "tracevm run: --max-events needs a number of events (1 or more), got '0'" \
+usage_error "tracevm run: --max-events needs a number of events (1 or more, at most 18446744073709551615), got '0'" \
     --trace fib:fib/1 --max-events 0
+# Past 64 bits, or signed: strtoull clamped the first to 2^64 - 1 and
+# wrapped the second to 2^64 - 5, and both ran as if without a limit.
+usage_error "tracevm run: --max-events needs a number of events (1 or more, at most 18446744073709551615), got '18446744073709551616'" \
+    --trace fib:fib/1 --max-events 18446744073709551616
+usage_error "tracevm run: --max-events needs a number of events (1 or more, at most 18446744073709551615), got '+5'" \
+    --trace fib:fib/1 --max-events +5
+# A bad count is named once (it was named twice, by --max-events' words
+# and then by --rate's); a window K whose K times 1,000 ms passes 64 bits
+# wrapped to a window of 384 ms.
+usage_error "tracevm run: --rate needs N/s, N/ms, N/Ks or N/Kms (N events per window), got '0/s'" \
+    --trace fib:fib/1 --rate 0/s
+usage_error "tracevm run: --rate needs N/s, N/ms, N/Ks or N/Kms (N events per window), got '5/18446744073709552s'" \
+    --trace fib:fib/1 --rate 5/18446744073709552s
+usage_error "tracevm run: --rate needs N/s, N/ms, N/Ks or N/Kms (N events per window), got '5/0ms'" \
+    --trace fib:fib/1 --rate 5/0ms
 usage_error "tracevm run: --rate needs N/s, N/ms, N/Ks or N/Kms (N events per window), got '3'" \
     --trace fib:fib/1 --rate 3
 usage_error "tracevm run: --duration needs seconds (a decimal above 0), got '-1'" \
