@@ -563,6 +563,13 @@ static int parse_run(int argc, char **argv, RunOpts *o)
         } else
             o->args[o->nargs++] = a;
     }
+    if (o->nfiles == 0 && o->nargs > 0) {
+        /* `tracevm run prog` (a file without its .tasm, or one that is
+         * not there under another name): say so rather than the usage. */
+        fprintf(stderr, "tracevm run: no FILE given (a FILE's name ends in .tasm; '%s' was "
+                        "taken as an ARG)\n", o->args[0]);
+        return 2;
+    }
     if (o->nfiles == 0)
         return usage(usage_run, 2);
     return check_trace_opts(o) && check_profile_opts(o) ? 0 : 2;

@@ -49,6 +49,9 @@ expect 2 "" "tracevm run: argument 1 ('{1,'): term:1:4: error: bad literal: expe
     "$TRACEVM" run examples/fib.tasm -e fib:fib '{1,'
 expect 1 "" "/nonexistent.tasm: error: cannot open: No such file or directory" \
     "$TRACEVM" run /nonexistent.tasm
+# A file named without .tasm is an ARG: no FILE (the whole usage before).
+expect 2 "" "tracevm run: no FILE given (a FILE's name ends in .tasm; 'examples/fib' was taken as an ARG)" \
+    "$TRACEVM" run examples/fib -e fib:main
 
 expect 0 "examples/fib.tasm: ok
 examples/native_callback.tasm: ok" "" "$TRACEVM" check examples/fib.tasm examples/native_callback.tasm
