@@ -183,7 +183,8 @@ void tvm_destroy(tvm_vm *vm);
  * err->message holds one "name:line:col: error: message" line per error.
  * Loading a module that is already loaded replaces it (new calls through
  * the export table go to the new code).  TVM_ERR_LIMIT (with the place in
- * err) when the text names a new atom and the atom table is full.  Any
+ * err) when the text names a new atom and the atom table is full, or is
+ * longer than 256 MiB (tvm_load_file reads no more than that).  Any
  * thread; loads are serialized.
  */
 tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,

@@ -458,6 +458,13 @@ Module *ld_build_status(tvm_vm *vm, const char *file, const char *text, size_t l
                         bool exports_bounded, StrBuf *diag, tvm_status *st)
 {
     Diag d = { .file = file, .out = diag, .exports_bounded = exports_bounded };
+    if (len > LD_TEXT_MAX) {
+        ld_error(&d, 1, 1, "text longer than %zu bytes, the most a module's text may be",
+                 LD_TEXT_MAX);
+        if (st)
+            *st = TVM_ERR_LIMIT;
+        return NULL;
+    }
     Lexer lx;
     ld_lex_init(&lx, text, len, &d);
     PModule pm;

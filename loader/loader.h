@@ -24,10 +24,22 @@
  */
 Module *ld_build(tvm_vm *vm, const char *file, const char *text, size_t len,
                  StrBuf *diag);
+/*
+ * The longest module text the loader takes, in bytes: 256 MiB.  Its
+ * diagnostics count lines and columns in ints, which a text past 2 GiB
+ * could overflow, and a file is read whole before it is parsed, so
+ * tvm_load_file of /dev/zero or of a file that grows as it is read would
+ * take memory without end.  The largest module of the tests and
+ * benchmarks (50,000 functions) is a few MiB of text.  A longer text
+ * is refused (TVM_ERR_LIMIT) with "NAME:1:1: error: ...".
+ */
+#define LD_TEXT_MAX ((size_t)256 << 20)
+
 /* ld_build, and why it failed: TVM_ERR_LIMIT when the atom table was full
  * or, with exports_bounded (a load from VM code), the entries the text
  * names would take the export table past max_exports (the file may be
- * fine), TVM_ERR_LOAD for errors in the file. */
+ * fine) or the text is longer than LD_TEXT_MAX, TVM_ERR_LOAD for errors
+ * in the file. */
 Module *ld_build_status(tvm_vm *vm, const char *file, const char *text, size_t len,
                         bool exports_bounded, StrBuf *diag, tvm_status *st);
 

@@ -3,6 +3,7 @@
  * module, keeping what was loaded when a load fails.
  */
 #include <criterion/criterion.h>
+#include <sys/mman.h>
 
 #include "tests/unit/helpers.h"
 
@@ -94,6 +95,37 @@ Test(load, missing_files_and_bad_arguments)
     cr_assert_eq(tvm_load_file(vm, "examples", &err), TVM_ERR_IO);
     cr_assert_str_eq(err.message, "examples: error: cannot read: Is a directory\n");
     cr_assert_eq(tvm_load_string(vm, NULL, "", 0, &err), TVM_ERR_BADARG);
+}
+
+/*
+ * A text longer than LD_TEXT_MAX (256 MiB) is refused by its length
+ * before a byte of it is read, and what was loaded stays.  Without the
+ * bound, /dev/zero was read until memory ran out, and a text past 2 GiB
+ * would overflow the diagnostics' int columns.
+ */
+Test(load, a_text_past_the_loaders_bound_is_refused_and_the_old_version_stays, .timeout = 120)
+{
+    load_ok(vm, "m.tasm", v1);
+    const size_t max = (size_t)256 << 20;
+    /* Mapped, never touched: the loader must not read it. */
+    char *big = mmap(NULL, max + 1, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(big != MAP_FAILED);
+    tvm_error err;
+    cr_assert_eq(tvm_load_string(vm, "big.tasm", big, max + 1, &err), TVM_ERR_LIMIT);
+    cr_assert_str_eq(err.message, "big.tasm:1:1: error: text longer than 268435456 bytes, "
+                                  "the most a module's text may be\n");
+    char *diag = NULL;
+    cr_assert_eq(tvm_check_string(vm, "big.tasm", big, max + 1, &diag, NULL), TVM_ERR_LOAD);
+    cr_assert_str_eq(diag, "big.tasm:1:1: error: text longer than 268435456 bytes, "
+                           "the most a module's text may be\n");
+    free(diag);
+    munmap(big, max + 1);
+    /* A file without end: read up to one byte past the bound, no more. */
+    cr_assert_eq(tvm_load_file(vm, "/dev/zero", &err), TVM_ERR_LIMIT);
+    cr_assert_str_eq(err.message, "/dev/zero:1:1: error: text longer than 268435456 bytes, "
+                                  "the most a module's text may be\n");
+    cr_assert_str_eq(call0("m", "f"), "1");
+    cr_assert_str_eq(call0("m", "g"), "g1");
 }
 
 Test(load, module_can_call_another_module_loaded_later)
