@@ -1015,7 +1015,12 @@ static int list(void)
     return 0;
 }
 
-/* Reads a whole file; NULL (with a message) on failure. */
+/* Reads a whole file; NULL (with a message) on failure.  At most
+ * SLURP_MAX bytes and one more are read: a control endpoint takes a far
+ * shorter text (tvm_control_load names its bound when it refuses one),
+ * and a file without end (/dev/zero) must not be read until memory runs
+ * out.  A read that fails (a directory) is an error, not an empty text. */
+#define SLURP_MAX ((size_t)64 << 20)
 static char *slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -1023,15 +1028,27 @@ static char *slurp(const char *path, size_t *len)
         fprintf(stderr, "tracevm attach: %s: %s\n", path, strerror(errno));
         return NULL;
     }
-    size_t cap = 65536, n = 0;
+    size_t cap = 65536, n = 0, k;
     char *buf = malloc(cap);
-    size_t k;
-    while (buf && (k = fread(buf + n, 1, cap - n, f)) > 0) {
+    errno = 0;
+    while (buf && n <= SLURP_MAX &&
+           (k = fread(buf + n, 1, cap - n < SLURP_MAX + 1 - n ? cap - n : SLURP_MAX + 1 - n,
+                      f)) > 0) {
         n += k;
-        if (n == cap)
-            buf = realloc(buf, cap *= 2);
+        if (n == cap) {
+            char *more = realloc(buf, cap *= 2);
+            if (!more)
+                free(buf);
+            buf = more;
+        }
     }
+    int bad = !buf ? ENOMEM : ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
+    if (bad) {
+        fprintf(stderr, "tracevm attach: %s: cannot read: %s\n", path, strerror(bad));
+        free(buf);
+        return NULL;
+    }
     *len = n;
     return buf;
 }

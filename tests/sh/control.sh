@@ -83,6 +83,15 @@ attach $vm load "$tmp/bad.tasm" >"$tmp/o" 2>"$tmp/e" && fail "a bad load succeed
 $tmp/bad.tasm:5:9: error: register r9 out of range: f/0 has 1 registers" ]] ||
     fail "bad load: $(cat "$tmp/e")"
 grep -qx 'modules: 1' <(attach $vm info) || fail "the bad load changed the modules"
+# A file that cannot be read is an error (a directory was sent as an
+# empty text), and one without end is read only past the endpoint's
+# bound (/dev/zero was read until memory ran out).
+attach $vm load "$tmp" >"$tmp/o" 2>"$tmp/e" && fail "loading a directory succeeded"
+[[ "$(cat "$tmp/e")" == "tracevm attach: $tmp: cannot read: Is a directory" ]] ||
+    fail "load of a directory: $(cat "$tmp/e")"
+attach $vm load /dev/zero >"$tmp/o" 2>"$tmp/e" && fail "loading /dev/zero succeeded"
+[[ "$(cat "$tmp/e")" == "tracevm attach: module text of 67108865 bytes; at most 16777216" ]] ||
+    fail "load of /dev/zero: $(cat "$tmp/e")"
 printf 'module extra\nexport f/0\nfunction f/0 regs 1\n    loadi r0, 7\n    ret r0\nend\n' >"$tmp/good.tasm"
 attach $vm load "$tmp/good.tasm" || fail "good load exited $?"
 grep -qx 'modules: 2' <(attach $vm info) || fail "the good load is not there"
