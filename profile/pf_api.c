@@ -262,11 +262,17 @@ tvm_status tvm_profile_write(tvm_profile *S, const char *path,
     tvm_status st = tvm_profile_render(S, opts, &buf, &len, err);
     if (st != TVM_OK)
         return st;
+    /* The reason is errno as the call that failed left it: a full disk
+     * shows only at fclose, which writes what stdio buffered (the errno
+     * of a write that succeeded was stale: "Bad address" for /dev/full). */
+    errno = 0;
     FILE *f = fopen(path, "wb");
     bool ok = f && fwrite(buf, 1, len, f) == len;
     int e = errno;
-    if (f && fclose(f) != 0)
+    if (f && fclose(f) != 0 && ok) {
         ok = false;
+        e = errno;
+    }
     free(buf);
     if (!ok) {
         if (err) {

@@ -573,6 +573,11 @@ Test(profile, api_errors)
              msg_path(file, pb));
     cr_expect_str_eq(err.message, want);
     long_chain_remove(base, dir);
+    /* A full disk shows at the close, which writes what stdio held: its
+     * reason is named (the errno of the write before it was stale). */
+    tvm_profile_write_options small = { .size = sizeof small, .format = TVM_PROFILE_SPEEDSCOPE };
+    cr_expect_eq(tvm_profile_write(p, "/dev/full", &small, &err), TVM_ERR_IO);
+    cr_expect_str_eq(err.message, "tvm_profile_write: /dev/full: No space left on device");
     tvm_profile_format fmt;
     cr_expect_eq(tvm_profile_format_of("a.pb.gz", &fmt), TVM_OK);
     cr_expect_eq(fmt, TVM_PROFILE_PPROF);
