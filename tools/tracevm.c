@@ -706,7 +706,12 @@ static int prepare(tvm_vm *vm, tvm_env *env, const RunOpts *o, tvm_term *targs)
     }
     for (int i = 0; i < o->nargs; i++) {
         if (tvm_parse_term(env, o->args[i], &targs[i], &err) != TVM_OK) {
-            fprintf(stderr, "tracevm run: argument %d ('%s'): %s", i + 1, o->args[i], err.message);
+            /* A long argument is named by its first 64 bytes: the
+             * message gives the column of what is wrong in it. */
+            const char *a = o->args[i];
+            bool cut = strlen(a) > 64;
+            fprintf(stderr, "tracevm run: argument %d ('%.*s%s'): %s", i + 1,
+                    cut ? 64 : (int)strlen(a), a, cut ? "..." : "", err.message);
             return 2;
         }
     }

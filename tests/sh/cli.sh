@@ -47,6 +47,10 @@ expect 2 "" "tracevm run: -e expects MOD:FUN, got 'nocolon'" \
     "$TRACEVM" run examples/fib.tasm -e nocolon
 expect 2 "" "tracevm run: argument 1 ('{1,'): term:1:4: error: bad literal: expected a literal, got end of file" \
     "$TRACEVM" run examples/fib.tasm -e fib:fib '{1,'
+# A long argument is named by its first 64 bytes (all 100,000 before).
+long=$(printf '1%.0s' $(seq 100000))
+expect 2 "" "tracevm run: argument 1 ('1111111111111111111111111111111111111111111111111111111111111111...'): term:1:1: error: integer literal out of range (integers are 62-bit: -2305843009213693952..2305843009213693951)" \
+    "$TRACEVM" run examples/fib.tasm -e fib:fib "$long"
 expect 1 "" "/nonexistent.tasm: error: cannot open: No such file or directory" \
     "$TRACEVM" run /nonexistent.tasm
 # A file named without .tasm is an ARG: no FILE (the whole usage before).
