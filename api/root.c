@@ -18,7 +18,9 @@
  */
 #include "include/tracevm.h"
 
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "breakpoints/bp.h"
 #include "breakpoints/bp_session.h"
@@ -50,18 +52,47 @@ static const Layer layers[] = {
 
 enum { NLAYERS = sizeof layers / sizeof layers[0] };
 
-tvm_vm *tvm_new(const tvm_config *cfg)
+static void fail(tvm_error *err, tvm_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(tvm_error *err, tvm_status st, const char *fmt, ...)
 {
-    tvm_vm *vm = vm_create(cfg);
-    if (!vm)
-        return NULL;
+    if (!err)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    err->status = st;
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+}
+
+tvm_status tvm_create(const tvm_config *cfg, tvm_vm **out, tvm_error *err)
+{
+    char why[200];
+    if (!out) {
+        fail(err, TVM_ERR_BADARG, "tvm_create: NULL out");
+        return TVM_ERR_BADARG;
+    }
+    tvm_vm *vm = vm_create(cfg, why, sizeof why);
+    if (!vm) {
+        *out = NULL;
+        fail(err, TVM_ERR_BADARG, "tvm_create: tvm_config: %s", why);
+        return TVM_ERR_BADARG;
+    }
     for (size_t i = 0; i < NLAYERS; i++)
         if (layers[i].init)
             layers[i].init(vm);
     for (size_t i = 0; i < NLAYERS; i++)
         if (layers[i].natives)
             vm_natives_install(vm, layers[i].natives());
-    return vm;
+    *out = vm;
+    fail(err, TVM_OK, "%s", "");
+    return TVM_OK;
+}
+
+tvm_vm *tvm_new(const tvm_config *cfg)
+{
+    tvm_vm *vm;
+    return tvm_create(cfg, &vm, NULL) == TVM_OK ? vm : NULL;
 }
 
 void tvm_destroy(tvm_vm *vm)

@@ -170,6 +170,14 @@ typedef struct tvm_config {
  */
 tvm_vm *tvm_new(const tvm_config *cfg);
 
+/*
+ * tvm_new with the reason: TVM_OK with the VM in *out, or TVM_ERR_BADARG
+ * (*out NULL) with err naming the field, its value and its range
+ * ("tvm_create: tvm_config: schedulers 2000 is outside 0..1024 (0: one
+ * per core)"), or a NULL out.  `err` may be NULL.  Any thread.
+ */
+tvm_status tvm_create(const tvm_config *cfg, tvm_vm **out, tvm_error *err);
+
 /* Destroys a VM.  No env of it may be in use.  Any thread but its own
  * (not from a native, nor from a trace callback: it waits for them). */
 void tvm_destroy(tvm_vm *vm);

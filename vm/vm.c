@@ -5,6 +5,7 @@
  */
 #include "vm/vm.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "vm/atom.h"
@@ -12,23 +13,41 @@
 #include "vm/module.h"
 #include "vm/progress.h"
 
-tvm_vm *vm_create(const tvm_config *cfgp)
+/* Whether cfg's values are in range; false with the first one that is
+ * not named in why (tvm_create's message, docs/embedding.md). */
+static bool config_ok(const tvm_config *cfg, char *why, size_t n)
+{
+    if (cfg->stack_limit_words && (cfg->stack_limit_words < 256 ||
+                                   cfg->stack_limit_words > (1u << 30)))
+        snprintf(why, n, "stack_limit_words %zu is outside 256..2^30 (0: the default)",
+                 cfg->stack_limit_words);
+    else if (cfg->heap_min_words && (cfg->heap_min_words < 16 ||
+                                     cfg->heap_min_words > (1u << 30)))
+        snprintf(why, n, "heap_min_words %zu is outside 16..2^30 (0: the default)",
+                 cfg->heap_min_words);
+    else if (cfg->schedulers < 0 || cfg->schedulers > 1024)
+        snprintf(why, n, "schedulers %d is outside 0..1024 (0: one per core)", cfg->schedulers);
+    else if (cfg->fiber_stack_bytes && (cfg->fiber_stack_bytes < 16384 ||
+                                        cfg->fiber_stack_bytes > VM_FIBER_STACK_MAX))
+        snprintf(why, n, "fiber_stack_bytes %zu is outside 16384..2^50 (0: the default)",
+                 cfg->fiber_stack_bytes);
+    else
+        return true;
+    return false;
+}
+
+tvm_vm *vm_create(const tvm_config *cfgp, char *why, size_t n)
 {
     /* The embedder's config as this library's struct: fields an older
      * header lacks are zero, their defaults (vm_opts_copy). */
     tvm_config cfg = { 0 };
-    char why[128];
-    if (cfgp && !vm_opts_copy(&cfg, sizeof cfg, cfgp, why, sizeof why))
+    if (cfgp && !vm_opts_copy(&cfg, sizeof cfg, cfgp, why, n))
+        return NULL;
+    if (!config_ok(&cfg, why, n))
         return NULL;
     vm_atoms_init();
     size_t stack = cfg.stack_limit_words ? cfg.stack_limit_words : VM_STACK_LIMIT_WORDS;
     size_t heap = cfg.heap_min_words ? cfg.heap_min_words : VM_HEAP_MIN_WORDS;
-    if (stack < 256 || stack > (1u << 30) || heap < 16 || heap > (1u << 30))
-        return NULL;
-    if (cfg.schedulers < 0 || cfg.schedulers > 1024 ||
-        (cfg.fiber_stack_bytes &&
-         (cfg.fiber_stack_bytes < 16384 || cfg.fiber_stack_bytes > VM_FIBER_STACK_MAX)))
-        return NULL;
     tvm_vm *vm = vm_calloc(1, sizeof(tvm_vm));
     vm->stack_limit = stack;
     vm->heap_min = heap;

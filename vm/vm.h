@@ -148,9 +148,10 @@ static inline struct SchedSystem *vm_sched_of(const tvm_vm *vm)
 /*
  * Creates the VM core from `cfg` (NULL: defaults): atoms, the module and
  * export tables, the settings; no thread yet.  NULL when cfg holds a value
- * out of range.  tvm_new (api/root.c) then sets up every layer above.
+ * out of range, with `why` naming the field, its value and its range.
+ * tvm_create (api/root.c) then sets up every layer above.
  */
-tvm_vm *vm_create(const tvm_config *cfg);
+tvm_vm *vm_create(const tvm_config *cfg, char *why, size_t n);
 
 /* Frees the core, once every layer above has let go of it and no thread
  * runs VM code (tvm_destroy, after the schedulers stopped). */

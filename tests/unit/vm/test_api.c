@@ -370,6 +370,52 @@ Test(api, config_fiber_stack_bytes_range)
     }
 }
 
+/* tvm_create names what tvm_new refuses (tvm_new said only NULL): each
+ * field out of its range, the struct's size, a NULL out; a good config
+ * makes a VM and clears err. */
+Test(api, tvm_create_names_the_field_out_of_range)
+{
+    static const struct {
+        tvm_config cfg;
+        const char *why;
+    } cases[] = {
+        { { .size = sizeof(tvm_config), .stack_limit_words = 255 },
+          "stack_limit_words 255 is outside 256..2^30 (0: the default)" },
+        { { .size = sizeof(tvm_config), .heap_min_words = 15 },
+          "heap_min_words 15 is outside 16..2^30 (0: the default)" },
+        { { .size = sizeof(tvm_config), .schedulers = 1025 },
+          "schedulers 1025 is outside 0..1024 (0: one per core)" },
+        { { .size = sizeof(tvm_config), .schedulers = -1 },
+          "schedulers -1 is outside 0..1024 (0: one per core)" },
+        { { .size = sizeof(tvm_config), .fiber_stack_bytes = 16383 },
+          "fiber_stack_bytes 16383 is outside 16384..2^50 (0: the default)" },
+        { { .schedulers = 2 }, "size is 0; set it to the struct's sizeof" },
+    };
+    char want[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tvm_vm *v = (tvm_vm *)&v;
+        tvm_error err;
+        cr_assert_eq(tvm_create(&cases[i].cfg, &v, &err), TVM_ERR_BADARG, "case %zu", i);
+        cr_assert_null(v);
+        cr_assert_eq(err.status, TVM_ERR_BADARG);
+        snprintf(want, sizeof want, "tvm_create: tvm_config: %s", cases[i].why);
+        cr_assert_str_eq(err.message, want);
+        cr_assert_null(tvm_new(&cases[i].cfg));
+    }
+    tvm_error err = { .status = TVM_ERR_IO, .message = "stale" };
+    cr_assert_eq(tvm_create(NULL, NULL, &err), TVM_ERR_BADARG);
+    cr_assert_str_eq(err.message, "tvm_create: NULL out");
+    tvm_vm *v = NULL;
+    cr_assert_eq(tvm_create(&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 1 }, &v,
+                            &err), TVM_OK);
+    cr_assert_not_null(v);
+    cr_assert_eq(err.status, TVM_OK);
+    cr_assert_str_eq(err.message, "");
+    tvm_destroy(v);
+    cr_assert_eq(tvm_create(NULL, &v, NULL), TVM_OK);   /* err may be NULL */
+    tvm_destroy(v);
+}
+
 Test(api, config_heap_min_words)
 {
     /* The default, a chosen size, and the bounds tvm_new refuses. */
