@@ -27,9 +27,11 @@
 #include "control/control.h"
 #include "loader/loader.h"
 #include "profile/pf.h"
+#include "trace/tr.h"
 #include "trace/tr_vm.h"
 #include "vm/native.h"
 #include "vm/progress.h"
+#include "vm/qsbr.h"
 #include "vm/sched.h"
 #include "vm/vm.h"
 
@@ -95,10 +97,35 @@ tvm_vm *tvm_new(const tvm_config *cfg)
     return tvm_create(cfg, &vm, NULL) == TVM_OK ? vm : NULL;
 }
 
+/* Where tvm_destroy must not run, or NULL.  It stops the schedulers and
+ * the collectors and waits for each, and frees what the caller's frames
+ * still use: from a process (a native, the call hook), a collector (a
+ * trace callback) or a tvm_call on a foreign thread (its natives and
+ * hook) it would wait for its own thread, or free the VM under it.  Any
+ * VM's context counts: which VM a thread serves is not recorded here. */
+static const char *destroy_refused(void)
+{
+    if (vm_running_process())
+        return "called from a process (a native or the call hook)";
+    if (tr_in_collector())
+        return "called from a trace callback (a collector thread)";
+    if (vm_qsbr_in_call())
+        return "called from inside tvm_call (a native or the call hook)";
+    return NULL;
+}
+
 void tvm_destroy(tvm_vm *vm)
 {
     if (!vm)
         return;
+    const char *refused = destroy_refused();
+    if (refused) {
+        /* No status to return (void, ABI): the refusal is said where an
+         * embedder's misuse is seen, and the VM runs on untouched. */
+        fprintf(stderr, "tracevm: tvm_destroy: %s, which it would wait for; nothing was "
+                        "destroyed (call it from a thread of the embedder)\n", refused);
+        return;
+    }
     for (size_t i = NLAYERS; i-- > 0;)
         if (layers[i].stop)
             layers[i].stop(vm);

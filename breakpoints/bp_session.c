@@ -291,9 +291,13 @@ tvm_status tvm_session_flush(tvm_vm *vm, tvm_session s)
         return TVM_ERR_NOTFOUND;
     vm_code_perm_acquire(vm);
     bool live = tr_session_id(vm, ts) == s.id;
-    bool any = live && tr_vm_flush(vm, ts);
+    struct TrPipeline *tp = live ? tr_vm_flush_begin(vm, ts) : NULL;
     vm_code_perm_release(vm);
-    return !live ? TVM_ERR_NOTFOUND : any ? TVM_OK : TVM_ERR_NOTFOUND;
+    /* The wait without the permission: the collector may be running a
+     * callback that takes it (a trace_pattern, a load). */
+    if (tp)
+        tr_vm_flush_end(tp);
+    return tp ? TVM_OK : TVM_ERR_NOTFOUND;
 }
 
 /* ==== natives: trace:session_create/3, trace:session_destroy/1 ==== */

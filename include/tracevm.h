@@ -178,8 +178,13 @@ tvm_vm *tvm_new(const tvm_config *cfg);
  */
 tvm_status tvm_create(const tvm_config *cfg, tvm_vm **out, tvm_error *err);
 
-/* Destroys a VM.  No env of it may be in use.  Any thread but its own
- * (not from a native, nor from a trace callback: it waits for them). */
+/* Destroys a VM.  No env of it may be in use.  From a thread of the
+ * embedder outside any VM: from a process (a native, the call hook),
+ * inside tvm_call (its natives and hook) or from a trace callback it
+ * would wait for its own thread, so there it destroys nothing and writes
+ * "tracevm: tvm_destroy: called from ..., which it would wait for;
+ * nothing was destroyed (...)" to stderr (docs/embedding.md, "What may
+ * be called from where"). */
 void tvm_destroy(tvm_vm *vm);
 
 /* ------------------------------------------------------------------ */
@@ -777,7 +782,12 @@ typedef struct tvm_trace_event {
 } tvm_trace_event;
 
 /* Runs on the pipeline's collector thread, one event at a time, in the
- * order the other formats write them; it must not call into the VM. */
+ * order the other formats write them.  It may call the API (on an env it
+ * makes with tvm_env_new) but for the calls that wait for a collector
+ * (tvm_trace_start, tvm_trace_stop, tvm_session_flush,
+ * tvm_session_destroy: TVM_ERR_BADARG) and tvm_destroy (refused);
+ * docs/embedding.md, "What may be called from where".  Events wait in
+ * the rings while it runs. */
 typedef void (*tvm_trace_callback)(const tvm_trace_event *ev, void *data);
 
 typedef enum tvm_trace_policy {
@@ -1115,7 +1125,9 @@ typedef struct tvm_session_info {
 /* What a session is and has done so far (the default session's too). */
 tvm_status tvm_session_info_get(tvm_vm *vm, tvm_session s, tvm_session_info *out);
 
-/* Waits until every event the session wrote so far reached its sink.
+/* Waits until every event the session wrote so far reached its sink
+ * (holding nothing another thread's call needs: a callback the collector
+ * runs meanwhile may set patterns, load code, create sessions).
  * TVM_ERR_BADARG from a process or from a sink (a trace callback of any
  * session, on a collector thread: it would wait for itself). */
 tvm_status tvm_session_flush(tvm_vm *vm, tvm_session s);

@@ -165,6 +165,13 @@ bool tr_wait_space(TrPipeline *tp, int sched, uint64_t timeout_ns);
  */
 void tr_flush(TrPipeline *tp);
 
+/* Keeps tp from being freed (tr_pipeline_free waits) until
+ * tr_pipeline_unhold: a flusher takes it under whatever keeps tp alive
+ * (the code permission, for a session's pipeline), then lets that go
+ * before tr_flush waits for the collector, whose callbacks may need it. */
+void tr_pipeline_hold(TrPipeline *tp);
+void tr_pipeline_unhold(TrPipeline *tp);
+
 /* Whether the calling thread is a pipeline's collector (a sink, or a
  * callback a sink calls, is running): such a thread must not stop a
  * pipeline, which waits for its collector. */

@@ -451,6 +451,30 @@ void tr_flush(TrPipeline *tp)
     pthread_mutex_unlock(&tp->lock);
 }
 
+void tr_pipeline_hold(TrPipeline *tp)
+{
+    pthread_mutex_lock(&tp->lock);
+    tp->holds++;
+    pthread_mutex_unlock(&tp->lock);
+}
+
+void tr_pipeline_unhold(TrPipeline *tp)
+{
+    pthread_mutex_lock(&tp->lock);
+    if (--tp->holds == 0)
+        pthread_cond_broadcast(&tp->done);
+    pthread_mutex_unlock(&tp->lock);
+}
+
+/* Until no flusher holds tp (tr_pipeline_hold): one may be flushing. */
+static void wait_unheld(TrPipeline *tp)
+{
+    pthread_mutex_lock(&tp->lock);
+    while (tp->holds > 0)
+        pthread_cond_wait(&tp->done, &tp->lock);
+    pthread_mutex_unlock(&tp->lock);
+}
+
 TrStats *tr_pipeline_stats(TrPipeline *tp)
 {
     TrStats *s = vm_malloc(sizeof *s + (size_t)tp->nrings * sizeof s->ring[0]);
@@ -467,6 +491,7 @@ TrStats *tr_pipeline_stats(TrPipeline *tp)
 
 void tr_pipeline_free(TrPipeline *tp)
 {
+    wait_unheld(tp);
     if (tp->started)
         stop_workers(tp, tp->nworkers);
     free(tp->workers);

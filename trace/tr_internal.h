@@ -143,15 +143,19 @@ struct TrPipeline {
     bool raw;
 
     /*
-     * lock protects: stop, flush_req, the workers' flush_done, sleeping;
-     * the collector threads wait on `kick` (work, a flush request, stop),
-     * flushers on `done`,
+     * lock protects: stop, flush_req, the workers' flush_done, sleeping,
+     * holds; the collector threads wait on `kick` (work, a flush request,
+     * stop), flushers on `done`, tr_pipeline_free on `done` for holds,
      * tr_wait_space() callers on `space`.
      */
     pthread_mutex_t lock;
     pthread_cond_t kick, done, space;
     bool stop;
     uint64_t flush_req;
+    /* Flushers that hold the pipeline (tr_pipeline_hold): written under
+     * `lock` by them, read under it by tr_pipeline_free, which waits for
+     * 0 before it stops the collectors. */
+    int holds;
     /* The collector threads sleeping on `kick`.  Written under `lock`;
      * read relaxed by producers whose ring is half full or full, who then
      * kick them (a stale 0 only costs one poll interval, or the next look

@@ -559,14 +559,20 @@ void tr_vm_destroy(tvm_vm *vm)
     pthread_mutex_unlock(&vm->trace_lock);
 }
 
-bool tr_vm_flush(tvm_vm *vm, TrSession *s)
+TrPipeline *tr_vm_flush_begin(tvm_vm *vm, TrSession *s)
 {
     (void)vm;
     TrVm *t = vm_atomic_load_ptr_acquire(&s->out);
     if (!t)
-        return false;
-    tr_flush(t->tp);
-    return true;
+        return NULL;
+    tr_pipeline_hold(t->tp);
+    return t->tp;
+}
+
+void tr_vm_flush_end(TrPipeline *tp)
+{
+    tr_flush(tp);
+    tr_pipeline_unhold(tp);
 }
 
 void tr_vm_init(tvm_vm *vm)

@@ -190,9 +190,15 @@ struct TrVm *tr_vm_unpublish(tvm_vm *vm, struct TrSession *s);
  * False when a write to the output stream failed (a full disk, a closed
  * stream): what the sink wrote from then on is lost. */
 bool tr_vm_free(tvm_vm *vm, struct TrVm *t);
-/* Waits until every event written so far into s's pipeline reached its
- * sink (false: none runs).  Not from a scheduler thread. */
-bool tr_vm_flush(tvm_vm *vm, struct TrSession *s);
+/* A flush of s's pipeline in two steps: tr_vm_flush_begin, under the
+ * code permission (which keeps s's pipeline from being freed), holds it
+ * and returns it (NULL: none runs); tr_vm_flush_end, after the
+ * permission is released (a trace callback the collector runs meanwhile
+ * may take it: a flush that held it deadlocked), waits until every event
+ * written so far reached the sink and lets it go.  Not from a scheduler
+ * thread. */
+struct TrPipeline *tr_vm_flush_begin(tvm_vm *vm, struct TrSession *s);
+void tr_vm_flush_end(struct TrPipeline *tp);
 
 /* The trace layer's set-up and end (api/root.c): the sessions' table;
  * tvm_destroy stops every pipeline still running (before the schedulers

@@ -74,6 +74,11 @@ void vm_qsbr_call_leave(void)
         vm_qsbr_offline();
 }
 
+bool vm_qsbr_in_call(void)
+{
+    return tls_role == ROLE_FOREIGN && tls_depth > 0;
+}
+
 bool vm_qsbr_block_begin(void)
 {
     if (tls_role != ROLE_FOREIGN || tls_depth == 0)

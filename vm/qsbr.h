@@ -78,6 +78,9 @@ void vm_qsbr_sched_register(void);     /* a scheduler thread, at its start */
 void vm_qsbr_sched_unregister(void);
 void vm_qsbr_call_enter(void);
 void vm_qsbr_call_leave(void);
+/* Whether this thread is a foreign one inside tvm_call (a native or the
+ * call hook of a call context runs there): what it runs holds VM state. */
+bool vm_qsbr_in_call(void);
 /* Around a block of a foreign thread that may be online (inside tvm_call):
  * offline while blocked, so grace periods do not wait for it. */
 bool vm_qsbr_block_begin(void);

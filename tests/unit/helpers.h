@@ -112,6 +112,17 @@ static inline bool test_full_scale(void)
     }                                           \
     TestSuite(suite, .init = setup, .fini = teardown)
 
+/* waiter/0 in .tasm, for a module's text: returns the first message it
+ * receives (it waits in receive until then). */
+#define TASM_WAITER                                                            \
+    "function waiter/0 regs 2\n"                                              \
+    "top:\n"                                                                  \
+    "    recv r0, none\n    accept\n    ret r0\n"                             \
+    "none:\n"                                                                 \
+    "    loadk r1, infinity\n    wait r1, never\n    jump top\n"               \
+    "never:\n    ret r1\n"                                                    \
+    "end\n"
+
 /* Loads `src` as module text; fails the test on error. */
 static inline void load_ok(tvm_vm *vm, const char *name, const char *src)
 {

@@ -21,15 +21,7 @@
 
 static const char *const ta_src =
     "module ta\n"
-    "export waiter/0, f/1, g/1\n"
-    /* waiter(): returns the first message it receives */
-    "function waiter/0 regs 2\n"
-    "top:\n"
-    "    recv r0, none\n    accept\n    ret r0\n"
-    "none:\n"
-    "    loadk r1, infinity\n    wait r1, never\n    jump top\n"
-    "never:\n    ret r1\n"
-    "end\n"
+    "export waiter/0, f/1, g/1\n" TASM_WAITER
     "function f/1 regs 1\n    addi r0, r0, 1\n    ret r0\nend\n"
     /* g(X): f(X) by a remote call */
     "function g/1 regs 1\n    callx r0, r0, ta:f/1\n    ret r0\nend\n";
