@@ -349,9 +349,10 @@ static void check(const char *want)
     fflush(stderr);
 }
 
-static void setup_quiet(void)
+/* A case's .init, run with the suite's: stderr is read back (the refused
+ * tvm_destroy writes there). */
+static void quiet(void)
 {
-    setup();
     cr_redirect_stderr();
 }
 
@@ -375,7 +376,7 @@ static void trace_leaf(void)
                  TVM_OK);
 }
 
-Test(reentry, from_a_native, .init = setup_quiet, .timeout = 30)
+Test(reentry, from_a_native, .init = quiet, .timeout = 30)
 {
     setup_rx();
     run_proc("run_self", 0);
@@ -384,7 +385,7 @@ Test(reentry, from_a_native, .init = setup_quiet, .timeout = 30)
            "a process (a native or the call hook)");
 }
 
-Test(reentry, from_the_call_hook, .init = setup_quiet, .timeout = 30)
+Test(reentry, from_the_call_hook, .init = quiet, .timeout = 30)
 {
     setup_rx();
     trace_leaf();
@@ -397,7 +398,7 @@ Test(reentry, from_the_call_hook, .init = setup_quiet, .timeout = 30)
            "a process (a native or the call hook)");
 }
 
-Test(reentry, from_a_native_of_a_call_context, .init = setup_quiet, .timeout = 30)
+Test(reentry, from_a_native_of_a_call_context, .init = quiet, .timeout = 30)
 {
     setup_rx();
     char out[64];
@@ -410,7 +411,7 @@ Test(reentry, from_a_native_of_a_call_context, .init = setup_quiet, .timeout = 3
 
 /* The call hook of a call context (a traced call made by tvm_call on this
  * thread). */
-Test(reentry, from_the_call_hook_of_a_call_context, .init = setup_quiet, .timeout = 30)
+Test(reentry, from_the_call_hook_of_a_call_context, .init = quiet, .timeout = 30)
 {
     setup_rx();
     trace_leaf();
@@ -427,7 +428,7 @@ Test(reentry, from_the_call_hook_of_a_call_context, .init = setup_quiet, .timeou
            "inside tvm_call (a native or the call hook)");
 }
 
-Test(reentry, from_the_default_sessions_callback, .init = setup_quiet, .timeout = 30)
+Test(reentry, from_the_default_sessions_callback, .init = quiet, .timeout = 30)
 {
     setup_rx();
     tvm_error err;
@@ -444,7 +445,7 @@ Test(reentry, from_the_default_sessions_callback, .init = setup_quiet, .timeout 
            "a trace callback (a collector thread)");
 }
 
-Test(reentry, from_a_sessions_callback, .init = setup_quiet, .timeout = 30)
+Test(reentry, from_a_sessions_callback, .init = quiet, .timeout = 30)
 {
     setup_rx();
     tvm_error err;
