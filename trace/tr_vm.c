@@ -447,12 +447,10 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
  *   the session stopped while a claimed record is still on its way; it
  *   is in the sink before tvm_trace_stop returns.)  Nothing else writes
  *   into t: its producers passed (2), and t is no session's `out` any
- *   more.  One wait stays under the permission: (2) waits for an
- *   embedder's thread blocked inside tvm_call on a full ring (lossless:
- *   a call context cannot be suspended, trace/tr_vm_proc.c), so for its
- *   sink; but every grace period in the process waits for that thread,
- *   trace_pattern's own included, so releasing the permission before (2)
- *   would free nobody.
+ *   more.  An embedder's thread blocked inside tvm_call on a full ring
+ *   (lossless: a call context cannot be suspended) waits offline,
+ *   holding the pipeline but not t (trace/tr_vm_proc.c): (2) does not
+ *   wait for it, and tr_vm_free frees the pipeline once it let go.
  *
  *   After the release.  This thread alone has t.  A claimed record goes
  *   in first, waiting for room (it still follows every event: (2) came

@@ -59,8 +59,14 @@
  *   suspended here returns to its caller's wait loop as if woken
  *   spuriously (every want_wait loop in the VM checks its condition again).
  *   A call context (no fiber: an embedder's thread) cannot be suspended:
- *   it blocks in tr_wait_space, online (it stays inside its tvm_call, so a
- *   stop waits for it; the collector keeps making room meanwhile).
+ *   it blocks in tr_wait_space, offline as in any other blocking wait of
+ *   a call context (vm_qsbr_block_begin).  Online, every grace period
+ *   waited for it, and so for the collector: a trace callback that set a
+ *   pattern (a grace period), or that waited for the code permission
+ *   while another thread's pattern held it, never returned, and the
+ *   collector made no room.  Offline it is a suspended process: it holds
+ *   the pipeline (tr_pipeline_hold; a stop frees it only after) but not
+ *   t, which it reloads afterwards, writing nothing if it is gone.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +142,19 @@ static void suspend_for_room(Process *p, TrVm *t, int ring, uintptr_t gen)
     vm_proc_switch_out(p);
 }
 
+/* A thread that cannot be suspended (a call context's) waits for room in
+ * ring `ring` offline, holding t's pipeline (the header says why); t
+ * itself may be freed by the time it returns. */
+static void block_for_room(TrVm *t, int ring)
+{
+    TrPipeline *tp = t->tp;
+    tr_pipeline_hold(tp);
+    bool was = vm_qsbr_block_begin();
+    tr_wait_space(tp, ring, 0);
+    vm_qsbr_block_end(was);
+    tr_pipeline_unhold(tp);
+}
+
 TrStatus tr_vm_emit(Process *p, TrVm *t, const TrEmit *ev)
 {
     for (;;) {
@@ -148,13 +167,12 @@ TrStatus tr_vm_emit(Process *p, TrVm *t, const TrEmit *ev)
         TrStatus st = tr_emit(t->tp, ring, ev);
         if (st != TR_FULL)
             return st;
-        if (!susp) {
-            tr_wait_space(t->tp, ring, 0);
-            continue;
-        }
         TrSession *sess = t->sess;
         unsigned sid = t->sid;
-        suspend_for_room(p, t, ring, gen);
+        if (susp)
+            suspend_for_room(p, t, ring, gen);
+        else
+            block_for_room(t, ring);
         /* We may have passed a quiescent state: the pipeline may be gone
          * (t is not touched again), its session too. */
         uintptr_t w = vm_atomic_load_acquire(&sess->state);

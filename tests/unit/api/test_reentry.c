@@ -550,3 +550,57 @@ Test(reentry, pattern_from_a_callback_while_a_flush_waits, .timeout = 30)
     cr_assert_eq(call_fmt(env, "rx", "leaf", 1, &one, out, sizeof out), TVM_OK);
     cr_assert_str_eq(out, "2");
 }
+
+/* A lossless pipeline's callback that sets a pattern while this thread,
+ * inside tvm_call (a call context: it cannot be suspended), waits for
+ * room in the full shared ring.  Before, the thread waited online: the
+ * pattern's grace period waited for it, it for the collector, and the
+ * collector for the pattern.  The callback stalls 100 ms on its first
+ * event so that the 4 KiB ring fills (nothing depends on it); no event
+ * is lost. */
+typedef struct Lossless {
+    pthread_mutex_t lock;
+    int events;
+    tvm_status pattern;
+    int matched;
+} Lossless;
+
+static Lossless lossless = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void on_event_lossless(const tvm_trace_event *ev, void *data)
+{
+    (void)ev, (void)data;
+    pthread_mutex_lock(&lossless.lock);
+    int n = ++lossless.events;
+    pthread_mutex_unlock(&lossless.lock);
+    if (n != 1)
+        return;
+    usleep(100 * 1000);
+    tvm_error err;
+    lossless.pattern = tvm_trace_pattern(vm, "rx:other/1", TVM_TP_TRUE, TVM_TP_LOCAL,
+                                         &lossless.matched, &err);
+}
+
+Test(reentry, pattern_from_a_lossless_callback_while_a_call_waits_for_room, .timeout = 30)
+{
+    setup_rx();
+    trace_leaf();
+    tvm_error err;
+    tvm_trace_options o = { .size = sizeof o, .format = TVM_TRACE_CALLBACK,
+                            .callback = on_event_lossless, .policy = TVM_TRACE_LOSSLESS,
+                            .ring_bytes = 4096 };
+    cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
+    cr_assert_eq(tvm_trace_calls(env, 0, true), TVM_OK);
+    char out[64];
+    int64_t one = 1;
+    for (int i = 0; i < 300; i++)
+        cr_assert_eq(call_fmt(env, "rx", "leaf", 1, &one, out, sizeof out), TVM_OK);
+    cr_assert_eq(tvm_trace_calls(env, 0, false), TVM_OK);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    cr_assert_eq(lossless.pattern, TVM_OK);
+    cr_assert_eq(lossless.matched, 1);
+    cr_assert_eq(lossless.events, 300);
+    tvm_session_info info;
+    cr_assert_eq(tvm_session_info_get(vm, TVM_SESSION_DEFAULT, &info), TVM_OK);
+    cr_assert_eq(info.lost, 0);
+}
