@@ -8,8 +8,11 @@
  * order and writes one line per call, "name: STATUS detail", which the
  * case compares whole: every call either works (its effect in the
  * detail) or is refused with its status and exact message, and a call
- * made afterwards from this thread works.  A call that would wait for
- * itself fails the case by its .timeout instead of hanging the suite.
+ * made afterwards from this thread works.  Then calls from a callback
+ * while another thread waits for its collector (a flush; a call context
+ * on a full lossless ring), and a hook that switches its own trace off.
+ * A call that would wait for itself fails the case by its .timeout
+ * instead of hanging the suite.
  */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
@@ -20,9 +23,12 @@
 
 #include "tests/unit/helpers.h"
 
+#define LEAF "    callx r0, r0, rx:leaf/1\n"
+#define TEN_LEAVES LEAF LEAF LEAF LEAF LEAF LEAF LEAF LEAF LEAF LEAF
+
 static const char *const rx_src =
     "module rx\n"
-    "export waiter/0, leaf/1, other/1, run/1, run_self/0, hooked/1\n" TASM_WAITER
+    "export waiter/0, leaf/1, other/1, run/1, run_self/0, hooked/1, ten/0\n" TASM_WAITER
     "function leaf/1 regs 1\n    addi r0, r0, 1\n    ret r0\nend\n"
     "function other/1 regs 1\n    addi r0, r0, 2\n    ret r0\nend\n"
     /* run(X): the native that makes the calls; run_self(): run(self()) */
@@ -30,7 +36,9 @@ static const char *const rx_src =
     "function run_self/0 regs 1\n    self r0\n    callx r0, r0, rx_nat:probe/1\n"
     "    ret r0\nend\n"
     /* hooked(X): a traced call of leaf/1 (the call hook runs) */
-    "function hooked/1 regs 1\n    callx r0, r0, rx:leaf/1\n    ret r0\nend\n";
+    "function hooked/1 regs 1\n    callx r0, r0, rx:leaf/1\n    ret r0\nend\n"
+    /* ten(): leaf/1 ten times, 10 */
+    "function ten/0 regs 1\n    loadi r0, 0\n" TEN_LEAVES "    ret r0\nend\n";
 
 static const char *const dyn_src =
     "module rx_dyn\nexport f/0\nfunction f/0 regs 1\n    loadk r0, 7\n    ret r0\nend\n";
@@ -603,4 +611,49 @@ Test(reentry, pattern_from_a_lossless_callback_while_a_call_waits_for_room, .tim
     tvm_session_info info;
     cr_assert_eq(tvm_session_info_get(vm, TVM_SESSION_DEFAULT, &info), TVM_OK);
     cr_assert_eq(info.lost, 0);
+}
+
+/* The call hook switches its own trace off on the third call of ten
+ * calls (what an embedder that wants N calls does): the switch is in
+ * effect when tvm_trace_pattern returns, so the hook runs exactly three
+ * times, and the pipeline has exactly three call events. */
+static int hook_calls;            /* the process's own: read after its join */
+static tvm_status hook_off = -1;
+
+static void on_call_three(tvm_env *e, const tvm_call_event *ev, void *data)
+{
+    (void)e, (void)ev, (void)data;
+    if (++hook_calls == 3) {
+        tvm_error err;
+        hook_off = tvm_trace_pattern(vm, "rx:leaf/1", TVM_TP_FALSE, TVM_TP_LOCAL, NULL, &err);
+    }
+}
+
+static int three_events;
+
+static void count_event(const tvm_trace_event *ev, void *data)
+{
+    (void)data;
+    if (strcmp(ev->kind, "call") == 0)
+        three_events++;    /* the collector's own: read after the stop */
+}
+
+Test(reentry, the_call_hook_switches_its_trace_off, .timeout = 30)
+{
+    setup_rx();
+    trace_leaf();
+    tvm_error err;
+    tvm_trace_options o = { .size = sizeof o, .format = TVM_TRACE_CALLBACK,
+                            .callback = count_event };
+    cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
+    tvm_set_call_hook(vm, on_call_three, NULL);
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL, true), TVM_OK);
+    char out[64];
+    spawn_fmt(env, "rx", "ten", 0, NULL, out, sizeof out);
+    cr_assert_str_eq(out, "10");
+    tvm_set_call_hook(vm, NULL, NULL);
+    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
+    cr_assert_eq(hook_off, TVM_OK);
+    cr_assert_eq(hook_calls, 3);
+    cr_assert_eq(three_events, 3);
 }
