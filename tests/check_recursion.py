@@ -57,7 +57,7 @@ ALLOWED = {
      'vm_hook_send', 'vm_send'):
         'tr_deliver_to sends a tracer its message with no sender (from NULL), '
         'and vm_send writes a send event only for a sender: one level',
-    ('vm/bif.c:iolist_append',):
+    ('vm/bif.c:iolist_walk',):
         'an iolist nests at most 100 levels (badarg beyond)',
     ('vm/bif.c:merge_sort',):
         'halves its range: depth log2 of the list length, at most 64',

@@ -42,50 +42,77 @@ static long list_length(Term l)
     return term_is_nil(l) ? n : -1;
 }
 
-/* Builds a list of v[0..n-1] (v are extra roots). */
+/* Builds a list of v[0..n-1] ending in tail.  v has n + 1 slots: v[n]
+ * holds the tail, so that v and tail, extra roots, survive the collection
+ * the allocation may run without a second array. */
 static Term build_list(Process *p, Term *v, size_t n, Term tail)
 {
-    Term roots[1] = { tail };
-    Term all_tail;
-    /* v and tail must survive the collection the allocation may run. */
-    Term *both = vm_malloc((n + 1) * sizeof(Term));
-    memcpy(both, v, n * sizeof(Term));
-    both[n] = roots[0];
-    vm_heap_ensure(p, 2 * n, both, n + 1);
-    all_tail = both[n];
+    v[n] = tail;
+    vm_heap_ensure(p, 2 * n, v, n + 1);
+    Term l = v[n];
     for (size_t i = n; i-- > 0;) {
         Term *c = vm_heap_alloc(p, 2);
-        c[0] = both[i];
-        c[1] = all_tail;
-        all_tail = make_cons_ptr(c);
+        c[0] = v[i];
+        c[1] = l;
+        l = make_cons_ptr(c);
     }
-    free(both);
-    return all_tail;
+    return l;
+}
+
+/*
+ * Lending for the natives whose work their arguments choose (a sort, a
+ * list or binary built, an iolist flattened, a term printed): when that
+ * work, counted before it starts, reaches VM_BIF_LEND_WORK (vm/config.h,
+ * which says what a unit is and why 64 Ki), the call lends its
+ * scheduler's local queue as an embedder native's call does (vm/sched.c,
+ * "Lending the local queue"), so that idle schedulers take the processes
+ * queued behind it.  A short call pays this one compare.  Returns whether
+ * this call lent (false too inside an enclosing native that lent: its
+ * lend stays, p->lending marks it); the caller passes that to lend_done
+ * once its work is over.
+ */
+static inline bool lend_if_long(Process *p, size_t work)
+{
+    return VM_UNLIKELY(work >= VM_BIF_LEND_WORK) && vm_sched_lend(p);
+}
+
+static inline void lend_done(Process *p, bool lent)
+{
+    if (VM_UNLIKELY(lent))
+        vm_sched_lend_end(p);
 }
 
 /*
  * Before a native builds `words` words in one call, an amount its
  * arguments chose rather than the size of a term it was given (a list
  * of a range, the bytes of a binary as a list: 16 words for each word of
- * the binary): TVM_OK to go ahead, or the status to return.  Past the
- * process's max_heap_size the process is killed before anything is
- * allocated (vm_heap_max_refuses); past max_message_words, the largest
- * term the VM copies in one go, it is a system_limit, so that a process
- * without a heap limit cannot take gigabytes in one call either.
+ * the binary, an iolist flattened): TVM_OK to go ahead, or the status to
+ * return.  Past the process's max_heap_size the process is killed before
+ * anything is allocated (vm_heap_max_refuses); past max_message_words,
+ * the largest term the VM copies in one go (room_for; room_check's
+ * over_cap, for a caller that counts another way), it is a system_limit,
+ * so that a process without a heap limit cannot take gigabytes in one
+ * call either.
  */
-static tvm_status room_for(Process *p, size_t words)
+static tvm_status room_check(Process *p, size_t words, bool over_cap)
 {
     if (vm_heap_max_refuses(p, words))
         return TVM_EXCEPTION;   /* killed as it returns (vm/interp.c) */
-    if (words > p->vm->max_msg)
+    if (over_cap)
         return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     return TVM_OK;
 }
 
-/* Copies a proper list's elements into a new array (caller frees). */
+static tvm_status room_for(Process *p, size_t words)
+{
+    return room_check(p, words, words > p->vm->max_msg);
+}
+
+/* Copies a proper list's elements into a new array of n + 1 slots (the
+ * last one build_list's; caller frees). */
 static Term *list_to_array(Term l, long n)
 {
-    Term *v = vm_malloc((size_t)(n > 0 ? n : 1) * sizeof(Term));
+    Term *v = vm_malloc((size_t)(n + 1) * sizeof(Term));
     for (long i = 0; i < n; i++, l = cons_tail(l))
         v[i] = cons_head(l);
     return v;
@@ -218,10 +245,12 @@ NATIVE_FN(bif_tuple_to_list)
     if (!term_is_tuple(t))
         BADARG();
     uint32_t n = tuple_arity(t);
-    Term *v = vm_malloc((n ? n : 1) * sizeof(Term));
+    bool lent = lend_if_long(p, n);
+    Term *v = vm_malloc((n + 1) * sizeof(Term));
     memcpy(v, tuple_elems(t), n * sizeof(Term));
     Term r = build_list(p, v, n, TERM_NIL);
     free(v);
+    lend_done(p, lent);
     RETURN(r);
 }
 
@@ -231,9 +260,11 @@ NATIVE_FN(bif_list_to_tuple)
     long n = list_length(ARG(0));
     if (n < 0 || n > 0xffffff)
         BADARG();
+    bool lent = lend_if_long(p, (size_t)n);
     Term *v = list_to_array(ARG(0), n);
     Term r = vm_make_tuple(p, (uint32_t)n, v);
     free(v);
+    lend_done(p, lent);
     RETURN(r);
 }
 
@@ -243,9 +274,11 @@ NATIVE_FN(bif_append)
     long n = list_length(ARG(0));
     if (n < 0)
         BADARG();
+    bool lent = lend_if_long(p, (size_t)n);
     Term *v = list_to_array(ARG(0), n);
     Term r = build_list(p, v, (size_t)n, ARG(1));
     free(v);
+    lend_done(p, lent);
     RETURN(r);
 }
 
@@ -314,11 +347,12 @@ NATIVE_FN(bif_byte_size)
     RETURN(make_small((int64_t)binary_size(ARG(0))));
 }
 
-/* What iolist_append found wrong. */
-enum { IO_OK, IO_BADARG, IO_LIMIT };
+/* What iolist_walk found wrong. */
+enum { IO_OK, IO_BADARG, IO_LIMIT, IO_OVER };
 
 /*
- * A flattening in progress: the bytes so far, the most there may be, and
+ * An iolist walk in progress: the bytes so far (len; copied to dst when
+ * it is set, only counted when it is NULL), the most there may be, and
  * the list cells it may still visit.  Both caps are needed: an iolist
  * that shares its parts (L = [L, L] sixty times) is a few words long and
  * 2^60 bytes flat, and one whose shared parts are empty ([] or <<>> at
@@ -327,79 +361,129 @@ enum { IO_OK, IO_BADARG, IO_LIMIT };
  * one comparison (vm->cmp_steps, twice max_message_words): a walk as long
  * as the longest comparison, and a list of bytes that long is a heap of
  * four times max_message_words words.
+ * A flattening counts first (iolist_measure: nothing allocated), is
+ * refused or allowed by its size (room_check), and only then copies, in
+ * a second walk, straight into the binary or the output it makes
+ * (iolist_fill): no buffer of the flat size besides the result.  The
+ * counting walk lends p's queue once it has visited VM_BIF_LEND_WORK
+ * cells (cells at lend_at; a long walk of empty parts), the flattening
+ * once it knows its size; `lent` is then set for the caller's lend_done.
  */
 typedef struct IoFlat {
-    StrBuf *sb;
-    size_t max;
-    size_t cells;
+    Process *p;
+    uint8_t *dst;
+    size_t len, max;
+    size_t cells, lend_at;
+    bool lent;
 } IoFlat;
 
-static void io_flat_init(IoFlat *io, StrBuf *sb, const Process *p)
+static void io_flat_init(IoFlat *io, Process *p)
 {
-    /* The bytes of a binary of max_message_words. */
-    size_t max = p->vm->max_msg > SIZE_MAX / 8 ? SIZE_MAX : p->vm->max_msg * 8;
-    *io = (IoFlat){ sb, max, p->vm->cmp_steps };
+    /* The bytes of a binary of max_message_words (at most SIZE_MAX / 2,
+     * so that the count stopped one past it cannot wrap). */
+    size_t max = p->vm->max_msg > SIZE_MAX / 16 ? SIZE_MAX / 2 : p->vm->max_msg * 8;
+    size_t cells = p->vm->cmp_steps;
+    size_t lend_at = cells > VM_BIF_LEND_WORK ? cells - VM_BIF_LEND_WORK : 0;
+    *io = (IoFlat){ p, NULL, 0, max, cells, lend_at, false };
 }
 
 /*
- * Appends an iolist (binaries, bytes 0..255, nested lists; at most 100
- * levels of nested lists, so the recursion is bounded) to io->sb.
- * IO_LIMIT when it would pass io->max bytes or visit more than io->cells
+ * Walks an iolist (binaries, bytes 0..255, nested lists; at most 100
+ * levels of nested lists, so the recursion is bounded), adding its bytes
+ * to io->len and copying them to io->dst + io->len when dst is set.
+ * IO_OVER when the bytes would pass io->max (io->len is then max + 1: the
+ * walk stops there), IO_LIMIT when it would visit more than io->cells
  * list cells.
  */
-static int iolist_append(IoFlat *io, Term t, int depth)
+static int iolist_walk(IoFlat *io, Term t, int depth)
 {
     if (depth > 100)
         return IO_BADARG;
-    StrBuf *sb = io->sb;
     while (term_is_cons(t)) {
-        if (io->cells == 0)
-            return IO_LIMIT;
+        if (VM_UNLIKELY(io->cells <= io->lend_at)) {
+            if (io->cells == 0)
+                return IO_LIMIT;
+            io->lend_at = 0;
+            io->lent = io->lent || lend_if_long(io->p, VM_BIF_LEND_WORK);
+        }
         io->cells--;
         Term h = cons_head(t);
         if (term_is_small(h)) {
             if (small_value(h) < 0 || small_value(h) > 255)
                 return IO_BADARG;
-            if (sb->len >= io->max)
-                return IO_LIMIT;
-            sb_putc(sb, (char)small_value(h));
+            if (io->len >= io->max) {
+                io->len = io->max + 1;
+                return IO_OVER;
+            }
+            if (io->dst)
+                io->dst[io->len] = (uint8_t)small_value(h);
+            io->len++;
         } else {
-            int r = iolist_append(io, h, depth + 1);
+            int r = iolist_walk(io, h, depth + 1);
             if (r != IO_OK)
                 return r;
         }
         t = cons_tail(t);
     }
     if (term_is_binary(t)) {
-        if (sb->len > io->max || binary_size(t) > io->max - sb->len)
-            return IO_LIMIT;
-        sb_put(sb, (const char *)binary_bytes(t), binary_size(t));
+        size_t n = binary_size(t);
+        if (n > io->max - io->len) {
+            io->len = io->max + 1;
+            return IO_OVER;
+        }
+        if (io->dst)
+            memcpy(io->dst + io->len, binary_bytes(t), n);
+        io->len += n;
         return IO_OK;
     }
     return term_is_nil(t) ? IO_OK : IO_BADARG;
 }
 
+/*
+ * Counts iolist t's bytes onto io->len (what is already there counts
+ * too: the output of an io:format so far) without allocating anything:
+ * TVM_OK when a buffer of io->len bytes may be made, else the status to
+ * return (badarg; system_limit past the cells or, without a heap limit,
+ * past max_message_words of bytes; killed past the process's
+ * max_heap_size, as room_for).  Lends p's queue if the copy is long.
+ */
+static tvm_status iolist_measure(IoFlat *io, Term t)
+{
+    Process *p = io->p;
+    int r = iolist_walk(io, t, 0);
+    if (r == IO_BADARG || r == IO_LIMIT)
+        return raise_error(p, make_atom(r == IO_LIMIT ? ATOM_SYSTEM_LIMIT : ATOM_BADARG));
+    tvm_status st = room_check(p, binary_words(io->len), r == IO_OVER);
+    if (st == TVM_OK && !io->lent)
+        io->lent = lend_if_long(p, io->len / 8);
+    return st;
+}
+
+/* Copies iolist t, measured by iolist_measure, to dst + at. */
+static void iolist_fill(Process *p, uint8_t *dst, size_t at, Term t)
+{
+    IoFlat fill = { p, dst, at, SIZE_MAX / 2, SIZE_MAX, 0, false };
+    int r = iolist_walk(&fill, t, 0);
+    VM_ASSERT(r == IO_OK, "an iolist measured whole copies whole");
+    (void)r;
+}
+
 NATIVE_FN(bif_iolist_to_binary)
 {
     SETUP();
-    StrBuf sb;
     IoFlat io;
-    sb_init(&sb);
-    io_flat_init(&io, &sb, p);
-    int r = iolist_append(&io, ARG(0), 0);
-    if (r != IO_OK) {
-        sb_free(&sb);
-        return raise_error(p, make_atom(r == IO_LIMIT ? ATOM_SYSTEM_LIMIT : ATOM_BADARG));
+    io_flat_init(&io, p);
+    Term t = ARG(0);
+    tvm_status st = iolist_measure(&io, t);
+    if (st == TVM_OK) {
+        uint8_t *bytes;
+        /* t is a root of the collection the binary's room may take. */
+        Term bin = vm_alloc_binary(p, io.len, &t, 1, &bytes);
+        iolist_fill(p, bytes, 0, t);
+        *result = vm_root_push(p, bin);
     }
-    /* An iolist that shares its parts is a few words and up to
-     * max_message_words flat (io_flat_init). */
-    if (vm_heap_max_refuses(p, binary_words(sb.len))) {
-        sb_free(&sb);
-        return TVM_EXCEPTION;
-    }
-    Term bin = vm_make_binary(p, sb.s, sb.len);
-    sb_free(&sb);
-    RETURN(bin);
+    lend_done(p, io.lent);
+    return st;
 }
 
 NATIVE_FN(bif_binary_to_list)
@@ -412,12 +496,21 @@ NATIVE_FN(bif_binary_to_list)
     tvm_status st = room_for(p, 2 * n);
     if (st != TVM_OK)
         return st;
-    Term *v = vm_malloc((n ? n : 1) * sizeof(Term));
-    for (size_t i = 0; i < n; i++)
-        v[i] = make_small(binary_bytes(b)[i]);
-    Term r = build_list(p, v, n, TERM_NIL);
-    free(v);
-    RETURN(r);
+    bool lent = lend_if_long(p, n);
+    /* Built from the last byte straight on the heap: no array of the
+     * result's size (it was 8 bytes for each byte of the binary).  The
+     * binary is a root of the collection the room may take. */
+    vm_heap_ensure(p, 2 * n, &b, 1);
+    const uint8_t *bytes = binary_bytes(b);
+    Term l = TERM_NIL;
+    for (size_t i = n; i-- > 0;) {
+        Term *c = vm_heap_alloc(p, 2);
+        c[0] = make_small(bytes[i]);
+        c[1] = l;
+        l = make_cons_ptr(c);
+    }
+    lend_done(p, lent);
+    RETURN(l);
 }
 
 NATIVE_FN(bif_make_fun)
@@ -506,6 +599,7 @@ NATIVE_FN(bif_reverse2)
     long n = list_length(ARG(0));
     if (n < 0)
         BADARG();
+    bool lent = lend_if_long(p, (size_t)n);
     Term *v = list_to_array(ARG(0), n);
     for (long i = 0; i < n / 2; i++) {
         Term t = v[i];
@@ -514,6 +608,7 @@ NATIVE_FN(bif_reverse2)
     }
     Term r = build_list(p, v, (size_t)n, argc > 1 ? ARG(1) : TERM_NIL);
     free(v);
+    lend_done(p, lent);
     RETURN(r);
 }
 
@@ -540,23 +635,33 @@ static void merge_sort(Term *v, Term *tmp, size_t n, size_t steps, bool *limit)
     memcpy(v, tmp, n * sizeof(Term));
 }
 
+/* The comparisons of a merge sort of n elements, n * ceil(log2 n): the
+ * work lend_if_long weighs. */
+static size_t sort_work(size_t n)
+{
+    size_t lg = 0;
+    while (lg < 63 && ((size_t)1 << lg) < n)
+        lg++;
+    return n * lg;
+}
+
 NATIVE_FN(bif_sort)
 {
     SETUP();
     long n = list_length(ARG(0));
     if (n < 0)
         BADARG();
+    bool lent = lend_if_long(p, sort_work((size_t)n));
     Term *v = list_to_array(ARG(0), n);
     Term *tmp = vm_malloc((size_t)(n > 0 ? n : 1) * sizeof(Term));
     bool limit = false;
     merge_sort(v, tmp, (size_t)n, p->vm->cmp_steps, &limit);
     free(tmp);
-    if (limit) {
-        free(v);
-        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
-    }
-    Term r = build_list(p, v, (size_t)n, TERM_NIL);
+    Term r = limit ? TERM_NIL : build_list(p, v, (size_t)n, TERM_NIL);
     free(v);
+    lend_done(p, lent);
+    if (limit)
+        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     RETURN(r);
 }
 
@@ -573,6 +678,7 @@ NATIVE_FN(bif_seq)
     tvm_status st = room_for(p, 2 * n);
     if (st != TVM_OK)
         return st;
+    bool lent = lend_if_long(p, n);
     vm_heap_ensure(p, 2 * n, NULL, 0);
     Term l = TERM_NIL;
     for (int64_t i = hi; i >= lo; i--) {
@@ -581,6 +687,7 @@ NATIVE_FN(bif_seq)
         c[1] = l;
         l = make_cons_ptr(c);
     }
+    lend_done(p, lent);
     RETURN(l);
 }
 
@@ -591,31 +698,55 @@ static FILE *out(Process *p)
     return p->vm->output ? (FILE *)p->vm->output : stdout;
 }
 
-/*
- * Formats io:format directives; IO_BADARG on a bad format or argument,
- * IO_LIMIT for ~s iolists over io's caps (one budget of cells for all of
- * them).  The output is cut with "..." once it passes VM_PRINT_MAX_BYTES,
- * as one printed term is (~p of terms with much sharing, many times over,
- * could otherwise take any memory).
- */
-static int format(IoFlat *io, Term fmt, Term args)
+/* The work of printing t (its words, counted up to VM_BIF_LEND_WORK):
+ * what lend_if_long weighs before ~p, ~w or erlang:display/1. */
+static size_t print_work(Term t)
 {
-    StrBuf *sb = io->sb;
+    return term_is_immediate(t) ? 0 : term_size_capped(t, VM_BIF_LEND_WORK);
+}
+
+/* ~s of an iolist: measured, refused or allowed (iolist_measure, with
+ * the output so far counted), then copied straight into the output. */
+static tvm_status format_iolist(IoFlat *io, StrBuf *sb, Term a)
+{
+    io->len = sb->len;
+    tvm_status st = iolist_measure(io, a);
+    if (st != TVM_OK)
+        return st;
+    if (io->len + 1 > sb->cap)
+        sb_grow(sb, io->len - sb->len);
+    iolist_fill(io->p, (uint8_t *)sb->s, sb->len, a);
+    sb->len = io->len;
+    sb->s[sb->len] = '\0';
+    return TVM_OK;
+}
+
+/*
+ * Formats io:format directives into sb: TVM_OK, or the status to return
+ * (badarg on a bad format or argument; ~s iolists as iolist_measure
+ * says, one budget of cells for all of them).  The output is cut with
+ * "..." once it passes VM_PRINT_MAX_BYTES, as one printed term is (~p of
+ * terms with much sharing, many times over, could otherwise take any
+ * memory).  A large ~p, ~w or ~s lends p's queue (io->lent).
+ */
+static tvm_status format(IoFlat *io, StrBuf *sb, Term fmt, Term args)
+{
+    Process *p = io->p;
     if (!term_is_binary(fmt))
-        return IO_BADARG;
+        BADARG();
     const char *s = (const char *)binary_bytes(fmt);
     size_t n = binary_size(fmt);
     for (size_t i = 0; i < n; i++) {
         if (VM_UNLIKELY(sb->len > VM_PRINT_MAX_BYTES)) {
             sb_puts(sb, "...");
-            return IO_OK;
+            return TVM_OK;
         }
         if (s[i] != '~') {
             sb_putc(sb, s[i]);
             continue;
         }
         if (++i == n)
-            return IO_BADARG;
+            BADARG();
         switch (s[i]) {
         case 'n': sb_putc(sb, '\n'); continue;
         case '~': sb_putc(sb, '~'); continue;
@@ -624,25 +755,28 @@ static int format(IoFlat *io, Term fmt, Term args)
         case 's':
             break;
         default:
-            return IO_BADARG;
+            BADARG();
         }
         if (!term_is_cons(args))
-            return IO_BADARG;
+            BADARG();
         Term a = cons_head(args);
         args = cons_tail(args);
         if (s[i] != 's') {
+            io->lent = io->lent || lend_if_long(p, print_work(a));
             vm_print_term(sb, a);
         } else if (term_is_atom(a)) {
             size_t len;
             const char *name = vm_atom_name(atom_value(a), &len);
             sb_put(sb, name, len);
         } else {
-            int r = iolist_append(io, a, 0);
-            if (r != IO_OK)
-                return r;
+            tvm_status st = format_iolist(io, sb, a);
+            if (st != TVM_OK)
+                return st;
         }
     }
-    return term_is_nil(args) ? IO_OK : IO_BADARG;
+    if (!term_is_nil(args))
+        BADARG();
+    return TVM_OK;
 }
 
 static tvm_status do_format(Process *p, Term fmt, Term args, tvm_term *result)
@@ -650,18 +784,17 @@ static tvm_status do_format(Process *p, Term fmt, Term args, tvm_term *result)
     StrBuf sb;
     IoFlat io;
     sb_init(&sb);
-    io_flat_init(&io, &sb, p);
-    int r = format(&io, fmt, args);
-    if (r != IO_OK) {
-        sb_free(&sb);
-        return raise_error(p, make_atom(r == IO_LIMIT ? ATOM_SYSTEM_LIMIT : ATOM_BADARG));
+    io_flat_init(&io, p);
+    tvm_status st = format(&io, &sb, fmt, args);
+    if (st == TVM_OK) {
+        FILE *o = out(p);
+        fwrite(sb.s, 1, sb.len, o);
+        fflush(o);
+        *result = vm_root_push(p, TERM_OK);
     }
-    FILE *o = out(p);
-    fwrite(sb.s, 1, sb.len, o);
-    fflush(o);
     sb_free(&sb);
-    *result = vm_root_push(p, TERM_OK);
-    return TVM_OK;
+    lend_done(p, io.lent);
+    return st;
 }
 
 NATIVE_FN(bif_format1) { SETUP(); return do_format(p, ARG(0), TERM_NIL, result); }
@@ -670,6 +803,7 @@ NATIVE_FN(bif_format2) { SETUP(); return do_format(p, ARG(0), ARG(1), result); }
 NATIVE_FN(bif_display)
 {
     SETUP();
+    bool lent = lend_if_long(p, print_work(ARG(0)));
     StrBuf sb;
     sb_init(&sb);
     vm_print_term(&sb, ARG(0));
@@ -678,6 +812,7 @@ NATIVE_FN(bif_display)
     fwrite(sb.s, 1, sb.len, o);
     fflush(o);
     sb_free(&sb);
+    lend_done(p, lent);
     RETURN(TERM_TRUE);
 }
 

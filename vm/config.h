@@ -195,6 +195,26 @@
 #define VM_PRINT_MAX_BYTES ((size_t)1 << 26)
 #endif
 
+/*
+ * VM_BIF_LEND_WORK: the work from which a built-in native lends its
+ * scheduler's local queue while it runs (vm/bif.c, lend_if_long; the lend
+ * is vm/sched.c's "Lending the local queue"), counted from its arguments
+ * before it starts: list elements built, reversed or converted, words of
+ * bytes copied, comparisons of a sort (n log2 n), list cells of an
+ * iolist walked, words of a term printed.  A call below it pays one
+ * compare.  64 Ki: in the release build on the reference machine
+ * (docs/benchmarks.md) lists:seq/2 of 64 Ki elements takes 50 us,
+ * lists:reverse/1 540 us and lists:sort/1 4.1 ms (65,536 x 16
+ * comparisons, 1 Mi units: a sort lends from 8,192 elements), where
+ * a time slice of 4,000 reductions is 11 us; the lend's two full CASes
+ * (and a wake-up of a sleeping scheduler, a few us, only when processes
+ * wait behind it) are under 1 % of the shortest of them, while a native
+ * under it holds its queue for a few time slices at most.
+ */
+#ifndef VM_BIF_LEND_WORK
+#define VM_BIF_LEND_WORK ((size_t)1 << 16)
+#endif
+
 /* VM_TIMEOUT_MAX_MS: longer receive timeouts mean infinity (~31 years). */
 #ifndef VM_TIMEOUT_MAX_MS
 #define VM_TIMEOUT_MAX_MS ((int64_t)1000000000000)

@@ -363,13 +363,21 @@ Term vm_make_cons(Process *p, Term head, Term tail)
     return make_cons_ptr(c);
 }
 
-Term vm_make_binary(Process *p, const void *bytes, size_t len)
+Term vm_alloc_binary(Process *p, size_t len, Term *extra, size_t nextra, uint8_t **bytes)
 {
     size_t words = binary_words(len);
-    vm_heap_ensure(p, words, NULL, 0);
+    vm_heap_ensure(p, words, extra, nextra);
     Term *b = vm_heap_alloc(p, words);
     b[words - 1] = 0; /* zero the padding (before the header: words may be 1) */
     b[0] = MAKE_HEADER(IMM_HDR_BINARY, len);
-    memcpy(b + 1, bytes, len);
+    *bytes = (uint8_t *)(b + 1);
     return make_boxed(b);
+}
+
+Term vm_make_binary(Process *p, const void *bytes, size_t len)
+{
+    uint8_t *dst;
+    Term b = vm_alloc_binary(p, len, NULL, 0, &dst);
+    memcpy(dst, bytes, len);
+    return b;
 }

@@ -78,5 +78,9 @@ Term vm_copy_to(Term **hp, Term t);
 Term vm_make_tuple(Process *p, uint32_t n, Term *elems);
 Term vm_make_cons(Process *p, Term head, Term tail);
 Term vm_make_binary(Process *p, const void *bytes, size_t len);
+/* A binary of len bytes whose bytes (*bytes) the caller fills before
+ * anything else allocates; extra[0..nextra-1] are roots the collection
+ * it may run updates (vm_heap_ensure). */
+Term vm_alloc_binary(Process *p, size_t len, Term *extra, size_t nextra, uint8_t **bytes);
 
 #endif /* VM_HEAP_H */

@@ -435,17 +435,13 @@ arith:
          * runs, processes queued behind p on this scheduler's local queue
          * may be taken by idle schedulers (vm/sched.c, "Lending the local
          * queue").  Two atomic operations per such call (three with a
-         * backlog); the VM's own natives pay two predicted tests. */
+         * backlog); the VM's own natives pay two predicted tests here,
+         * and lend by themselves when their arguments ask for long work
+         * (vm/bif.c, lend_if_long). */
         bool lent = VM_UNLIKELY(fi->lends) && vm_sched_lend(p);
-        if (VM_UNLIKELY(lent))
-            p->lending = true;   /* an enclosing native's lend stays marked */
         tvm_status st = fi->native(&p->env, fi->arity, argv, &res, fi->native_data);
-        if (VM_UNLIKELY(lent)) {
-            /* The queue of the scheduler p is on now: the native may
-             * have switched out and come back on another. */
-            p->lending = false;
-            vm_sched_lend_end();
-        }
+        if (VM_UNLIKELY(lent))
+            vm_sched_lend_end(p);
         RELOAD();
         /* A native that took the heap over max_heap_size: the process dies
          * as it returns (a native call is no reduction check), before it

@@ -93,7 +93,9 @@ tvm_status tvm_register_native(tvm_vm *vm, const char *mod, const char *fun,
     return register_native(vm, mod, fun, arity, fn, data, true, err);
 }
 
-/* The VM's own natives are short or switch out to wait: they lend nothing. */
+/* The VM's own natives lend nothing at their call: the few whose work
+ * their arguments choose lend by themselves when it is long (vm/bif.c,
+ * lend_if_long); the others are short or switch out to wait. */
 void vm_natives_install(tvm_vm *vm, VmNativeTable t)
 {
     for (size_t i = 0; i < t.n; i++) {

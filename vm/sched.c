@@ -37,11 +37,13 @@
  *
  * Lending the local queue.
  *   A process inside an embedder's native (FuncInfo.lends: one registered
- *   by tvm_register_native, which may block or compute for long) holds
+ *   by tvm_register_native, which may block or compute for long), or a
+ *   built-in one whose arguments give it long work (vm/bif.c), holds
  *   its scheduler's thread; the processes queued behind it on the local
  *   queue would wait for it even with another scheduler idle.  So the
- *   native's call (vm/interp.c) lends the queue for as long as it runs,
- *   through one word per scheduler, `lend` (sched.h):
+ *   native's call (vm/interp.c; the built-in native itself) lends the
+ *   queue for as long as it runs, through one word per scheduler, `lend`
+ *   (sched.h):
  *     OWNED -> WORK or EMPTY   the owner, as the native starts ([LQ1], a
  *                              full CAS that cannot fail; WORK when the
  *                              queue holds processes);
@@ -91,9 +93,12 @@
  *   reports its quiescent states as before; the lending owner is inside
  *   a process (not quiescent, not parkable) exactly as without the lend.
  *   The direct switch reads the local queue, so it runs only on an owned
- *   one.  The VM's own natives (erlang:send/2 among them) do not lend:
- *   their call pays one predicted test of fi->lends, and the switch and
- *   the enqueue one load and test of `lend` each.
+ *   one.  The VM's own natives do not lend at their call: a short one
+ *   (erlang:send/2 among them) pays one predicted test of fi->lends and,
+ *   if its work depends on its arguments, one compare of that work with
+ *   VM_BIF_LEND_WORK (vm/bif.c, lend_if_long, which lends the same way
+ *   for a long one); the switch and the enqueue pay one load and test of
+ *   `lend` each.
  *
  * Thread progress: each scheduler is registered with liburcu QSBR, calls
  * rcu_quiescent_state() between two processes (the process has switched
@@ -369,6 +374,7 @@ bool vm_sched_lend(Process *p)
      * [LQ2'], and this lend before the nidle read below. */
     bool work = s->local_head != NULL;
     vm_atomic_cas_full(&s->lend, LEND_OWNED, work ? LEND_WORK : LEND_EMPTY);
+    p->lending = true;   /* p's own thread only (vm/process.h) */
     /* [LQ1'] full RMW read, pairs with [LQ4]: a scheduler that went idle
      * before it is woken here; one going idle after sees the lend. */
     if (work && vm_atomic_load_rmw_full(&s->sys->nidle) > 0)
@@ -392,8 +398,11 @@ static void lend_end(Scheduler *s)
     }
 }
 
-void vm_sched_lend_end(void)
+void vm_sched_lend_end(Process *p)
 {
+    /* The queue of the scheduler p is on now: the native may have
+     * switched out and come back on another. */
+    p->lending = false;
     Scheduler *s = tls_sched;
     if (s && vm_atomic_load_relaxed(&s->lend) != LEND_OWNED)
         lend_end(s);

@@ -208,16 +208,18 @@ void vm_proc_switch_out(Process *p);
  * process; false (nothing done) when the scheduler must decide. */
 bool vm_sched_yield_to_next(Process *p);
 /*
- * Around an embedder native called by p (vm/interp.c): vm_sched_lend
- * lends the local queue of p's scheduler to idle schedulers (and wakes
- * one if the queue holds work); true if it did (false: not on a
- * scheduler, p is not its current process, or the queue is lent
- * already by an enclosing native).  vm_sched_lend_end, called only after
- * a lend that returned true, takes the queue back if it still is lent
- * (a switch out inside the native took it back already).
+ * Around a long native called by p, an embedder's (vm/interp.c) or a
+ * built-in one given much work (vm/bif.c): vm_sched_lend lends the local
+ * queue of p's scheduler to idle schedulers (and wakes one if the queue
+ * holds work); true if it did, and then p->lending is set (false: not on
+ * a scheduler, p is not its current process, or the queue is lent
+ * already by an enclosing native, whose lend p->lending still marks).
+ * vm_sched_lend_end(p), called only after a lend that returned true,
+ * clears p->lending and takes the queue back if it still is lent (a
+ * switch out inside the native took it back already).
  */
 bool vm_sched_lend(Process *p);
-void vm_sched_lend_end(void);
+void vm_sched_lend_end(Process *p);
 /* Moves messages sent so far into the process's own queue. */
 void vm_proc_fetch(Process *p);
 /*
