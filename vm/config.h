@@ -202,14 +202,16 @@
  * before it starts: list elements built, reversed or converted, words of
  * bytes copied, comparisons of a sort (n log2 n), list cells of an
  * iolist walked, words of a term printed.  A call below it pays one
- * compare.  64 Ki: in the release build on the reference machine
- * (docs/benchmarks.md) lists:seq/2 of 64 Ki elements takes 50 us,
- * lists:reverse/1 540 us and lists:sort/1 4.1 ms (65,536 x 16
- * comparisons, 1 Mi units: a sort lends from 8,192 elements), where
- * a time slice of 4,000 reductions is 11 us; the lend's two full CASes
- * (and a wake-up of a sleeping scheduler, a few us, only when processes
- * wait behind it) are under 1 % of the shortest of them, while a native
- * under it holds its queue for a few time slices at most.
+ * compare.  64 Ki: in the release build on a loaded two-core machine
+ * (give or take a third) lists:seq/2 of
+ * 64 Ki elements takes 50 us, lists:reverse/1 540 us and lists:sort/1
+ * 4 to 6 ms (65,536 x 16 comparisons, 1 Mi units: a sort lends from
+ * 8,192 elements), where a time slice of 4,000 reductions is 11 us.  The
+ * lend's two full CASes (and a wake-up of a sleeping scheduler, a few
+ * us, only when processes wait behind it) are under 0.1 % of the
+ * shortest of them; a call just under it holds its queue for at most
+ * about half a millisecond (lists:reverse/1, some 50 time slices), the
+ * price of keeping the short calls at one compare.
  */
 #ifndef VM_BIF_LEND_WORK
 #define VM_BIF_LEND_WORK ((size_t)1 << 16)
