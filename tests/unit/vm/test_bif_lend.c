@@ -18,13 +18,34 @@
 
 #include "tests/unit/helpers.h"
 
+/* Two schedulers; io:format and erlang:display/1 write to /dev/null. */
 static tvm_config two_scheds = { .size = sizeof(tvm_config), .schedulers = 2 };
-TVM_FIXTURE(bif_lend, &two_scheds);
+static FILE *devnull;
+static tvm_vm *vm;
+static tvm_env *env;
+
+static void setup(void)
+{
+    devnull = fopen("/dev/null", "w");
+    cr_assert(devnull);
+    two_scheds.output = devnull;
+    vm = tvm_new(&two_scheds);
+    env = tvm_env_new(vm);
+}
+
+static void teardown(void)
+{
+    tvm_env_free(env);
+    tvm_destroy(vm);
+    fclose(devnull);
+}
+
+TestSuite(bif_lend, .init = setup, .fini = teardown);
 
 static const char *const b_src =
     "module b\n"
     "export release/1, sort/0, reverse/0, seq/0, append/0, tuple_to_list/0, "
-    "list_to_tuple/0, binary_to_list/0, iolist_to_binary/0\n"
+    "list_to_tuple/0, binary_to_list/0, iolist_to_binary/0, format_p/0, format_s/0, display/0\n"
     /* run(M, F, Args): as the header says (M, F, Args and the count
      * stay in r0..r3, below the calls' argument base, r4). */
     "function run/3 regs 8\n"
@@ -149,6 +170,39 @@ static const char *const b_src =
     "    loadk r1, iolist_to_binary\n"
     "    call r0, r0, one/3\n"
     "    ret r0\n"
+    "end\n"
+    /* fmt(Fmt, X): run(io, format, [Fmt, [X]]). */
+    "function fmt/2 regs 4\n"
+    "    loadk r3, []\n"
+    "    cons r1, r1, r3\n"
+    "    cons r1, r1, r3\n"
+    "    cons r2, r0, r1\n"
+    "    loadk r0, io\n"
+    "    loadk r1, format\n"
+    "    call r0, r0, run/3\n"
+    "    ret r0\n"
+    "end\n"
+    /* format_p(): io:format(\"~p\", [list()]). */
+    "function format_p/0 regs 2\n"
+    "    call r1, r1, list/0\n"
+    "    loadk r0, \"~p\"\n"
+    "    call r0, r0, fmt/2\n"
+    "    ret r0\n"
+    "end\n"
+    /* format_s(): io:format(\"~s\", [16 MiB flat]). */
+    "function format_s/0 regs 2\n"
+    "    loadi r1, 17\n"
+    "    call r1, r1, doubled/1\n"
+    "    loadk r0, \"~s\"\n"
+    "    call r0, r0, fmt/2\n"
+    "    ret r0\n"
+    "end\n"
+    "function display/0 regs 3\n"
+    "    call r2, r2, list/0\n"
+    "    loadk r0, erlang\n"
+    "    loadk r1, display\n"
+    "    call r0, r0, one/3\n"
+    "    ret r0\n"
     "end\n";
 
 /* Runs b:fun/0 from this thread: its answer must be released. */
@@ -175,3 +229,6 @@ Test(bif_lend, tuple_to_list, .timeout = 300) { expect_released("tuple_to_list")
 Test(bif_lend, list_to_tuple, .timeout = 300) { expect_released("list_to_tuple"); }
 Test(bif_lend, binary_to_list, .timeout = 300) { expect_released("binary_to_list"); }
 Test(bif_lend, iolist_to_binary, .timeout = 300) { expect_released("iolist_to_binary"); }
+Test(bif_lend, format_p, .timeout = 300) { expect_released("format_p"); }
+Test(bif_lend, format_s, .timeout = 300) { expect_released("format_s"); }
+Test(bif_lend, display, .timeout = 300) { expect_released("display"); }
