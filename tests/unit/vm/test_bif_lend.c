@@ -13,6 +13,9 @@
  * returns, and run answers not_released after 200 calls (seconds of
  * native work); with it, the other scheduler takes release during the
  * first call.  No timing is asserted: the answer is released or not.
+ * The work of each call is chosen so that 200 of them take about half a
+ * second or more in the debug build: the other scheduler, woken by the
+ * lend, has that long to be given a CPU on a loaded machine.
  */
 #include <criterion/criterion.h>
 
@@ -123,7 +126,7 @@ static const char *const b_src =
     "function seq/0 regs 3\n"
     "    loadk r0, lists\n"
     "    loadk r1, seq\n"
-    "    loadk r2, [1, 100000]\n"
+    "    loadk r2, [1, 1000000]\n"
     "    call r0, r0, run/3\n"
     "    ret r0\n"
     "end\n"
@@ -152,9 +155,9 @@ static const char *const b_src =
     "    call r0, r0, one/3\n"
     "    ret r0\n"
     "end\n"
-    /* binary_to_list(): of a 128 KiB binary. */
+    /* binary_to_list(): of a 512 KiB binary. */
     "function binary_to_list/0 regs 3\n"
-    "    loadi r2, 10\n"
+    "    loadi r2, 12\n"
     "    call r2, r2, doubled/1\n"
     "    callx r2, r2, erlang:iolist_to_binary/1\n"
     "    loadk r0, erlang\n"
