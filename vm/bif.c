@@ -83,6 +83,27 @@ static inline void lend_done(Process *p, bool lent)
 }
 
 /*
+ * list_length for the natives that go on to work on every element (and
+ * length/1): one that walks past VM_BIF_LEND_WORK cells lends p's queue
+ * from there on (*lent, for lend_done), so that neither the walk of a
+ * long list nor the work after it holds the processes queued behind it.
+ * -1, with nothing left lent, for an improper list.
+ */
+static long list_length_lend(Process *p, Term l, bool *lent)
+{
+    long n = 0;
+    *lent = false;
+    for (; term_is_cons(l); l = cons_tail(l))
+        if (VM_UNLIKELY(++n == (long)VM_BIF_LEND_WORK))
+            *lent = lend_if_long(p, VM_BIF_LEND_WORK);
+    if (term_is_nil(l))
+        return n;
+    lend_done(p, *lent);
+    *lent = false;
+    return -1;
+}
+
+/*
  * Before a native builds `words` words in one call, an amount its
  * arguments chose rather than the size of a term it was given (a list
  * of a range, the bytes of a binary as a list: 16 words for each word of
@@ -157,7 +178,9 @@ NATIVE_FN(bif_tuple_size)
 NATIVE_FN(bif_length)
 {
     SETUP();
-    long n = list_length(ARG(0));
+    bool lent;
+    long n = list_length_lend(p, ARG(0), &lent);
+    lend_done(p, lent);
     if (n < 0)
         BADARG();
     RETURN(make_small(n));
@@ -257,10 +280,12 @@ NATIVE_FN(bif_tuple_to_list)
 NATIVE_FN(bif_list_to_tuple)
 {
     SETUP();
-    long n = list_length(ARG(0));
-    if (n < 0 || n > 0xffffff)
+    bool lent;
+    long n = list_length_lend(p, ARG(0), &lent);
+    if (n < 0 || n > 0xffffff) {
+        lend_done(p, lent);
         BADARG();
-    bool lent = lend_if_long(p, (size_t)n);
+    }
     Term *v = list_to_array(ARG(0), n);
     Term r = vm_make_tuple(p, (uint32_t)n, v);
     free(v);
@@ -271,10 +296,10 @@ NATIVE_FN(bif_list_to_tuple)
 NATIVE_FN(bif_append)
 {
     SETUP();
-    long n = list_length(ARG(0));
+    bool lent;
+    long n = list_length_lend(p, ARG(0), &lent);
     if (n < 0)
         BADARG();
-    bool lent = lend_if_long(p, (size_t)n);
     Term *v = list_to_array(ARG(0), n);
     Term r = build_list(p, v, (size_t)n, ARG(1));
     free(v);
@@ -596,10 +621,10 @@ NATIVE_FN(bif_apply2)
 NATIVE_FN(bif_reverse2)
 {
     SETUP();
-    long n = list_length(ARG(0));
+    bool lent;
+    long n = list_length_lend(p, ARG(0), &lent);
     if (n < 0)
         BADARG();
-    bool lent = lend_if_long(p, (size_t)n);
     Term *v = list_to_array(ARG(0), n);
     for (long i = 0; i < n / 2; i++) {
         Term t = v[i];
@@ -648,10 +673,11 @@ static size_t sort_work(size_t n)
 NATIVE_FN(bif_sort)
 {
     SETUP();
-    long n = list_length(ARG(0));
+    bool lent;
+    long n = list_length_lend(p, ARG(0), &lent);
     if (n < 0)
         BADARG();
-    bool lent = lend_if_long(p, sort_work((size_t)n));
+    lent = lent || lend_if_long(p, sort_work((size_t)n));
     Term *v = list_to_array(ARG(0), n);
     Term *tmp = vm_malloc((size_t)(n > 0 ? n : 1) * sizeof(Term));
     bool limit = false;

@@ -201,8 +201,9 @@
  * is vm/sched.c's "Lending the local queue"), counted from its arguments
  * before it starts: list elements built, reversed or converted, words of
  * bytes copied, comparisons of a sort (n log2 n), list cells of an
- * iolist walked, words of a term printed.  A call below it pays one
- * compare.  64 Ki: in the release build on a loaded two-core machine
+ * iolist walked, words of a term printed (a list argument lends from
+ * that cell on, as its length is counted).  A call below it pays one
+ * compare (a list, one per cell of the count).  64 Ki: in the release build on a loaded two-core machine
  * (give or take a third) lists:seq/2 of
  * 64 Ki elements takes 50 us, lists:reverse/1 540 us and lists:sort/1
  * 4 to 6 ms (65,536 x 16 comparisons, 1 Mi units: a sort lends from

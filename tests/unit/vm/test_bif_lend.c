@@ -48,7 +48,7 @@ TestSuite(bif_lend, .init = setup, .fini = teardown);
 static const char *const b_src =
     "module b\n"
     "export release/1, sort/0, reverse/0, seq/0, append/0, tuple_to_list/0, "
-    "list_to_tuple/0, binary_to_list/0, iolist_to_binary/0, format_p/0, format_s/0, display/0\n"
+    "list_to_tuple/0, binary_to_list/0, iolist_to_binary/0, format_p/0, format_s/0, display/0, length/0\n"
     /* run(M, F, Args): as the header says (M, F, Args and the count
      * stay in r0..r3, below the calls' argument base, r4). */
     "function run/3 regs 8\n"
@@ -200,6 +200,16 @@ static const char *const b_src =
     "    call r0, r0, fmt/2\n"
     "    ret r0\n"
     "end\n"
+    /* length(): of 2,000,000 elements (the walk alone is the work). */
+    "function length/0 regs 3\n"
+    "    loadi r0, 1\n"
+    "    loadi r1, 2000000\n"
+    "    callx r2, r0, lists:seq/2\n"
+    "    loadk r0, erlang\n"
+    "    loadk r1, length\n"
+    "    call r0, r0, one/3\n"
+    "    ret r0\n"
+    "end\n"
     "function display/0 regs 3\n"
     "    call r2, r2, list/0\n"
     "    loadk r0, erlang\n"
@@ -235,3 +245,4 @@ Test(bif_lend, iolist_to_binary, .timeout = 300) { expect_released("iolist_to_bi
 Test(bif_lend, format_p, .timeout = 300) { expect_released("format_p"); }
 Test(bif_lend, format_s, .timeout = 300) { expect_released("format_s"); }
 Test(bif_lend, display, .timeout = 300) { expect_released("display"); }
+Test(bif_lend, length, .timeout = 300) { expect_released("length"); }
