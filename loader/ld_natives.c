@@ -8,6 +8,7 @@
  *   erlang:purge_module(Mod)          -> true            (badarg: no old code)
  *   erlang:check_old_code(Mod)        -> boolean()
  *   erlang:module_loaded(Mod)         -> boolean()
+ *   erlang:function_exported(Mod, Fun, Arity) -> boolean()
  *
  * Text is the module's .tasm text (a binary); File names it in the
  * loader's diagnostics, which VM code does not get (BEAM's badfile says
@@ -213,12 +214,37 @@ static tvm_status nif_module_loaded(tvm_env *env, int argc, const tvm_term *argv
     return code_query(env, argv, result, 1);
 }
 
+/*
+ * function_exported(Mod, Fun, Arity): whether a remote call to
+ * Mod:Fun/Arity would reach a function now, as BEAM's, which is true for
+ * its BIFs too: an export entry whose target is not its undef stub (a
+ * function of current code, a native of the VM's or an embedder's, or
+ * the breakpoint trampoline of a traced one).  No entry is made for a
+ * name asked about (vm_export_find), so asking cannot fill the export
+ * table.
+ */
+static tvm_status nif_function_exported(tvm_env *env, int argc, const tvm_term *argv,
+                                        tvm_term *result, void *data)
+{
+    (void)argc, (void)data;
+    Process *p = env->p;
+    Term f = vm_root_get(p, argv[1]), a = vm_root_get(p, argv[2]);
+    Atom mod;
+    if (!module_arg(p, argv[0], &mod) || !term_is_atom(f) || !term_is_small(a) ||
+        small_value(a) < 0 || small_value(a) > 255)
+        return badarg(p);
+    Export *e = vm_export_find(p->vm, mod, atom_value(f), (uint32_t)small_value(a));
+    bool yes = e && vm_export_target(p->vm, e) != e->stub;
+    return give(p, make_atom(yes ? ATOM_TRUE : ATOM_FALSE), result);
+}
+
 static const VmNativeDef natives[] = {
     { "code", "load_binary", 3, nif_load_binary },
     { "erlang", "delete_module", 1, nif_delete_module },
     { "erlang", "purge_module", 1, nif_purge_module },
     { "erlang", "check_old_code", 1, nif_check_old_code },
     { "erlang", "module_loaded", 1, nif_module_loaded },
+    { "erlang", "function_exported", 3, nif_function_exported },
 };
 
 VmNativeTable ld_natives(void)

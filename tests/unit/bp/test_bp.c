@@ -27,12 +27,13 @@
 /* The natives every VM has: erlang's 39 of vm/bif.c, erlang:trace/3 and
  * trace/4 (trace/tr_bif.c), erlang:trace_pattern/3 and /4 and
  * erlang:trace_info/2 and /3 (breakpoints/), erlang:delete_module/1,
- * purge_module/1, check_old_code/1 and module_loaded/1 (loader/); and
+ * purge_module/1, check_old_code/1, module_loaded/1 and
+ * function_exported/3 (loader/); and
  * lists 4, timer 1, io 2 (vm/bif.c), trace 5 (OTP 27's trace module:
  * session_create/3, session_destroy/1, function/4, process/4, info/3),
  * code:load_binary/3 (loader/), tracevm:trace_pattern/3.  A native added
  * or lost changes what a pattern matches: update these. */
-#define ERLANG_NATIVES 49
+#define ERLANG_NATIVES 50
 #define OTHER_NATIVES 14
 
 static const char *const bt_src =
