@@ -197,7 +197,7 @@ void tvm_destroy(tvm_vm *vm);
  * Loading a module that is already loaded replaces it (new calls through
  * the export table go to the new code).  TVM_ERR_LIMIT (with the place in
  * err) when the text names a new atom and the atom table is full, or is
- * longer than 256 MiB (tvm_load_file reads no more than that).  Any
+ * longer than 256 MiB (tvm_load_file stops reading just past that).  Any
  * thread; loads are serialized.
  */
 tvm_status tvm_load_string(tvm_vm *vm, const char *name, const char *text,

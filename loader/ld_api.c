@@ -130,7 +130,8 @@ static tvm_status read_file(const char *path, StrBuf *text, StrBuf *why)
     size_t n;
     errno = 0;
     /* Past LD_TEXT_MAX the text is refused by its length (ld_build), so
-     * one byte more is all that need be read: /dev/zero ends here. */
+     * reading stops at the first 64 KiB read that passes it: /dev/zero
+     * ends here. */
     while (text->len <= LD_TEXT_MAX && (n = fread(buf, 1, sizeof buf, fp)) > 0)
         sb_put(text, buf, n);
     /* fread sets errno from the read that failed (a directory opens but

@@ -120,7 +120,7 @@ Test(load, a_text_past_the_loaders_bound_is_refused_and_the_old_version_stays, .
                            "the most a module's text may be\n");
     free(diag);
     munmap(big, max + 1);
-    /* A file without end: read up to one byte past the bound, no more. */
+    /* A file without end: reading stops within one read past the bound. */
     cr_assert_eq(tvm_load_file(vm, "/dev/zero", &err), TVM_ERR_LIMIT);
     cr_assert_str_eq(err.message, "/dev/zero:1:1: error: text longer than 268435456 bytes, "
                                   "the most a module's text may be\n");
