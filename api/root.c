@@ -32,6 +32,7 @@
 #include "vm/native.h"
 #include "vm/progress.h"
 #include "vm/qsbr.h"
+#include "vm/registry.h"
 #include "vm/sched.h"
 #include "vm/vm.h"
 
@@ -45,6 +46,7 @@ typedef struct Layer {
 
 static const Layer layers[] = {
     { "vm", NULL, NULL, NULL, vm_bif_natives },
+    { "vm registered names", NULL, NULL, NULL, vm_registry_natives },
     { "loader", NULL, NULL, NULL, ld_natives },
     { "trace", tr_vm_init, tr_vm_destroy, tr_vm_release, tr_natives },
     { "breakpoints", bp_engine_init, bp_sessions_stop, bp_engine_destroy, bp_natives },

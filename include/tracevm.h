@@ -667,10 +667,14 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data);
  *                        arguments: {trace,Pid,call,{M,F,Arity}}
  *   TVM_TRACE_TIMESTAMP  the text format prints trace_ts messages with the
  *                        timestamp (CLOCK_MONOTONIC ns) last
- *   TVM_TRACE_PROCS      spawn, spawned and exit events:
+ *   TVM_TRACE_PROCS      spawn, spawned, exit, register and unregister events:
  *                        {trace,Pid,spawn,Child,{M,F,Args}} (Pid spawned Child),
  *                        {trace,Pid,spawned,Parent,{M,F,Args}} (Pid was spawned:
- *                        its first event), {trace,Pid,exit,Reason}
+ *                        its first event), {trace,Pid,exit,Reason},
+ *                        {trace,Pid,register,Name} and
+ *                        {trace,Pid,unregister,Name} (Pid got or lost a
+ *                        registered name, whichever process made the
+ *                        change; a name goes after the exit event)
  *   TVM_TRACE_RETURN_TO  when a function traced with TVM_TP_LOCAL returns (or
  *                        an exception passing it is caught), the function
  *                        execution returns to: {trace,Pid,return_to,{M,F,A}};
@@ -685,7 +689,8 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data);
  *                        set while the process waits, its next run
  *                        begins with `in`
  *   TVM_TRACE_SEND       {trace,Pid,send,Msg,To} for each message the
- *                        process sends (VM code, natives, tvm_send)
+ *                        process sends (VM code, natives, tvm_send); To
+ *                        is the registered name a message was sent to
  *   TVM_TRACE_RECEIVE    {trace,Pid,'receive',Msg} for each message the
  *                        process takes from its mailbox (docs/tracing.md)
  *   TVM_TRACE_SET_ON_SPAWN  every process this one spawns gets its flags
@@ -772,7 +777,7 @@ typedef struct tvm_trace_event {
     int sched;               /* the scheduler that wrote it; -1: another thread */
     const char *kind;        /* "call", "return_from", "exception_from", "return_to",
                                 "spawn", "spawned", "exit", "in", "out", "send", "receive",
-                                "lost" */
+                                "register", "unregister", "lost" */
     tvm_pid pid;             /* 0 for a call context and for "lost" */
     const char *module, *function;   /* NULL when the event names no function */
     int arity;

@@ -71,7 +71,7 @@ static const char *const usage_run =
     "                     call       call events {trace,<0.1.0>,call,{fib,fib,[10]}}\n"
     "                     arity      the arity instead of the arguments\n"
     "                     timestamp  trace_ts with the timestamp (ns) last (text)\n"
-    "                     procs      spawn, spawned and exit events\n"
+    "                     procs      spawn, spawned, exit, register and unregister\n"
     "                     return_to  {trace,<0.1.0>,return_to,{M,F,A}} (--local)\n"
     "                     silent     no call/return events (match specs still run)\n"
     "                     running    in/out events when scheduled in and out\n"

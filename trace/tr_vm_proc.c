@@ -241,12 +241,12 @@ void vm_hook_sched_exit(Process *p)
 
 /* ==== messages ==== */
 
-void vm_hook_send(Process *from, uint64_t to, Term msg)
+void vm_hook_send(Process *from, Term to, Term msg)
 {
     uintptr_t pf = vm_atomic_load_relaxed(&from->trace);
     if (!(pf & VM_TRACE_SEND))
         return;
-    Term terms[2] = { msg, make_pid(to) };
+    Term terms[2] = { msg, to };
     TrEmit ev = {
         .kind = TR_K_SEND,
         .flags = TR_F_NO_MFA,

@@ -180,3 +180,28 @@ void vm_hook_exit(Process *p, Term reason)
     };
     tr_emit_flagged(p, pf, VM_TRACE_PROCS, &ev);
 }
+
+/*
+ * {trace,Pid,register,Name} and {trace,Pid,unregister,Name}: events of
+ * the process that got or lost the name, written where it has the procs
+ * flag, as BEAM's (erts register.c) whichever process made the change;
+ * into the ring of the thread that made it, as a spawned event is.
+ */
+void vm_hook_register(Process *runner, Process *subject, Atom name, bool on)
+{
+    uintptr_t sf = tr_pword(subject);
+    if (VM_LIKELY(!(sf & VM_TRACE_PROCS)))
+        return;
+    Term term = make_atom(name);
+    TrEmit ev = {
+        .kind = on ? TR_K_REGISTER : TR_K_UNREGISTER,
+        .flags = TR_F_NO_MFA,
+        .pid = subject->pid,
+        .terms = &term,
+        .nterms = 1,
+    };
+    /* A call context may run this on an embedder's thread. */
+    vm_qsbr_call_enter();
+    emit_flagged(subject, runner, sf, VM_TRACE_PROCS, &ev);
+    vm_qsbr_call_leave();
+}

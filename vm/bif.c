@@ -14,6 +14,7 @@
 #include "vm/hook.h"
 #include "vm/print.h"
 #include "vm/process.h"
+#include "vm/registry.h"
 #include "vm/sched.h"
 
 #define NATIVE_FN(name) \
@@ -898,11 +899,14 @@ NATIVE_FN(bif_send)
 {
     SETUP();
     Term to = ARG(0);
-    if (!term_is_pid(to))
-        BADARG();
+    uint64_t pid;
+    if (term_is_pid(to))
+        pid = pid_value(to);
+    else if (!term_is_atom(to) || !vm_registry_whereis(p->vm, atom_value(to), &pid))
+        BADARG();   /* as BEAM: a name nobody holds is badarg */
     /* Sending to a process that has exited is not an error (as in Erlang);
      * a message over max_message_words is a system_limit. */
-    if (vm_send(p->vm, p, pid_value(to), ARG(1)) == VM_SEND_TOO_BIG)
+    if (vm_send_to(p->vm, p, pid, to, ARG(1)) == VM_SEND_TOO_BIG)
         return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     RETURN(ARG(1));
 }

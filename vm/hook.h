@@ -122,21 +122,31 @@ void vm_hook_spawn(Process *parent, Process *child, const Export *entry, int arg
 void vm_hook_exit(Process *p, Term reason);
 
 /*
+ * Process `subject` was given (on) or lost (off) the registered name
+ * `name` by `runner`: subject itself, as it exits too, or another
+ * process (register/2, unregister/1), on runner's thread (a scheduler's
+ * or a foreign one with a call context).  The caller holds a reference
+ * to subject and no lock.
+ */
+void vm_hook_register(Process *runner, Process *subject, Atom name, bool on);
+
+/*
  * Running, send and receive events.  On p's own fiber unless said
  * otherwise; under the lossless policy each may suspend p until its ring
  * has room.
  *   sched_in/out     p is scheduled in / about to be scheduled out
  *   sched_start      p starts running (in, with its entry function)
  *   sched_exit       p is exiting (out, with 0)
- *   send             `from` sends msg to pid `to` (also a call context
- *                    through tvm_send, on an embedder's thread)
+ *   send             `from` sends msg to `to`, a pid or the registered
+ *                    name it was sent to (also a call context through
+ *                    tvm_send, on an embedder's thread)
  *   receive          p took the messages m, m->next, ... into its queue
  */
 void vm_hook_sched_in(Process *p);
 void vm_hook_sched_out(Process *p);
 void vm_hook_sched_start(Process *p);
 void vm_hook_sched_exit(Process *p);
-void vm_hook_send(Process *from, uint64_t to, Term msg);
+void vm_hook_send(Process *from, Term to, Term msg);
 void vm_hook_receive(Process *p, const Message *m);
 
 /*

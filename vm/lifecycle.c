@@ -23,6 +23,7 @@
 #include "vm/interlock_switch.h"
 #include "vm/interp.h"
 #include "vm/print.h"
+#include "vm/registry.h"
 
 #define TOMBSTONE ((Process *)1)
 
@@ -382,6 +383,9 @@ static void proc_exit(Process *p, Term cls, Term value)
             cls = make_atom(ATOM_ERROR);
     }
     vm_hook_exit(p, vm_root_get(p, hr));
+    /* Its name goes before anyone hears of the exit: a watcher's whereis
+     * after its 'DOWN' finds nothing (BEAM unregisters first as well). */
+    vm_registry_exit(p);
     p->ct_fn = NULL;     /* the call_time clock forgets its functions */
     p->ct_live = 0;
     vm_hook_sched_exit(p);

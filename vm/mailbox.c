@@ -65,12 +65,17 @@ static void wake_locked(Process *p, bool *enqueue)
 
 VmSend vm_send(tvm_vm *vm, Process *from, uint64_t pid, Term msg)
 {
+    return vm_send_to(vm, from, pid, make_pid(pid), msg);
+}
+
+VmSend vm_send_to(tvm_vm *vm, Process *from, uint64_t pid, Term to, Term msg)
+{
     size_t words = term_size_capped(msg, vm->max_msg);
     if (words == SIZE_MAX)
         return VM_SEND_TOO_BIG;
     /* Before the delivery: the receiver's receive event comes after it. */
     if (from)
-        vm_hook_send(from, pid, msg);
+        vm_hook_send(from, to, msg);
     SchedSystem *sys = vm_sched_of(vm);
     if (!sys)
         return VM_SEND_NOPROC;

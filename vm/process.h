@@ -202,6 +202,12 @@ struct Process {
     MonitorOut *mon_out;
     size_t mon_out_len, mon_out_cap;
     size_t mon_out_prune;  /* the length at which the next pruning is due */
+    /* Its registered name (vm/registry.c): reg_named says whether it has
+     * one; reg_closed, set as it exits, that it can have none from then
+     * on.  Under the VM's registry lock: written by register/2 and
+     * unregister/1 of any process and by this process's exit. */
+    Atom reg_name;
+    bool reg_named, reg_closed;
     Term kill;             /* the reason it is being killed, or 0 */
     size_t kill_heap;      /* heap + queue + monitor words when it was (crash report) */
     size_t kill_monitors;  /* the monitors it held then (crash report) */

@@ -181,6 +181,9 @@ typedef enum VmSend {
  * meta trace), which have none.
  */
 VmSend vm_send(tvm_vm *vm, Process *from, uint64_t pid, Term msg);
+/* The same, the send event naming `to` (the registered name msg was sent
+ * to, as BEAM's does) instead of the pid. */
+VmSend vm_send_to(tvm_vm *vm, Process *from, uint64_t pid, Term to, Term msg);
 
 /* Calls fn(p, data) for every process in the table, with the table lock
  * held (fn must not take it, nor a run-queue lock). */

@@ -12,6 +12,7 @@
 #include "vm/config.h"
 #include "vm/module.h"
 #include "vm/progress.h"
+#include "vm/registry.h"
 
 /* Whether cfg's values are in range; false with the first one that is
  * not named in why (tvm_create's message, docs/embedding.md). */
@@ -66,6 +67,7 @@ tvm_vm *vm_create(const tvm_config *cfgp, char *why, size_t n)
     vm->cmp_steps = vm->max_msg > SIZE_MAX / 2 ? SIZE_MAX : 2 * vm->max_msg;
     vm->control_wanted = cfg.control;
     vm_modules_init(vm);
+    vm_registry_init(vm);
     pthread_mutex_init(&vm->trace_lock, NULL);
     return vm;
 }
@@ -74,6 +76,7 @@ void vm_release(tvm_vm *vm)
 {
     vm_progress_free(vm);
     vm_modules_destroy(vm);
+    vm_registry_free(vm);
     pthread_mutex_destroy(&vm->trace_lock);
     free(vm);
 }

@@ -25,6 +25,7 @@ struct FuncInfo;
 struct Export;
 struct BpEngine;
 struct SchedSystem;
+struct VmRegistry;
 
 struct tvm_vm {
     /*
@@ -131,6 +132,9 @@ struct tvm_vm {
      * wait that follows each bump orders it), and by vm_spawn under the
      * process table's lock, which the writer holds too. */
     VmAtomic trace_gen;
+    /* Registered process names (vm/registry.c, under its own lock): made
+     * by vm_create and freed by vm_release. */
+    struct VmRegistry *registry;
 };
 
 typedef struct VmCallHook {

@@ -92,6 +92,45 @@ for a, b in zip(runs, runs[1:]):
     assert a["ts"] + a["dur"] <= b["ts"], (a, b)
 PY
 
+# Registered names (tests/e2e/registered_names.tasm), as BEAM's procs
+# and send events: register and unregister are events of the process
+# that got or lost the name, whichever process made the change; a name
+# goes after the exit event; a send to a name names it.
+R=tests/e2e/registered_names.tasm
+cat >"$tmp/names" <<'WANT'
+{trace,<0.1.0>,spawned,<0.0.0>,{registered_names,main,[]}}
+{trace,<0.1.0>,register,me}
+{trace,<0.1.0>,unregister,me}
+{trace,<0.1.0>,spawn,<0.2.0>,{registered_names,echo,[]}}
+{trace,<0.2.0>,spawned,<0.1.0>,{registered_names,echo,[]}}
+{trace,<0.2.0>,register,kid}
+{trace,<0.1.0>,register,me}
+{trace,<0.1.0>,send,{<0.1.0>,hello},kid}
+{trace,<0.2.0>,send,{echo,hello},<0.1.0>}
+{trace,<0.1.0>,send,bye,<0.2.0>}
+{trace,<0.2.0>,exit,normal}
+{trace,<0.2.0>,unregister,kid}
+{trace,<0.1.0>,unregister,me}
+{trace,<0.1.0>,register,kid}
+{trace,<0.1.0>,exit,normal}
+{trace,<0.1.0>,unregister,kid}
+WANT
+printf -v names_out '%s\n' '[true,true,badarg,badarg,true,badarg,undefined,badarg]' \
+    '[badarg,badarg,badarg,badarg,badarg,[]]' '[true,true,badarg,{echo,hello},[kid,me]]' \
+    '[undefined,badarg,badarg,true,true,[kid]]' 'ok'
+expect "${names_out%$'\n'}" "$R" --flags procs,send <"$tmp/names"
+expect "${names_out%$'\n'}" "$R" --flags procs,send --policy lossless <"$tmp/names"
+"$TRACEVM" run -S 1 "$R" --flags procs --format jsonl >"$tmp/out" 2>"$tmp/j" ||
+    fail "jsonl run: $(cat "$tmp/j")"
+python3 - "$tmp/j" <<'PY' || fail "jsonl of the names differs"
+import json, sys
+got = [json.loads(l) for l in open(sys.argv[1])]
+have = [(e["kind"], e["pid"], e["name"]) for e in got if "register" in e["kind"]]
+assert have == [("register", 1, "me"), ("unregister", 1, "me"), ("register", 2, "kid"),
+                ("register", 1, "me"), ("unregister", 2, "kid"), ("unregister", 1, "me"),
+                ("register", 1, "kid"), ("unregister", 1, "kid")], have
+PY
+
 need babeltrace2 "the CTF part"
 "$TRACEVM" run -S 1 "$M" --flags running,send,receive --format ctf \
     --out "$tmp/ctf" >"$tmp/out" 2>"$tmp/err" || fail "ctf run: $(cat "$tmp/err")"
