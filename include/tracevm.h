@@ -667,14 +667,19 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data);
  *                        arguments: {trace,Pid,call,{M,F,Arity}}
  *   TVM_TRACE_TIMESTAMP  the text format prints trace_ts messages with the
  *                        timestamp (CLOCK_MONOTONIC ns) last
- *   TVM_TRACE_PROCS      spawn, spawned, exit, register and unregister events:
+ *   TVM_TRACE_PROCS      spawn, spawned, exit, register, unregister and link events:
  *                        {trace,Pid,spawn,Child,{M,F,Args}} (Pid spawned Child),
  *                        {trace,Pid,spawned,Parent,{M,F,Args}} (Pid was spawned:
  *                        its first event), {trace,Pid,exit,Reason},
  *                        {trace,Pid,register,Name} and
  *                        {trace,Pid,unregister,Name} (Pid got or lost a
  *                        registered name, whichever process made the
- *                        change; a name goes after the exit event)
+ *                        change; a name goes after the exit event),
+ *                        {trace,Pid,link,Pid2} and {trace,Pid,unlink,Pid2}
+ *                        (Pid's link/1, unlink/1, spawn_link/3) and
+ *                        {trace,Pid,getting_linked,Pid2} and
+ *                        {trace,Pid,getting_unlinked,Pid2} (the other end
+ *                        of a link made or removed, also when Pid2 exits)
  *   TVM_TRACE_RETURN_TO  when a function traced with TVM_TP_LOCAL returns (or
  *                        an exception passing it is caught), the function
  *                        execution returns to: {trace,Pid,return_to,{M,F,A}};
@@ -777,7 +782,8 @@ typedef struct tvm_trace_event {
     int sched;               /* the scheduler that wrote it; -1: another thread */
     const char *kind;        /* "call", "return_from", "exception_from", "return_to",
                                 "spawn", "spawned", "exit", "in", "out", "send", "receive",
-                                "register", "unregister", "lost" */
+                                "register", "unregister", "link", "unlink",
+                                "getting_linked", "getting_unlinked", "lost" */
     tvm_pid pid;             /* 0 for a call context and for "lost" */
     const char *module, *function;   /* NULL when the event names no function */
     int arity;

@@ -182,22 +182,31 @@ void vm_hook_exit(Process *p, Term reason)
 }
 
 /*
- * {trace,Pid,register,Name} and {trace,Pid,unregister,Name}: events of
- * the process that got or lost the name, written where it has the procs
- * flag, as BEAM's (erts register.c) whichever process made the change;
- * into the ring of the thread that made it, as a spawned event is.
+ * The procs events beside spawn and exit: {trace,Pid,register,Name},
+ * unregister, and {trace,Pid,link,Pid2}, unlink, getting_linked and
+ * getting_unlinked.  Each is an event of the process it names, written
+ * where that process has the procs flag whichever process made the
+ * change (as BEAM's, register.c and the link signals), into the ring of
+ * the thread that made it, as a spawned event is.
  */
-void vm_hook_register(Process *runner, Process *subject, Atom name, bool on)
+void vm_hook_procs(Process *runner, Process *subject, VmProcsEvent what, Term arg)
 {
+    static const uint8_t kinds[] = {
+        [VM_PEV_REGISTER] = TR_K_REGISTER,
+        [VM_PEV_UNREGISTER] = TR_K_UNREGISTER,
+        [VM_PEV_LINK] = TR_K_LINK,
+        [VM_PEV_UNLINK] = TR_K_UNLINK,
+        [VM_PEV_GETTING_LINKED] = TR_K_GETTING_LINKED,
+        [VM_PEV_GETTING_UNLINKED] = TR_K_GETTING_UNLINKED,
+    };
     uintptr_t sf = tr_pword(subject);
     if (VM_LIKELY(!(sf & VM_TRACE_PROCS)))
         return;
-    Term term = make_atom(name);
     TrEmit ev = {
-        .kind = on ? TR_K_REGISTER : TR_K_UNREGISTER,
+        .kind = kinds[what],
         .flags = TR_F_NO_MFA,
         .pid = subject->pid,
-        .terms = &term,
+        .terms = &arg,
         .nterms = 1,
     };
     /* A call context may run this on an embedder's thread. */

@@ -42,7 +42,7 @@ tvm_status tvm_spawn_opt(tvm_env *env, const char *mod, const char *fun, int arg
     size_t max_heap = env->p->vm->max_heap;
     if (o.max_heap_words)
         max_heap = o.max_heap_words == TVM_NO_LIMIT ? 0 : o.max_heap_words;
-    *pid = vm_spawn(env->p, fn, argc, args, true, max_heap);
+    *pid = vm_spawn(env->p, fn, argc, args, true, false, max_heap);
     return *pid ? TVM_OK : TVM_ERR_LIMIT;
 }
 
@@ -148,6 +148,11 @@ tvm_status tvm_sleep(tvm_env *env, int64_t ms)
         pthread_mutex_lock(&p->lock);
         bool to = p->timed_out;
         pthread_mutex_unlock(&p->lock);
+        /* An exit signal ends the sleep when it kills (vm/links.c). */
+        if (vm_atomic_load_relaxed(&p->sig_pending))
+            vm_proc_fetch(p);
+        if (VM_UNLIKELY(p->kill))
+            return being_killed(p);
         if (to)
             return TVM_OK;
     }

@@ -851,17 +851,19 @@ NATIVE_FN(bif_self)
     RETURN(p->pid ? make_pid(p->pid) : make_atom(ATOM_UNDEFINED));
 }
 
-/* spawn(M, F, Args) with a max_heap_size of max_heap words (0: none). */
-static tvm_status spawn(Process *p, Term m, Term f, Term args, size_t max_heap, tvm_term *result)
+/* spawn(M, F, Args) with a max_heap_size of max_heap words (0: none),
+ * linked to p (spawn_link/3: p must be a process, not a call context). */
+static tvm_status spawn(Process *p, Term m, Term f, Term args, bool link, size_t max_heap,
+                        tvm_term *result)
 {
     long n = list_length(args);
-    if (!term_is_atom(m) || !term_is_atom(f) || n < 0 || n > VM_MAX_ARITY)
+    if (!term_is_atom(m) || !term_is_atom(f) || n < 0 || n > VM_MAX_ARITY || (link && !p->fiber))
         return raise_error(p, make_atom(ATOM_BADARG));
     Export *e = vm_export_get_bounded(p->vm, atom_value(m), atom_value(f), (uint32_t)n);
     if (!e)
         return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));   /* max_exports */
     Term *v = list_to_array(args, n);
-    uint64_t pid = vm_spawn(p, e, (int)n, v, false, max_heap);
+    uint64_t pid = vm_spawn(p, e, (int)n, v, false, link, max_heap);
     free(v);
     if (!pid)
         return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
@@ -872,18 +874,30 @@ static tvm_status spawn(Process *p, Term m, Term f, Term args, size_t max_heap, 
 NATIVE_FN(bif_spawn3)
 {
     SETUP();
-    return spawn(p, ARG(0), ARG(1), ARG(2), p->vm->max_heap, result);
+    return spawn(p, ARG(0), ARG(1), ARG(2), false, p->vm->max_heap, result);
+}
+
+NATIVE_FN(bif_spawn_link3)
+{
+    SETUP();
+    return spawn(p, ARG(0), ARG(1), ARG(2), true, p->vm->max_heap, result);
 }
 
 /* spawn_opt(M, F, Args, Opts): Opts a list of {max_heap_size, Words}
- * (0: no limit; as BEAM's integer form).  The VM's default otherwise. */
+ * (0: no limit; as BEAM's integer form; the VM's default otherwise) and
+ * `link` (as spawn_link/3). */
 NATIVE_FN(bif_spawn_opt4)
 {
     SETUP();
     size_t max_heap = p->vm->max_heap;
+    bool link = false;
     Term o = ARG(3);
     for (; term_is_cons(o); o = cons_tail(o)) {
         Term h = cons_head(o);
+        if (h == make_atom(ATOM_LINK)) {
+            link = true;
+            continue;
+        }
         if (!term_is_tuple(h) || tuple_arity(h) != 2 ||
             tuple_elems(h)[0] != make_atom(ATOM_MAX_HEAP_SIZE) ||
             !term_is_small(tuple_elems(h)[1]) || small_value(tuple_elems(h)[1]) < 0)
@@ -892,7 +906,7 @@ NATIVE_FN(bif_spawn_opt4)
     }
     if (!term_is_nil(o))
         BADARG();
-    return spawn(p, ARG(0), ARG(1), ARG(2), max_heap, result);
+    return spawn(p, ARG(0), ARG(1), ARG(2), link, max_heap, result);
 }
 
 NATIVE_FN(bif_send)
@@ -989,6 +1003,7 @@ static const VmNativeDef bifs[] = {
     { "erlang", "self", 0, bif_self },
     { "erlang", "spawn", 3, bif_spawn3 },
     { "erlang", "spawn_opt", 4, bif_spawn_opt4 },
+    { "erlang", "spawn_link", 3, bif_spawn_link3 },
     { "erlang", "send", 2, bif_send },
     { "erlang", "!", 2, bif_send },
     { "erlang", "monitor", 2, bif_monitor },

@@ -9,6 +9,7 @@
 
 #include "vm/heap.h"
 #include "vm/hook.h"
+#include "vm/links.h"
 #include "vm/print.h"
 #include "vm/strbuf.h"
 
@@ -94,6 +95,7 @@ void vm_process_free(Process *p)
     free(p->exc_stack);
     free(vm_atomic_load_ptr_relaxed(&p->trace_tab));
     free(p->ct_sess);
+    vm_links_release(p);
     free(p->heap);
     free(p->stack);
     free(p->frames);

@@ -121,14 +121,25 @@ void vm_hook_spawn(Process *parent, Process *child, const Export *entry, int arg
  * are asked to end. */
 void vm_hook_exit(Process *p, Term reason);
 
+/* The procs flag's events beside spawn and exit (BEAM's), each with one
+ * term: a registered name, or the pid at the other end of a link. */
+typedef enum VmProcsEvent {
+    VM_PEV_REGISTER,          /* subject got the name arg */
+    VM_PEV_UNREGISTER,        /* subject lost the name arg */
+    VM_PEV_LINK,              /* subject linked to arg (link/1, spawn_link/3) */
+    VM_PEV_UNLINK,            /* subject unlinked from arg (unlink/1) */
+    VM_PEV_GETTING_LINKED,    /* arg linked to subject */
+    VM_PEV_GETTING_UNLINKED,  /* arg unlinked from subject, or exited */
+} VmProcsEvent;
+
 /*
- * Process `subject` was given (on) or lost (off) the registered name
- * `name` by `runner`: subject itself, as it exits too, or another
- * process (register/2, unregister/1), on runner's thread (a scheduler's
- * or a foreign one with a call context).  The caller holds a reference
- * to subject and no lock.
+ * An event of process `subject`, written where it has the procs flag,
+ * made by `runner`: subject itself, or another process (register/2 and
+ * unregister/1 of any process, either end of a link, a linked process's
+ * exit), on runner's thread (a scheduler's, or a foreign one with a call
+ * context).  The caller holds a reference to subject and no lock.
  */
-void vm_hook_register(Process *runner, Process *subject, Atom name, bool on);
+void vm_hook_procs(Process *runner, Process *subject, VmProcsEvent ev, Term arg);
 
 /*
  * Running, send and receive events.  On p's own fiber unless said

@@ -651,9 +651,19 @@ unwind:
 #undef NEXT
 }
 
+/* Exit signals sent to p since it last looked (vm/links.c): taken in at
+ * each reduction check, so that a process that never receives still
+ * dies of one within a time slice. */
+static bool signalled(Process *p)
+{
+    if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->sig_pending)) && p->fiber)
+        vm_proc_fetch(p);
+    return p->kill != 0;
+}
+
 bool vm_yield_point(Process *p)
 {
-    if (VM_UNLIKELY(p->kill))
+    if (VM_UNLIKELY(p->kill) || signalled(p))
         return true;
     /*
      * A call context runs on its caller's thread and has nobody to yield
@@ -663,7 +673,8 @@ bool vm_yield_point(Process *p)
     vm_reds_account(p);
     if (p->fiber)
         vm_proc_yield(p);
-    return false;
+    /* A signal that came while it was switched out. */
+    return signalled(p);
 }
 
 void vm_proc_fetch_any(Process *p)

@@ -22,6 +22,7 @@
 #include "vm/hook.h"
 #include "vm/interlock_switch.h"
 #include "vm/interp.h"
+#include "vm/links.h"
 #include "vm/print.h"
 #include "vm/registry.h"
 
@@ -130,6 +131,7 @@ static void proc_release(Process *p)
         m = n;
     }
     p->monitors = NULL;
+    vm_links_release(p);
     free(p->mon_out);   /* emptied by its exit already (vm_proc_monitors_drop) */
     p->mon_out = NULL;
     p->mon_out_len = p->mon_out_cap = p->mon_out_prune = 0;
@@ -248,7 +250,7 @@ static uintptr_t inherit_trace_tab(tvm_vm *vm, Process *p)
 }
 
 uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *args,
-                  bool joinable, size_t max_heap)
+                  bool joinable, bool link, size_t max_heap)
 {
     tvm_vm *vm = parent->vm;
     SchedSystem *sys = vm_sched_start(vm, vm->schedulers);
@@ -323,6 +325,8 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
     uint64_t pid = p->pid;
     /* Before the child can run, so its own events come after this one. */
     vm_hook_spawn(parent, p, entry, argc, args);
+    if (link)
+        vm_links_spawned(parent, p);
     vm_sched_enqueue(sys, p);
     return pid;
 }
@@ -386,6 +390,8 @@ static void proc_exit(Process *p, Term cls, Term value)
     /* Its name goes before anyone hears of the exit: a watcher's whereis
      * after its 'DOWN' finds nothing (BEAM unregisters first as well). */
     vm_registry_exit(p);
+    /* Its links' signals go with the 'DOWN's, after its exit event. */
+    vm_links_exit(p, vm_root_get(p, hr));
     p->ct_fn = NULL;     /* the call_time clock forgets its functions */
     p->ct_live = 0;
     vm_hook_sched_exit(p);
@@ -400,7 +406,9 @@ static void proc_exit(Process *p, Term cls, Term value)
     /* The monitors p set go with it: a target that lives on keeps no node
      * for a watcher that is gone (vm/process.h). */
     vm_proc_monitors_drop(p);
-    if (crashed && sys->crash_reports && !joinable)
+    /* Killed by another's signal (a link, exit/2) is no crash of its own:
+     * no report, as BEAM's. */
+    if (crashed && sys->crash_reports && !joinable && !p->kill_signal)
         crash_report(p);
     /* {'DOWN', Ref, process, Pid, Reason} to every watcher. */
     for (Monitor *m = mons; m;) {

@@ -18,6 +18,7 @@
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/hook.h"
+#include "vm/links.h"
 #include "vm/timer.h"
 
 /* ==== messages ==== */
@@ -29,6 +30,7 @@ static Message *message_sized(Term t, size_t words)
     Term *hp = m->data;
     m->next = NULL;
     m->words = words;
+    m->sig = 0;
     m->term = vm_copy_to(&hp, t);
     return m;
 }
@@ -63,6 +65,32 @@ static void wake_locked(Process *p, bool *enqueue)
     }
 }
 
+/* Puts m in t's inbox, behind what was sent before, and wakes t; an
+ * exit signal (m->sig) also sets t's sig_pending.  False (m freed) when t
+ * has exited or is exiting. */
+static bool deliver(SchedSystem *sys, Process *t, Message *m)
+{
+    bool enqueue = false, ok = true;
+    pthread_mutex_lock(&t->lock);
+    if (t->state == PS_EXITED || t->exiting) {
+        ok = false;
+    } else {
+        *t->inbox_tail = m;
+        t->inbox_tail = &m->next;
+        t->inbox_len++;
+        t->inbox_words += m->words;
+        if (m->sig)
+            vm_atomic_store_relaxed(&t->sig_pending, 1);
+        wake_locked(t, &enqueue);
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (!ok)
+        free(m);
+    if (enqueue)
+        vm_sched_enqueue(sys, t);
+    return ok;
+}
+
 VmSend vm_send(tvm_vm *vm, Process *from, uint64_t pid, Term msg)
 {
     return vm_send_to(vm, from, pid, make_pid(pid), msg);
@@ -82,23 +110,7 @@ VmSend vm_send_to(tvm_vm *vm, Process *from, uint64_t pid, Term to, Term msg)
     Process *p = vm_proc_get(sys, pid);
     if (!p)
         return VM_SEND_NOPROC;
-    Message *m = message_sized(msg, words);
-    bool enqueue = false, ok = true;
-    pthread_mutex_lock(&p->lock);
-    if (p->state == PS_EXITED || p->exiting) {
-        ok = false;
-    } else {
-        *p->inbox_tail = m;
-        p->inbox_tail = &m->next;
-        p->inbox_len++;
-        p->inbox_words += m->words;
-        wake_locked(p, &enqueue);
-    }
-    pthread_mutex_unlock(&p->lock);
-    if (!ok)
-        free(m);
-    if (enqueue)
-        vm_sched_enqueue(sys, p);
+    bool ok = deliver(sys, p, message_sized(msg, words));
     vm_proc_put(sys, p);
     return ok ? VM_SEND_OK : VM_SEND_NOPROC;
 }
@@ -119,6 +131,8 @@ static Message **fetch_locked(Process *p)
         p->inbox_len = 0;
         p->mq_words += p->inbox_words;
         p->inbox_words = 0;
+        if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->sig_pending)))
+            vm_signals_take(p, from);
     }
     return from;
 }
@@ -223,9 +237,33 @@ bool vm_proc_wait(Process *p, int64_t timeout_ms)
         vm_hook_receive(p, *from);
         if (*p->cursor)
             return true;
-        if (to)
+        if (to || VM_UNLIKELY(p->kill))   /* killed by an exit signal */
             return false;
     }
+}
+
+void vm_signal_deliver(SchedSystem *sys, Process *t, Message *m)
+{
+    deliver(sys, t, m);
+}
+
+void vm_signals_drop_from(Process *p, uint64_t from, int sig)
+{
+    pthread_mutex_lock(&p->lock);
+    for (Message **pp = &p->inbox; *pp;) {
+        Message *m = *pp;
+        if (m->sig != sig || tuple_elems(m->term)[1] != make_pid(from)) {
+            pp = &m->next;
+            continue;
+        }
+        *pp = m->next;
+        if (p->inbox_tail == &m->next)
+            p->inbox_tail = pp;
+        p->inbox_len--;
+        p->inbox_words -= m->words;
+        free(m);
+    }
+    pthread_mutex_unlock(&p->lock);
 }
 
 /* Pruning is due again when the list has doubled (and at 64 at the

@@ -106,6 +106,7 @@ typedef struct Message {
     struct Message *next;
     Term term;
     size_t words;
+    uint8_t sig;           /* VM_SIG_* (vm/links.h): an exit signal, or an ordinary message */
     Term data[];
 } Message;
 
@@ -208,6 +209,18 @@ struct Process {
      * unregister/1 of any process and by this process's exit. */
     Atom reg_name;
     bool reg_named, reg_closed;
+    /* Its links (vm/links.c): the pids at their other ends, under the
+     * VM's link_lock, as links_closed is, set as it exits (no link is
+     * made to it from then on). */
+    uint64_t *links;
+    uint32_t nlinks, links_cap;
+    bool links_closed;
+    /* Exit signals (vm/links.c), this process's own thread only (it acts
+     * on its signals itself): whether it traps them; whether its kill
+     * came from one, whose message kill_msg holds the reason `kill`
+     * points into (off the heap, freed with the process). */
+    bool trap_exit, kill_signal;
+    Message *kill_msg;
     Term kill;             /* the reason it is being killed, or 0 */
     size_t kill_heap;      /* heap + queue + monitor words when it was (crash report) */
     size_t kill_monitors;  /* the monitors it held then (crash report) */
@@ -340,6 +353,11 @@ struct Process {
     bool signaled;                 /* something arrived while RUNNING (under lock) */
     bool timed_out;                /* the wait's timer fired (under lock) */
     bool exiting;                  /* past the point of taking new monitors (under lock) */
+    /* 1 while an exit signal waits in the inbox: written under lock (by
+     * its sender, and cleared as the process takes it in), read relaxed
+     * by the process at its reduction checks (a late look only delays
+     * the signal to the next one, or to its wait, which the signal ends). */
+    VmAtomic sig_pending;
     uint64_t timer_seq;            /* identifies the current wait's timer (under lock) */
     Monitor *monitors;             /* under lock */
     Term exit_class;               /* after EXITED: normal (class none) or the exception */

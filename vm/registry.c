@@ -157,7 +157,7 @@ void vm_registry_exit(Process *p)
     p->reg_closed = true;
     pthread_rwlock_unlock(&r->lock);
     if (named)
-        vm_hook_register(p, p, name, false);
+        vm_hook_procs(p, p, VM_PEV_UNREGISTER, make_atom(name));
 }
 
 /* ==== natives ==== */
@@ -211,7 +211,7 @@ static tvm_status nif_register(tvm_env *env, int argc, const tvm_term *argv, tvm
         return badarg(p);
     bool ok = t->fiber && give_name(p->vm->registry, atom_value(name), t);
     if (ok)
-        vm_hook_register(p, t, atom_value(name), true);
+        vm_hook_procs(p, t, VM_PEV_REGISTER, name);
     vm_proc_put(sys, t);
     return ok ? give(p, make_atom(ATOM_TRUE), result) : badarg(p);
 }
@@ -240,7 +240,7 @@ static tvm_status nif_unregister(tvm_env *env, int argc, const tvm_term *argv,
     if (!holder)
         return badarg(p);
     if (t) {
-        vm_hook_register(p, t, atom_value(name), false);
+        vm_hook_procs(p, t, VM_PEV_UNREGISTER, name);
         vm_proc_put(sys, t);
     }
     return give(p, make_atom(ATOM_TRUE), result);

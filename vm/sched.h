@@ -162,9 +162,10 @@ void vm_sched_stop(tvm_vm *vm);
  * system_limit: max_processes are alive, the arguments are over
  * max_message_words, or no fiber stack can be mapped.  An undefined entry
  * is not checked here: the process raises undef.  `joinable` keeps its
- * exit value until vm_proc_join(). */
+ * exit value until vm_proc_join(); `link` links it to parent (a process
+ * on a fiber) before it can run (spawn_link/3). */
 uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *args,
-                  bool joinable, size_t max_heap);
+                  bool joinable, bool link, size_t max_heap);
 
 /* What a send did. */
 typedef enum VmSend {
@@ -223,7 +224,8 @@ bool vm_sched_yield_to_next(Process *p);
  */
 bool vm_sched_lend(Process *p);
 void vm_sched_lend_end(Process *p);
-/* Moves messages sent so far into the process's own queue. */
+/* Moves messages sent so far into the process's own queue, acting on the
+ * exit signals among them (vm_signals_take). */
 void vm_proc_fetch(Process *p);
 /*
  * Waits until a message arrives or `timeout_ms` passes (< 0: forever).
@@ -302,5 +304,12 @@ void vm_messages_free(Message *m);
 /* Copies a term into a new message (any thread); NULL when the term is
  * more than max_words words (term_size_capped: the count stops there). */
 Message *vm_message_new(Term t, size_t max_words);
+
+/* Puts the exit signal m (Message.sig set) in t's inbox, behind the
+ * messages sent before it, and wakes t; m is freed when t has exited. */
+void vm_signal_deliver(SchedSystem *sys, Process *t, Message *m);
+/* Drops the exit signals of kind `sig` from `from` still in p's inbox
+ * (p's own thread: unlink/1). */
+void vm_signals_drop_from(Process *p, uint64_t from, int sig);
 
 #endif /* VM_SCHED_H */

@@ -68,6 +68,7 @@ tvm_vm *vm_create(const tvm_config *cfgp, char *why, size_t n)
     vm->control_wanted = cfg.control;
     vm_modules_init(vm);
     vm_registry_init(vm);
+    pthread_mutex_init(&vm->link_lock, NULL);
     pthread_mutex_init(&vm->trace_lock, NULL);
     return vm;
 }
@@ -77,6 +78,7 @@ void vm_release(tvm_vm *vm)
     vm_progress_free(vm);
     vm_modules_destroy(vm);
     vm_registry_free(vm);
+    pthread_mutex_destroy(&vm->link_lock);
     pthread_mutex_destroy(&vm->trace_lock);
     free(vm);
 }

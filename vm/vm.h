@@ -135,6 +135,9 @@ struct tvm_vm {
     /* Registered process names (vm/registry.c, under its own lock): made
      * by vm_create and freed by vm_release. */
     struct VmRegistry *registry;
+    /* Every process's link set (Process.links, links_closed; vm/links.c
+     * says why one lock for all). */
+    pthread_mutex_t link_lock;
 };
 
 typedef struct VmCallHook {

@@ -1,0 +1,61 @@
+/*
+ * vm/links.h - links and exit signals (erlang:link/1, unlink/1,
+ * spawn_link/3, exit/2, process_flag(trap_exit, Bool)), as BEAM's.
+ */
+#ifndef VM_LINKS_H
+#define VM_LINKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vm/native.h"
+#include "vm/process.h"
+
+/* What kind of exit signal a message in an inbox is (Message.sig). */
+enum {
+    VM_SIG_NONE = 0,   /* an ordinary message */
+    VM_SIG_LINK,       /* a linked process exited with the reason */
+    VM_SIG_EXIT,       /* exit(Pid, Reason) */
+    VM_SIG_KILL,       /* exit(Pid, kill): untrappable, the reason killed */
+};
+
+/*
+ * Sends the exit signal {'EXIT', From, Reason} of kind `sig` to pid `to`
+ * (nothing when it has exited).  Reason is copied.  The target acts on it
+ * itself, in its order with the messages sent before (vm_signals_take).
+ */
+void vm_exit_signal(tvm_vm *vm, uint64_t from, uint64_t to, Term reason, int sig);
+
+/*
+ * Acts on the exit signals among the messages from *from on, which p
+ * just moved from its inbox into its queue (p's own thread, p->lock
+ * held): a trapping process keeps each as the message {'EXIT', From,
+ * Reason}; otherwise a signal that kills marks p (Process.kill, its
+ * reductions zeroed: it dies at its next reduction check, or as the
+ * native or wait it is in returns) and the rest are dropped.
+ */
+void vm_signals_take(Process *p, Message **from);
+
+/*
+ * `child` was just spawned by `parent` with a link (spawn_link/3): the
+ * link is made before the child can run (it is in no run queue yet), and
+ * the parent's link event written after its spawn event, as BEAM's.
+ */
+void vm_links_spawned(Process *parent, Process *child);
+
+/*
+ * p is exiting with `reason` (its own fiber, after its exit event): no
+ * link can be made to it from here on, every process linked to it loses
+ * the link (a getting_unlinked event of each, where traced) and gets the
+ * exit signal.
+ */
+void vm_links_exit(Process *p, Term reason);
+
+/* What p's links and the exit signal it was killed by leave behind
+ * (vm/lifecycle.c, as the process is freed or recycled). */
+void vm_links_release(Process *p);
+
+/* erlang:link/1, unlink/1, exit/2 and process_flag/2 (trap_exit). */
+VmNativeTable vm_links_natives(void);
+
+#endif /* VM_LINKS_H */
