@@ -109,11 +109,12 @@ static void session_stop(tvm_vm *vm, TrSession *s, uint64_t id, bool destroy)
     vm_code_perm_release(vm);
 }
 
-bool bp_session_destroy(tvm_vm *vm, uint64_t id, TrStopReason why, char *whybuf, size_t whylen)
+tvm_status bp_session_destroy(tvm_vm *vm, uint64_t id, TrStopReason why, char *whybuf,
+                              size_t whylen)
 {
     TrSession *s = tr_session_find(vm, id, whybuf, whylen);
     if (!s || !tr_session_begin_destroy(vm, s, id, why, whybuf, whylen))
-        return false;
+        return TVM_ERR_NOTFOUND;
     /* DESTROYING: this call alone goes on with s, whose identity stays
      * until the release below. */
     vm_code_perm_acquire(vm);
@@ -127,10 +128,11 @@ bool bp_session_destroy(tvm_vm *vm, uint64_t id, TrStopReason why, char *whybuf,
      * this call alone has s and t, and no code change waits with it. */
     if (!written && t)
         tr_session_final_record_in(vm, s, t, true);
-    if (t)
-        tr_vm_free(vm, t);
+    /* Its output's failure, taken before the slot is given back (a new
+     * session there resets the record). */
+    bool failed = t && !tr_vm_free(vm, t) && tr_outfail_get(&s->fail, id, whybuf, whylen);
     tr_session_release(vm, s);
-    return true;
+    return failed ? TVM_ERR_IO : TVM_OK;
 }
 
 /* ==== the stopper ==== */
@@ -246,7 +248,8 @@ tvm_status tvm_session_create(tvm_vm *vm, const char *name, const tvm_trace_opti
 tvm_status tvm_session_destroy(tvm_vm *vm, tvm_session s, tvm_error *err)
 {
     static const char fn[] = "tvm_session_destroy";
-    char why[160];
+    /* Room for an output failure's message: a path and the OS's reason. */
+    char why[2048];
     if (!vm)
         return fail(err, TVM_ERR_BADARG, fn, "NULL vm");
     if (s.id == 0)
@@ -258,9 +261,8 @@ tvm_status tvm_session_destroy(tvm_vm *vm, tvm_session s, tvm_error *err)
     if (tr_in_collector())
         return fail(err, TVM_ERR_BADARG, fn, "called from a sink (a trace callback): a "
                                              "destroy waits for the session's sink");
-    if (!bp_session_destroy(vm, s.id, TR_STOP_DESTROYED, why, sizeof why))
-        return fail(err, TVM_ERR_NOTFOUND, fn, why);
-    return ok(err);
+    tvm_status st = bp_session_destroy(vm, s.id, TR_STOP_DESTROYED, why, sizeof why);
+    return st == TVM_OK ? ok(err) : fail(err, st, fn, why);
 }
 
 tvm_status tvm_session_info_get(tvm_vm *vm, tvm_session s, tvm_session_info *out)
@@ -278,6 +280,22 @@ tvm_status tvm_session_info_get(tvm_vm *vm, tvm_session s, tvm_session_info *out
         tr_session_counts(vm, ts, &out->written, &out->lost);
     vm_code_perm_release(vm);
     return ok2 ? TVM_OK : TVM_ERR_NOTFOUND;
+}
+
+tvm_status tvm_session_error(tvm_vm *vm, tvm_session s, tvm_error *err)
+{
+    static const char fn[] = "tvm_session_error";
+    char why[2048];
+    if (!vm)
+        return fail(err, TVM_ERR_BADARG, fn, "NULL vm");
+    TrSession *ts = tr_session_find(vm, s.id, why, sizeof why);
+    if (!ts)
+        return fail(err, TVM_ERR_NOTFOUND, fn, why);
+    /* The record names its session: a slot given to a new session
+     * meanwhile answers for that one only (trace/tr_outfail.h). */
+    if (tr_outfail_get(&ts->fail, s.id, why, sizeof why))
+        return fail(err, TVM_ERR_IO, fn, why);
+    return ok(err);
 }
 
 tvm_status tvm_session_flush(tvm_vm *vm, tvm_session s)
@@ -401,7 +419,9 @@ tvm_status bp_nif_session_destroy(tvm_env *env, int argc, const tvm_term *argv,
     TrSession *s = tr_session_find(p->vm, id, why, sizeof why);
     if (s && !tr_session_has_tracer(p->vm, id))
         return raise(p, ATOM_BADARG);
-    bool done = s && bp_session_destroy(p->vm, id, TR_STOP_DESTROYED, why, sizeof why);
+    /* A tracer process's session has no output to fail. */
+    bool done = s && bp_session_destroy(p->vm, id, TR_STOP_DESTROYED, why, sizeof why) !=
+                         TVM_ERR_NOTFOUND;
     *result = vm_root_push(p, make_bool(done));
     return TVM_OK;
 }

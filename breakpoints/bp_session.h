@@ -24,11 +24,15 @@ bool bp_session_sid(tvm_vm *vm, tvm_session s, unsigned *sid, tvm_status *st, ch
 /*
  * Destroys session `id` (explicitly: reason destroyed; or its owner
  * exited): its settings, its last record, its sink.  Returns when all of
- * it is done.  False with a reason when there is no such session.  From a
+ * it is done: TVM_OK; TVM_ERR_IO when its output failed (destroyed all
+ * the same), with the failure's message in whybuf (tr_outfail_get:
+ * "writing the trace to ... failed: <the OS's reason>; ..."); or
+ * TVM_ERR_NOTFOUND with a reason when there is no such session.  From a
  * thread that is not a scheduler, or from a process if the session has
  * no pipeline (a tracer process: nothing to join then).
  */
-bool bp_session_destroy(tvm_vm *vm, uint64_t id, TrStopReason why, char *whybuf, size_t whylen);
+tvm_status bp_session_destroy(tvm_vm *vm, uint64_t id, TrStopReason why, char *whybuf,
+                              size_t whylen);
 
 /* The stopper thread's life (api/root.c: started with the engine, quit
  * before the trace layer stops the pipelines). */

@@ -833,7 +833,8 @@ typedef struct tvm_trace_options {
      * scheduler: with TVM_TRACE_DROP the rings drop (counted), and the
      * writer waits for the descriptor in slices; once the session ends
      * it gives up on what is left when the reader takes nothing for a
-     * whole slice (docs/tracing.md, "Sessions"). */
+     * second (docs/tracing.md, "Sessions"), which is not a failure; a
+     * reader that went away (EPIPE) is (tvm_session_error). */
     bool use_fd;
     int fd;
     /* Limits (0: none).  The session stops by itself after max_events
@@ -873,10 +874,11 @@ tvm_status tvm_trace_start(tvm_vm *vm, const tvm_trace_options *opts, tvm_error 
  * called from a process (a native): it waits for thread progress and for
  * the collector; TVM_ERR_BADARG as well from a sink (a trace callback of
  * any session, on a collector thread), which it could wait for (the
- * status alone: there is no tvm_error here).  TVM_ERR_IO when a write of the text, JSON lines or
- * chrome format to its output (`path`, `file` or stderr; not `fd`)
- * failed, a full disk say: the pipeline is stopped all the same, and
- * what was written from the failure on is lost.  Under the lossless
+ * status alone: there is no tvm_error here).  TVM_ERR_IO when a write of
+ * its sink to its output failed (any format and output but a callback:
+ * a full disk, a pipe whose reader went away): the pipeline is stopped
+ * all the same, what was written from the failure on is lost, and
+ * tvm_session_error(vm, TVM_SESSION_DEFAULT, &err) says why.  Under the lossless
  * policy it waits for the sink (a blocking callback, a pipe nobody
  * reads); trace_pattern, loads and sessions in other threads do not, but
  * a tvm_trace_start or tvm_trace_stop waits for it (the start then
@@ -1112,7 +1114,9 @@ tvm_status tvm_session_create(tvm_vm *vm, const char *name, const tvm_trace_opti
  * unless a limit stopped it before), flushes and closes its sink, and
  * returns once all of it is done.  Other sessions are untouched.  Safe
  * while its sink is writing (a descriptor that does not drain is given
- * up after a short while).  TVM_ERR_NOTFOUND for a session already
+ * up after a short while).  TVM_ERR_IO when its output failed, with the
+ * message tvm_session_error gives (but "tvm_session_destroy: ..."): the
+ * session is destroyed all the same.  TVM_ERR_NOTFOUND for a session already
  * destroyed, TVM_ERR_BADARG for the default session, from a process, or
  * from a sink (a trace callback of any session, on a collector thread:
  * the destroy waits for a sink, and two sinks' callbacks destroying each
@@ -1142,6 +1146,25 @@ tvm_status tvm_session_info_get(tvm_vm *vm, tvm_session s, tvm_session_info *out
  * TVM_ERR_BADARG from a process or from a sink (a trace callback of any
  * session, on a collector thread: it would wait for itself). */
 tvm_status tvm_session_flush(tvm_vm *vm, tvm_session s);
+
+/*
+ * Whether the session's output failed, and why: TVM_OK while every write
+ * of its sink succeeded; TVM_ERR_IO from its first failure on, with what
+ * was being written, its format and the OS's reason, e.g.
+ * "tvm_session_error: writing the trace to /dev/full (text) failed: No
+ * space left on device; events from then on are missing" (the output:
+ * the `path`, "DIR/sched_0" or "DIR/metadata" of a CTF directory, "fd 5",
+ * "stderr" or "the caller's FILE *"; "Broken pipe" for a pipe or socket
+ * whose reader went away, which never raises SIGPIPE).  The sink goes on
+ * and what it writes after a failure may be missing.  A failure is kept
+ * until the session's next pipeline starts (tvm_trace_start for the
+ * default session, after tvm_trace_stop returned TVM_ERR_IO), so it may be
+ * asked for after the stop; tvm_session_destroy reports it itself.
+ * Call tvm_session_flush first to include the events written so far.
+ * TVM_ERR_NOTFOUND for a session destroyed ("no session N").  Any thread,
+ * a trace callback too.
+ */
+tvm_status tvm_session_error(tvm_vm *vm, tvm_session s, tvm_error *err);
 
 /* The session variants: as the calls above, for session s.  A session
  * that is destroyed gives TVM_ERR_NOTFOUND (with err: "no session N"),

@@ -868,16 +868,17 @@ static int cmd_run(int argc, char **argv)
         tvm_status st = tvm_spawn(env, mod, fun, o.nargs, targs, &pid);
         if (st == TVM_OK)
             st = tvm_join(env, pid, &result);
-        /* Every event so far reaches the output before the result. */
-        bool trace_failed = false;
-        if (tracing) {
-            trace_failed = tvm_trace_stop(vm) == TVM_ERR_IO;
+        /* Every event so far reaches the output before the result.  An
+         * output that failed says why (the session keeps its failure
+         * after the stop: tvm_session_error). */
+        tvm_error terr = { .status = TVM_OK };
+        if (tracing && tvm_trace_stop(vm) == TVM_ERR_IO)
+            tvm_session_error(vm, TVM_SESSION_DEFAULT, &terr);
+        if (tracing)
             trace_summary(vm, &o);
-        }
         status = report(env, st, result, mod, fun, o.nargs);
-        if (trace_failed) {
-            fprintf(stderr, "tracevm run: writing the trace to %s failed: events are missing "
-                            "from it\n", o.out ? o.out : "stderr");
+        if (terr.status != TVM_OK) {
+            fprintf(stderr, "tracevm run: %s\n", api_why(&terr));
             if (status == 0)
                 status = 1;
         }

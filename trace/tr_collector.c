@@ -64,6 +64,7 @@
 #include <string.h>
 
 #include "trace/tr_clock.h"
+#include "trace/tr_sigpipe.h"
 #include "vm/atom.h"
 
 /* Records a long pass consumes before it hands their space back. */
@@ -256,6 +257,11 @@ static void *collector_main(void *arg)
     TrWorker *w = arg;
     TrPipeline *tp = w->tp;
     in_collector = true;
+    /* A sink writing to a pipe whose reader went away gets EPIPE, which
+     * it records (trace/tr_outfail.h), not a SIGPIPE that ends the
+     * program: one raised here stays pending on this thread and goes
+     * with it. */
+    tr_sigpipe_block();
     bool dirty = false;   /* events delivered since the sinks were flushed */
     pthread_mutex_lock(&tp->lock);
     for (;;) {

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "trace/tr_sink.h"
 #include "vm/common.h"
 
 static bool dir_is_empty(const char *dir)
@@ -135,10 +136,9 @@ void tr_ctf_out_discard(TrCtfOut *o, int nscheds)
     tr_ctf_out_free(o);
 }
 
-void tr_ctf_report(TrCtfOut *o, const char *what)
+void tr_ctf_failed(TrSink *sink, TrCtfOut *o, int errnum, const char *file)
 {
-    if (!o->failed)
-        fprintf(stderr, "trace: CTF %s in %s: %s\n", what, o->dir, strerror(errno));
+    tr_sink_failed(sink, errnum, file);
     o->failed = true;
 }
 

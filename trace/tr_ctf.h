@@ -36,7 +36,7 @@ typedef struct TrCtfOut {
     char *dir;
     int64_t clock_offset;    /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns (or 0) */
     uint8_t uuid[16];
-    bool failed;             /* a write failed: reported once, then ignored */
+    bool failed;             /* a write failed: recorded once (tr_ctf_failed) */
     bool made_dir;           /* tr_ctf_out_init created dir (a discard removes it) */
 } TrCtfOut;
 
@@ -58,9 +58,12 @@ void tr_ctf_out_free(TrCtfOut *o);
  * stays, empty again).  Then frees as tr_ctf_out_free. */
 void tr_ctf_out_discard(TrCtfOut *o, int nscheds);
 
-/* Reports the first failure on stderr ("trace: CTF <what> in <dir>:
- * <errno's text>"); later ones only stay failed. */
-void tr_ctf_report(TrCtfOut *o, const char *what);
+/* A file of the trace (`file`: a stream or the metadata) could not be
+ * made or written, with errnum: the sink's failure (tr_sink_failed, which
+ * keeps the first), and o stays failed.  The caller orders calls on one
+ * sink (the raw sink's rings lock around it). */
+struct TrSink;
+void tr_ctf_failed(struct TrSink *sink, TrCtfOut *o, int errnum, const char *file);
 
 /* The packet header of ring `ring` (0..nscheds; nscheds is shared) into
  * out[TR_CTF_HEADER]. */

@@ -24,13 +24,20 @@
  * wait gave up at once, and lost it for a relay late by one slice.  A
  * reader that stopped for good holds a destroy for that second.  A
  * descriptor that fails (EPIPE: the reader closed) drops everything
- * after.  Sockets are written with MSG_NOSIGNAL, so a reader that went
- * away is an error here and not a SIGPIPE for the whole program.  The
- * descriptor is the embedder's: it is never closed here.
+ * after, and is the session's output failure (trace/tr_outfail.h: EPIPE,
+ * "Broken pipe", when the reader closed), which the API reports; giving
+ * up on a slow reader is not: it is what this writer is for.  Sockets
+ * are written with MSG_NOSIGNAL, so a reader that went away is an error
+ * here and not a SIGPIPE for the whole program; a pipe is written with
+ * write(2), whose SIGPIPE the threads that write here block
+ * (tr_sigpipe_block, tr_sigpipe_hold).  The descriptor is the
+ * embedder's: it is never closed here.
  *
- * Threads: the stream is written only by the pipeline's collector (sinks
- * run there); `closing` is set by the thread that stops the pipeline
- * (relaxed store, relaxed load: a late sight of it costs one slice).
+ * Threads: the stream is written by the pipeline's collector (sinks run
+ * there) and, at the start and the end, by the thread that starts or
+ * frees the pipeline (a sink's open and close), never at the same time;
+ * `closing` is set by the thread that stops the pipeline (relaxed store,
+ * relaxed load: a late sight of it costs one slice).
  */
 #define _GNU_SOURCE   /* fopencookie */
 
@@ -46,6 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "trace/tr_outfail.h"
 #include "vm/atomics.h"
 #include "vm/common.h"
 
@@ -56,8 +64,10 @@
 
 struct TrFdOut {
     int fd;
+    TrOutFail *fail;        /* where a failed write is recorded, or NULL (immutable) */
+    const char *format;     /* the sink's format name, for the record (immutable) */
     bool broken;            /* a write failed, or closing gave up: drop from now on
-                               (collector only) */
+                               (the writing thread) */
     bool not_socket;        /* send(2) said ENOTSOCK: use write(2) (collector only) */
     VmAtomic closing;
     VmAtomic dropped;       /* bytes not written (relaxed; read after the collector stopped) */
@@ -92,6 +102,14 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* The descriptor failed with errnum: nothing more is written to it. */
+static void broken(TrFdOut *o, int errnum)
+{
+    o->broken = true;
+    if (o->fail)
+        tr_outfail_set(o->fail, errnum, NULL, o->format);
+}
+
 static ssize_t fdout_write(void *cookie, const char *buf, size_t n)
 {
     TrFdOut *o = cookie;
@@ -108,7 +126,7 @@ static ssize_t fdout_write(void *cookie, const char *buf, size_t n)
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-            o->broken = true;
+            broken(o, errno);
             break;
         }
         /* Not writable now: wait a slice; after the pipeline began to
@@ -126,7 +144,7 @@ static ssize_t fdout_write(void *cookie, const char *buf, size_t n)
         }
         struct pollfd pfd = { .fd = o->fd, .events = POLLOUT };
         if (poll(&pfd, 1, TR_FDOUT_SLICE_MS) < 0 && errno != EINTR) {
-            o->broken = true;
+            broken(o, errno);
             break;
         }
     }
@@ -142,7 +160,7 @@ static int fdout_close(void *cookie)
     return 0;
 }
 
-FILE *tr_fdout_open(int fd, TrFdOut **out)
+FILE *tr_fdout_open(int fd, TrOutFail *fail, const char *format, TrFdOut **out)
 {
     /* Checked here, at the start, where it is an error the caller sees:
      * later every write would fail and the session's events would vanish
@@ -154,6 +172,8 @@ FILE *tr_fdout_open(int fd, TrFdOut **out)
     }
     TrFdOut *o = vm_calloc(1, sizeof *o);
     o->fd = fd;
+    o->fail = fail;
+    o->format = format;
     cookie_io_functions_t io = { .write = fdout_write, .close = fdout_close };
     FILE *f = fopencookie(o, "w", io);
     if (!f) {

@@ -14,9 +14,12 @@ typedef struct TrFdOut TrFdOut;
 
 /* A stream writing to fd (not closed at fclose); NULL with errno EBADF
  * when fd is not open for writing (closed, or read-only), or with
- * stdio's errno if it cannot make one.  *out: the state to pass to the
+ * stdio's errno if it cannot make one.  A write the descriptor refuses
+ * (EPIPE: the reader closed) is recorded in `fail` (unless NULL) with
+ * `format` (the sink's name; trace/tr_outfail.h).  *out: the state to pass to the
  * functions below. */
-FILE *tr_fdout_open(int fd, TrFdOut **out);
+struct TrOutFail;
+FILE *tr_fdout_open(int fd, struct TrOutFail *fail, const char *format, TrFdOut **out);
 
 /* The pipeline is closing: from now on the stream gives up once a whole
  * slice passes in which the reader takes nothing, and drops the rest.

@@ -129,6 +129,7 @@ void tr_sessions_init(tvm_vm *vm)
         s->slot = i;
         s->sid = i;
         vm_atomic_store_relaxed(&s->state, state_word(TR_SESS_FREE, s->sid));
+        tr_outfail_init(&s->fail);
     }
     TrSession *d = &S->s[0];
     snprintf(d->name, sizeof d->name, "default");
@@ -141,6 +142,8 @@ void tr_sessions_free(tvm_vm *vm)
     TrSessions *S = vm->sessions;
     if (!S)
         return;
+    for (unsigned i = 0; i < VM_SESSIONS_MAX; i++)
+        tr_outfail_destroy(&S->s[i].fail);
     pthread_mutex_destroy(&S->lock);
     pthread_mutex_destroy(&S->flags_lock);
     pthread_cond_destroy(&S->cond);
@@ -334,6 +337,7 @@ TrSession *tr_session_reserve(tvm_vm *vm, const char *name, uint64_t tracer, uin
     s->sid = s->slot | gen << 8;
     s->id = (++S->serial << 8) | s->slot;
     snprintf(s->name, sizeof s->name, "%s", name);
+    tr_outfail_reset(&s->fail, s->id, "");
     s->tracer = tracer;
     s->owner = owner;
     /* Nobody reads a session's gate before it is live ([SS1]). */

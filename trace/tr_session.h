@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "trace/tr.h"
+#include "trace/tr_outfail.h"
 #include "vm/process.h"
 #include "vm/vm.h"
 
@@ -117,6 +118,11 @@ typedef struct TrSession {
     /* The last record went into a pipeline (counted there): written by
      * whoever writes the record, read by counts, under TrSessions.lock. */
     bool final_in_pipe;
+    /* Its output's first failure (its own lock: trace/tr_outfail.h):
+     * reset for the session by its reserve and by each pipeline's start
+     * (trace/tr_vm.c), written by the sink that fails, read by
+     * tvm_session_error and a destroy. */
+    TrOutFail fail;
 } TrSession;
 
 /*

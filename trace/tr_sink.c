@@ -5,9 +5,11 @@
  */
 #include "trace/tr_sink.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 #include "trace/tr_encode.h"
+#include "trace/tr_outfail.h"
 #include "vm/common.h"
 
 /* The kinds' table, from trace/tr_events.def. */
@@ -104,23 +106,30 @@ bool tr_event_term(const TrEvent *ev, unsigned i, StrBuf *sb)
     return tr_print_term(sb, &p, end);
 }
 
-static void lines_write(StrBuf *lines, FILE *out)
+void tr_sink_failed(TrSink *s, int errnum, const char *file)
 {
-    if (lines->len)
-        fwrite(lines->s, 1, lines->len, out);
+    if (s->fail)
+        tr_outfail_set(s->fail, errnum, file, s->ops->name);
+}
+
+static void lines_write(TrSink *s, StrBuf *lines, FILE *out)
+{
+    if (lines->len && fwrite(lines->s, 1, lines->len, out) != lines->len)
+        tr_sink_failed(s, errno, NULL);
     lines->len = 0;
 }
 
-void tr_lines_done(StrBuf *lines, FILE *out)
+void tr_lines_done(TrSink *s, StrBuf *lines, FILE *out)
 {
     if (lines->len >= TR_LINES_BATCH)
-        lines_write(lines, out);
+        lines_write(s, lines, out);
 }
 
-void tr_lines_flush(StrBuf *lines, FILE *out)
+void tr_lines_flush(TrSink *s, StrBuf *lines, FILE *out)
 {
-    lines_write(lines, out);
-    fflush(out);
+    lines_write(s, lines, out);
+    if (fflush(out) != 0)
+        tr_sink_failed(s, errno, NULL);
 }
 
 void tr_ring_label(int sched, StrBuf *sb)

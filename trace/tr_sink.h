@@ -57,8 +57,9 @@ typedef struct TrRange {
 
 typedef struct TrSinkOps {
     const char *name;
-    /* Returns 0, or -1 with a message on stderr (the sink is then closed
-     * and dropped from the pipeline). */
+    /* Returns 0, or -1 with its failure recorded (tr_sink_failed: the CTF
+     * metadata that cannot be written); the sink is then closed and
+     * dropped from the pipeline. */
     int (*open)(TrSink *s, const TrSinkInfo *info);
     void (*event)(TrSink *s, const TrEvent *ev);
     void (*flush)(TrSink *s);
@@ -75,7 +76,17 @@ typedef struct TrSinkOps {
 
 struct TrSink {
     const TrSinkOps *ops;
+    /* Where the sink records its output's first failure (its session's,
+     * trace/tr_outfail.h), or NULL: not recorded (a sink a unit test made).
+     * Set by the pipeline's maker before the pipeline starts. */
+    struct TrOutFail *fail;
 };
+
+/* The sink's output failed with errnum (a write, a flush, a file that
+ * could not be made): recorded in s->fail, if any, with `file` (NULL: the
+ * pipeline's output) and the sink's format name; only the first failure
+ * is kept.  The thread that hit it. */
+void tr_sink_failed(TrSink *s, int errnum, const char *file);
 
 /* Erlang-like text, one event per line: {trace,<0.42.0>,call,{fib,fib,[10]}}.
  * TR_TEXT_TIMESTAMPS: trace_ts messages with the ns timestamp last. */
@@ -146,11 +157,13 @@ TrSink *tr_sink_api_new(tvm_trace_callback fn, void *data);
  * per event a fully traced fib(25) into stderr took 0.46 s against 0.05 s
  * into a file (1.7 us more per event); both take 0.04 s now.  Only whole
  * lines are written, so lines of other writers to the same stream fall
- * between events, as before.
+ * between events, as before.  A write or flush that fails is the sink's
+ * failure (tr_sink_failed, with the OS's errno): a stream's error flag
+ * says only that something failed, and may be the caller's own.
  */
 enum { TR_LINES_BATCH = 32 * 1024 };
-void tr_lines_done(StrBuf *lines, FILE *out);
-void tr_lines_flush(StrBuf *lines, FILE *out);
+void tr_lines_done(TrSink *s, StrBuf *lines, FILE *out);
+void tr_lines_flush(TrSink *s, StrBuf *lines, FILE *out);
 
 /*
  * The payload of an event as named fields whose values are Erlang text,

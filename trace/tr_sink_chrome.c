@@ -45,6 +45,7 @@
  */
 #include "trace/tr_sink.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -162,7 +163,7 @@ static void begin_event(ChromeSink *c)
 
 static void end_event(ChromeSink *c)
 {
-    tr_lines_done(&c->sb, c->out);
+    tr_lines_done(&c->base, &c->sb, c->out);
 }
 
 static void put_ts(StrBuf *sb, uint64_t ts)
@@ -439,10 +440,13 @@ static int chrome_open(TrSink *s, const TrSinkInfo *info)
 {
     ChromeSink *c = (ChromeSink *)s;
     (void)info;
-    fprintf(c->out,
-            "{\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,"
-            "\"tid\":0,\"args\":{\"name\":\"tracevm\"}}",
-            c->os_pid);
+    /* A failure here (on an unbuffered stream of the caller's; else at
+     * the next flush) is the sink's, as any write's (tr_lines_flush). */
+    if (fprintf(c->out,
+                "{\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,"
+                "\"tid\":0,\"args\":{\"name\":\"tracevm\"}}",
+                c->os_pid) < 0)
+        tr_sink_failed(s, errno, NULL);
     c->first_event = false;
     return 0;
 }
@@ -450,7 +454,7 @@ static int chrome_open(TrSink *s, const TrSinkInfo *info)
 static void chrome_flush(TrSink *s)
 {
     ChromeSink *c = (ChromeSink *)s;
-    tr_lines_flush(&c->sb, c->out);
+    tr_lines_flush(&c->base, &c->sb, c->out);
 }
 
 static void chrome_close(TrSink *s)
@@ -466,12 +470,12 @@ static void chrome_close(TrSink *s)
             lane_remove(c, l);
         }
     }
-    tr_lines_flush(&c->sb, c->out);
+    tr_lines_flush(&c->base, &c->sb, c->out);
     if (c->first_event)
         chrome_open(s, NULL);   /* never opened: still write a whole document */
-    fprintf(c->out, "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"lost_events\":%llu}}\n",
-            (unsigned long long)c->lost);
-    fflush(c->out);
+    if (fprintf(c->out, "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"lost_events\":%llu}}\n",
+                (unsigned long long)c->lost) < 0 || fflush(c->out) != 0)
+        tr_sink_failed(s, errno, NULL);
     free(c->buckets);
     sb_free(&c->sb);
     sb_free(&c->vals);

@@ -94,6 +94,15 @@ static void put_str(CtfStream *s, const char *p, size_t n)
 
 /* ==== packets ==== */
 
+/* Stream i's file failed to take a write (errno says why). */
+static void stream_failed(CtfSink *c, int i)
+{
+    int e = errno;
+    char path[TR_CTF_PATH_MAX];
+    tr_ctf_stream_path(c->out.dir, i, c->nscheds, path, sizeof path);
+    tr_ctf_failed(&c->base, &c->out, e, path);
+}
+
 /* Writes the current packet (even if empty) and starts the next one. */
 static void write_packet(CtfSink *c, int i)
 {
@@ -114,10 +123,10 @@ static void write_packet(CtfSink *c, int i)
         tr_ctf_stream_path(c->out.dir, i, c->nscheds, path, sizeof path);
         s->f = fopen(path, "wb");
         if (!s->f)
-            tr_ctf_report(&c->out, "cannot create a stream file");
+            tr_ctf_failed(&c->base, &c->out, errno, path);
     }
     if (s->f && fwrite(s->buf, 1, s->len, s->f) != s->len)
-        tr_ctf_report(&c->out, "write failed");
+        stream_failed(c, i);
     s->seq++;
     s->discard_pending = false;
     s->len = CTF_PACKET_HEAD;
@@ -190,8 +199,8 @@ static void ctf_flush(TrSink *sink)
         CtfStream *s = &c->streams[i];
         if (s->nevents)
             write_packet(c, i);
-        if (s->f)
-            fflush(s->f);
+        if (s->f && fflush(s->f) != 0)
+            stream_failed(c, i);
     }
 }
 
@@ -217,7 +226,7 @@ static int write_metadata(CtfSink *c)
     snprintf(path, sizeof path, "%s/metadata", c->out.dir);
     FILE *f = fopen(path, "w");
     if (!f) {
-        tr_ctf_report(&c->out, "cannot create metadata");
+        tr_ctf_failed(&c->base, &c->out, errno, path);
         return -1;
     }
     tr_ctf_preamble(f, c->out.uuid);
@@ -238,7 +247,7 @@ static int write_metadata(CtfSink *c)
     for (int k = 0; k < TR_K_LOST; k++)
         put_event_class(f, (TrKind)k);
     if (fclose(f) != 0) {
-        tr_ctf_report(&c->out, "cannot write metadata");
+        tr_ctf_failed(&c->base, &c->out, errno, path);
         return -1;
     }
     return 0;
@@ -271,7 +280,7 @@ static void ctf_end(CtfSink *c, bool finish)
         if (finish && (s->nevents || s->discard_pending))
             write_packet(c, i);
         if (s->f && fclose(s->f) != 0 && finish)
-            tr_ctf_report(&c->out, "write failed");
+            stream_failed(c, i);
         free(s->buf);
     }
     free(c->streams);

@@ -82,21 +82,25 @@ typedef struct RawStream {
 
 typedef struct RawSink {
     TrSink base;
-    /* out.failed and the message are the streams' shared state: written
-     * under report_lock by whichever thread fails first, read at close
-     * (after every collector thread ended). */
+    /* out.failed is the streams' shared state: written under report_lock
+     * by whichever thread fails (tr_ctf_failed), read at close (after
+     * every collector thread ended). */
     TrCtfOut out;
     pthread_mutex_t report_lock;
     int nscheds;
     RawStream *streams;      /* nscheds + 1; the last is shared */
 } RawSink;
 
-/* A stream's failure: reported once for the whole sink. */
-static void stream_failed(RawSink *c, RawStream *s, const char *what)
+/* Stream i's file could not be made or written (errno says why): no
+ * more tries for it, and the sink's failure (the first one is kept). */
+static void stream_failed(RawSink *c, int i)
 {
-    s->failed = true;
+    int e = errno;
+    char path[TR_CTF_PATH_MAX];
+    c->streams[i].failed = true;
+    tr_ctf_stream_path(c->out.dir, i, c->nscheds, path, sizeof path);
     pthread_mutex_lock(&c->report_lock);
-    tr_ctf_report(&c->out, what);
+    tr_ctf_failed(&c->base, &c->out, e, path);
     pthread_mutex_unlock(&c->report_lock);
 }
 
@@ -132,7 +136,7 @@ static int stream_fd(RawSink *c, int i)
         tr_ctf_stream_path(c->out.dir, i, c->nscheds, path, sizeof path);
         s->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
         if (s->fd < 0)
-            stream_failed(c, s, "cannot create a stream file");
+            stream_failed(c, i);
     }
     return s->failed ? -1 : s->fd;
 }
@@ -162,7 +166,7 @@ static void write_packet(RawSink *c, const TrRange *r)
     int fd = stream_fd(c, i);
     struct iovec iov[2] = { { head, RAW_HEAD }, { (void *)(uintptr_t)r->data, r->len } };
     if (fd >= 0 && !write_all(fd, iov, 2))
-        stream_failed(c, s, "write failed");
+        stream_failed(c, i);
 }
 
 static void raw_range(TrSink *sink, const TrRange *r)
@@ -236,7 +240,7 @@ static int write_metadata(RawSink *c, bool atoms)
     snprintf(path, sizeof path, "%s/metadata", c->out.dir);
     FILE *f = fopen(path, "w");
     if (!f) {
-        tr_ctf_report(&c->out, "cannot create metadata");
+        tr_ctf_failed(&c->base, &c->out, errno, path);
         return -1;
     }
     tr_ctf_preamble(f, c->out.uuid);
@@ -264,7 +268,7 @@ static int write_metadata(RawSink *c, bool atoms)
           f);
     put_event_classes(f);
     if (fclose(f) != 0) {
-        tr_ctf_report(&c->out, "cannot write metadata");
+        tr_ctf_failed(&c->base, &c->out, errno, path);
         return -1;
     }
     return 0;
@@ -289,7 +293,7 @@ static void raw_end(RawSink *c, bool finish)
 {
     for (int i = 0; c->streams && i <= c->nscheds; i++)
         if (c->streams[i].fd >= 0 && close(c->streams[i].fd) != 0 && finish)
-            tr_ctf_report(&c->out, "write failed");
+            stream_failed(c, i);
     if (finish && c->streams && !c->out.failed)
         write_metadata(c, true);
     free(c->streams);

@@ -54,7 +54,7 @@ static void jsonl_event(TrSink *s, const TrEvent *ev)
     tr_put_i64(sb, ev->sched);
     if (ev->kind == TR_K_LOST) {
         sb_printf(sb, ",\"kind\":\"lost\",\"count\":%llu}\n", (unsigned long long)ev->lost);
-        tr_lines_done(sb, j->out);
+        tr_lines_done(&j->base, sb, j->out);
         return;
     }
     sb_puts(sb, ",\"pid\":");
@@ -76,19 +76,19 @@ static void jsonl_event(TrSink *s, const TrEvent *ev)
     if (ev->flags & TR_F_TRUNCATED)
         sb_puts(sb, ",\"truncated\":true");
     sb_puts(sb, "}\n");
-    tr_lines_done(sb, j->out);
+    tr_lines_done(&j->base, sb, j->out);
 }
 
 static void jsonl_flush(TrSink *s)
 {
     JsonlSink *j = (JsonlSink *)s;
-    tr_lines_flush(&j->line, j->out);
+    tr_lines_flush(&j->base, &j->line, j->out);
 }
 
 static void jsonl_close(TrSink *s)
 {
     JsonlSink *j = (JsonlSink *)s;
-    tr_lines_flush(&j->line, j->out);
+    tr_lines_flush(&j->base, &j->line, j->out);
     sb_free(&j->line);
     sb_free(&j->vals);
     free(j);

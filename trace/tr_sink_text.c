@@ -144,19 +144,19 @@ static void text_event(TrSink *s, const TrEvent *ev)
     TextSink *t = (TextSink *)s;
     tr_event_format(ev, t->ts || (ev->flags & TR_F_TIMESTAMP), &t->sb);
     sb_putc(&t->sb, '\n');
-    tr_lines_done(&t->sb, t->out);
+    tr_lines_done(&t->base, &t->sb, t->out);
 }
 
 static void text_flush(TrSink *s)
 {
     TextSink *t = (TextSink *)s;
-    tr_lines_flush(&t->sb, t->out);
+    tr_lines_flush(&t->base, &t->sb, t->out);
 }
 
 static void text_close(TrSink *s)
 {
     TextSink *t = (TextSink *)s;
-    tr_lines_flush(&t->sb, t->out);
+    tr_lines_flush(&t->base, &t->sb, t->out);
     sb_free(&t->sb);
     free(t);
 }

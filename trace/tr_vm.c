@@ -88,7 +88,9 @@
 #include "trace/tr.h"
 #include "trace/tr_fdout.h"
 #include "trace/tr_internal.h"
+#include "trace/tr_outfail.h"
 #include "trace/tr_session.h"
+#include "trace/tr_sigpipe.h"
 #include "trace/tr_vm_internal.h"
 #include "vm/codeperm.h"
 #include "vm/progress.h"
@@ -165,12 +167,38 @@ static FILE *open_output(const char *path, bool *made)
     return f;
 }
 
+/* The format's name, as its sink is named (TrSinkOps.name). */
+static const char *format_name(tvm_trace_format f)
+{
+    static const char *const names[] = {
+        [TVM_TRACE_TEXT] = "text", [TVM_TRACE_JSONL] = "jsonl", [TVM_TRACE_CHROME] = "chrome",
+        [TVM_TRACE_CTF] = "ctf", [TVM_TRACE_CALLBACK] = "callback",
+        [TVM_TRACE_CTF_RAW] = "ctf-raw",
+    };
+    return names[f];   /* checked by tr_options_check */
+}
+
+/* Where o's output goes, as a failure's message names it (dest: room
+ * for VM_MSG_PATH_MAX + 1 bytes; the path is shortened by the record). */
+static const char *output_name(const tvm_trace_options *o, char *dest, size_t n)
+{
+    if (o->format == TVM_TRACE_CALLBACK)
+        return "the callback";
+    if (o->path)
+        return o->path;
+    if (o->use_fd) {
+        snprintf(dest, n, "fd %d", o->fd);
+        return dest;
+    }
+    return o->file ? "the caller's FILE *" : "stderr";
+}
+
 /* The sink for o; NULL with a reason (and status) when the output cannot
  * be opened.  A stream opened here (from o->path, or on o->fd) goes to
- * *opened, fd's state to *fdout; *made says the file at o->path was
- * created by this call (open_output). */
-static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, bool *made,
-                        TrFdOut **fdout, FILE **target, char *why, size_t n, tvm_status *st)
+ * *opened, fd's state to *fdout (its failures recorded in `fail`); *made
+ * says the file at o->path was created by this call (open_output). */
+static TrSink *sink_new(const tvm_trace_options *o, TrOutFail *fail, FILE **opened,
+                        bool *made, TrFdOut **fdout, char *why, size_t n, tvm_status *st)
 {
     *st = TVM_ERR_IO;
     if (o->format == TVM_TRACE_CALLBACK)
@@ -190,14 +218,13 @@ static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, bool *made,
         }
         *opened = out;
     } else if (o->use_fd) {
-        out = tr_fdout_open(o->fd, fdout);
+        out = tr_fdout_open(o->fd, fail, format_name(o->format), fdout);
         if (!out) {
             snprintf(why, n, "cannot write to descriptor %d: %s", o->fd, strerror(errno));
             return NULL;
         }
         *opened = out;
     }
-    *target = out;
     switch (o->format) {
     case TVM_TRACE_TEXT: return tr_sink_text_new(out, 0);
     case TVM_TRACE_JSONL: return tr_sink_jsonl_new(out);
@@ -205,13 +232,15 @@ static TrSink *sink_new(const tvm_trace_options *o, FILE **opened, bool *made,
     }
 }
 
-/* Closes what sink_new opened; false when the stream's last flush failed. */
-static bool close_opened(FILE *f, TrFdOut *fdout)
+/* Closes what sink_new opened; errno when the stream's last flush
+ * failed, else 0.  A descriptor's stream records its own failures
+ * (trace/tr_fdout.c): its fclose never fails. */
+static int close_opened(FILE *f, TrFdOut *fdout)
 {
-    bool ok = !f || fclose(f) == 0;
+    int e = f && fclose(f) != 0 ? errno : 0;
     if (fdout)
         tr_fdout_free(fdout);
-    return ok;
+    return e;
 }
 
 /* Builds and starts the pipeline of o for s with nscheds scheduler rings,
@@ -242,18 +271,27 @@ static tvm_status tr_vm_new(tvm_vm *vm, TrSession *s, const tvm_trace_options *o
         free(t);
         return TVM_ERR_BADARG;
     }
-    FILE *opened = NULL, *target = NULL;
+    FILE *opened = NULL;
     bool made = false;
     TrFdOut *fdout = NULL;
     tvm_status st;
-    TrSink *sink = sink_new(o, &opened, &made, &fdout, &target, why, n, &st);
+    TrSink *sink = sink_new(o, &s->fail, &opened, &made, &fdout, why, n, &st);
     if (!sink) {
         tr_pipeline_free(tp);
         tr_vm_waits_destroy(t);
         free(t);
         return st;
     }
+    /* No failure yet, before the sink first writes (its open, below):
+     * the record is the new pipeline's from here on.  No thread of an
+     * older pipeline of s writes it any more: that one was freed. */
+    char dest[64];
+    tr_outfail_reset(&s->fail, s->id, output_name(o, dest, sizeof dest));
+    sink->fail = &s->fail;
+    t->format = format_name(o->format);
     tr_pipeline_add_sink(tp, sink);
+    TrSigpipe g;
+    tr_sigpipe_hold(&g);      /* a sink's open may write to a pipe */
     if (!tr_pipeline_start(tp)) {
         /* The sink first (it may write its end to the stream), then the
          * stream and a descriptor's writer, as tr_vm_free does; then the
@@ -261,6 +299,7 @@ static tvm_status tr_vm_new(tvm_vm *vm, TrSession *s, const tvm_trace_options *o
          * files: TrSinkOps.discard). */
         tr_pipeline_free(tp);
         close_opened(opened, fdout);
+        tr_sigpipe_release(&g);
         if (made)
             unlink(o->path);
         tr_vm_waits_destroy(t);
@@ -268,13 +307,10 @@ static tvm_status tr_vm_new(tvm_vm *vm, TrSession *s, const tvm_trace_options *o
         snprintf(why, n, "cannot start the collector thread");
         return TVM_ERR_LIMIT;
     }
+    tr_sigpipe_release(&g);
     t->tp = tp;
     t->file = opened;
     t->fdout = fdout;
-    /* A descriptor's writer gives up on a reader by design (tr_fdout.c):
-     * no failure of the output to report. */
-    t->out = fdout ? NULL : target;
-    t->out_err_before = t->out && ferror(t->out);
     *out = t;
     return TVM_OK;
 }
@@ -345,13 +381,22 @@ bool tr_vm_free(tvm_vm *vm, TrVm *t)
     }
     free(st);
     tr_session_add_counts(vm, t->sess, t, written, lost);
+    /* The sinks' close and the stream's fclose write on this thread: a
+     * pipe without a reader is their failure, not a SIGPIPE. */
+    TrSigpipe g;
+    tr_sigpipe_hold(&g);
     tr_pipeline_free(t->tp);                                  /* (3) */
     tr_vm_waits_destroy(t);       /* lossless: wake whoever still waits for room */
-    /* The sink's writes are not checked one by one: the stream's error
-     * flag stays set from the first failure on. */
-    bool ok = !t->out || t->out_err_before || !ferror(t->out);
-    /* (the close's own last flush: a descriptor's counts as above) */
-    ok &= close_opened(t->file, t->fdout) || t->fdout;
+    /* The close's own last flush fails like a sink's write (the sink's
+     * close flushed already: it has rarely anything left). */
+    int e = close_opened(t->file, t->fdout);
+    tr_sigpipe_release(&g);
+    TrOutFail *f = &t->sess->fail;
+    if (e)
+        tr_outfail_set(f, e, NULL, t->format);
+    /* Each write was checked by its sink: the collector threads that
+     * recorded a failure were joined by tr_pipeline_free. */
+    bool ok = !tr_outfail_failed(f);
     free(t);
     return ok;
 }

@@ -187,8 +187,9 @@ tvm_status tr_vm_start(tvm_vm *vm, struct TrSession *s, const tvm_trace_options 
 void tr_vm_unpublish_rings(tvm_vm *vm, struct TrSession *s);
 struct TrVm *tr_vm_unpublish(tvm_vm *vm, struct TrSession *s);
 /* Step (3): drains, finishes the output, adds its counts to its session.
- * False when a write to the output stream failed (a full disk, a closed
- * stream): what the sink wrote from then on is lost. */
+ * False when the session's output failed (a full disk, a pipe without a
+ * reader; its record says why: TrSession.fail, trace/tr_outfail.h): what
+ * the sink wrote from then on may be lost. */
 bool tr_vm_free(tvm_vm *vm, struct TrVm *t);
 /* A flush of s's pipeline in two steps: tr_vm_flush_begin, under the
  * code permission (which keeps s's pipeline from being freed), holds it

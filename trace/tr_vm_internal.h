@@ -32,12 +32,9 @@ typedef struct TrVm {
     TrPipeline *tp;
     FILE *file;            /* opened from opts.path or on opts.fd (closed at stop), or NULL */
     struct TrFdOut *fdout; /* opts.fd's state, or NULL */
-    /* The stream a line or chrome sink writes (opened here, the caller's
-     * `file`, or stderr; NULL for the others), and whether its error flag
-     * was set before (the caller's stream: not ours to report).  Read at
-     * the stop, after the sink's last flush (tr_vm_free). */
-    FILE *out;
-    bool out_err_before;
+    /* The format's name, for a failure of the stream's fclose, which
+     * tr_vm_free records in the session (immutable). */
+    const char *format;
     tvm_vm *vm;
     struct TrSession *sess; /* whose pipeline (immutable) */
     unsigned sid;          /* ... in which incarnation */

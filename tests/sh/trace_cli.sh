@@ -154,15 +154,16 @@ usage_error "--trace _:f/1: bad pattern" --trace _:f/1
 usage_error "--out $tmp/no/such/dir/t.txt: cannot open" --trace tc:main/0 --out "$tmp/no/such/dir/t.txt"
 
 # An output that fails (a full disk) is an error at the end: the result
-# is still printed, the exit status is 1 and stderr says so.  It exited 0
-# with an empty trace.
+# is still printed, the exit status is 1 and stderr says so, with the
+# format and the OS's reason.  It exited 0 with an empty trace; then it
+# said only "failed: events are missing from it".
 if [[ -w /dev/full ]]; then
     for fmt in text jsonl chrome; do
         "$TRACEVM" run "$P" -S 1 --trace 'tc:_/_' --format $fmt --out /dev/full \
             >"$tmp/out" 2>"$tmp/err"
         code=$?
         [[ $code == 1 && $(cat "$tmp/out") == 6 ]] || fail "$fmt to /dev/full: exit $code"
-        [[ "$(cat "$tmp/err")" == "tracevm run: writing the trace to /dev/full failed: events are missing from it" ]] ||
+        [[ "$(cat "$tmp/err")" == "tracevm run: writing the trace to /dev/full ($fmt) failed: No space left on device; events from then on are missing" ]] ||
             fail "$fmt to /dev/full: $(cat "$tmp/err")"
     done
 fi

@@ -67,7 +67,7 @@ static void one_page_pipe(int p[2])
 static uint64_t write_closing(int fd)
 {
     TrFdOut *o;
-    FILE *f = tr_fdout_open(fd, &o);
+    FILE *f = tr_fdout_open(fd, NULL, "text", &o);
     cr_assert(f);
     tr_fdout_closing(o);
     static char data[TOTAL];
