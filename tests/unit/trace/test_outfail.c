@@ -3,7 +3,7 @@
  * the session's first failure with what was being written, the format and
  * the OS's reason, from tvm_session_error while it runs and after the
  * stop, and from tvm_session_destroy.  A full disk (/dev/full) as a path
- * in every stream format and as the caller's FILE; a pipe whose reader
+ * in every stream format, as the caller's FILE and as stderr; a pipe whose reader
  * closed, as a descriptor and as the caller's FILE (EPIPE, and no
  * SIGPIPE: the default action would end the test); a CTF and a raw CTF
  * stream file, and raw CTF's metadata, that land on /dev/full (a symlink
@@ -115,6 +115,24 @@ Test(outfail, a_full_disk_as_the_callers_file)
     destroy_expect(s, "writing the trace to the caller's FILE * (jsonl) failed: No space left "
                       "on device" TAIL);
     fclose(full);
+}
+
+/* The default output, stderr (options NULL: text), on a full disk. */
+Test(outfail, a_full_disk_as_stderr)
+{
+    int saved = dup(2), full = open("/dev/full", O_WRONLY | O_CLOEXEC);
+    cr_assert(saved >= 0 && full >= 0);
+    cr_assert_eq(dup2(full, 2), 2);
+    tvm_session s = traced_session(NULL);
+    run_f(2);
+    tvm_error err;
+    tvm_status st = tvm_session_destroy(vm, s, &err);
+    dup2(saved, 2);
+    close(saved);
+    close(full);
+    cr_expect_eq(st, TVM_ERR_IO);
+    cr_expect_str_eq(err.message, "tvm_session_destroy: writing the trace to stderr (text) "
+                                  "failed: No space left on device" TAIL);
 }
 
 /* A pipe whose read end is closed: its write end (O_CLOEXEC). */
