@@ -1076,31 +1076,64 @@ static int load(tvm_control_client *c, const char *path)
     return 1;
 }
 
+/* Where a reply's payload goes, and the first write that failed there
+ * (errno, 0: none): a full disk or a closed stream lost the rest
+ * silently, and the command exited 0. */
+typedef struct Payload {
+    FILE *f;
+    int err;
+} Payload;
+
+static void write_line(const char *line, size_t len, void *data)
+{
+    Payload *p = data;
+    bool ok = fwrite(line, 1, len, p->f) == len && fputc('\n', p->f) != EOF &&
+              fflush(p->f) == 0;
+    if (!ok && !p->err)
+        p->err = errno;
+}
+
+/* The payload's output failed (err): said, naming it; exit status 1. */
+static int payload_failed(const char *cmd, const char *out_path, int err)
+{
+    bool trace = !strcmp(cmd, "trace");
+    fprintf(stderr, "tracevm attach: writing the %s to %s failed: %s; %s from then on are "
+                    "missing\n", trace ? "trace" : "reply", out_path ? out_path : "stdout",
+            strerror(err), trace ? "events" : "lines");
+    return 1;
+}
+
 /* Any other command: its reply's payload to stdout (or trace's --out). */
 static int call(tvm_control_client *c, int argc, char **argv)
 {
-    FILE *out = stdout;
+    Payload out = { .f = stdout };
     char **args;
     int nargs = argc, status = 0;
     if (!strcmp(argv[0], "trace")) {
         args = calloc((size_t)argc + 1, sizeof *args);
         memcpy(args, argv, sizeof *args * (size_t)argc);
-        status = trace_out(&nargs, args, &out);
+        status = trace_out(&nargs, args, &out.f);
     } else {
         args = absolute_out(argc, argv);
     }
+    /* trace_out took --out FILE out of args: its name is what follows
+     * "--out" in argv. */
+    const char *out_path = NULL;
+    for (int i = 0; out.f != stdout && i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--out"))
+            out_path = argv[i + 1];
     if (!status) {
         tvm_error err;
-        tvm_status st = tvm_control_call(c, nargs, (const char *const *)args, print_line, out,
+        tvm_status st = tvm_control_call(c, nargs, (const char *const *)args, write_line, &out,
                                          &err);
         status = st == TVM_OK ? 0 : 1;
         if (st != TVM_OK)
             fprintf(stderr, "tracevm attach: %s\n", err.message);
     }
-    if (out != stdout && fclose(out) != 0 && !status) {
-        fprintf(stderr, "tracevm attach: --out: %s\n", strerror(errno));
-        status = 1;
-    }
+    if (out.f != stdout && fclose(out.f) != 0 && !out.err)
+        out.err = errno;
+    if (out.err && !status)
+        status = payload_failed(argv[0], out_path, out.err);
     free(args[argc]);
     free(args);
     return status;

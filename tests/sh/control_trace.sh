@@ -117,6 +117,19 @@ PY
 attach $vm trace ticker:tick/2 --max-events 2 --out "$tmp/tt" >"$tmp/o" || fail "--out exited $?"
 [[ ! -s "$tmp/o" && $(wc -l <"$tmp/tt") == 3 && $(tail -1 "$tmp/tt") == '{trace_stopped,max_events,2,0}' ]] ||
     fail "--out text: $(cat "$tmp/o" "$tmp/tt")"
+# An output that fails (a full disk, as --out and as stdout) is exit 1
+# naming it and the reason; both exited 0 with the trace lost.
+if [[ -w /dev/full ]]; then
+    attach $vm trace ticker:tick/2 --max-events 2 --out /dev/full >"$tmp/o" 2>"$tmp/e"
+    [[ $? == 1 && ! -s "$tmp/o" && "$(cat "$tmp/e")" == "tracevm attach: writing the trace to /dev/full failed: No space left on device; events from then on are missing" ]] ||
+        fail "--out /dev/full: $(cat "$tmp/e")"
+    attach $vm trace ticker:tick/2 --max-events 2 >/dev/full 2>"$tmp/e"
+    [[ $? == 1 && "$(cat "$tmp/e")" == "tracevm attach: writing the trace to stdout failed: No space left on device; events from then on are missing" ]] ||
+        fail "stdout /dev/full: $(cat "$tmp/e")"
+    attach $vm info >/dev/full 2>"$tmp/e"
+    [[ $? == 1 && "$(cat "$tmp/e")" == "tracevm attach: writing the reply to stdout failed: No space left on device; lines from then on are missing" ]] ||
+        fail "info to /dev/full: $(cat "$tmp/e")"
+fi
 
 # Errors: the exact reply, exit 1, nothing on stdout.
 expect_error() { # WANT ARGS...
