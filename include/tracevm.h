@@ -1162,7 +1162,7 @@ tvm_status tvm_session_flush(tvm_vm *vm, tvm_session s);
  * asked for after the stop; tvm_session_destroy reports it itself.
  * Call tvm_session_flush first to include the events written so far.
  * TVM_ERR_NOTFOUND for a session destroyed ("no session N").  Any thread,
- * a trace callback too.
+ * a process and a trace callback too (it waits for nothing).
  */
 tvm_status tvm_session_error(tvm_vm *vm, tvm_session s, tvm_error *err);
 
