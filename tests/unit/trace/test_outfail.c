@@ -8,9 +8,8 @@
  * SIGPIPE: the default action would end the test); a CTF and a raw CTF
  * stream file, and raw CTF's metadata, that land on /dev/full (a symlink
  * put in the directory after the start: the tests may run as root, whom
- * permission bits do not stop); the default session's failure after
- * tvm_trace_stop, kept until its next start; and an output that never
- * failed.
+ * permission bits do not stop); and an output that never failed.  The
+ * default session's failure after tvm_trace_stop: test_trace_api.
  */
 #define _GNU_SOURCE   /* pipe2 */
 #include <criterion/criterion.h>
@@ -230,31 +229,6 @@ Test(outfail, raw_ctf_metadata_on_a_full_disk)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -r %s", dir);
     cr_assert_eq(system(cmd), 0);
-}
-
-/* The default session: tvm_trace_stop's TVM_ERR_IO, then the reason from
- * tvm_session_error, kept until the next start, which clears it. */
-Test(outfail, the_default_sessions_failure_after_its_stop)
-{
-    load_ok(vm, "of", of_src);
-    cr_assert_eq(tvm_trace_pattern(vm, "of:f/1", TVM_TP_TRUE, TVM_TP_LOCAL, NULL, NULL), TVM_OK);
-    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_CALL, true), TVM_OK);
-    tvm_error err;
-    tvm_trace_options o = { .size = sizeof o, .format = TVM_TRACE_TEXT, .path = "/dev/full" };
-    cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
-    run_f(2);
-    cr_assert_eq(tvm_trace_stop(vm), TVM_ERR_IO);
-    cr_expect_eq(tvm_session_error(vm, TVM_SESSION_DEFAULT, &err), TVM_ERR_IO);
-    cr_expect_str_eq(err.message, "tvm_session_error: writing the trace to /dev/full (text) "
-                                  "failed: No space left on device" TAIL);
-    FILE *f = tmpfile();
-    o = (tvm_trace_options){ .size = sizeof o, .format = TVM_TRACE_TEXT, .file = f };
-    cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
-    cr_expect_eq(tvm_session_error(vm, TVM_SESSION_DEFAULT, &err), TVM_OK);
-    cr_expect_str_eq(err.message, "");
-    run_f(2);
-    cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
-    fclose(f);
 }
 
 /* An output that never failed: TVM_OK with no message, while it runs and

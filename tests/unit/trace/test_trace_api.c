@@ -192,9 +192,21 @@ static void strip_stamps(const char *text, char *out)
 /*
  * An output that fails (a full disk: /dev/full, as a path and as the
  * caller's FILE) is reported by the stop; the trace was silently empty.
- * A stream whose error flag the caller left set is not the pipeline's
- * to report.
+ * Why (the output, the format, the OS's reason) is kept for
+ * tvm_session_error until the next start, which clears it (the status
+ * alone before).  A stream whose error flag the caller left set is not
+ * the pipeline's to report.
  */
+static void expect_failure(const char *want)
+{
+    tvm_error err;
+    char msg[512];
+    snprintf(msg, sizeof msg, "tvm_session_error: writing the trace to %s failed: No space "
+                              "left on device; events from then on are missing", want);
+    cr_expect_eq(tvm_session_error(vm, TVM_SESSION_DEFAULT, &err), TVM_ERR_IO);
+    cr_expect_str_eq(err.message, msg);
+}
+
 Test(trace_api, a_failing_output_is_reported_by_the_stop)
 {
     load_ok(vm, "ta", ta_src);
@@ -205,15 +217,19 @@ Test(trace_api, a_failing_output_is_reported_by_the_stop)
     cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
     run_g(1);
     cr_assert_eq(tvm_trace_stop(vm), TVM_ERR_IO);
+    expect_failure("/dev/full (jsonl)");
     FILE *full = fopen("/dev/full", "w");
     cr_assert(full);
     o = (tvm_trace_options){ .size = sizeof o, .format = TVM_TRACE_TEXT, .file = full };
     cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
     run_g(2);
     cr_assert_eq(tvm_trace_stop(vm), TVM_ERR_IO);
+    expect_failure("the caller's FILE * (text)");
     /* full's error flag is set now: the next pipeline on it has nothing
      * of its own to report, and a good output none either. */
     cr_assert_eq(tvm_trace_start(vm, &o, &err), TVM_OK, "%s", err.message);
+    cr_expect_eq(tvm_session_error(vm, TVM_SESSION_DEFAULT, &err), TVM_OK);
+    cr_expect_str_eq(err.message, "");
     cr_assert_eq(tvm_trace_stop(vm), TVM_OK);
     fclose(full);
     FILE *f = tmpfile();
