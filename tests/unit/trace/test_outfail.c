@@ -71,7 +71,7 @@ static void destroy_expect(tvm_session s, const char *want)
 {
     tvm_error err;
     char msg[4200];
-    cr_assert_eq(tvm_session_destroy(vm, s, &err), TVM_ERR_IO, "%s", err.message);
+    cr_expect_eq(tvm_session_destroy(vm, s, &err), TVM_ERR_IO, "%s", err.message);
     snprintf(msg, sizeof msg, "tvm_session_destroy: %s", want);
     cr_expect_str_eq(err.message, msg);
     cr_expect_eq(err.status, TVM_ERR_IO);
