@@ -148,7 +148,10 @@ def main():
                  'infinity', 'erlang:spawn/3', 'erlang:send/2', 'erlang:monitor/2',
                  'erlang:trace_pattern/3', 'erlang:apply/2', 'erlang:display/1', 'lists:seq/2',
                  'io:format/2', 'erlang:binary_to_atom/1', 'erlang:trace/3',
-                 'set_on_spawn', 'set_on_first_spawn']
+                 'set_on_spawn', 'set_on_first_spawn', 'erlang:link/1', 'erlang:unlink/1',
+                 'erlang:spawn_link/3', 'erlang:exit/2', 'erlang:process_flag/2', 'trap_exit',
+                 'kill', 'erlang:register/2', 'erlang:unregister/1', 'erlang:whereis/1',
+                 'erlang:registered/0']
     terms = ['[', ']', '{', '}', '|', ',', '"', "'", 'fun ', ':', '/', '-', '[]', '{}',
              '\\n', '\\x41', '\\\\', 'ok', "'$1'", "'_'"]
     fns = re.findall(r'\{ "([^"]+)", -?\d+, F_', read(rel('trace/tr_ms_compile.c')).decode())
