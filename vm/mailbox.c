@@ -68,7 +68,7 @@ static void wake_locked(Process *p, bool *enqueue)
 /* Puts m in t's inbox, behind what was sent before, and wakes t; an
  * exit signal (m->sig) also sets t's sig_pending.  False (m freed) when t
  * has exited or is exiting. */
-static bool deliver(SchedSystem *sys, Process *t, Message *m)
+static inline bool deliver(SchedSystem *sys, Process *t, Message *m)
 {
     bool enqueue = false, ok = true;
     pthread_mutex_lock(&t->lock);
