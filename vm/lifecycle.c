@@ -464,6 +464,7 @@ void vm_proc_overflowed(Process *p, uintptr_t pc, uintptr_t fp)
     p->nframes = p->ntrace = p->nhandlers = p->nroots = p->nesting = p->entry_top = 0;
     p->ct_fn = NULL;
     p->kill = 0;
+    p->kill_signal = false;
     p->exc_trace_term = THE_NONE;
     for (uint32_t i = 0; i < p->stack_size; i++)
         p->stack[i] = TERM_NIL;

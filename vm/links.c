@@ -248,9 +248,9 @@ static tvm_status do_unlink(Process *p, uint64_t pid, Process *t, tvm_term *resu
         del_link(t, p->pid);
     pthread_mutex_unlock(&p->vm->link_lock);
     /* No signal of this link comes after the call: one still in the
-     * inbox is dropped (one already taken in as a message stays). */
-    if (had)
-        vm_signals_drop_from(p, pid, VM_SIG_LINK);
+     * inbox is dropped, also when the other end's exit removed the link
+     * already (one taken in as a message before stays). */
+    vm_signals_drop_from(p, pid, VM_SIG_LINK);
     vm_hook_procs(p, p, VM_PEV_UNLINK, make_pid(pid));
     if (had && t)
         vm_hook_procs(p, t, VM_PEV_GETTING_UNLINKED, make_pid(p->pid));
