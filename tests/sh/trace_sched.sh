@@ -185,6 +185,16 @@ WANT
 links_out=$(sed -n 's/^; expect: //p' "$L")
 expect "$links_out" "$L" --flags procs <"$tmp/links"
 expect "$links_out" "$L" --flags procs --policy lossless <"$tmp/links"
+# JSON lines name the other end "other" (pid is the event's process).
+"$TRACEVM" run -S 1 "$L" --flags procs --format jsonl >"$tmp/out" 2>"$tmp/j" ||
+    fail "jsonl run: $(cat "$tmp/j")"
+python3 - "$tmp/j" <<'PY' || fail "jsonl of the links differs"
+import json, sys
+got = [json.loads(l) for l in open(sys.argv[1])]
+have = [(e["kind"], e["pid"], e["other"]) for e in got if "link" in e["kind"]][:3]
+assert have == [("link", 3, "<0.2.0>"), ("getting_linked", 2, "<0.3.0>"),
+                ("getting_unlinked", 3, "<0.2.0>")], have
+PY
 
 need babeltrace2 "the CTF part"
 "$TRACEVM" run -S 1 "$M" --flags running,send,receive --format ctf \
