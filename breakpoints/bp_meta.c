@@ -13,6 +13,7 @@
 #include "trace/tr_vm.h"
 #include "vm/atom.h"
 #include "vm/heap.h"
+#include "vm/lend.h"
 #include "vm/sched.h"
 
 static Term pid_term(const Process *p)
@@ -29,8 +30,13 @@ static void send_event(Process *p, uint64_t tracer, Atom kind, Term *parts, unsi
         e[n++] = parts[i];
     e[n++] = make_small((int64_t)tr_mono_ns());
     /* A message over max_message_words (an argument with much sharing)
-     * is not sent: the VM's own messages raise nothing in the sender. */
-    vm_send(p->vm, NULL, tracer, vm_make_tuple(p, n, e));
+     * is not sent: the VM's own messages raise nothing in the sender.  A
+     * long one (a call's long argument) lends p's queue while it is
+     * copied (vm/lend.h). */
+    Term msg = vm_make_tuple(p, n, e);
+    bool lent = vm_lend_if_big(p, msg);
+    vm_send(p->vm, NULL, tracer, msg);
+    vm_lend_done(p, lent);
 }
 
 static Term mfa_tuple(Process *p, const FuncInfo *fn)

@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sb_init(&sb);
         vm_print_term(&sb, v);
         size_t words = term_size(v);
-        Message *m = vm_message_new(v, words);
+        Message *m = vm_message_new(NULL, v, words);
         FUZZ_CHECK(m && m->words == words, "copy of %zu words", words);
         FUZZ_CHECK(term_compare(m->term, v) == 0, "copy differs: %s", sb.s);
         FUZZ_CHECK(term_compare(v, v) == 0, "not equal to itself: %s", sb.s);

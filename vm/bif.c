@@ -12,6 +12,7 @@
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/hook.h"
+#include "vm/lend.h"
 #include "vm/print.h"
 #include "vm/process.h"
 #include "vm/registry.h"
@@ -32,15 +33,14 @@ static tvm_status raise_error(Process *p, Term reason)
 }
 #define BADARG() return raise_error(p, make_atom(ATOM_BADARG))
 
-/* Length of a proper list, or -1. */
-static long list_length(Term l)
+/* Length of a proper list of at most max elements, or -1: the walk stops
+ * past max (an argument list, at most VM_MAX_ARITY, of any length). */
+static long list_length_max(Term l, long max)
 {
     long n = 0;
-    while (term_is_cons(l)) {
+    for (; term_is_cons(l) && n <= max; l = cons_tail(l))
         n++;
-        l = cons_tail(l);
-    }
-    return term_is_nil(l) ? n : -1;
+    return n <= max && term_is_nil(l) ? n : -1;
 }
 
 /* Builds a list of v[0..n-1] ending in tail.  v has n + 1 slots: v[n]
@@ -63,32 +63,19 @@ static Term build_list(Process *p, Term *v, size_t n, Term tail)
 /*
  * Lending for the natives whose work their arguments choose (a sort, a
  * list or binary built, an iolist flattened, a term printed): when that
- * work, counted before it starts, reaches VM_BIF_LEND_WORK (vm/config.h,
- * which says what a unit is and why 64 Ki), the call lends its
- * scheduler's local queue as an embedder native's call does (vm/sched.c,
- * "Lending the local queue"), so that idle schedulers take the processes
- * queued behind it.  A short call pays this one compare.  Returns whether
- * this call lent (false too inside an enclosing native that lent: its
- * lend stays, p->lending marks it); the caller passes that to lend_done
- * once its work is over.
+ * work, counted before it starts, reaches VM_BIF_LEND_WORK, the call
+ * lends its scheduler's local queue (vm/lend.h: vm_lend_if_long returns
+ * whether this call lent; the native passes that to vm_lend_done once
+ * its work is over).
  */
-static inline bool lend_if_long(Process *p, size_t work)
-{
-    return VM_UNLIKELY(work >= VM_BIF_LEND_WORK) && vm_sched_lend(p);
-}
-
-static inline void lend_done(Process *p, bool lent)
-{
-    if (VM_UNLIKELY(lent))
-        vm_sched_lend_end(p);
-}
 
 /*
- * list_length for the natives that go on to work on every element (and
- * length/1): one that walks past VM_BIF_LEND_WORK cells lends p's queue
- * from there on (*lent, for lend_done), so that neither the walk of a
- * long list nor the work after it holds the processes queued behind it.
- * -1, with nothing left lent, for an improper list.
+ * The length of a list for the natives that go on to work on every
+ * element (and length/1, apply/2, spawn_opt/4's options): one that walks
+ * past VM_BIF_LEND_WORK cells lends p's queue from there on (*lent, for
+ * vm_lend_done), so that neither the walk of a long list nor the work
+ * after it holds the processes queued behind it.  -1, with nothing left
+ * lent, for an improper list.
  */
 static long list_length_lend(Process *p, Term l, bool *lent)
 {
@@ -96,10 +83,10 @@ static long list_length_lend(Process *p, Term l, bool *lent)
     *lent = false;
     for (; term_is_cons(l); l = cons_tail(l))
         if (VM_UNLIKELY(++n == (long)VM_BIF_LEND_WORK))
-            *lent = lend_if_long(p, VM_BIF_LEND_WORK);
+            *lent = vm_lend_if_long(p, VM_BIF_LEND_WORK);
     if (term_is_nil(l))
         return n;
-    lend_done(p, *lent);
+    vm_lend_done(p, *lent);
     *lent = false;
     return -1;
 }
@@ -159,12 +146,15 @@ NATIVE_FN(bif_setelement)
     if (!term_is_small(i) || !term_is_tuple(t) || small_value(i) < 1 ||
         small_value(i) > tuple_arity(t))
         BADARG();
+    /* A copy of the whole tuple (list_to_tuple/1 makes one of any size). */
     uint32_t n = tuple_arity(t);
+    bool lent = vm_lend_if_long(p, n);
     Term *v = vm_malloc(n * sizeof(Term));
     memcpy(v, tuple_elems(t), n * sizeof(Term));
     v[small_value(i) - 1] = ARG(2);
     Term r = vm_make_tuple(p, n, v);
     free(v);
+    vm_lend_done(p, lent);
     RETURN(r);
 }
 
@@ -181,7 +171,7 @@ NATIVE_FN(bif_length)
     SETUP();
     bool lent;
     long n = list_length_lend(p, ARG(0), &lent);
-    lend_done(p, lent);
+    vm_lend_done(p, lent);
     if (n < 0)
         BADARG();
     RETURN(make_small(n));
@@ -215,10 +205,10 @@ NATIVE_FN(bif_abs)
 }
 
 /* term_compare for natives: false (system_limit raised) when it ran out
- * of steps. */
+ * of steps.  A long one lends p's queue (vm_compare_lend). */
 static bool compare(Process *p, Term a, Term b, int *c, tvm_status *st)
 {
-    *c = term_compare_steps(a, b, p->vm->cmp_steps);
+    *c = vm_compare_lend(p, a, b);
     if (*c != TERM_CMP_LIMIT)
         return true;
     *st = raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
@@ -269,12 +259,12 @@ NATIVE_FN(bif_tuple_to_list)
     if (!term_is_tuple(t))
         BADARG();
     uint32_t n = tuple_arity(t);
-    bool lent = lend_if_long(p, n);
+    bool lent = vm_lend_if_long(p, n);
     Term *v = vm_malloc((n + 1) * sizeof(Term));
     memcpy(v, tuple_elems(t), n * sizeof(Term));
     Term r = build_list(p, v, n, TERM_NIL);
     free(v);
-    lend_done(p, lent);
+    vm_lend_done(p, lent);
     RETURN(r);
 }
 
@@ -284,13 +274,13 @@ NATIVE_FN(bif_list_to_tuple)
     bool lent;
     long n = list_length_lend(p, ARG(0), &lent);
     if (n < 0 || n > 0xffffff) {
-        lend_done(p, lent);
+        vm_lend_done(p, lent);
         BADARG();
     }
     Term *v = list_to_array(ARG(0), n);
     Term r = vm_make_tuple(p, (uint32_t)n, v);
     free(v);
-    lend_done(p, lent);
+    vm_lend_done(p, lent);
     RETURN(r);
 }
 
@@ -304,7 +294,7 @@ NATIVE_FN(bif_append)
     Term *v = list_to_array(ARG(0), n);
     Term r = build_list(p, v, (size_t)n, ARG(1));
     free(v);
-    lend_done(p, lent);
+    vm_lend_done(p, lent);
     RETURN(r);
 }
 
@@ -393,7 +383,7 @@ enum { IO_OK, IO_BADARG, IO_LIMIT, IO_OVER };
  * (iolist_fill): no buffer of the flat size besides the result.  The
  * counting walk lends p's queue once it has visited VM_BIF_LEND_WORK
  * cells (cells at lend_at; a long walk of empty parts), the flattening
- * once it knows its size; `lent` is then set for the caller's lend_done.
+ * once it knows its size; `lent` is then set for the caller's vm_lend_done.
  */
 typedef struct IoFlat {
     Process *p;
@@ -430,7 +420,7 @@ static int iolist_walk(IoFlat *io, Term t, int depth)
             if (io->cells == 0)
                 return IO_LIMIT;
             io->lend_at = 0;
-            io->lent = io->lent || lend_if_long(io->p, VM_BIF_LEND_WORK);
+            io->lent = io->lent || vm_lend_if_long(io->p, VM_BIF_LEND_WORK);
         }
         io->cells--;
         Term h = cons_head(t);
@@ -481,7 +471,7 @@ static tvm_status iolist_measure(IoFlat *io, Term t)
         return raise_error(p, make_atom(r == IO_LIMIT ? ATOM_SYSTEM_LIMIT : ATOM_BADARG));
     tvm_status st = room_check(p, binary_words(io->len), r == IO_OVER);
     if (st == TVM_OK && !io->lent)
-        io->lent = lend_if_long(p, io->len / 8);
+        io->lent = vm_lend_if_long(p, io->len / 8);
     return st;
 }
 
@@ -508,7 +498,7 @@ NATIVE_FN(bif_iolist_to_binary)
         iolist_fill(p, bytes, 0, t);
         *result = vm_root_push(p, bin);
     }
-    lend_done(p, io.lent);
+    vm_lend_done(p, io.lent);
     return st;
 }
 
@@ -522,7 +512,7 @@ NATIVE_FN(bif_binary_to_list)
     tvm_status st = room_for(p, 2 * n);
     if (st != TVM_OK)
         return st;
-    bool lent = lend_if_long(p, n);
+    bool lent = vm_lend_if_long(p, n);
     /* Built from the last byte straight on the heap: no array of the
      * result's size (it was 8 bytes for each byte of the binary).  The
      * binary is a root of the collection the room may take. */
@@ -535,7 +525,7 @@ NATIVE_FN(bif_binary_to_list)
         c[1] = l;
         l = make_cons_ptr(c);
     }
-    lend_done(p, lent);
+    vm_lend_done(p, lent);
     RETURN(l);
 }
 
@@ -572,8 +562,8 @@ NATIVE_FN(bif_exit) { SETUP(); return raise_class(p, ATOM_EXIT, ARG(0)); }
 /* erlang:apply(Fun, Args) and erlang:apply(M, F, Args): a nested activation. */
 static tvm_status apply_export(Process *p, Export *e, Term args, tvm_term *result)
 {
-    long n = list_length(args);
-    if (n < 0 || n > VM_MAX_ARITY || (uint32_t)n != e->arity)
+    long n = list_length_max(args, VM_MAX_ARITY);
+    if (n < 0 || (uint32_t)n != e->arity)
         return raise_error(p, make_atom(ATOM_BADARG));
     Term v[VM_MAX_ARITY];
     for (long i = 0; i < n; i++, args = cons_tail(args))
@@ -590,8 +580,8 @@ NATIVE_FN(bif_apply3)
 {
     SETUP();
     Term m = ARG(0), f = ARG(1), args = ARG(2);
-    long n = list_length(args);
-    if (!term_is_atom(m) || !term_is_atom(f) || n < 0 || n > VM_MAX_ARITY)
+    long n = list_length_max(args, VM_MAX_ARITY);
+    if (!term_is_atom(m) || !term_is_atom(f) || n < 0)
         BADARG();
     Export *e = vm_export_get_bounded(p->vm, atom_value(m), atom_value(f), (uint32_t)n);
     if (!e)
@@ -603,7 +593,10 @@ NATIVE_FN(bif_apply2)
 {
     SETUP();
     Term fun = ARG(0);
-    long n = list_length(ARG(1));
+    /* The whole list, to tell badarg from badarity (a long walk lends). */
+    bool lent;
+    long n = list_length_lend(p, ARG(1), &lent);
+    vm_lend_done(p, lent);
     if (n < 0)
         BADARG();
     if (!term_is_fun(fun)) {
@@ -634,22 +627,24 @@ NATIVE_FN(bif_reverse2)
     }
     Term r = build_list(p, v, (size_t)n, argc > 1 ? ARG(1) : TERM_NIL);
     free(v);
-    lend_done(p, lent);
+    vm_lend_done(p, lent);
     RETURN(r);
 }
 
 /* Stable merge sort by term order (recursion depth log2 n).  *limit is
- * set when a comparison ran out of steps; the order is then unspecified. */
-static void merge_sort(Term *v, Term *tmp, size_t n, size_t steps, bool *limit)
+ * set when a comparison ran out of steps; the order is then unspecified.
+ * A long comparison lends p's queue (a few deep elements: the sort's own
+ * count of comparisons is short). */
+static void merge_sort(Process *p, Term *v, Term *tmp, size_t n, bool *limit)
 {
     if (n < 2 || *limit)
         return;
     size_t h = n / 2;
-    merge_sort(v, tmp, h, steps, limit);
-    merge_sort(v + h, tmp, n - h, steps, limit);
+    merge_sort(p, v, tmp, h, limit);
+    merge_sort(p, v + h, tmp, n - h, limit);
     size_t i = 0, j = h, k = 0;
     while (i < h && j < n) {
-        int c = term_compare_steps(v[j], v[i], steps);
+        int c = vm_compare_lend(p, v[j], v[i]);
         if (c == TERM_CMP_LIMIT)
             *limit = true;
         tmp[k++] = c < 0 ? v[j++] : v[i++];
@@ -662,7 +657,7 @@ static void merge_sort(Term *v, Term *tmp, size_t n, size_t steps, bool *limit)
 }
 
 /* The comparisons of a merge sort of n elements, n * ceil(log2 n): the
- * work lend_if_long weighs. */
+ * work vm_lend_if_long weighs. */
 static size_t sort_work(size_t n)
 {
     size_t lg = 0;
@@ -678,15 +673,15 @@ NATIVE_FN(bif_sort)
     long n = list_length_lend(p, ARG(0), &lent);
     if (n < 0)
         BADARG();
-    lent = lent || lend_if_long(p, sort_work((size_t)n));
+    lent = lent || vm_lend_if_long(p, sort_work((size_t)n));
     Term *v = list_to_array(ARG(0), n);
     Term *tmp = vm_malloc((size_t)(n > 0 ? n : 1) * sizeof(Term));
     bool limit = false;
-    merge_sort(v, tmp, (size_t)n, p->vm->cmp_steps, &limit);
+    merge_sort(p, v, tmp, (size_t)n, &limit);
     free(tmp);
     Term r = limit ? TERM_NIL : build_list(p, v, (size_t)n, TERM_NIL);
     free(v);
-    lend_done(p, lent);
+    vm_lend_done(p, lent);
     if (limit)
         return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     RETURN(r);
@@ -705,7 +700,7 @@ NATIVE_FN(bif_seq)
     tvm_status st = room_for(p, 2 * n);
     if (st != TVM_OK)
         return st;
-    bool lent = lend_if_long(p, n);
+    bool lent = vm_lend_if_long(p, n);
     vm_heap_ensure(p, 2 * n, NULL, 0);
     Term l = TERM_NIL;
     for (int64_t i = hi; i >= lo; i--) {
@@ -714,7 +709,7 @@ NATIVE_FN(bif_seq)
         c[1] = l;
         l = make_cons_ptr(c);
     }
-    lend_done(p, lent);
+    vm_lend_done(p, lent);
     RETURN(l);
 }
 
@@ -726,7 +721,7 @@ static FILE *out(Process *p)
 }
 
 /* The work of printing t (its words, counted up to VM_BIF_LEND_WORK):
- * what lend_if_long weighs before ~p, ~w or erlang:display/1. */
+ * what vm_lend_if_long weighs before ~p, ~w or erlang:display/1. */
 static size_t print_work(Term t)
 {
     return term_is_immediate(t) ? 0 : term_size_capped(t, VM_BIF_LEND_WORK);
@@ -789,7 +784,7 @@ static tvm_status format(IoFlat *io, StrBuf *sb, Term fmt, Term args)
         Term a = cons_head(args);
         args = cons_tail(args);
         if (s[i] != 's') {
-            io->lent = io->lent || lend_if_long(p, print_work(a));
+            io->lent = io->lent || vm_lend_if_long(p, print_work(a));
             vm_print_term(sb, a);
         } else if (term_is_atom(a)) {
             size_t len;
@@ -820,7 +815,7 @@ static tvm_status do_format(Process *p, Term fmt, Term args, tvm_term *result)
         *result = vm_root_push(p, TERM_OK);
     }
     sb_free(&sb);
-    lend_done(p, io.lent);
+    vm_lend_done(p, io.lent);
     return st;
 }
 
@@ -830,7 +825,7 @@ NATIVE_FN(bif_format2) { SETUP(); return do_format(p, ARG(0), ARG(1), result); }
 NATIVE_FN(bif_display)
 {
     SETUP();
-    bool lent = lend_if_long(p, print_work(ARG(0)));
+    bool lent = vm_lend_if_long(p, print_work(ARG(0)));
     StrBuf sb;
     sb_init(&sb);
     vm_print_term(&sb, ARG(0));
@@ -839,7 +834,7 @@ NATIVE_FN(bif_display)
     fwrite(sb.s, 1, sb.len, o);
     fflush(o);
     sb_free(&sb);
-    lend_done(p, lent);
+    vm_lend_done(p, lent);
     RETURN(TERM_TRUE);
 }
 
@@ -856,8 +851,8 @@ NATIVE_FN(bif_self)
 static tvm_status spawn(Process *p, Term m, Term f, Term args, bool link, size_t max_heap,
                         tvm_term *result)
 {
-    long n = list_length(args);
-    if (!term_is_atom(m) || !term_is_atom(f) || n < 0 || n > VM_MAX_ARITY || (link && !p->fiber))
+    long n = list_length_max(args, VM_MAX_ARITY);
+    if (!term_is_atom(m) || !term_is_atom(f) || n < 0 || (link && !p->fiber))
         return raise_error(p, make_atom(ATOM_BADARG));
     Export *e = vm_export_get_bounded(p->vm, atom_value(m), atom_value(f), (uint32_t)n);
     if (!e)
@@ -883,6 +878,26 @@ NATIVE_FN(bif_spawn_link3)
     return spawn(p, ARG(0), ARG(1), ARG(2), true, p->vm->max_heap, result);
 }
 
+/* spawn_opt's options, a proper list (of any length: the caller counted
+ * it): the last {max_heap_size, Words} sets *max_heap, `link` *link;
+ * false for any other element. */
+static bool spawn_opts(Term o, size_t *max_heap, bool *link)
+{
+    for (; term_is_cons(o); o = cons_tail(o)) {
+        Term h = cons_head(o);
+        if (h == make_atom(ATOM_LINK)) {
+            *link = true;
+            continue;
+        }
+        if (!term_is_tuple(h) || tuple_arity(h) != 2 ||
+            tuple_elems(h)[0] != make_atom(ATOM_MAX_HEAP_SIZE) ||
+            !term_is_small(tuple_elems(h)[1]) || small_value(tuple_elems(h)[1]) < 0)
+            return false;
+        *max_heap = (size_t)small_value(tuple_elems(h)[1]);
+    }
+    return true;
+}
+
 /* spawn_opt(M, F, Args, Opts): Opts a list of {max_heap_size, Words}
  * (0: no limit; as BEAM's integer form; the VM's default otherwise) and
  * `link` (as spawn_link/3). */
@@ -890,21 +905,10 @@ NATIVE_FN(bif_spawn_opt4)
 {
     SETUP();
     size_t max_heap = p->vm->max_heap;
-    bool link = false;
-    Term o = ARG(3);
-    for (; term_is_cons(o); o = cons_tail(o)) {
-        Term h = cons_head(o);
-        if (h == make_atom(ATOM_LINK)) {
-            link = true;
-            continue;
-        }
-        if (!term_is_tuple(h) || tuple_arity(h) != 2 ||
-            tuple_elems(h)[0] != make_atom(ATOM_MAX_HEAP_SIZE) ||
-            !term_is_small(tuple_elems(h)[1]) || small_value(tuple_elems(h)[1]) < 0)
-            BADARG();
-        max_heap = (size_t)small_value(tuple_elems(h)[1]);
-    }
-    if (!term_is_nil(o))
+    bool lent, link = false;
+    bool ok = list_length_lend(p, ARG(3), &lent) >= 0 && spawn_opts(ARG(3), &max_heap, &link);
+    vm_lend_done(p, lent);
+    if (!ok)
         BADARG();
     return spawn(p, ARG(0), ARG(1), ARG(2), link, max_heap, result);
 }

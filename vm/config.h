@@ -196,23 +196,34 @@
 #endif
 
 /*
- * VM_BIF_LEND_WORK: the work from which a built-in native lends its
- * scheduler's local queue while it runs (vm/bif.c, lend_if_long; the lend
- * is vm/sched.c's "Lending the local queue"), counted from its arguments
- * before it starts: list elements built, reversed or converted, words of
- * bytes copied, comparisons of a sort (n log2 n), list cells of an
- * iolist walked, words of a term printed (a list argument lends from
- * that cell on, as its length is counted).  A call below it pays one
- * compare (a list, one per cell of the count).  64 Ki: in the release build on a loaded two-core machine
+ * VM_BIF_LEND_WORK: the work from which a built-in native, or a walk of
+ * a term made for VM code, lends its scheduler's local queue while it
+ * runs (vm/lend.h; the lend is vm/sched.c's "Lending the local queue"),
+ * counted from its arguments before it starts: list elements built,
+ * reversed or converted, words of bytes copied, comparisons of a sort
+ * (n log2 n), list cells of an iolist walked, words of a term printed
+ * (a list argument lends from that cell on, as its length is counted),
+ * words of a message, of spawn's arguments or of an exit reason copied
+ * (and of the 'DOWN' messages of an exit, added up), elements of a
+ * tuple copied by setelement/3; or, for a walk that learns its length
+ * as it goes, as it walks: pairs of subterms compared (an instruction
+ * jeq, jne, jlt, jge or a comparison native: a first pass stops there,
+ * and the comparison is made again, whole, with the queue lent), words
+ * of a message counted.  A call below it pays one compare (a list, one
+ * per cell of the count).  64 Ki: in the release build on a loaded two-core machine
  * (give or take a third) lists:seq/2 of
  * 64 Ki elements takes 50 us, lists:reverse/1 540 us and lists:sort/1
  * 4 to 6 ms (65,536 x 16 comparisons, 1 Mi units: a sort lends from
- * 8,192 elements), where a time slice of 4,000 reductions is 11 us.  The
+ * 8,192 elements), and a comparison of 64 Ki pairs 0.6 to 0.9 ms (two
+ * distinct equal lists of 60,000 elements compared 10,000 times: 5.5 to
+ * 8.3 s; a longer one walks its first 64 Ki pairs twice, that much more),
+ * where a time slice of 4,000 reductions is 11 us.  The
  * lend's two full CASes (and a wake-up of a sleeping scheduler, a few
  * us, only when processes wait behind it) are under 0.1 % of the
  * shortest of them; a call just under it holds its queue for at most
- * about half a millisecond (lists:reverse/1, some 50 time slices), the
- * price of keeping the short calls at one compare.
+ * about half a millisecond (lists:reverse/1, some 50 time slices; a
+ * comparison, nearly a millisecond), the price of keeping the short
+ * calls at one compare.
  */
 #ifndef VM_BIF_LEND_WORK
 #define VM_BIF_LEND_WORK ((size_t)1 << 16)

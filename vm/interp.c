@@ -24,6 +24,7 @@
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/hook.h"
+#include "vm/lend.h"
 #include "vm/process.h"
 #include "vm/sched.h"
 #include "vm/fiber.h"
@@ -94,23 +95,52 @@ static bool is_class(Term t)
            t == make_atom(ATOM_EXIT);
 }
 
+/*
+ * The comparisons of two registers, A and B of insn: one pass of at most
+ * cmp_first steps, and only if that runs out, vm/lend.h's
+ * vm_compare_long (the whole comparison, with p's queue lent).  That
+ * call reads the registers again from reg and insn, which the
+ * interpreter keeps anyway: the fast path keeps nothing else live across
+ * its call of term_compare_steps.
+ */
+static __attribute__((noinline)) int cmp_regs_long(Process *p, const Term *reg, Instr insn)
+{
+    return vm_compare_long(p, reg[INSTR_A(insn)], reg[INSTR_B(insn)]);
+}
+
 /* Exact equality with an immediate fast path (immediates are canonical):
  * 1 equal, 0 not, -1 when the comparison ran out of steps
  * (TERM_CMP_LIMIT: the caller raises system_limit). */
-static inline int eq_terms(const Process *p, Term a, Term b)
+static inline int eq_regs(Process *p, const Term *reg, Instr insn)
 {
+    Term a = reg[INSTR_A(insn)], b = reg[INSTR_B(insn)];
     if (a == b)
         return 1;
     if ((a | b) & 2)
         return 0;
-    int c = term_compare_steps(a, b, p->vm->cmp_steps);
+    int c = term_compare_steps(a, b, p->vm->cmp_first);
+    if (VM_UNLIKELY(c == TERM_CMP_LIMIT))
+        c = cmp_regs_long(p, reg, insn);
     return c == 0 ? 1 : c == TERM_CMP_LIMIT ? -1 : 0;
 }
 
-/* a < b: 1, 0, or -1 as eq_terms. */
-static inline int lt_terms(const Process *p, Term a, Term b)
+/* A < B: 1, 0, or -1 as eq_regs. */
+static inline int lt_regs(Process *p, const Term *reg, Instr insn)
 {
+    Term a = reg[INSTR_A(insn)], b = reg[INSTR_B(insn)];
     if (VM_LIKELY((a & b & TAG_MASK) == TAG_SMALL))
+        return (int64_t)a < (int64_t)b;
+    int c = term_compare_steps(a, b, p->vm->cmp_first);
+    if (VM_UNLIKELY(c == TERM_CMP_LIMIT))
+        c = cmp_regs_long(p, reg, insn);
+    return c == TERM_CMP_LIMIT ? -1 : c < 0;
+}
+
+/* a < the small integer b: one step at most (a term of another type
+ * compares by its type alone). */
+static inline int lt_small(const Process *p, Term a, Term b)
+{
+    if (VM_LIKELY(term_is_small(a)))
         return (int64_t)a < (int64_t)b;
     int c = term_compare_steps(a, b, p->vm->cmp_steps);
     return c == TERM_CMP_LIMIT ? -1 : c < 0;
@@ -291,12 +321,12 @@ arith:
             RAISE_ERROR(make_atom(ATOM_SYSTEM_LIMIT));                      \
         NEXT(1);                                                            \
     } while (0)
-    CASE(JLT) { CMP_BRANCH(lt_terms(p, reg[A], reg[B]), 1); }
-    CASE(JGE) { CMP_BRANCH(lt_terms(p, reg[A], reg[B]), 0); }
-    CASE(JEQ) { CMP_BRANCH(eq_terms(p, reg[A], reg[B]), 1); }
-    CASE(JNE) { CMP_BRANCH(eq_terms(p, reg[A], reg[B]), 0); }
-    CASE(JLTI) { CMP_BRANCH(lt_terms(p, reg[A], make_small(INSTR_BS(insn))), 1); }
-    CASE(JGEI) { CMP_BRANCH(lt_terms(p, reg[A], make_small(INSTR_BS(insn))), 0); }
+    CASE(JLT) { CMP_BRANCH(lt_regs(p, reg, insn), 1); }
+    CASE(JGE) { CMP_BRANCH(lt_regs(p, reg, insn), 0); }
+    CASE(JEQ) { CMP_BRANCH(eq_regs(p, reg, insn), 1); }
+    CASE(JNE) { CMP_BRANCH(eq_regs(p, reg, insn), 0); }
+    CASE(JLTI) { CMP_BRANCH(lt_small(p, reg[A], make_small(INSTR_BS(insn))), 1); }
+    CASE(JGEI) { CMP_BRANCH(lt_small(p, reg[A], make_small(INSTR_BS(insn))), 0); }
 #undef CMP_BRANCH
     CASE(JEQI) { if (reg[A] == make_small(INSTR_BS(insn))) NEXT(INSTR_CS(insn)); NEXT(1); }
     CASE(JNEI) { if (reg[A] != make_small(INSTR_BS(insn))) NEXT(INSTR_CS(insn)); NEXT(1); }
@@ -498,9 +528,12 @@ arith:
         if (!m)
             NEXT(INSTR_CS(insn));
         /* A fresh copy on the heap each time the cursor reads a message,
-         * so matching code never holds pointers into the message. */
+         * so matching code never holds pointers into the message.  A long
+         * copy lends p's queue (vm/lend.h). */
+        bool lent = vm_lend_if_long(p, m->words);
         vm_heap_ensure(p, m->words, NULL, 0);
         reg[A] = vm_copy_term(p, m->term);
+        vm_lend_done(p, lent);
         NEXT(1);
     }
     CASE(RECV_NEXT) {

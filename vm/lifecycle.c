@@ -22,6 +22,7 @@
 #include "vm/hook.h"
 #include "vm/interlock_switch.h"
 #include "vm/interp.h"
+#include "vm/lend.h"
 #include "vm/links.h"
 #include "vm/print.h"
 #include "vm/registry.h"
@@ -176,10 +177,13 @@ static void proc_main(void *arg)
      * this process's heap. */
     Term list = TERM_NIL;
     if (p->entry_args) {
+        /* A long copy lends this scheduler's queue (vm/lend.h). */
+        bool lent = vm_lend_if_long(p, p->entry_args->words);
         vm_heap_ensure(p, p->entry_args->words, NULL, 0);
         list = vm_copy_term(p, p->entry_args->term);
         vm_messages_free(p->entry_args);
         p->entry_args = NULL;
+        vm_lend_done(p, lent);
     }
     Term args[VM_MAX_ARITY];
     int argc = 0;
@@ -264,7 +268,7 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
         list = make_cons_ptr(&tmp[2 * i]);
     }
     Message *margs = NULL;
-    if (argc > 0 && !(margs = vm_message_new(list, vm->max_msg)))
+    if (argc > 0 && !(margs = vm_message_new(parent, list, vm->max_msg)))
         return 0;
     /* A place among the live processes first (the max_processes limit),
      * counted from here on so that concurrent spawns cannot overshoot. */
@@ -378,14 +382,21 @@ static void proc_exit(Process *p, Term cls, Term value)
      * copy (over max_message_words, with room for the 'DOWN' tuple
      * around it) becomes system_limit, so that every watcher still gets
      * its 'DOWN' and a joiner an answer. */
+    /* A long reason or value lends this scheduler's queue from its count
+     * to the last copy (vm/lend.h), as do many 'DOWN' messages. */
     size_t max = p->vm->max_msg > 6 ? p->vm->max_msg - 6 : 0;
-    if (term_size_capped(vm_root_get(p, hr), max) == SIZE_MAX)
+    bool lent, lent_v = false;
+    size_t rw = vm_size_lend(p, vm_root_get(p, hr), max, &lent);
+    if (rw == SIZE_MAX) {
         p->roots[hr.h] = make_atom(ATOM_SYSTEM_LIMIT);
-    if (p->joinable && term_size_capped(vm_root_get(p, hv), max) == SIZE_MAX) {
+        rw = 0;
+    }
+    if (p->joinable && vm_size_lend(p, vm_root_get(p, hv), max, &lent_v) == SIZE_MAX) {
         p->roots[hv.h] = make_atom(ATOM_SYSTEM_LIMIT);
         if (normal)
             cls = make_atom(ATOM_ERROR);
     }
+    lent = lent || lent_v;   /* at most one of them lent (vm_lend_now) */
     vm_hook_exit(p, vm_root_get(p, hr));
     /* Its name goes before anyone hears of the exit: a watcher's whereis
      * after its 'DOWN' finds nothing (BEAM unregisters first as well). */
@@ -410,8 +421,12 @@ static void proc_exit(Process *p, Term cls, Term value)
      * no report, as BEAM's. */
     if (crashed && sys->crash_reports && !joinable && !p->kill_signal)
         crash_report(p);
-    /* {'DOWN', Ref, process, Pid, Reason} to every watcher. */
+    /* {'DOWN', Ref, process, Pid, Reason} to every watcher: each a copy
+     * of the reason and a 6-word tuple, counted toward a lend. */
+    size_t work = 0;
     for (Monitor *m = mons; m;) {
+        work += rw + 6;
+        lent = lent || vm_lend_if_long(p, work);
         Term e[5] = { make_atom(ATOM_DOWN), make_small((int64_t)m->ref), make_atom(ATOM_PROCESS),
                       make_pid(p->pid), vm_root_get(p, hr) };
         vm_send(p->vm, NULL, m->watcher, vm_make_tuple(p, 5, e));
@@ -421,7 +436,8 @@ static void proc_exit(Process *p, Term cls, Term value)
     }
     /* The exit value is the result, or the raw reason (the joiner gets the
      * class and the stack trace separately); only a joiner reads it. */
-    Message *val = joinable ? vm_message_new(vm_root_get(p, hv), p->vm->max_msg) : NULL;
+    Message *val = joinable ? vm_message_new(p, vm_root_get(p, hv), p->vm->max_msg) : NULL;
+    vm_lend_done(p, lent);
     pthread_mutex_lock(&p->lock);
     p->exit_class = cls;
     p->exit_value = val;

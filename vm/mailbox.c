@@ -18,6 +18,7 @@
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/hook.h"
+#include "vm/lend.h"
 #include "vm/links.h"
 #include "vm/timer.h"
 
@@ -35,10 +36,13 @@ static Message *message_sized(Term t, size_t words)
     return m;
 }
 
-Message *vm_message_new(Term t, size_t max_words)
+Message *vm_message_new(Process *by, Term t, size_t max_words)
 {
-    size_t words = term_size_capped(t, max_words);
-    return words == SIZE_MAX ? NULL : message_sized(t, words);
+    bool lent;
+    size_t words = vm_size_lend(by, t, max_words, &lent);
+    Message *m = words == SIZE_MAX ? NULL : message_sized(t, words);
+    vm_lend_done(by, lent);
+    return m;
 }
 
 void vm_messages_free(Message *m)
@@ -91,16 +95,10 @@ static inline bool deliver(SchedSystem *sys, Process *t, Message *m)
     return ok;
 }
 
-VmSend vm_send(tvm_vm *vm, Process *from, uint64_t pid, Term msg)
+/* vm_send_to after the size check: msg is `words` words. */
+static VmSend send_counted(tvm_vm *vm, Process *from, uint64_t pid, Term to, Term msg,
+                           size_t words)
 {
-    return vm_send_to(vm, from, pid, make_pid(pid), msg);
-}
-
-VmSend vm_send_to(tvm_vm *vm, Process *from, uint64_t pid, Term to, Term msg)
-{
-    size_t words = term_size_capped(msg, vm->max_msg);
-    if (words == SIZE_MAX)
-        return VM_SEND_TOO_BIG;
     /* Before the delivery: the receiver's receive event comes after it. */
     if (from)
         vm_hook_send(from, to, msg);
@@ -113,6 +111,34 @@ VmSend vm_send_to(tvm_vm *vm, Process *from, uint64_t pid, Term to, Term msg)
     bool ok = deliver(sys, p, message_sized(msg, words));
     vm_proc_put(sys, p);
     return ok ? VM_SEND_OK : VM_SEND_NOPROC;
+}
+
+VmSend vm_send(tvm_vm *vm, Process *from, uint64_t pid, Term msg)
+{
+    return vm_send_to(vm, from, pid, make_pid(pid), msg);
+}
+
+VmSend vm_send_to(tvm_vm *vm, Process *from, uint64_t pid, Term to, Term msg)
+{
+    /* The count bounded by msg_first first: a short message pays a test
+     * of `lent` for the lend of a long one, whose queue is lent from its
+     * count to the end of its copy, after the receiver's lock is
+     * released. */
+    bool lent = false;
+    size_t words = term_size_capped(msg, vm->msg_first);
+    if (VM_UNLIKELY(words == SIZE_MAX)) {
+        if (vm->max_msg <= vm->msg_first)
+            return VM_SEND_TOO_BIG;   /* that count went to max_msg */
+        lent = vm_lend_now(from);
+        words = term_size_capped(msg, vm->max_msg);
+        if (words == SIZE_MAX) {
+            vm_lend_done(from, lent);
+            return VM_SEND_TOO_BIG;
+        }
+    }
+    VmSend r = send_counted(vm, from, pid, to, msg, words);
+    vm_lend_done(from, lent);
+    return r;
 }
 
 /* Moves messages sent so far into the process's own queue (lock held).

@@ -369,10 +369,10 @@ struct Process {
     Message **cursor;              /* the next message `recv` looks at */
     bool want_wait;                /* asks its scheduler to make it WAITING */
     /* Inside a native whose call lent its scheduler's local queue (an
-     * embedder's, vm/interp.c, or a built-in one given long work,
-     * vm/bif.c; set by vm_sched_lend, cleared by vm_sched_lend_end): a
-     * switch out takes the queue back, so the switch in lends the new
-     * scheduler's again (vm_proc_switch_out). */
+     * embedder's, vm/interp.c, or a built-in one given long work, or a
+     * long walk of a term, vm/lend.h; set by vm_sched_lend, cleared by
+     * vm_sched_lend_end): a switch out takes the queue back, so the
+     * switch in lends the new scheduler's again (vm_proc_switch_out). */
     bool lending;
     struct Fiber *fiber;
     /* The first function (its export entry, resolved when the process

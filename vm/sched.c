@@ -38,7 +38,8 @@
  * Lending the local queue.
  *   A process inside an embedder's native (FuncInfo.lends: one registered
  *   by tvm_register_native, which may block or compute for long), or a
- *   built-in one whose arguments give it long work (vm/bif.c), holds
+ *   built-in one whose arguments give it long work, or a long walk of a
+ *   term (a comparison, a copy: vm/lend.h), holds
  *   its scheduler's thread; the processes queued behind it on the local
  *   queue would wait for it even with another scheduler idle.  So the
  *   native's call (vm/interp.c; the built-in native itself) lends the
@@ -96,9 +97,10 @@
  *   one.  The VM's own natives do not lend at their call: a short one
  *   (erlang:send/2 among them) pays one predicted test of fi->lends and,
  *   if its work depends on its arguments, one compare of that work with
- *   VM_BIF_LEND_WORK (vm/bif.c, lend_if_long, which lends the same way
- *   for a long one); the switch and the enqueue pay one load and test of
- *   `lend` each.
+ *   VM_BIF_LEND_WORK (vm/lend.h, vm_lend_if_long, which lends the same
+ *   way for a long one; the comparisons and copies of terms made for VM
+ *   code lend there too); the switch and the enqueue pay one load and
+ *   test of `lend` each.
  *
  * Thread progress: each scheduler is registered with liburcu QSBR, calls
  * rcu_quiescent_state() between two processes (the process has switched

@@ -179,7 +179,9 @@ typedef enum VmSend {
  * Sends a copy of `msg` to pid.  `from` is the sending process or call
  * context, whose send event (vm_hook_send) is written after the size
  * check and before the delivery; NULL for the VM's own messages ('DOWN',
- * meta trace), which have none.
+ * meta trace), which have none.  A message of more than VM_BIF_LEND_WORK
+ * words lends from's queue while it is counted and copied (vm/lend.h;
+ * the caller holds no lock).
  */
 VmSend vm_send(tvm_vm *vm, Process *from, uint64_t pid, Term msg);
 /* The same, the send event naming `to` (the registered name msg was sent
@@ -213,9 +215,9 @@ void vm_proc_switch_out(Process *p);
 bool vm_sched_yield_to_next(Process *p);
 /*
  * Around a long native called by p, an embedder's (vm/interp.c) or a
- * built-in one given much work (vm/bif.c): vm_sched_lend lends the local
- * queue of p's scheduler to idle schedulers (and wakes one if the queue
- * holds work); true if it did, and then p->lending is set (false: not on
+ * built-in one given much work, or a long walk of a term (vm/lend.h):
+ * vm_sched_lend lends the local queue of p's scheduler to idle
+ * schedulers (and wakes one if the queue holds work); true if it did, and then p->lending is set (false: not on
  * a scheduler, p is not its current process, or the queue is lent
  * already by an enclosing native, whose lend p->lending still marks).
  * vm_sched_lend_end(p), called only after a lend that returned true,
@@ -302,8 +304,10 @@ VM_NORETURN void vm_proc_overflowed(Process *p, uintptr_t pc, uintptr_t fp);
 void vm_messages_free(Message *m);
 
 /* Copies a term into a new message (any thread); NULL when the term is
- * more than max_words words (term_size_capped: the count stops there). */
-Message *vm_message_new(Term t, size_t max_words);
+ * more than max_words words (term_size_capped: the count stops there).
+ * A copy of more than VM_BIF_LEND_WORK words lends the queue of `by`,
+ * the process whose thread makes it (vm/lend.h; NULL: none). */
+Message *vm_message_new(Process *by, Term t, size_t max_words);
 
 /* Puts the exit signal m (Message.sig set) in t's inbox, behind the
  * messages sent before it, and wakes t; m is freed when t has exited. */

@@ -65,6 +65,8 @@ tvm_vm *vm_create(const tvm_config *cfgp, char *why, size_t n)
     vm->max_code_bytes = cfg.max_code_bytes ? cfg.max_code_bytes : VM_MAX_CODE_BYTES;
     vm->max_msg = cfg.max_message_words ? cfg.max_message_words : VM_MAX_MESSAGE_WORDS;
     vm->cmp_steps = vm->max_msg > SIZE_MAX / 2 ? SIZE_MAX : 2 * vm->max_msg;
+    vm->cmp_first = vm->cmp_steps < VM_BIF_LEND_WORK ? vm->cmp_steps : VM_BIF_LEND_WORK;
+    vm->msg_first = vm->max_msg < VM_BIF_LEND_WORK ? vm->max_msg : VM_BIF_LEND_WORK;
     vm->control_wanted = cfg.control;
     vm_modules_init(vm);
     vm_registry_init(vm);

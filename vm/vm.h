@@ -70,6 +70,12 @@ struct tvm_vm {
     size_t max_procs;            /* processes alive at once */
     size_t max_msg;              /* words one copy between processes may hold */
     size_t cmp_steps;            /* pairs one comparison may visit: 2 * max_msg */
+    /* The first pass of a comparison and of a message's count made for a
+     * process, past which it lends its queue (vm/lend.h):
+     * min(cmp_steps, VM_BIF_LEND_WORK) and min(max_msg, VM_BIF_LEND_WORK).
+     * Written by tvm_new before any other thread sees the VM, read-only
+     * after. */
+    size_t cmp_first, msg_first;
     void *output;                /* FILE * for io: natives */
     int schedulers;              /* scheduler threads to start (0: one per core) */
     size_t fiber_stack;          /* bytes per process fiber stack (0: default) */

@@ -93,7 +93,7 @@ Test(deep, compared_sized_copied_in_every_shape, .timeout = 300)
         cr_assert_eq(term_size_capped(a, words - 1), SIZE_MAX, "%s", n);
         /* A copy (as a message) is exactly term_size words, equal to the
          * original all the way down (no pointer in common). */
-        Message *m = vm_message_new(a, words);
+        Message *m = vm_message_new(NULL, a, words);
         cr_assert(m, "%s", n);
         cr_assert_eq(m->words, words, "%s", n);
         cr_assert_eq(term_compare(m->term, a), 0, "%s: the copy differs", n);
@@ -157,11 +157,11 @@ Test(deep, shared_subterms_are_counted_flat_and_the_count_stops_at_the_cap)
         t = make_boxed(pairs[i]);
     }
     cr_assert_eq(term_size_capped(t, 1000000), SIZE_MAX);
-    cr_assert_eq(vm_message_new(t, 1000000), NULL);
+    cr_assert_eq(vm_message_new(NULL, t, 1000000), NULL);
     /* Ten levels: 3 * (2^10 - 1) words, shared or not. */
     Term t10 = make_boxed(pairs[9]);
     cr_assert_eq(term_size(t10), 3 * 1023);
-    Message *m = vm_message_new(t10, 3 * 1023);
+    Message *m = vm_message_new(NULL, t10, 3 * 1023);
     cr_assert(m);
     cr_assert_eq(term_compare(m->term, t10), 0);
     vm_messages_free(m);
