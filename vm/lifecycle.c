@@ -383,7 +383,8 @@ static void proc_exit(Process *p, Term cls, Term value)
      * around it) becomes system_limit, so that every watcher still gets
      * its 'DOWN' and a joiner an answer. */
     /* A long reason or value lends this scheduler's queue from its count
-     * to the last copy (vm/lend.h), as do many 'DOWN' messages. */
+     * to the last copy (vm/lend.h), as do many monitors set or 'DOWN'
+     * messages. */
     size_t max = p->vm->max_msg > 6 ? p->vm->max_msg - 6 : 0;
     bool lent, lent_v = false;
     size_t rw = vm_size_lend(p, vm_root_get(p, hr), max, &lent);
@@ -415,7 +416,9 @@ static void proc_exit(Process *p, Term cls, Term value)
     bool joinable = p->joinable;
     pthread_mutex_unlock(&p->lock);
     /* The monitors p set go with it: a target that lives on keeps no node
-     * for a watcher that is gone (vm/process.h). */
+     * for a watcher that is gone (vm/process.h).  Many of them (a sort
+     * and a walk of each target's list) lend, as a long reason does. */
+    lent = lent || vm_lend_if_long(p, p->mon_out_len);
     vm_proc_monitors_drop(p);
     /* Killed by another's signal (a link, exit/2) is no crash of its own:
      * no report, as BEAM's. */

@@ -4,7 +4,8 @@
  * any other long walk of a term made for VM code (two equal lists of
  * 1,000,000 elements compared by jeq, jlt or min/2, a message of
  * 2,000,000 words sent or read, spawn's arguments, an exit reason copied
- * into 1,000 'DOWN' messages, a meta trace message with a long argument,
+ * into 1,000 'DOWN' messages, an exit dropping 1,000,000 monitors, a meta
+ * trace message with a long argument,
  * setelement/3 of a tuple of 1,000,000 elements, apply/2's walk of a long
  * list) lends its scheduler's local queue as an embedder's native does
  * (vm/lend.h; vm/sched.c, "Lending the local queue"): a process queued
@@ -22,7 +23,7 @@
  * second or more in the debug build: the other scheduler, woken by the
  * lend, has that long to be given a CPU on a loaded machine.  Module w
  * holds the walks that are not natives of their own (each through
- * b:run/3 but recv's and the exit's, which have their own loops, said
+ * b:run/3 but recv's and the exits', which have their own loops, said
  * where they are).
  */
 #include <criterion/criterion.h>
@@ -238,7 +239,8 @@ static const char *const b_src =
 static const char *const w_src =
     "module w\n"
     "export cmp/3, sort2/2, nop/1, tryapply/2, exiter/1, t_eq/0, t_lt/0, t_min/0, t_sort/0, "
-    "t_send/0, t_recv/0, t_spawn/0, t_setelement/0, t_apply/0, t_exit/0, t_meta/0\n"
+    "t_send/0, t_recv/0, t_spawn/0, t_setelement/0, t_apply/0, t_exit/0, t_meta/0, "
+    "watcher/2, t_drop/0\n"
     /* seq(N): lists:seq(1, N), a new list at each call. */
     "function seq/1 regs 2\n"
     "    move r1, r0\n"
@@ -464,15 +466,7 @@ static const char *const w_src =
      * (20,000 words), which every one of D's 1,000 monitors copies into
      * a 'DOWN' (20,000,000 words in all). */
     "function exiter/1 regs 8\n"
-    "wait_go:\n"
-    "    recv r1, sleep\n"
-    "    accept\n"
-    "    jump go\n"
-    "sleep:\n"
-    "    loadk r1, infinity\n"
-    "    wait r1, go\n"
-    "    jump wait_go\n"
-    "go:\n"
+    "    call r1, r1, next/0\n"
     "    loadi r1, 10000\n"
     "    call r1, r1, seq/1\n"
     "    loadk r4, []\n"
@@ -522,6 +516,73 @@ static const char *const w_src =
     "late:\n"
     "    loadk r0, not_released\n"
     "    ret r0\n"
+    "end\n"
+    /* watcher(D, N): sets N monitors on D, tells D ready, and on go
+     * spawns b:release(D), which goes behind it, and returns: its exit
+     * drops the N monitors (a sort of N entries and a walk of D's list
+     * of them). */
+    "function watcher/2 regs 8\n"
+    "mon:\n"
+    "    jeqi r1, 0, ready\n"
+    "    loadk r4, process\n"
+    "    move r5, r0\n"
+    "    callx r4, r4, erlang:monitor/2\n"
+    "    addi r1, r1, -1\n"
+    "    jump mon\n"
+    "ready:\n"
+    "    move r4, r0\n"
+    "    loadk r5, ready\n"
+    "    callx r4, r4, erlang:send/2\n"
+    "    call r1, r1, next/0\n"
+    "    loadk r4, []\n"
+    "    cons r6, r0, r4\n"
+    "    loadk r4, b\n"
+    "    loadk r5, release\n"
+    "    callx r4, r4, erlang:spawn/3\n"
+    "    ret r4\n"
+    "end\n"
+    /* t_drop(): watcher sets 1,000,000 monitors on it; once ready, it
+     * monitors watcher and lets it go, and answers released if release's
+     * message comes before watcher's 'DOWN' (sent after the drop). */
+    "function t_drop/0 regs 8\n"
+    "    self r2\n"
+    "    loadk r4, [1000000]\n"
+    "    cons r2, r2, r4\n"
+    "    loadk r0, w\n"
+    "    loadk r1, watcher\n"
+    "    callx r0, r0, erlang:spawn/3\n"
+    "    call r4, r4, next/0\n"
+    "    loadk r4, process\n"
+    "    move r5, r0\n"
+    "    callx r4, r4, erlang:monitor/2\n"
+    "    move r4, r0\n"
+    "    loadk r5, go\n"
+    "    callx r4, r4, erlang:send/2\n"
+    "    call r4, r4, first/0\n"
+    "    ret r4\n"
+    "end\n"
+    /* next(): the next message, taken (waits for it). */
+    "function next/0 regs 1\n"
+    "top:\n"
+    "    recv r0, sleep\n"
+    "    accept\n"
+    "    ret r0\n"
+    "sleep:\n"
+    "    loadk r0, infinity\n"
+    "    wait r0, gone\n"
+    "    jump top\n"
+    "gone:\n"
+    "    ret r0\n"
+    "end\n"
+    /* first(): the first message: released, or not_released for a
+     * 'DOWN'. */
+    "function first/0 regs 2\n"
+    "    call r0, r0, next/0\n"
+    "    loadk r1, released\n"
+    "    jeq r0, r1, yes\n"
+    "    loadk r1, not_released\n"
+    "yes:\n"
+    "    ret r1\n"
     "end\n";
 
 /* Runs mod:fun/0 from this thread: its answer must be released. */
@@ -566,3 +627,4 @@ Test(bif_lend, setelement, .timeout = 300) { expect_in("w", "t_setelement"); }
 Test(bif_lend, apply, .timeout = 300) { expect_in("w", "t_apply"); }
 Test(bif_lend, exit_down, .timeout = 300) { expect_in("w", "t_exit"); }
 Test(bif_lend, meta_trace, .timeout = 300) { expect_in("w", "t_meta"); }
+Test(bif_lend, exit_monitors, .timeout = 300) { expect_in("w", "t_drop"); }
