@@ -205,8 +205,8 @@
  * (a list argument lends from that cell on, as its length is counted),
  * words of a message, of spawn's arguments or of an exit reason copied
  * (and of the 'DOWN' messages of an exit, added up), monitors a process
- * set dropped as it exits, elements of a tuple copied by setelement/3;
- * or, for a walk that learns its length
+ * set walked by monitor/2's prune or dropped as it exits, elements of a
+ * tuple copied by setelement/3; or, for a walk that learns its length
  * as it goes, as it walks: pairs of subterms compared (an instruction
  * jeq, jne, jlt, jge or a comparison native: a first pass stops there,
  * and the comparison is made again, whole, with the queue lent), words

@@ -368,8 +368,12 @@ uint64_t vm_proc_monitor(Process *p, uint64_t target)
         vm_proc_put(sys, t);
     }
     if (alive) {
-        if (p->mon_out_len == p->mon_out_prune)
+        if (p->mon_out_len == p->mon_out_prune) {
+            /* A walk of every entry: a long one lends (vm/lend.h). */
+            bool lent = vm_lend_if_long(p, p->mon_out_len);
             vm_proc_monitors_prune(p);
+            vm_lend_done(p, lent);
+        }
         if (p->mon_out_len == p->mon_out_cap) {
             p->mon_out_cap = p->mon_out_cap ? 2 * p->mon_out_cap : 16;
             p->mon_out = vm_realloc(p->mon_out, p->mon_out_cap * sizeof *p->mon_out);

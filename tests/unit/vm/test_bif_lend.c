@@ -4,8 +4,8 @@
  * any other long walk of a term made for VM code (two equal lists of
  * 1,000,000 elements compared by jeq, jlt or min/2, a message of
  * 2,000,000 words sent or read, spawn's arguments, an exit reason copied
- * into 1,000 'DOWN' messages, an exit dropping 1,000,000 monitors, a meta
- * trace message with a long argument,
+ * into 1,000 'DOWN' messages, an exit dropping 1,000,000 monitors, a
+ * monitor/2 pruning 2,097,152, a meta trace message with a long argument,
  * setelement/3 of a tuple of 1,000,000 elements, apply/2's walk of a long
  * list) lends its scheduler's local queue as an embedder's native does
  * (vm/lend.h; vm/sched.c, "Lending the local queue"): a process queued
@@ -240,7 +240,7 @@ static const char *const w_src =
     "module w\n"
     "export cmp/3, sort2/2, nop/1, tryapply/2, exiter/1, t_eq/0, t_lt/0, t_min/0, t_sort/0, "
     "t_send/0, t_recv/0, t_spawn/0, t_setelement/0, t_apply/0, t_exit/0, t_meta/0, "
-    "watcher/2, t_drop/0\n"
+    "watcher/2, t_drop/0, next/0, t_prune/0\n"
     /* seq(N): lists:seq(1, N), a new list at each call. */
     "function seq/1 regs 2\n"
     "    move r1, r0\n"
@@ -583,6 +583,33 @@ static const char *const w_src =
     "    loadk r1, not_released\n"
     "yes:\n"
     "    ret r1\n"
+    "end\n"
+    /* t_prune(): 2,097,052 monitors on T (a process that waits for
+     * ever), then b:run(erlang, monitor, [process, T]): its 100th call
+     * reaches 2^21 entries, where the list of monitors set is pruned (a
+     * walk of every entry: is its target alive?). */
+    "function t_prune/0 regs 6\n"
+    "    loadk r0, w\n"
+    "    loadk r1, next\n"
+    "    loadk r2, []\n"
+    "    callx r0, r0, erlang:spawn/3\n"
+    "    loadi r1, 2097052\n"
+    "mon:\n"
+    "    jeqi r1, 0, turns\n"
+    "    loadk r2, process\n"
+    "    move r3, r0\n"
+    "    callx r2, r2, erlang:monitor/2\n"
+    "    addi r1, r1, -1\n"
+    "    jump mon\n"
+    "turns:\n"
+    "    loadk r3, []\n"
+    "    cons r2, r0, r3\n"
+    "    loadk r3, process\n"
+    "    cons r2, r3, r2\n"
+    "    loadk r0, erlang\n"
+    "    loadk r1, monitor\n"
+    "    callx r0, r0, b:run/3\n"
+    "    ret r0\n"
     "end\n";
 
 /* Runs mod:fun/0 from this thread: its answer must be released. */
@@ -628,3 +655,4 @@ Test(bif_lend, apply, .timeout = 300) { expect_in("w", "t_apply"); }
 Test(bif_lend, exit_down, .timeout = 300) { expect_in("w", "t_exit"); }
 Test(bif_lend, meta_trace, .timeout = 300) { expect_in("w", "t_meta"); }
 Test(bif_lend, exit_monitors, .timeout = 300) { expect_in("w", "t_drop"); }
+Test(bif_lend, monitor_prune, .timeout = 300) { expect_in("w", "t_prune"); }
