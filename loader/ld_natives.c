@@ -43,6 +43,7 @@
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/hook.h"
+#include "vm/lend.h"
 #include "vm/print.h"
 #include "vm/process.h"
 
@@ -109,8 +110,11 @@ static tvm_status nif_load_binary(tvm_env *env, int argc, const tvm_term *argv,
         !term_is_binary(text))
         return badarg(p);
     /* A private copy: loading may suspend the process, and a collection
-     * then moves the binary. */
+     * then moves the binary.  A long text (a byte, a unit) lends p's queue
+     * while it is copied and assembled (vm/lend.h; a suspension in the
+     * load takes the queue back, and the switch in lends again). */
     size_t len = binary_size(text);
+    bool lent = vm_lend_if_long(p, len);
     char *copy = vm_malloc(len + 1);
     memcpy(copy, binary_bytes(text), len);
     StrBuf diag;
@@ -118,6 +122,7 @@ static tvm_status nif_load_binary(tvm_env *env, int argc, const tvm_term *argv,
     tvm_status st = ld_load(p->vm, file, copy, len, mod, true, &diag);
     sb_free(&diag);
     free(copy);
+    vm_lend_done(p, lent);
     Term e[2];
     if (st == TVM_OK) {
         e[0] = make_atom(ATOM_MODULE);

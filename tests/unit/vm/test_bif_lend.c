@@ -7,7 +7,7 @@
  * into 1,000 'DOWN' messages, an exit dropping 1,000,000 monitors, a
  * monitor/2 pruning 2,097,152, a meta trace message with a long argument,
  * setelement/3 of a tuple of 1,000,000 elements, apply/2's walk of a long
- * list) lends its scheduler's local queue as an embedder's native does
+ * list, code:load_binary/3 of a 2 MiB text) lends its scheduler's local queue as an embedder's native does
  * (vm/lend.h; vm/sched.c, "Lending the local queue"): a process queued
  * behind it there runs on the other, idle scheduler while it runs.
  *
@@ -58,7 +58,7 @@ TestSuite(bif_lend, .init = setup, .fini = teardown);
 
 static const char *const b_src =
     "module b\n"
-    "export run/3, behind/0, release/1, sort/0, reverse/0, seq/0, append/0, tuple_to_list/0, "
+    "export run/3, behind/0, doubled/1, release/1, sort/0, reverse/0, seq/0, append/0, tuple_to_list/0, "
     "list_to_tuple/0, binary_to_list/0, iolist_to_binary/0, format_p/0, format_s/0, display/0, length/0\n"
     /* run(M, F, Args): as the header says (M, F, Args and the count
      * stay in r0..r3, below the calls' argument base, r4). */
@@ -240,7 +240,7 @@ static const char *const w_src =
     "module w\n"
     "export cmp/3, sort2/2, nop/1, tryapply/2, exiter/1, t_eq/0, t_lt/0, t_min/0, t_sort/0, "
     "t_send/0, t_recv/0, t_spawn/0, t_setelement/0, t_apply/0, t_exit/0, t_meta/0, "
-    "watcher/2, t_drop/0, next/0, t_prune/0\n"
+    "watcher/2, t_drop/0, next/0, t_prune/0, t_load/0\n"
     /* seq(N): lists:seq(1, N), a new list at each call. */
     "function seq/1 regs 2\n"
     "    move r1, r0\n"
@@ -610,6 +610,27 @@ static const char *const w_src =
     "    loadk r1, monitor\n"
     "    callx r0, r0, b:run/3\n"
     "    ret r0\n"
+    "end\n"
+    /* code:load_binary(m, \"m.tasm\", Text), Text a comment of 2 MiB
+     * and nothing else: lexed whole, then badfile (no module line). */
+    "function t_load/0 regs 4\n"
+    "    loadi r2, 14\n"
+    "    callx r2, r2, b:doubled/1\n"
+    "    loadk r3, []\n"
+    "    cons r2, r2, r3\n"
+    "    loadk r3, \";\"\n"
+    "    cons r2, r3, r2\n"
+    "    callx r2, r2, erlang:iolist_to_binary/1\n"
+    "    loadk r3, []\n"
+    "    cons r2, r2, r3\n"
+    "    loadk r3, \"m.tasm\"\n"
+    "    cons r2, r3, r2\n"
+    "    loadk r3, m\n"
+    "    cons r2, r3, r2\n"
+    "    loadk r0, code\n"
+    "    loadk r1, load_binary\n"
+    "    callx r0, r0, b:run/3\n"
+    "    ret r0\n"
     "end\n";
 
 /* Runs mod:fun/0 from this thread: its answer must be released. */
@@ -656,3 +677,4 @@ Test(bif_lend, exit_down, .timeout = 300) { expect_in("w", "t_exit"); }
 Test(bif_lend, meta_trace, .timeout = 300) { expect_in("w", "t_meta"); }
 Test(bif_lend, exit_monitors, .timeout = 300) { expect_in("w", "t_drop"); }
 Test(bif_lend, monitor_prune, .timeout = 300) { expect_in("w", "t_prune"); }
+Test(bif_lend, load_binary, .timeout = 300) { expect_in("w", "t_load"); }
