@@ -78,7 +78,8 @@ static bool del_link(Process *p, uint64_t pid)
 
 /* ==== signals ==== */
 
-void vm_exit_signal(tvm_vm *vm, uint64_t from, uint64_t to, Term reason, int sig)
+void vm_exit_signal(tvm_vm *vm, Process *by, uint64_t from, uint64_t to, Term reason,
+                    int sig)
 {
     SchedSystem *sys = vm_sched_of(vm);
     Process *t = sys ? vm_proc_get(sys, to) : NULL;
@@ -89,7 +90,7 @@ void vm_exit_signal(tvm_vm *vm, uint64_t from, uint64_t to, Term reason, int sig
      * less the tuple, and exit/2 checks its own). */
     Term tuple[4] = { MAKE_HEADER(IMM_HDR_TUPLE, 3), make_atom(ATOM_UEXIT), make_pid(from),
                       reason };
-    Message *m = vm_message_new(make_boxed(tuple), SIZE_MAX);
+    Message *m = vm_message_new(by, make_boxed(tuple), SIZE_MAX);
     m->sig = (uint8_t)sig;
     vm_signal_deliver(sys, t, m);
     vm_proc_put(sys, t);
@@ -171,7 +172,9 @@ void vm_links_exit(Process *p, Term reason)
         if (!peers[i])
             continue;
         vm_hook_procs(p, peers[i], VM_PEV_GETTING_UNLINKED, make_pid(p->pid));
-        vm_exit_signal(vm, p->pid, peers[i]->pid, reason, VM_SIG_LINK);
+        /* No lend of its own: the exit's copies are lent already when
+         * long (vm/lifecycle.c). */
+        vm_exit_signal(vm, NULL, p->pid, peers[i]->pid, reason, VM_SIG_LINK);
         vm_proc_put(sys, peers[i]);
     }
     free(peers);
@@ -301,7 +304,7 @@ static tvm_status nif_exit2(tvm_env *env, int argc, const tvm_term *argv, tvm_te
     if (term_size_capped(reason, p->vm->max_msg > 4 ? p->vm->max_msg - 4 : 0) == SIZE_MAX)
         return raise(p, ATOM_SYSTEM_LIMIT);
     int sig = reason == make_atom(ATOM_KILL) ? VM_SIG_KILL : VM_SIG_EXIT;
-    vm_exit_signal(p->vm, p->pid, pid, reason, sig);
+    vm_exit_signal(p->vm, p, p->pid, pid, reason, sig);
     /* A signal to itself is acted on before the call returns: the
      * interpreter finds the kill as the native returns. */
     if (pid == p->pid)

@@ -21,10 +21,13 @@ enum {
 
 /*
  * Sends the exit signal {'EXIT', From, Reason} of kind `sig` to pid `to`
- * (nothing when it has exited).  Reason is copied.  The target acts on it
+ * (nothing when it has exited).  Reason is copied; a long copy lends the
+ * queue of `by`, the process on whose thread this runs (NULL: none, as
+ * within a lend already; vm/lend.h).  The target acts on the signal
  * itself, in its order with the messages sent before (vm_signals_take).
  */
-void vm_exit_signal(tvm_vm *vm, uint64_t from, uint64_t to, Term reason, int sig);
+void vm_exit_signal(tvm_vm *vm, Process *by, uint64_t from, uint64_t to, Term reason,
+                    int sig);
 
 /*
  * Acts on the exit signals among the messages from *from on, which p
