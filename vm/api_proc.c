@@ -149,9 +149,7 @@ tvm_status tvm_sleep(tvm_env *env, int64_t ms)
         bool to = p->timed_out;
         pthread_mutex_unlock(&p->lock);
         /* An exit signal ends the sleep when it kills (vm/links.c). */
-        if (vm_atomic_load_relaxed(&p->sig_pending))
-            vm_proc_fetch(p);
-        if (VM_UNLIKELY(p->kill))
+        if (vm_proc_signalled(p))
             return being_killed(p);
         if (to)
             return TVM_OK;

@@ -684,19 +684,11 @@ unwind:
 #undef NEXT
 }
 
-/* Exit signals sent to p since it last looked (vm/links.c): taken in at
- * each reduction check, so that a process that never receives still
- * dies of one within a time slice. */
-static bool signalled(Process *p)
-{
-    if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->sig_pending)) && p->fiber)
-        vm_proc_fetch(p);
-    return p->kill != 0;
-}
-
 bool vm_yield_point(Process *p)
 {
-    if (VM_UNLIKELY(p->kill) || signalled(p))
+    /* Exit signals are taken in at each reduction check, so that a
+     * process that never receives still dies of one within a slice. */
+    if (VM_UNLIKELY(p->kill) || vm_proc_signalled(p))
         return true;
     /*
      * A call context runs on its caller's thread and has nobody to yield
@@ -707,7 +699,7 @@ bool vm_yield_point(Process *p)
     if (p->fiber)
         vm_proc_yield(p);
     /* A signal that came while it was switched out. */
-    return signalled(p);
+    return vm_proc_signalled(p);
 }
 
 void vm_proc_fetch_any(Process *p)

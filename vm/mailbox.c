@@ -10,6 +10,10 @@
  * the same lock (fetch).  A sender that finds the receiver waiting makes
  * it runnable; one that finds it running sets `signaled`, so a process
  * about to wait looks again instead of sleeping through the message.
+ * An exit signal (vm/links.c) travels the same way, as a flagged message
+ * that also sets the receiver's sig_pending; the receiver acts on it as
+ * it fetches (vm_signals_take), and looks for a pending one at its
+ * reduction checks and sleeps (vm_proc_signalled).
  */
 #include "vm/sched.h"
 
@@ -180,6 +184,13 @@ void vm_proc_fetch(Process *p)
     check_queue(p);
     /* Only this process changes its queue: *from stays the first new one. */
     vm_hook_receive(p, *from);
+}
+
+bool vm_proc_signalled(Process *p)
+{
+    if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->sig_pending)) && p->fiber)
+        vm_proc_fetch(p);
+    return p->kill != 0;
 }
 
 void vm_proc_accept(Process *p)

@@ -229,6 +229,10 @@ void vm_sched_lend_end(Process *p);
 /* Moves messages sent so far into the process's own queue, acting on the
  * exit signals among them (vm_signals_take). */
 void vm_proc_fetch(Process *p);
+/* Takes in the exit signals sent to p since it last looked (a fetch, only
+ * when one is pending: its reduction checks and sleeps; p's own thread);
+ * true when p is being killed (Process.kill), by one of them or before. */
+bool vm_proc_signalled(Process *p);
 /*
  * Waits until a message arrives or `timeout_ms` passes (< 0: forever).
  * Returns false on timeout.  Must run on a scheduled process.  A process
