@@ -261,7 +261,7 @@ static void raw_costs(long n, int rounds)
 {
     static double raw[MAX_ROUNDS], none[MAX_ROUNDS], alloc[MAX_ROUNDS], copy[MAX_ROUNDS],
         fresh[MAX_ROUNDS];
-    static TrSink null_raw = { &null_raw_ops };
+    static TrSink null_raw = { .ops = &null_raw_ops };
     char err[256];
     double bytes = 0;
     for (int r = 0; r < rounds; r++) {

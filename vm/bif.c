@@ -929,12 +929,11 @@ NATIVE_FN(bif_send)
     RETURN(ARG(1));
 }
 
-NATIVE_FN(bif_monitor)
+/* node(): the node name of a VM that is not distributed, as BEAM's. */
+NATIVE_FN(bif_node)
 {
     SETUP();
-    if (ARG(0) != make_atom(ATOM_PROCESS) || !term_is_pid(ARG(1)) || !p->fiber)
-        BADARG();
-    RETURN(make_small((int64_t)vm_proc_monitor(p, pid_value(ARG(1)))));
+    RETURN(make_atom(ATOM_NONODE));
 }
 
 NATIVE_FN(bif_is_process_alive)
@@ -1010,7 +1009,7 @@ static const VmNativeDef bifs[] = {
     { "erlang", "spawn_link", 3, bif_spawn_link3 },
     { "erlang", "send", 2, bif_send },
     { "erlang", "!", 2, bif_send },
-    { "erlang", "monitor", 2, bif_monitor },
+    { "erlang", "node", 0, bif_node },
     { "erlang", "is_process_alive", 1, bif_is_process_alive },
     { "timer", "sleep", 1, bif_sleep },
     { "io", "format", 1, bif_format1 },

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "vm/hook.h"
+#include "vm/monitors.h"
 #include "vm/sched.h"
 
 /* The allocation profiler's switch and mean interval in words (vm/hook.h). */
@@ -222,7 +223,7 @@ static void mark_killed(Process *p, size_t used)
 {
     p->kill = make_atom(ATOM_KILLED);
     p->kill_heap = used;
-    p->kill_monitors = p->mon_out_len;
+    p->kill_monitors = vm_monitors_live(p);
     p->reds = 0;
 }
 
@@ -235,12 +236,12 @@ void vm_heap_check_max(Process *p)
      * check (a call or a backward jump: a bounded number of instructions
      * away, as the verifier allows no other loop), and never waits
      * meanwhile (vm/process.h).  Monitors count as vm/process.h says. */
-    size_t used = vm_heap_size(p) + p->mq_words + p->mon_out_len * VM_MONITOR_WORDS;
-    if (used > p->max_heap && !p->kill && p->mon_out_len) {
+    size_t used = vm_heap_size(p) + p->mq_words + vm_monitors_live(p) * VM_MONITOR_WORDS;
+    if (used > p->max_heap && !p->kill && vm_monitors_live(p)) {
         /* Entries of monitors whose target has exited cost nothing:
          * dropped before they could kill (vm/process.h). */
         vm_proc_monitors_prune(p);
-        used = vm_heap_size(p) + p->mq_words + p->mon_out_len * VM_MONITOR_WORDS;
+        used = vm_heap_size(p) + p->mq_words + vm_monitors_live(p) * VM_MONITOR_WORDS;
     }
     if (used > p->max_heap && !p->kill)
         mark_killed(p, used);
@@ -260,7 +261,7 @@ bool vm_heap_max_refuses(Process *p, size_t words)
         return false;
     if (!p->kill)
         mark_killed(p, vm_heap_size(p) + words + p->mq_words +
-                           p->mon_out_len * VM_MONITOR_WORDS);
+                           vm_monitors_live(p) * VM_MONITOR_WORDS);
     return true;
 }
 

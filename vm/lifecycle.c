@@ -24,6 +24,7 @@
 #include "vm/interp.h"
 #include "vm/lend.h"
 #include "vm/links.h"
+#include "vm/monitors.h"
 #include "vm/print.h"
 #include "vm/registry.h"
 
@@ -132,6 +133,11 @@ static void proc_release(Process *p)
         m = n;
     }
     p->monitors = NULL;
+    while (p->down_drop) {
+        DownDrop *d = p->down_drop;
+        p->down_drop = d->next;
+        free(d);
+    }
     vm_links_release(p);
     free(p->mon_out);   /* emptied by its exit already (vm_proc_monitors_drop) */
     p->mon_out = NULL;
@@ -379,20 +385,22 @@ static void proc_exit(Process *p, Term cls, Term value)
         hr = vm_root_push(p, vm_make_tuple(p, 2, e));
     }
     /* What leaves the process is copied: a value or reason too big for a
-     * copy (over max_message_words, with room for the 'DOWN' tuple
-     * around it) becomes system_limit, so that every watcher still gets
-     * its 'DOWN' and a joiner an answer. */
+     * copy (over max_message_words, with room for the 'DOWN' tuple and a
+     * name's {Name, Node} around a reason, VM_DOWN_WORDS) becomes
+     * system_limit, so that every watcher still gets its 'DOWN' and a
+     * joiner an answer. */
     /* A long reason or value lends this scheduler's queue from its count
      * to the last copy (vm/lend.h), as do many monitors set or 'DOWN'
      * messages. */
-    size_t max = p->vm->max_msg > 6 ? p->vm->max_msg - 6 : 0;
+    size_t max = p->vm->max_msg > VM_DOWN_WORDS ? p->vm->max_msg - VM_DOWN_WORDS : 0;
+    size_t max_v = p->vm->max_msg > 6 ? p->vm->max_msg - 6 : 0;
     bool lent, lent_v = false;
     size_t rw = vm_size_lend(p, vm_root_get(p, hr), max, &lent);
     if (rw == SIZE_MAX) {
         p->roots[hr.h] = make_atom(ATOM_SYSTEM_LIMIT);
         rw = 0;
     }
-    if (p->joinable && vm_size_lend(p, vm_root_get(p, hv), max, &lent_v) == SIZE_MAX) {
+    if (p->joinable && vm_size_lend(p, vm_root_get(p, hv), max_v, &lent_v) == SIZE_MAX) {
         p->roots[hv.h] = make_atom(ATOM_SYSTEM_LIMIT);
         if (normal)
             cls = make_atom(ATOM_ERROR);
@@ -411,8 +419,6 @@ static void proc_exit(Process *p, Term cls, Term value)
     /* From here on the process counts as gone: a monitor set up now gets
      * an immediate noproc 'DOWN' (vm_proc_monitor), never nothing. */
     p->exiting = true;
-    Monitor *mons = p->monitors;
-    p->monitors = NULL;
     bool joinable = p->joinable;
     pthread_mutex_unlock(&p->lock);
     /* The monitors p set go with it: a target that lives on keeps no node
@@ -424,19 +430,8 @@ static void proc_exit(Process *p, Term cls, Term value)
      * no report, as BEAM's. */
     if (crashed && sys->crash_reports && !joinable && !p->kill_signal)
         crash_report(p);
-    /* {'DOWN', Ref, process, Pid, Reason} to every watcher: each a copy
-     * of the reason and a 6-word tuple, counted toward a lend. */
-    size_t work = 0;
-    for (Monitor *m = mons; m;) {
-        work += rw + 6;
-        lent = lent || vm_lend_if_long(p, work);
-        Term e[5] = { make_atom(ATOM_DOWN), make_small((int64_t)m->ref), make_atom(ATOM_PROCESS),
-                      make_pid(p->pid), vm_root_get(p, hr) };
-        vm_send(p->vm, NULL, m->watcher, vm_make_tuple(p, 5, e));
-        Monitor *n = m->next;
-        free(m);
-        m = n;
-    }
+    /* {'DOWN', Ref, process, Pid, Reason} to every watcher. */
+    vm_proc_monitors_fire(p, hr, rw, &lent);
     /* The exit value is the result, or the raw reason (the joiner gets the
      * class and the stack trace separately); only a joiner reads it. */
     Message *val = joinable ? vm_message_new(p, vm_root_get(p, hv), p->vm->max_msg) : NULL;

@@ -2,7 +2,8 @@
  * vm/mailbox.c - messages between processes: sending (a copy into the
  * receiver's inbox under its lock), moving the inbox into the process's
  * own queue, selective receive's waits with their timeouts and wake-ups,
- * and monitors.
+ * and the delivery and flush of monitors' 'DOWN' messages (the monitors
+ * themselves are vm/monitors.c's).
  *
  * A process's queue (mq, with the cursor of a selective receive) is
  * touched only by the process itself; other threads append to its inbox
@@ -73,24 +74,29 @@ static void wake_locked(Process *p, bool *enqueue)
     }
 }
 
-/* Puts m in t's inbox, behind what was sent before, and wakes t; an
- * exit signal (m->sig) also sets t's sig_pending.  False (m freed) when t
- * has exited or is exiting. */
+/* Puts m in t's inbox, behind what was sent before, and wakes t (its
+ * lock held); an exit signal (m->sig) also sets t's sig_pending. */
+static inline void append_locked(Process *t, Message *m, bool *enqueue)
+{
+    *t->inbox_tail = m;
+    t->inbox_tail = &m->next;
+    t->inbox_len++;
+    t->inbox_words += m->words;
+    if (m->sig)
+        vm_atomic_store_relaxed(&t->sig_pending, 1);
+    wake_locked(t, enqueue);
+}
+
+/* append_locked under t's lock.  False (m freed) when t has exited or is
+ * exiting. */
 static inline bool deliver(SchedSystem *sys, Process *t, Message *m)
 {
     bool enqueue = false, ok = true;
     pthread_mutex_lock(&t->lock);
-    if (t->state == PS_EXITED || t->exiting) {
+    if (t->state == PS_EXITED || t->exiting)
         ok = false;
-    } else {
-        *t->inbox_tail = m;
-        t->inbox_tail = &m->next;
-        t->inbox_len++;
-        t->inbox_words += m->words;
-        if (m->sig)
-            vm_atomic_store_relaxed(&t->sig_pending, 1);
-        wake_locked(t, &enqueue);
-    }
+    else
+        append_locked(t, m, &enqueue);
     pthread_mutex_unlock(&t->lock);
     if (!ok)
         free(m);
@@ -303,102 +309,89 @@ void vm_signals_drop_from(Process *p, uint64_t from, int sig)
     pthread_mutex_unlock(&p->lock);
 }
 
-/* Pruning is due again when the list has doubled (and at 64 at the
- * least): each pruning's cost is paid for by the entries added since. */
-#define MON_PRUNE_MIN 64
-
-void vm_proc_monitors_prune(Process *p)
+/* Takes ref's entry off w's down_drop list (w's lock held): whether
+ * there was one. */
+static bool down_drop_take(Process *w, uint64_t ref)
 {
-    SchedSystem *sys = vm_sched_of(p->vm);
-    size_t kept = 0;
-    for (size_t i = 0; i < p->mon_out_len; i++) {
-        Process *t = vm_proc_get_live(sys, p->mon_out[i].target);
-        if (t) {
-            vm_proc_put(sys, t);
-            p->mon_out[kept++] = p->mon_out[i];
+    for (DownDrop **at = &w->down_drop; *at; at = &(*at)->next) {
+        DownDrop *d = *at;
+        if (d->ref == ref) {
+            *at = d->next;
+            free(d);
+            return true;
         }
     }
-    p->mon_out_len = kept;
-    p->mon_out_prune = 2 * kept > MON_PRUNE_MIN ? 2 * kept : MON_PRUNE_MIN;
+    return false;
 }
 
-static int by_target(const void *a, const void *b)
+void vm_down_send(Process *t, uint64_t watcher, uint64_t ref, Term msg, size_t words)
 {
-    uint64_t x = ((const MonitorOut *)a)->target, y = ((const MonitorOut *)b)->target;
-    return (x > y) - (x < y);
+    SchedSystem *sys = vm_sched_of(t->vm);
+    Process *w = vm_proc_get(sys, watcher);
+    if (!w) {
+        /* Gone: no demonitor of it can be looking at mon_firing. */
+        vm_atomic_store_relaxed(&t->mon_firing, 0);
+        return;
+    }
+    Message *m = message_sized(msg, words);
+    bool enqueue = false;
+    pthread_mutex_lock(&w->lock);
+    if (w->state != PS_EXITED && !w->exiting && !down_drop_take(w, ref)) {
+        append_locked(w, m, &enqueue);
+        m = NULL;
+    }
+    /* Under w's lock: a demonitor that finds it still set under this
+     * lock knows the 'DOWN' is not in its inbox (vm/process.h). */
+    vm_atomic_store_relaxed(&t->mon_firing, 0);
+    pthread_mutex_unlock(&w->lock);
+    free(m);
+    if (enqueue)
+        vm_sched_enqueue(sys, w);
+    vm_proc_put(sys, w);
 }
 
-void vm_proc_monitors_drop(Process *p)
+bool vm_down_drop(Process *p, const Process *t, uint64_t ref)
 {
-    SchedSystem *sys = vm_sched_of(p->vm);
-    /* One pass over each target's list, whatever number of monitors p set
-     * on it.  Pids are never reused, so every node naming p is p's. */
-    if (p->mon_out_len)   /* qsort's base may not be NULL, even for no element */
-        qsort(p->mon_out, p->mon_out_len, sizeof *p->mon_out, by_target);
-    for (size_t i = 0; i < p->mon_out_len; i++) {
-        if (i > 0 && p->mon_out[i].target == p->mon_out[i - 1].target)
+    DownDrop *d = vm_malloc(sizeof *d);
+    bool dropped = false;
+    pthread_mutex_lock(&p->lock);
+    if (vm_atomic_load_relaxed(&t->mon_firing) == ref) {
+        d->ref = ref;
+        d->next = p->down_drop;
+        p->down_drop = d;
+        dropped = true;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (!dropped)
+        free(d);
+    return dropped;
+}
+
+/* Whether t is {'DOWN', ref, _, _, _}. */
+static bool is_down_of(Term t, uint64_t ref)
+{
+    return term_is_tuple(t) && tuple_arity(t) == 5 && tuple_elems(t)[0] == make_atom(ATOM_DOWN) &&
+           tuple_elems(t)[1] == make_small((int64_t)ref);
+}
+
+void vm_proc_flush_down(Process *p, uint64_t ref)
+{
+    /* What was sent so far first, as a receive would (its events too). */
+    vm_proc_fetch(p);
+    for (Message **pp = &p->mq; *pp;) {
+        Message *m = *pp;
+        if (!is_down_of(m->term, ref)) {
+            pp = &m->next;
             continue;
-        Process *t = vm_proc_get(sys, p->mon_out[i].target);
-        if (!t)
-            continue;
-        pthread_mutex_lock(&t->lock);
-        for (Monitor **at = &t->monitors; *at;) {
-            Monitor *m = *at;
-            if (m->watcher == p->pid) {
-                *at = m->next;
-                free(m);
-            } else {
-                at = &m->next;
-            }
         }
-        pthread_mutex_unlock(&t->lock);
-        vm_proc_put(sys, t);
+        /* A receive's cursor and the tail move back over the gap. */
+        *pp = m->next;
+        if (p->cursor == &m->next)
+            p->cursor = pp;
+        if (p->mq_tail == &m->next)
+            p->mq_tail = pp;
+        vm_atomic_store_relaxed(&p->mq_len, vm_atomic_load_relaxed(&p->mq_len) - 1);
+        p->mq_words -= m->words;
+        free(m);
     }
-    free(p->mon_out);
-    p->mon_out = NULL;
-    p->mon_out_len = p->mon_out_cap = p->mon_out_prune = 0;
-}
-
-uint64_t vm_proc_monitor(Process *p, uint64_t target)
-{
-    SchedSystem *sys = vm_sched_of(p->vm);
-    uint64_t ref = vm_atomic_fetch_add_relaxed(&sys->next_ref, 1) + 1;
-    Process *t = vm_proc_get(sys, target);
-    bool alive = false;
-    if (t) {
-        pthread_mutex_lock(&t->lock);
-        if (t->state != PS_EXITED && !t->exiting) {
-            Monitor *m = vm_malloc(sizeof *m);
-            m->watcher = p->pid;
-            m->ref = ref;
-            m->next = t->monitors;
-            t->monitors = m;
-            alive = true;
-        }
-        pthread_mutex_unlock(&t->lock);
-        vm_proc_put(sys, t);
-    }
-    if (alive) {
-        if (p->mon_out_len == p->mon_out_prune) {
-            /* A walk of every entry: a long one lends (vm/lend.h). */
-            bool lent = vm_lend_if_long(p, p->mon_out_len);
-            vm_proc_monitors_prune(p);
-            vm_lend_done(p, lent);
-        }
-        if (p->mon_out_len == p->mon_out_cap) {
-            p->mon_out_cap = p->mon_out_cap ? 2 * p->mon_out_cap : 16;
-            p->mon_out = vm_realloc(p->mon_out, p->mon_out_cap * sizeof *p->mon_out);
-        }
-        p->mon_out[p->mon_out_len++] = (MonitorOut){ target };
-        /* Killed as monitor/2 returns when this one takes p over. */
-        if (p->max_heap)
-            vm_heap_check_max(p);
-    }
-    if (!alive) {
-        /* Monitoring a process that is gone: an immediate DOWN, noproc. */
-        Term e[5] = { make_atom(ATOM_DOWN), make_small((int64_t)ref), make_atom(ATOM_PROCESS),
-                      make_pid(target), make_atom(ATOM_NOPROC) };
-        vm_send(p->vm, NULL, p->pid, vm_make_tuple(p, 5, e));
-    }
-    return ref;
 }

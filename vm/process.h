@@ -110,17 +110,37 @@ typedef struct Message {
     Term data[];
 } Message;
 
-/* Who watches a process: each gets a 'DOWN' message when it exits. */
+/* Who watches a process: each gets a 'DOWN' message when it exits.  A
+ * node is on its target's list (under the target's lock) from monitor/2
+ * until the watcher takes it off (demonitor, its own exit) or the target,
+ * exiting, takes it off to send its 'DOWN' (vm/mailbox.c). */
 typedef struct Monitor {
     struct Monitor *next;
+    struct Monitor **pprev; /* the link that points here: O(1) removal */
     uint64_t watcher;      /* pid of the watching process */
     uint64_t ref;          /* the monitor reference (an integer) */
+    Term name;             /* monitor(process, Name): the 'DOWN' names
+                            * {Name, nonode@nohost}; else TERM_NIL */
 } Monitor;
 
-/* A monitor as its watcher keeps it: whom it watches (vm/mailbox.c). */
+/* A monitor as its watcher keeps it (vm/mailbox.c): whom it watches, its
+ * reference (the list is in the order of the references, for
+ * demonitor's binary search) and its node on the target, which is valid
+ * while the target is neither exiting nor exited (only its exit takes
+ * the node off then).  target 0: removed by demonitor/1, not yet
+ * compacted away. */
 typedef struct MonitorOut {
     uint64_t target;
+    uint64_t ref;
+    Monitor *node;
 } MonitorOut;
+
+/* A monitor taken off by demonitor while its target was delivering its
+ * 'DOWN': that delivery drops it (vm/mailbox.c). */
+typedef struct DownDrop {
+    struct DownDrop *next;
+    uint64_t ref;
+} DownDrop;
 
 /* The words a monitor costs, counted toward its watcher's max_heap_size:
  * its node on the target and its entry in the watcher's list. */
@@ -188,13 +208,16 @@ struct Process {
     size_t mq_words;       /* words of the messages in mq */
     /*
      * The monitors this process set (erlang:monitor/2), one entry each:
-     * the target of its node.  Each costs VM_MONITOR_WORDS toward
+     * the target, the reference and the node.  Each live one costs
+     * VM_MONITOR_WORDS toward
      * max_heap_size, as a message in its queue does: without that, a
      * loop of monitor/2 grew the node's memory without bound under any
      * limit.  An entry outlives its node when the target exits first
      * (the target frees the node as it sends the 'DOWN'); such entries
      * are dropped when the list doubles, and before a kill they would
-     * cause (vm_proc_monitors_prune).  When this process exits, it takes
+     * cause (vm_proc_monitors_prune), as are the entries demonitor/1
+     * removed (mon_out_dead of them), which it also compacts away once
+     * they are half the list.  When this process exits, it takes
      * its nodes off its targets (vm_proc_monitors_drop), so a watcher
      * that dies leaves nothing behind on a target that lives on.  The
      * process's own thread only (the nodes are under their target's
@@ -202,6 +225,7 @@ struct Process {
      */
     MonitorOut *mon_out;
     size_t mon_out_len, mon_out_cap;
+    size_t mon_out_dead;   /* entries removed by demonitor (target 0), not counted */
     size_t mon_out_prune;  /* the length at which the next pruning is due */
     /* Its registered name (vm/registry.c): reg_named says whether it has
      * one; reg_closed, set as it exits, that it can have none from then
@@ -360,6 +384,23 @@ struct Process {
     VmAtomic sig_pending;
     uint64_t timer_seq;            /* identifies the current wait's timer (under lock) */
     Monitor *monitors;             /* under lock */
+    /*
+     * The reference of the monitor whose 'DOWN' this process, exiting,
+     * is delivering (0: none).  Set by the process under its own lock,
+     * in the same critical section that takes the node off `monitors`;
+     * cleared under the watcher's lock, in the critical section that
+     * puts the 'DOWN' in the watcher's inbox (or drops it).  Read by a
+     * watcher's demonitor under this process's lock and again under its
+     * own: still set then, the 'DOWN' is not in its inbox yet, and a
+     * DownDrop added under that lock reaches the delivery (vm/mailbox.c).
+     * Atomic (relaxed: the locks order the two sides) because other
+     * watchers read it under this lock while it is cleared under theirs.
+     */
+    VmAtomic mon_firing;
+    /* Monitors demonitored while their 'DOWN' was being delivered; each
+     * entry is taken by that one delivery (at most one per process
+     * delivering at that moment, so a handful).  Under lock. */
+    DownDrop *down_drop;
     Term exit_class;               /* after EXITED: normal (class none) or the exception */
     Message *exit_value;           /* after EXITED: the result or reason, copied out
                                     * (joinable processes only: nobody else reads it) */
@@ -462,6 +503,13 @@ static inline void vm_reds_account(Process *p)
     uintptr_t used = (uintptr_t)(p->reds_slice - p->reds);
     vm_atomic_store_relaxed(&p->reductions, vm_atomic_load_relaxed(&p->reductions) + used);
     p->reds = p->reds_slice = VM_REDUCTIONS;
+}
+
+/* The monitors p set that count toward its max_heap_size: its entries
+ * but those demonitor/1 removed (vm/process.h, mon_out). */
+static inline size_t vm_monitors_live(const Process *p)
+{
+    return p->mon_out_len - p->mon_out_dead;
 }
 
 /* Builds the term form of p's exception stack trace on its heap. */

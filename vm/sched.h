@@ -243,14 +243,20 @@ bool vm_proc_signalled(Process *p);
 bool vm_proc_wait(Process *p, int64_t timeout_ms);
 /* Removes the message under the cursor (and resets the cursor). */
 void vm_proc_accept(Process *p);
-/* Registers a monitor of `target` by `p`; returns the reference.  The
- * monitor counts toward p's max_heap_size (vm/process.h). */
-uint64_t vm_proc_monitor(Process *p, uint64_t target);
-/* Drops p's entries for monitors whose target has exited. */
-void vm_proc_monitors_prune(Process *p);
-/* At p's exit (exiting set): takes p's monitor nodes off its targets and
- * frees its list. */
-void vm_proc_monitors_drop(Process *p);
+/*
+ * The 'DOWN' msg (`words` words) of monitor `ref`, which exiting process
+ * t sends to `watcher`: put in its inbox unless the watcher has exited or
+ * took the monitor off while t was delivering it (vm_down_drop); clears
+ * t->mon_firing under the watcher's lock either way (vm/monitors.c).
+ */
+void vm_down_send(Process *t, uint64_t watcher, uint64_t ref, Term msg, size_t words);
+/* p took monitor `ref` of t off after t took its node to deliver its
+ * 'DOWN': when t still delivers it (mon_firing), that delivery will drop
+ * it (true); otherwise it is in p's inbox already (false). */
+bool vm_down_drop(Process *p, const Process *t, uint64_t ref);
+/* demonitor's flush: p takes in what was sent and removes every
+ * {'DOWN', ref, _, _, _} from its queue. */
+void vm_proc_flush_down(Process *p, uint64_t ref);
 
 /*
  * The process running on the calling thread, if the thread is a scheduler

@@ -24,7 +24,8 @@
 #define BT_FUNCS 20
 #define BT_EXPORTS 15
 
-/* The natives every VM has: erlang's 40 of vm/bif.c, register/2,
+/* The natives every VM has: erlang's 40 of vm/bif.c, monitor/2,
+ * demonitor/1 and /2 (vm/monitors.c), register/2,
  * unregister/1, whereis/1 and registered/0 (vm/registry.c), link/1,
  * unlink/1, exit/2 and process_flag/2 (vm/links.c), erlang:trace/3 and
  * trace/4 (trace/tr_bif.c), erlang:trace_pattern/3 and /4 and
@@ -35,7 +36,7 @@
  * session_create/3, session_destroy/1, function/4, process/4, info/3),
  * code:load_binary/3 (loader/), tracevm:trace_pattern/3.  A native added
  * or lost changes what a pattern matches: update these. */
-#define ERLANG_NATIVES 59
+#define ERLANG_NATIVES 62
 #define OTHER_NATIVES 14
 
 static const char *const bt_src =
