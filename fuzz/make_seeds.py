@@ -151,7 +151,8 @@ def main():
                  'set_on_spawn', 'set_on_first_spawn', 'erlang:link/1', 'erlang:unlink/1',
                  'erlang:spawn_link/3', 'erlang:exit/2', 'erlang:process_flag/2', 'trap_exit',
                  'kill', 'erlang:register/2', 'erlang:unregister/1', 'erlang:whereis/1',
-                 'erlang:registered/0']
+                 'erlang:registered/0', 'erlang:demonitor/1', 'erlang:demonitor/2', 'flush',
+                 'info', 'erlang:node/0', 'nonode@nohost']
     terms = ['[', ']', '{', '}', '|', ',', '"', "'", 'fun ', ':', '/', '-', '[]', '{}',
              '\\n', '\\x41', '\\\\', 'ok', "'$1'", "'_'"]
     fns = re.findall(r'\{ "([^"]+)", -?\d+, F_', read(rel('trace/tr_ms_compile.c')).decode())
