@@ -32,6 +32,7 @@
 #include "vm/links.h"
 #include "vm/monitors.h"
 #include "vm/native.h"
+#include "vm/procinfo.h"
 #include "vm/progress.h"
 #include "vm/qsbr.h"
 #include "vm/registry.h"
@@ -51,6 +52,7 @@ static const Layer layers[] = {
     { "vm registered names", NULL, NULL, NULL, vm_registry_natives },
     { "vm links", NULL, NULL, NULL, vm_links_natives },
     { "vm monitors", NULL, NULL, NULL, vm_monitors_natives },
+    { "vm process info", NULL, NULL, NULL, vm_procinfo_natives },
     { "loader", NULL, NULL, NULL, ld_natives },
     { "trace", tr_vm_init, tr_vm_destroy, tr_vm_release, tr_natives },
     { "breakpoints", bp_engine_init, bp_sessions_stop, bp_engine_destroy, bp_natives },

@@ -152,7 +152,9 @@ def main():
                  'erlang:spawn_link/3', 'erlang:exit/2', 'erlang:process_flag/2', 'trap_exit',
                  'kill', 'erlang:register/2', 'erlang:unregister/1', 'erlang:whereis/1',
                  'erlang:registered/0', 'erlang:demonitor/1', 'erlang:demonitor/2', 'flush',
-                 'info', 'erlang:node/0', 'nonode@nohost']
+                 'info', 'erlang:node/0', 'nonode@nohost', 'erlang:process_info/2',
+                 'erlang:processes/0', 'status', 'message_queue_len', 'registered_name',
+                 'links', 'monitored_by']
     terms = ['[', ']', '{', '}', '|', ',', '"', "'", 'fun ', ':', '/', '-', '[]', '{}',
              '\\n', '\\x41', '\\\\', 'ok', "'$1'", "'_'"]
     fns = re.findall(r'\{ "([^"]+)", -?\d+, F_', read(rel('trace/tr_ms_compile.c')).decode())

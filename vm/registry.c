@@ -145,6 +145,17 @@ bool vm_registry_whereis(tvm_vm *vm, Atom name, uint64_t *pid)
     return found;
 }
 
+bool vm_registry_name_of(Process *p, Atom *name)
+{
+    VmRegistry *r = p->vm->registry;
+    pthread_rwlock_rdlock(&r->lock);
+    bool named = p->reg_named;
+    if (named)
+        *name = p->reg_name;
+    pthread_rwlock_unlock(&r->lock);
+    return named;
+}
+
 void vm_registry_exit(Process *p)
 {
     VmRegistry *r = p->vm->registry;

@@ -22,6 +22,13 @@ void vm_registry_free(tvm_vm *vm);
  * snapshot: the holder may exit, or the name move, right after. */
 bool vm_registry_whereis(tvm_vm *vm, Atom name, uint64_t *pid);
 
+/* The name p holds, in *name; false when it holds none (it never had
+ * one, it was taken away, or p has exited).  p is referenced by the
+ * caller (vm_proc_get); the fields are read under the lock, so the
+ * answer is p's state at one moment between register/2, unregister/1
+ * and p's exit, and may change right after. */
+bool vm_registry_name_of(Process *p, Atom *name);
+
 /*
  * p is exiting (on its own fiber, after its exit event): its name, if it
  * has one, goes, with an unregister event where p is traced for procs
