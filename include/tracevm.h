@@ -446,6 +446,27 @@ tvm_status tvm_make_pid(tvm_env *env, tvm_pid pid, tvm_term *out);
 tvm_status tvm_get_pid(tvm_env *env, tvm_term t, tvm_pid *pid);
 
 /*
+ * Registered names (erlang:register/2; docs/asm.md section 11.5).
+ * tvm_whereis: the pid registered as `name` (the atom's text, NUL-
+ * terminated) into *pid, TVM_OK; TVM_ERR_NOTFOUND when no process holds
+ * that name ("tvm_whereis: no process is registered as 'no such'", the
+ * name as an atom prints); TVM_ERR_BADARG for a NULL vm, name or pid or a
+ * name longer than an atom's 255 bytes.  No atom is created.
+ * tvm_process_name: pid's name into buf (NUL-terminated; a name is at
+ * most 255 bytes, so 256 always fit), TVM_OK; TVM_ERR_NOTFOUND when pid
+ * has no name ("tvm_process_name: <0.7.0> has no registered name") or no
+ * process pid is alive ("tvm_process_name: no process <0.7.0> is
+ * alive"), buf then ""; TVM_ERR_LIMIT (buf "") when the name and its
+ * NUL need more than size bytes, which err names; TVM_ERR_BADARG for a
+ * NULL vm or a NULL buf with a size.  Each reads the table of names under
+ * the lock that register/2, unregister/1 and a process's exit change it
+ * under: the answer is true at one moment during the call and may change
+ * right after (as whereis/1's).  `err` may be NULL.  Any thread.
+ */
+tvm_status tvm_whereis(tvm_vm *vm, const char *name, tvm_pid *pid, tvm_error *err);
+tvm_status tvm_process_name(tvm_vm *vm, tvm_pid pid, char *buf, size_t size, tvm_error *err);
+
+/*
  * From a native running on a process: suspends the process (its native
  * frames stay on its fiber) and lets the scheduler run others.
  *   tvm_sleep:   for ms milliseconds.

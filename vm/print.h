@@ -10,6 +10,9 @@
 /* Appends `t` in Erlang syntax: {ok,[1,2]}, 'Quoted', <<"text">>, <0.3.0>. */
 void vm_print_term(StrBuf *sb, Term t);
 void vm_print_atom(StrBuf *sb, Atom a);
+/* Appends n bytes of an atom's name as vm_print_atom prints the atom
+ * (quoted and escaped as needed), whether or not that atom exists. */
+void vm_print_atom_text(StrBuf *sb, const char *s, size_t n);
 /*
  * Appends a binary's bytes as vm_print_term does (<<"text">> or <<1,2>>);
  * `more` adds "..." before ">>" for a binary cut short (trace payloads).

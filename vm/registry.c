@@ -8,10 +8,12 @@
  * process, when Name is taken or Pid already has a name; unregister(Name)
  * -> true, badarg when no process holds Name; whereis(Name) -> Pid or
  * undefined; registered() -> [Name].  erlang:send/2 (vm/bif.c) sends to a
- * name through vm_registry_whereis.  A process's name goes when it exits.
+ * name through vm_registry_whereis, and embedders read the table through
+ * it and vm_registry_name_of (tvm_whereis, tvm_process_name in
+ * vm/api_names.c).  A process's name goes when it exits.
  *
  * Concurrency.  The table is under `lock`, a reader-writer lock: sends
- * to a name and whereis/1 read, the rest write.  Process.reg_name,
+ * to a name, whereis/1 and the embedders' lookups read, the rest write.  Process.reg_name,
  * reg_named and reg_closed are under the same lock (the write side).
  * Exiting (vm_registry_exit) takes the lock, removes p's name and sets
  * reg_closed; register/2 checks reg_closed under it, so a name given

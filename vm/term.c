@@ -301,6 +301,11 @@ void vm_print_atom(StrBuf *sb, Atom a)
 {
     size_t n;
     const char *s = vm_atom_name(a, &n);
+    vm_print_atom_text(sb, s, n);
+}
+
+void vm_print_atom_text(StrBuf *sb, const char *s, size_t n)
+{
     if (!atom_needs_quotes(s, n)) {
         sb_put(sb, s, n);
         return;
