@@ -23,6 +23,7 @@
 
 #include "trace/tr_session.h"
 #include "vm/common.h"
+#include "vm/print.h"
 #include "vm/sched.h"
 #include "vm/timer.h"
 #include "vm/vm.h"
@@ -245,6 +246,39 @@ static void cmd_info(CtlClient *c, int argc, char **argv)
     ctl_end(c);
 }
 
+/* ==== a process's label ==== */
+
+/*
+ * Appends pid's registered name, as the atom prints in Erlang syntax
+ * ('idle two', 'a\nb': one printable line whatever bytes the name
+ * holds, at most 4 * 255 + 2 bytes), and returns true; false (nothing
+ * appended) when it has none, or is no longer alive, as the line is
+ * written (tvm_process_name: the name at one moment, read under the
+ * registry's lock).
+ */
+static bool put_name(tvm_vm *vm, tvm_pid pid, StrBuf *sb)
+{
+    char name[256];
+    if (tvm_process_name(vm, pid, name, sizeof name, NULL) != TVM_OK)
+        return false;
+    /* A name holding a NUL byte (from VM code) shows up to it. */
+    vm_print_atom_text(sb, name, strlen(name));
+    return true;
+}
+
+/* "<0.N.0>", then " NAME" where the process has a name: how a process is
+ * named in stacks' headings and groups. */
+static void put_label(tvm_vm *vm, tvm_pid pid, StrBuf *sb)
+{
+    sb_printf(sb, "<0.%llu.0>", (unsigned long long)pid);
+    size_t at = sb->len;
+    sb_putc(sb, ' ');
+    if (!put_name(vm, pid, sb)) {
+        sb->len = at;
+        sb->s[at] = '\0';
+    }
+}
+
 /* ==== procs and top ==== */
 
 typedef struct Row {
@@ -291,16 +325,29 @@ static Row *snapshot(tvm_vm *vm, size_t *n)
 static void table(CtlClient *c, Row *rows, size_t n, const Opts *o, const char *reds_label)
 {
     qsort_r(rows, n, sizeof *rows, by_key, (void *)o->sort);
-    ctl_linef(c, "%-14s %-9s %12s %8s %10s  %s", "PID", "STATE", reds_label, "MQ", "HEAP",
-              "FUNCTION");
+    ctl_linef(c, "%-14s %-16s %-9s %12s %8s %10s  %s", "PID", "NAME", "STATE", reds_label, "MQ",
+              "HEAP", "FUNCTION");
     size_t show = o->limit && (size_t)o->limit < n ? (size_t)o->limit : n;
+    StrBuf row, name;
+    sb_init(&row);
+    sb_init(&name);
     for (size_t i = 0; i < show; i++) {
+        const tvm_process_info *pi = &rows[i].pi;
+        name.len = 0;
+        if (!put_name(c->srv->vm, pi->pid, &name))
+            sb_putc(&name, '-');
+        /* A row in a buffer of its own: a quoted name may take 1,022
+         * bytes, more than ctl_linef's line. */
+        row.len = 0;
         char pid[32];
-        snprintf(pid, sizeof pid, "<0.%llu.0>", (unsigned long long)rows[i].pi.pid);
-        ctl_linef(c, "%-14s %-9s %12llu %8zu %10zu  %s", pid, rows[i].pi.state,
-                  (unsigned long long)rows[i].reds, rows[i].pi.message_queue,
-                  rows[i].pi.heap_words, rows[i].pi.function[0] ? rows[i].pi.function : "-");
+        snprintf(pid, sizeof pid, "<0.%llu.0>", (unsigned long long)pi->pid);
+        sb_printf(&row, "%-14s %-16s %-9s %12llu %8zu %10zu  %s", pid, name.s, pi->state,
+                  (unsigned long long)rows[i].reds, pi->message_queue, pi->heap_words,
+                  pi->function[0] ? pi->function : "-");
+        ctl_line(c, row.s, row.len);
     }
+    sb_free(&row);
+    sb_free(&name);
 }
 
 static void cmd_procs(CtlClient *c, int argc, char **argv)
@@ -523,18 +570,19 @@ static void cmd_stacks(CtlClient *c, int argc, char **argv)
     while (mask < 2 * n)
         mask <<= 1;
     size_t *index = o.group ? vm_calloc(mask--, sizeof *index) : NULL;
-    StrBuf sb;
+    StrBuf sb, label;
     sb_init(&sb);
+    sb_init(&label);
     for (size_t i = 0; i < n && !c->gone; i++) {
         if (o.running && (o.npos || strcmp(rows[i].pi.state, "running") != 0))
             continue;
         sb.len = 0;
         sb.s[0] = '\0';
         stack_of(vm, rows[i].pi.pid, &sb);
-        char pid[32];
-        snprintf(pid, sizeof pid, "<0.%llu.0>", (unsigned long long)rows[i].pi.pid);
+        label.len = 0;
+        put_label(vm, rows[i].pi.pid, &label);
         if (!o.group) {
-            ctl_line(c, pid, strlen(pid));
+            ctl_line(c, label.s, label.len);
             emit_lines(c, sb.s);
             continue;
         }
@@ -548,7 +596,7 @@ static void cmd_stacks(CtlClient *c, int argc, char **argv)
         size_t g = group_of(groups, &ng, index, mask, sb.s, sb.len);
         /* The first pids of a group name it; the count says the rest. */
         if (groups[g].n < GROUP_PIDS)
-            sb_printf(&groups[g].pids, "%s%s", groups[g].n ? " " : "", pid);
+            sb_printf(&groups[g].pids, "%s%s", groups[g].n ? " " : "", label.s);
         else if (groups[g].n == GROUP_PIDS)
             sb_puts(&groups[g].pids, " ...");
         groups[g].n++;
@@ -561,7 +609,10 @@ static void cmd_stacks(CtlClient *c, int argc, char **argv)
         qsort_r(index, ng, sizeof *index, by_size, groups);
     for (size_t k = 0; k < ng && !c->gone; k++) {
         const Group *gr = &groups[index[k]];
-        ctl_linef(c, "%zu process%s: %s", gr->n, gr->n == 1 ? "" : "es", gr->pids.s);
+        /* Not ctl_linef: eight labels with quoted names pass its 1,024 bytes. */
+        label.len = 0;
+        sb_printf(&label, "%zu process%s: %s", gr->n, gr->n == 1 ? "" : "es", gr->pids.s);
+        ctl_line(c, label.s, label.len);
         emit_lines(c, gr->text);
     }
     for (size_t g = 0; g < ng; g++) {
@@ -571,6 +622,7 @@ static void cmd_stacks(CtlClient *c, int argc, char **argv)
     free(groups);
     free(index);
     sb_free(&sb);
+    sb_free(&label);
     free(rows);
     ctl_end(c);
 }

@@ -735,17 +735,39 @@ static tvm_vm *ctl_vm;
 static const RunOpts *ctl_opts; /* the patterns SIGUSR2 switches */
 static bool ctl_on;             /* whether they are on */
 
+/* " NAME" into out where pid has a registered name, the atom as VM code
+ * prints it ('idle two': one line whatever its bytes), else "". */
+static void name_label(tvm_vm *vm, tvm_env *env, tvm_pid pid, char *out, size_t size)
+{
+    char name[256];
+    tvm_term t;
+    out[0] = '\0';
+    if (tvm_process_name(vm, pid, name, sizeof name, NULL) != TVM_OK)
+        return;
+    size_t mark = tvm_handles_mark(env);
+    /* The atom exists (it names a process), so nothing is created. */
+    if (tvm_make_atom(env, name, &t) == TVM_OK) {
+        out[0] = ' ';
+        tvm_format_term(env, t, out + 1, size - 1);
+    }
+    tvm_handles_release(env, mark);
+}
+
 static void dump_backtraces(tvm_vm *vm)
 {
     size_t n = tvm_processes(vm, NULL, 0);
     tvm_process_info *info = calloc(n + 16, sizeof *info);
     n = tvm_processes(vm, info, n + 16);
     static char text[1 << 16];
+    tvm_env *env = tvm_env_new(vm);
     fprintf(stderr, "=BACKTRACES==== %zu processes\n", n);
     for (size_t i = 0; i < n; i++) {
         tvm_error err;
+        char label[1100];
+        name_label(vm, env, info[i].pid, label, sizeof label);
         tvm_status st = tvm_backtrace(vm, info[i].pid, text, sizeof text, NULL, &err);
-        fprintf(stderr, "<0.%llu.0> (%s):\n", (unsigned long long)info[i].pid, info[i].state);
+        fprintf(stderr, "<0.%llu.0>%s (%s):\n", (unsigned long long)info[i].pid, label,
+                info[i].state);
         /* TVM_ERR_LIMIT: the lines that fit, then why the rest is missing. */
         if (st == TVM_OK || st == TVM_ERR_LIMIT)
             fputs(text, stderr);
@@ -753,6 +775,7 @@ static void dump_backtraces(tvm_vm *vm)
             fprintf(stderr, "  (%s)\n", err.message);
     }
     fflush(stderr);
+    tvm_env_free(env);
     free(info);
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The control endpoint (docs/control.md): tracevm attach against a running
-# multi-process program: --list, info, procs, stacks (grouped too), load
+# multi-process program: --list, info, procs, stacks (grouped too; each
+# with the registered names), load
 # (a bad module changes nothing, a good one is loaded), two clients at
 # once, a client killed in the middle of a stream, a corpus of malformed
 # requests each with its exact reply, and (as root) a peer of another
@@ -40,13 +41,14 @@ for want in "protocol: 1" "pid: $vm" "schedulers: 2" "processes: 5" "modules: 1"
     grep -qx "$want" "$tmp/info" || fail "info lacks '$want': $(cat "$tmp/info")"
 done
 
-# procs, by pid: the five processes where the program left them.
-want='PID            STATE       REDUCTIONS       MQ       HEAP  FUNCTION
-<0.1.0>        waiting              1        0        128  control:main/1
-<0.2.0>        waiting              1        0        128  control:idle/0
-<0.3.0>        waiting              1        0        128  control:idle/0
-<0.4.0>        waiting              1        0        128  control:idle/0
-<0.5.0>        waiting              3        0        128  timer:sleep/1'
+# procs, by pid: the five processes where the program left them, with
+# the names of the two registered ones as atoms print (one line each).
+want="PID            NAME             STATE       REDUCTIONS       MQ       HEAP  FUNCTION
+<0.1.0>        -                waiting              1        0        128  control:main/1
+<0.2.0>        waiter           waiting              1        0        128  control:idle/0
+<0.3.0>        'idle\\ntwo'      waiting              1        0        128  control:idle/0
+<0.4.0>        -                waiting              1        0        128  control:idle/0
+<0.5.0>        -                waiting              3        0        128  timer:sleep/1"
 got=$(attach $vm procs --sort pid) || fail "procs exited $?"
 [[ "$got" == "$want" ]] || fail "procs:
 $got"
@@ -58,16 +60,19 @@ vmframes() { grep -v '^  \[c\]'; }
 got=$(attach $vm stacks 5 | vmframes)
 [[ "$got" == '<0.5.0>
   timer:sleep/1 (native)
-  control:deep/1 (tests/sh/data/control.tasm:27)
-  control:deep/1 (tests/sh/data/control.tasm:23)
-  control:deep/1 (tests/sh/data/control.tasm:23)' ]] || fail "stacks 5: $got"
+  control:deep/1 (tests/sh/data/control.tasm:28)
+  control:deep/1 (tests/sh/data/control.tasm:24)
+  control:deep/1 (tests/sh/data/control.tasm:24)' ]] || fail "stacks 5: $got"
 got=$(attach $vm stacks --group | grep -v '^  ')
-[[ "$got" == '3 processes: <0.2.0> <0.3.0> <0.4.0>
+[[ "$got" == "3 processes: <0.2.0> waiter <0.3.0> 'idle\\ntwo' <0.4.0>
 1 process: <0.1.0>
-1 process: <0.5.0>' ]] || fail "stacks --group: $got"
+1 process: <0.5.0>" ]] || fail "stacks --group: $got"
+got=$(attach $vm stacks 2 3 | grep -v '^  ')
+[[ "$got" == "<0.2.0> waiter
+<0.3.0> 'idle\\ntwo'" ]] || fail "stacks of named processes: $got"
 got=$(attach $vm stacks '<0.4.0>' 99 | vmframes)
 [[ "$got" == '<0.4.0>
-  control:idle/0 (tests/sh/data/control.tasm:14)
+  control:idle/0 (tests/sh/data/control.tasm:15)
 <0.99.0>
   (no process 99: no such process)' ]] || fail "stacks of a pid and a missing one: $got"
 # Pids on both sides of an option (the option parser once freed a word

@@ -41,10 +41,12 @@ def wait_for(cond, what):
         time.sleep(0.01)
     fail("no %s after a minute" % what)
 
-def block(dump, pid):
-    """(state, frames) of <0.pid.0> in a dump; native frames other than the
-    fiber's bottom one vary with the build (inlining): dropped."""
-    m = re.search(r"^<0\.%d\.0> \((\w+)\):\n((?:  .*\n)*)" % pid, dump, re.M)
+def block(dump, pid, name=""):
+    """(state, frames) of <0.pid.0> in a dump, its heading naming it " name"
+    (a registered name as it prints, or nothing); native frames other than
+    the fiber's bottom one vary with the build (inlining): dropped."""
+    m = re.search(r"^<0\.%d\.0>%s \((\w+)\):\n((?:  .*\n)*)" % (pid, re.escape(name)),
+                  dump, re.M)
     if not m:
         return None, None
     frames = []
@@ -83,15 +85,15 @@ for k in range(1, 200):
     dump = dumps()[k - 2]   # complete: dump k has begun
     if not dump.startswith("3 processes\n"):
         fail("dump %d: %s" % (k - 1, dump.splitlines()[0]))
-    if block(dump, 2)[0] == "waiting" and block(dump, 3)[0] == "waiting":
+    if block(dump, 2)[0] == "waiting" and block(dump, 3, " 'the sleeper'")[0] == "waiting":
         good = dump
         break
 if good is None:
     fail("the waiter and the sleeper never both showed as waiting")
 if block(good, 1)[0] is None:
     fail("no block for main")
-for pid, want in ((2, want_waiter), (3, want_sleeper)):
-    got = block(good, pid)[1]
+for pid, name, want in ((2, "", want_waiter), (3, " 'the sleeper'", want_sleeper)):
+    got = block(good, pid, name)[1]
     if got != want:
         fail("process %d:\n%s\nexpected:\n%s" % (pid, got, want))
 # The program goes on: SIGUSR2 switches the pattern on, and main returns.

@@ -939,14 +939,15 @@ static void on_top_line(const char *line, size_t len, void *data)
         t->blanks++;
         return;
     }
-    char pid[32], state[16], fn[64];
+    char pid[32], name[32], state[16], fn[64];
     unsigned long long reds;
     size_t mq, heap;
-    int n = sscanf(row, "%31s %15s %llu %zu %zu %63s", pid, state, &reds, &mq, &heap, fn);
-    snprintf(got, sizeof got, "%s %s %llu %zu %s", pid, state, reds, mq, fn);
-    snprintf(want, sizeof want, "<0.%llu.0> waiting 0 0 tw:w/0",
+    int n = sscanf(row, "%31s %31s %15s %llu %zu %zu %63s", pid, name, state, &reds, &mq, &heap,
+                   fn);
+    snprintf(got, sizeof got, "%s %s %s %llu %zu %s", pid, name, state, reds, mq, fn);
+    snprintf(want, sizeof want, "<0.%llu.0> - waiting 0 0 tw:w/0",
              t->row < t->n ? (unsigned long long)t->pids[t->row] : 0ull);
-    if (n != 6 || t->row >= t->n || strcmp(got, want)) {
+    if (n != 7 || t->row >= t->n || strcmp(got, want)) {
         if (!t->bad++)
             snprintf(t->first_bad, sizeof t->first_bad, "row %zu of table %d: '%s', want '%s'",
                      t->row, t->headers, row, want);
