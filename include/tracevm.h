@@ -442,6 +442,25 @@ tvm_status tvm_join(tvm_env *env, tvm_pid pid, tvm_term *result);
  * TVM_ERR_LIMIT if msg is over max_message_words (nothing is sent). */
 tvm_status tvm_send(tvm_env *env, tvm_pid pid, tvm_term msg);
 
+/*
+ * Sends pid the exit signal `reason`, as erlang:exit(Pid, Reason) does
+ * (docs/asm.md section 11.6): `kill` ends it even if it traps exits
+ * (reason killed); otherwise a process that traps exits receives the
+ * message {'EXIT', From, Reason}, and one that does not ends with Reason,
+ * or, for `normal`, is left alone.  From is the pid of the process whose
+ * env this is (a native's), and the atom `undefined` from a call context
+ * (an env of tvm_env_new, or a native's under tvm_call on one), which has
+ * no pid (`self()` is undefined there too).  A signal a native sends its
+ * own process is taken in before this returns, and one that ends it (as
+ * exit(self(), Reason) would: kill, or when it does not trap exits any
+ * reason, normal included) ends the process as the native returns,
+ * whatever the native returns.  TVM_OK when sent;
+ * TVM_ERR_NOTFOUND when pid is not alive (it exited, is exiting, or never
+ * existed), TVM_ERR_LIMIT when reason is over max_message_words (nothing
+ * is sent), TVM_ERR_BADARG for a NULL env or an invalid handle.
+ */
+tvm_status tvm_exit(tvm_env *env, tvm_pid pid, tvm_term reason);
+
 tvm_status tvm_make_pid(tvm_env *env, tvm_pid pid, tvm_term *out);
 tvm_status tvm_get_pid(tvm_env *env, tvm_term t, tvm_pid *pid);
 

@@ -10,6 +10,7 @@
 #include "vm/atom.h"
 #include "vm/heap.h"
 #include "vm/hook.h"
+#include "vm/links.h"
 #include "vm/print.h"
 #include "vm/qsbr.h"
 #include "vm/sched.h"
@@ -88,6 +89,17 @@ tvm_status tvm_send(tvm_env *env, tvm_pid pid, tvm_term msg)
     switch (vm_send(env->p->vm, env->p, pid, vm_root_get(env->p, msg))) {
     case VM_SEND_OK: return TVM_OK;
     case VM_SEND_TOO_BIG: return TVM_ERR_LIMIT;
+    default: return TVM_ERR_NOTFOUND;
+    }
+}
+
+tvm_status tvm_exit(tvm_env *env, tvm_pid pid, tvm_term reason)
+{
+    if (!ENV_OK(env) || reason.h >= env->p->nroots)
+        return TVM_ERR_BADARG;
+    switch (vm_exit_send(env->p, pid, vm_root_get(env->p, reason))) {
+    case VM_EXIT_SENT: return TVM_OK;
+    case VM_EXIT_TOO_BIG: return TVM_ERR_LIMIT;
     default: return TVM_ERR_NOTFOUND;
     }
 }

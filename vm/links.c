@@ -5,7 +5,9 @@
  * caller and Pid, unlink(Pid) parts them, spawn_link/3 joins a parent
  * and its child before the child runs.  When a process exits, every
  * process linked to it gets the exit signal {'EXIT', Pid, Reason}; exit(
- * Pid, Reason) sends one to any process.  A process that traps exits
+ * Pid, Reason) sends one to any process, also from a call context and as
+ * the embedder's tvm_exit (vm_exit_send; From undefined where the sender
+ * has no pid, as self() there).  A process that traps exits
  * (process_flag(trap_exit, true)) receives each signal as that message.
  * One that does not dies of it, with its reason, unless the reason is
  * normal (dropped, but for exit(self(), normal), which ends the caller);
@@ -78,22 +80,37 @@ static bool del_link(Process *p, uint64_t pid)
 
 /* ==== signals ==== */
 
-void vm_exit_signal(tvm_vm *vm, Process *by, uint64_t from, uint64_t to, Term reason,
-                    int sig)
+bool vm_exit_signal(tvm_vm *vm, Process *by, Term from, uint64_t to, Term reason, int sig)
 {
     SchedSystem *sys = vm_sched_of(vm);
-    Process *t = sys ? vm_proc_get(sys, to) : NULL;
+    Process *t = sys ? vm_proc_get_live(sys, to) : NULL;
     if (!t)
-        return;
+        return false;
     /* {'EXIT', From, Reason} built here, copied whole into the message
      * (the reason fits: an exit reason was capped to max_message_words
      * less the tuple, and exit/2 checks its own). */
-    Term tuple[4] = { MAKE_HEADER(IMM_HDR_TUPLE, 3), make_atom(ATOM_UEXIT), make_pid(from),
-                      reason };
+    Term tuple[4] = { MAKE_HEADER(IMM_HDR_TUPLE, 3), make_atom(ATOM_UEXIT), from, reason };
     Message *m = vm_message_new(by, make_boxed(tuple), SIZE_MAX);
     m->sig = (uint8_t)sig;
     vm_signal_deliver(sys, t, m);
     vm_proc_put(sys, t);
+    return true;
+}
+
+VmExit vm_exit_send(Process *p, uint64_t pid, Term reason)
+{
+    /* The signal is a copy between processes, bounded as a message is. */
+    if (term_size_capped(reason, p->vm->max_msg > 4 ? p->vm->max_msg - 4 : 0) == SIZE_MAX)
+        return VM_EXIT_TOO_BIG;
+    int sig = reason == make_atom(ATOM_KILL) ? VM_SIG_KILL : VM_SIG_EXIT;
+    /* From a call context (pid 0), what self() gives there. */
+    Term from = p->pid ? make_pid(p->pid) : make_atom(ATOM_UNDEFINED);
+    bool sent = vm_exit_signal(p->vm, p, from, pid, reason, sig);
+    /* A signal to itself is acted on before the call returns: the
+     * interpreter finds the kill as the native returns. */
+    if (sent && p->fiber && pid == p->pid)
+        vm_proc_fetch(p);
+    return sent ? VM_EXIT_SENT : VM_EXIT_NOPROC;
 }
 
 /* What a signal does to p, which does not trap it (or cannot: kill):
@@ -174,7 +191,7 @@ void vm_links_exit(Process *p, Term reason)
         vm_hook_procs(p, peers[i], VM_PEV_GETTING_UNLINKED, make_pid(p->pid));
         /* No lend of its own: the exit's copies are lent already when
          * long (vm/lifecycle.c). */
-        vm_exit_signal(vm, NULL, p->pid, peers[i]->pid, reason, VM_SIG_LINK);
+        vm_exit_signal(vm, NULL, make_pid(p->pid), peers[i]->pid, reason, VM_SIG_LINK);
         vm_proc_put(sys, peers[i]);
     }
     free(peers);
@@ -203,8 +220,8 @@ static tvm_status give(Process *p, Term t, tvm_term *result)
     return TVM_OK;
 }
 
-/* The pid argument of link/1, unlink/1 and exit/2 from a process (a call
- * context has no links and takes no signals): false for badarg. */
+/* The pid argument of link/1 and unlink/1 from a process (a call context
+ * has no links and takes no signals): false for badarg. */
 static bool pid_arg(Process *p, tvm_term a, uint64_t *pid)
 {
     Term t = vm_root_get(p, a);
@@ -296,19 +313,14 @@ static tvm_status nif_exit2(tvm_env *env, int argc, const tvm_term *argv, tvm_te
 {
     (void)argc, (void)data;
     Process *p = env->p;
-    uint64_t pid;
-    Term reason = vm_root_get(p, argv[1]);
-    if (!pid_arg(p, argv[0], &pid))
+    Term pid = vm_root_get(p, argv[0]);
+    /* From a call context too: sending needs no mailbox of the sender
+     * (From is then undefined, as self() there). */
+    if (!term_is_pid(pid))
         return raise(p, ATOM_BADARG);
-    /* The signal is a copy between processes, bounded as a message is. */
-    if (term_size_capped(reason, p->vm->max_msg > 4 ? p->vm->max_msg - 4 : 0) == SIZE_MAX)
+    if (vm_exit_send(p, pid_value(pid), vm_root_get(p, argv[1])) == VM_EXIT_TOO_BIG)
         return raise(p, ATOM_SYSTEM_LIMIT);
-    int sig = reason == make_atom(ATOM_KILL) ? VM_SIG_KILL : VM_SIG_EXIT;
-    vm_exit_signal(p->vm, p, p->pid, pid, reason, sig);
-    /* A signal to itself is acted on before the call returns: the
-     * interpreter finds the kill as the native returns. */
-    if (pid == p->pid)
-        vm_proc_fetch(p);
+    /* true also when the process is gone, as BEAM's. */
     return give(p, make_atom(ATOM_TRUE), result);
 }
 

@@ -20,14 +20,31 @@ enum {
 };
 
 /*
- * Sends the exit signal {'EXIT', From, Reason} of kind `sig` to pid `to`
- * (nothing when it has exited).  Reason is copied; a long copy lends the
- * queue of `by`, the process on whose thread this runs (NULL: none, as
- * within a lend already; vm/lend.h).  The target acts on the signal
- * itself, in its order with the messages sent before (vm_signals_take).
+ * Sends the exit signal {'EXIT', From, Reason} of kind `sig` to pid `to`:
+ * false (nothing sent) when it is not alive, that is exiting or gone, at
+ * the lookup (one that begins its exit right after drops the signal).
+ * Reason is copied; a long copy lends the queue of `by`, the process on
+ * whose thread this runs (NULL: none, as within a lend already;
+ * vm/lend.h).  The target acts on the signal itself, in its order with
+ * the messages sent before (vm_signals_take).
  */
-void vm_exit_signal(tvm_vm *vm, Process *by, uint64_t from, uint64_t to, Term reason,
-                    int sig);
+bool vm_exit_signal(tvm_vm *vm, Process *by, Term from, uint64_t to, Term reason, int sig);
+
+/* What vm_exit_send did. */
+typedef enum VmExit {
+    VM_EXIT_SENT,
+    VM_EXIT_NOPROC,    /* pid is not alive: nothing sent */
+    VM_EXIT_TOO_BIG,   /* Reason is over max_message_words: nothing sent */
+} VmExit;
+
+/*
+ * exit(Pid, Reason) by p, on p's thread (erlang:exit/2, tvm_exit): a
+ * process, or a call context, whose signals say From `undefined` (what
+ * self() gives there).  Reason `kill` is the untrappable kind.  A signal
+ * p sends itself (a process) is taken in before this returns, so one
+ * that kills ends p as the native returns.
+ */
+VmExit vm_exit_send(Process *p, uint64_t pid, Term reason);
 
 /*
  * Acts on the exit signals among the messages from *from on, which p

@@ -189,7 +189,18 @@ static void probe_code(tvm_env *e)
         if (st == TVM_OK)
             tvm_format_term(e, r, buf, sizeof buf);
         say("join", st, "%s", buf);
+        /* Before the send, which ends the waiter; normal: a process that
+         * does not trap exits ignores it. */
         tvm_term msg;
+        tvm_make_atom(e, "normal", &msg);
+        say("exit", tvm_exit(e, rep.waiter, msg), NULL);
+        tvm_pid named = 0;
+        st = tvm_whereis(vm, "rx_waiter", &named, &err);
+        say("whereis", st, "%s", st == TVM_OK ? (named == rep.waiter ? "waiter" : "other")
+                                              : why(st, &err));
+        char name[256];
+        st = tvm_process_name(vm, rep.waiter, name, sizeof name, &err);
+        say("process_name", st, "%s", st == TVM_OK ? name : why(st, &err));
         tvm_make_atom(e, "hello", &msg);
         st = tvm_send(e, rep.waiter, msg);
         say("send", st, NULL);
@@ -269,6 +280,12 @@ static void setup_rx(void)
     cr_assert_eq(tvm_register_native(vm, "rx_nat", "probe", 1, nat_probe, NULL, &err), TVM_OK);
     cr_assert_eq(tvm_spawn(env, "rx", "waiter", 0, NULL, &rep.waiter), TVM_OK);
     wait_proc_state(vm, rep.waiter, "waiting");
+    /* Named, for tvm_whereis and tvm_process_name (register/2 from a call
+     * context). */
+    tvm_term reg[2], r;
+    cr_assert_eq(tvm_make_atom(env, "rx_waiter", &reg[0]), TVM_OK);
+    cr_assert_eq(tvm_make_pid(env, rep.waiter, &reg[1]), TVM_OK);
+    cr_assert_eq(tvm_call(env, "erlang", "register", 2, reg, &r), TVM_OK);
 }
 
 /* After the calls: the VM works (a call, the module a context loaded, a
@@ -309,6 +326,9 @@ static void still_works(void)
     "call: TVM_OK 2\n"                                                        \
     "spawn: TVM_OK\n"                                                         \
     "join: " join "\n"                                                            \
+    "exit: TVM_OK\n"                                                          \
+    "whereis: TVM_OK waiter\n"                                               \
+    "process_name: TVM_OK rx_waiter\n"                                       \
     "send: TVM_OK\n"                                                          \
     "destroy: TVM_OK returned\n"
 #define PROFILE_OK "profile_start: TVM_OK\nprofile_render: TVM_OK\n"
