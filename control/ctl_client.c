@@ -15,7 +15,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +24,7 @@
 #include <unistd.h>
 
 #include "control/ctl_internal.h"
+#include "vm/api_error.h"
 #include "vm/common.h"
 
 struct tvm_control_client {
@@ -45,28 +45,6 @@ int ctl_client_margin_ms = CTL_CLIENT_MARGIN_MS;
 static int reply_wait_ms(void)
 {
     return CTL_REQUEST_MAX_MS + ctl_client_margin_ms;
-}
-
-static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
-{
-    if (err) {
-        err->status = st;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
-static void clear(tvm_error *err)
-{
-    if (err) {
-        err->status = TVM_OK;
-        err->message[0] = '\0';
-    }
 }
 
 /* Why a read of the server's line failed, for an error message. */
@@ -139,12 +117,12 @@ static bool socket_of(const char *dir, long pid, char *out, size_t size)
 
 tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm_error *err)
 {
-    clear(err);
+    vm_api_clear(err);
     if (!out)
-        return fail(err, TVM_ERR_BADARG, "tvm_control_connect: NULL out");
+        return vm_api_fail(err, TVM_ERR_BADARG, "tvm_control_connect: NULL out");
     *out = NULL;
     if (!target || !*target)
-        return fail(err, TVM_ERR_BADARG, "tvm_control_connect: no target");
+        return vm_api_fail(err, TVM_ERR_BADARG, "tvm_control_connect: no target");
     /* A pid's socket is found in this buffer; a path is used as given
      * (a copy cut to the buffer named another file in the message). */
     char found[300];
@@ -161,22 +139,23 @@ tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm
         if (st != TVM_OK || (st = ctl_dir_check(dir, err)) != TVM_OK)
             return st;
         if (!socket_of(dir, pid, found, sizeof found))
-            return fail(err, TVM_ERR_NOTFOUND, "no VM of process %ld serves a control socket in %s",
-                        pid, dir);
+            return vm_api_fail(err, TVM_ERR_NOTFOUND,
+                               "no VM of process %ld serves a control socket in %s", pid, dir);
         path = found;
     } else if (!strchr(target, '/')) {
-        return fail(err, TVM_ERR_BADARG, "target '%s' is neither a pid nor a socket path", target);
+        return vm_api_fail(err, TVM_ERR_BADARG,
+                           "target '%s' is neither a pid nor a socket path", target);
     }
     int fd = dial(path, ctl_client_margin_ms);
     int e = errno;
     char pb[VM_MSG_PATH_MAX + 1];
     if (fd < 0 && e == EAGAIN)
-        return fail(err, TVM_ERR_IO, "cannot connect to %s: its server took no connection "
+        return vm_api_fail(err, TVM_ERR_IO, "cannot connect to %s: its server took no connection "
                                      "within %g s (is the VM stopped?)", vm_msg_path(path, pb),
                     ctl_client_margin_ms / 1000.0);
     if (fd < 0)
-        return fail(err, e == ENOENT || e == ECONNREFUSED ? TVM_ERR_NOTFOUND : TVM_ERR_IO,
-                    "cannot connect to %s: %s", vm_msg_path(path, pb), strerror(e));
+        return vm_api_fail(err, e == ENOENT || e == ECONNREFUSED ? TVM_ERR_NOTFOUND : TVM_ERR_IO,
+                           "cannot connect to %s: %s", vm_msg_path(path, pb), strerror(e));
     /* The server must be this user's, as the server demands of us: else
      * a socket someone else placed would get our requests (a `load`'s
      * module text) and could forge any reply.  Root may name another
@@ -185,12 +164,12 @@ tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm
     unsigned peer, me = (unsigned)geteuid();
     if (!ctl_peer_uid(fd, &peer)) {
         close(fd);
-        return fail(err, TVM_ERR_IO, "%s: cannot tell who serves it", path);
+        return vm_api_fail(err, TVM_ERR_IO, "%s: cannot tell who serves it", path);
     }
     if (peer != me && !(me == 0 && !by_pid)) {
         close(fd);
-        return fail(err, TVM_ERR_IO, "%s is served by uid %u, not by this user (%u)", path, peer,
-                    me);
+        return vm_api_fail(err, TVM_ERR_IO,
+                           "%s is served by uid %u, not by this user (%u)", path, peer, me);
     }
     tvm_control_client *c = vm_calloc(1, sizeof *c);
     c->fd = fd;
@@ -205,19 +184,20 @@ tvm_status tvm_control_connect(const char *target, tvm_control_client **out, tvm
     CtlRead r = ctl_read_line(&c->in, &line, &len, ctl_client_margin_ms);
     if (r != CTL_READ_LINE) {
         tvm_control_close(c);
-        return fail(err, TVM_ERR_IO, "%s: connection lost before the greeting (%s)", path,
-                    read_failure(r));
+        return vm_api_fail(err, TVM_ERR_IO, "%s: connection lost before the greeting (%s)", path,
+                           read_failure(r));
     }
     if (sscanf(line, "tracevm-control %d", &version) != 1) {
         char what[160];
         snprintf(what, sizeof what, "%s", strncmp(line, "error ", 6) == 0 ? line + 6 : "");
         tvm_control_close(c);
-        return fail(err, TVM_ERR_IO, "%s: %s", path, *what ? what : "not a tracevm control socket");
+        return vm_api_fail(err, TVM_ERR_IO,
+                           "%s: %s", path, *what ? what : "not a tracevm control socket");
     }
     if (version != CTL_VERSION) {
         tvm_control_close(c);
-        return fail(err, TVM_ERR_IO, "%s speaks control protocol %d, this client %d", path,
-                    version, CTL_VERSION);
+        return vm_api_fail(err, TVM_ERR_IO, "%s speaks control protocol %d, this client %d", path,
+                           version, CTL_VERSION);
     }
     *out = c;
     return TVM_OK;
@@ -240,21 +220,21 @@ static tvm_status reply(tvm_control_client *c, tvm_control_line_fn on_line, void
     size_t len;
     CtlRead r = ctl_read_line(&c->in, &line, &len, reply_wait_ms());
     if (r != CTL_READ_LINE)
-        return fail(err, TVM_ERR_IO, "connection lost (%s)", read_failure(r));
+        return vm_api_fail(err, TVM_ERR_IO, "connection lost (%s)", read_failure(r));
     tvm_status st;
     if (len == 2 && !memcmp(line, "ok", 2)) {
         st = TVM_OK;
     } else if (len > 6 && !memcmp(line, "error ", 6)) {
-        st = fail(err, TVM_ERR_BADARG, "%s", line + 6);
+        st = vm_api_fail(err, TVM_ERR_BADARG, "%s", line + 6);
     } else {
-        return fail(err, TVM_ERR_IO, "malformed reply line '%.80s'", line);
+        return vm_api_fail(err, TVM_ERR_IO, "malformed reply line '%.80s'", line);
     }
     for (;;) {
         r = ctl_read_line(&c->in, &line, &len, reply_wait_ms());
         if (r != CTL_READ_LINE) {
             /* A server that ends the connection after an error line
              * (a request it could not read) sends no "." */
-            return st != TVM_OK ? st : fail(err, TVM_ERR_IO, "connection lost in a reply");
+            return st != TVM_OK ? st : vm_api_fail(err, TVM_ERR_IO, "connection lost in a reply");
         }
         if (len == 1 && line[0] == '.')
             return st;
@@ -270,15 +250,15 @@ static tvm_status reply(tvm_control_client *c, tvm_control_line_fn on_line, void
 tvm_status tvm_control_call(tvm_control_client *c, int argc, const char *const *argv,
                             tvm_control_line_fn on_line, void *data, tvm_error *err)
 {
-    clear(err);
+    vm_api_clear(err);
     if (!c || argc < 1 || !argv)
-        return fail(err, TVM_ERR_BADARG, "tvm_control_call: no request");
+        return vm_api_fail(err, TVM_ERR_BADARG, "tvm_control_call: no request");
     StrBuf sb;
     sb_init(&sb);
     for (int i = 0; i < argc; i++) {
         if (!argv[i]) {
             sb_free(&sb);
-            return fail(err, TVM_ERR_BADARG, "tvm_control_call: NULL word %d", i);
+            return vm_api_fail(err, TVM_ERR_BADARG, "tvm_control_call: NULL word %d", i);
         }
         if (i)
             sb_putc(&sb, ' ');
@@ -287,23 +267,24 @@ tvm_status tvm_control_call(tvm_control_client *c, int argc, const char *const *
     sb_putc(&sb, '\n');
     if (sb.len > CTL_LINE_MAX) {
         sb_free(&sb);
-        return fail(err, TVM_ERR_BADARG, "request longer than %u bytes", CTL_LINE_MAX);
+        return vm_api_fail(err, TVM_ERR_BADARG, "request longer than %u bytes", CTL_LINE_MAX);
     }
     bool sent = ctl_write(c->fd, sb.s, sb.len);
     sb_free(&sb);
     if (!sent)
-        return fail(err, TVM_ERR_IO, "connection lost (cannot send)");
+        return vm_api_fail(err, TVM_ERR_IO, "connection lost (cannot send)");
     return reply(c, on_line, data, err);
 }
 
 tvm_status tvm_control_load(tvm_control_client *c, const char *name, const char *text,
                             size_t len, tvm_control_line_fn on_line, void *data, tvm_error *err)
 {
-    clear(err);
+    vm_api_clear(err);
     if (!c || !name || (!text && len))
-        return fail(err, TVM_ERR_BADARG, "tvm_control_load: NULL argument");
+        return vm_api_fail(err, TVM_ERR_BADARG, "tvm_control_load: NULL argument");
     if (len > CTL_LOAD_MAX)
-        return fail(err, TVM_ERR_LIMIT, "module text of %zu bytes; at most %u", len, CTL_LOAD_MAX);
+        return vm_api_fail(err, TVM_ERR_LIMIT,
+                           "module text of %zu bytes; at most %u", len, CTL_LOAD_MAX);
     StrBuf sb;
     sb_init(&sb);
     sb_puts(&sb, "load ");
@@ -312,7 +293,7 @@ tvm_status tvm_control_load(tvm_control_client *c, const char *name, const char 
     bool sent = ctl_write(c->fd, sb.s, sb.len) && ctl_write(c->fd, text, len);
     sb_free(&sb);
     if (!sent)
-        return fail(err, TVM_ERR_IO, "connection lost (cannot send)");
+        return vm_api_fail(err, TVM_ERR_IO, "connection lost (cannot send)");
     tvm_status st = reply(c, on_line, data, err);
     if (st == TVM_ERR_BADARG && err && !strcmp(err->message, "load failed"))
         st = TVM_ERR_LOAD;

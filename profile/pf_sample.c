@@ -80,7 +80,6 @@
 #include "profile/pf_internal.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +88,7 @@
 #include <unistd.h>
 
 #include "vm/arch_ucontext.h"
+#include "vm/api_error.h"
 #include "vm/common.h"
 #include "vm/fiber.h"
 #include "vm/hook.h"
@@ -327,20 +327,6 @@ __attribute__((noinline)) void vm_hook_pf_alloc(Process *p, uint64_t samples)
 static pthread_mutex_t pf_global = PTHREAD_MUTEX_INITIALIZER;
 static tvm_profile *pf_active;       /* under pf_global */
 
-static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        err->status = st;
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 static bool ring_init(PfRing *r, size_t cap)
 {
     cap = (cap + 7) & ~(size_t)7;
@@ -404,8 +390,8 @@ static bool make_timers(tvm_profile *S, tvm_error *err)
         ps->stack_hi = (uintptr_t)addr + size;
         int rc = tid ? pthread_getcpuclockid(s->thread, &cid) : ESRCH;
         if (rc != 0) {
-            fail(err, TVM_ERR_IO, "tvm_profile_start: no CPU clock for scheduler %d: %s", i,
-                 strerror(rc));
+            vm_api_fail(err, TVM_ERR_IO, "tvm_profile_start: no CPU clock for scheduler %d: %s", i,
+                        strerror(rc));
             return false;
         }
         struct sigevent sev;
@@ -415,8 +401,8 @@ static bool make_timers(tvm_profile *S, tvm_error *err)
         sev.sigev_value.sival_int = i;
         sev._sigev_un._tid = (pid_t)tid;
         if (timer_create(cid, &sev, &ps->timer) != 0) {
-            fail(err, TVM_ERR_IO, "tvm_profile_start: timer_create for scheduler %d: %s", i,
-                 strerror(errno));
+            vm_api_fail(err, TVM_ERR_IO, "tvm_profile_start: timer_create for scheduler %d: %s", i,
+                        strerror(errno));
             return false;
         }
         ps->has_timer = true;
@@ -433,13 +419,14 @@ static bool make_timers(tvm_profile *S, tvm_error *err)
 static tvm_status install(int signo, tvm_error *err)
 {
     if (!st_signal_free(signo, handler))
-        return fail(err, TVM_ERR_BADARG,
-                    "tvm_profile_start: signal %d (SIGRTMIN+%d) already has a handler that "
-                    "is not the profiler's; give another signo",
-                    signo, signo - SIGRTMIN);
+        return vm_api_fail(err, TVM_ERR_BADARG,
+                           "tvm_profile_start: signal %d (SIGRTMIN+%d) already has a handler that "
+                           "is not the profiler's; give another signo",
+                           signo, signo - SIGRTMIN);
     int e = st_install_handler(signo, handler);
     if (e != 0)
-        return fail(err, TVM_ERR_IO, "tvm_profile_start: sigaction(%d): %s", signo, strerror(e));
+        return vm_api_fail(err, TVM_ERR_IO,
+                           "tvm_profile_start: sigaction(%d): %s", signo, strerror(e));
     return TVM_OK;
 }
 
@@ -456,14 +443,14 @@ tvm_status pf_start(tvm_profile *S, tvm_error *err)
                                              : ring_init(&S->sched[i].thr, thr_cap);
         if (!ok) {
             pf_rings_free(S);
-            return fail(err, TVM_ERR_LIMIT, "tvm_profile_start: no memory for the buffers");
+            return vm_api_fail(err, TVM_ERR_LIMIT, "tvm_profile_start: no memory for the buffers");
         }
     }
     pthread_mutex_lock(&pf_global);
     if (pf_active) {
         pthread_mutex_unlock(&pf_global);
         pf_rings_free(S);
-        return fail(err, TVM_ERR_EXISTS, "tvm_profile_start: a profile is already running");
+        return vm_api_fail(err, TVM_ERR_EXISTS, "tvm_profile_start: a profile is already running");
     }
     /* The aggregator first: the OS may refuse a thread (a limit, no
      * memory for its stack), and nothing is published yet to take back.
@@ -471,7 +458,8 @@ tvm_status pf_start(tvm_profile *S, tvm_error *err)
     if (pthread_create(&S->agg, NULL, pf_agg_main, S) != 0) {
         pthread_mutex_unlock(&pf_global);
         pf_rings_free(S);
-        return fail(err, TVM_ERR_LIMIT, "tvm_profile_start: cannot start the profiler's thread");
+        return vm_api_fail(err, TVM_ERR_LIMIT,
+                           "tvm_profile_start: cannot start the profiler's thread");
     }
     if (S->kind == TVM_PROFILE_CPU) {
         tvm_status st = install(S->signo, err);

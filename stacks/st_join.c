@@ -28,11 +28,11 @@
 #include "stacks/st.h"
 
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "vm/api_error.h"
 #include "vm/common.h"
 #include "vm/print.h"
 #include "vm/strbuf.h"
@@ -186,21 +186,6 @@ size_t st_format(const StStack *s, char *buf, size_t size)
 
 /* ==== the public API ==== */
 
-static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        err->status = st;
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 /*
  * Copies the text into buf (size bytes with the NUL) in whole lines: all
  * of it when it fits, else the lines that fit, so that a cut stack never
@@ -232,14 +217,14 @@ tvm_status tvm_backtrace(tvm_vm *vm, tvm_pid pid, char *buf, size_t size,
         err->message[0] = '\0';
     }
     if (!vm)
-        return fail(err, TVM_ERR_BADARG, "tvm_backtrace: NULL vm");
+        return vm_api_fail(err, TVM_ERR_BADARG, "tvm_backtrace: NULL vm");
     if (!buf && size)
-        return fail(err, TVM_ERR_BADARG, "tvm_backtrace: NULL buf with size %zu", size);
+        return vm_api_fail(err, TVM_ERR_BADARG, "tvm_backtrace: NULL buf with size %zu", size);
     tvm_backtrace_opts o = { 0 };
     char why[256];
     if (opts && !vm_opts_copy(&o, sizeof o, opts, why, sizeof why))
-        return fail(err, TVM_ERR_BADARG, "tvm_backtrace: %llu: tvm_backtrace_opts: %s",
-                    (unsigned long long)pid, why);
+        return vm_api_fail(err, TVM_ERR_BADARG, "tvm_backtrace: %llu: tvm_backtrace_opts: %s",
+                           (unsigned long long)pid, why);
     StStack *s = vm_malloc(sizeof *s);
     StOptions so = { o.timeout_ms, o.unwind };
     StResult r = st_capture_pid(vm, pid, s, &so);
@@ -252,20 +237,21 @@ tvm_status tvm_backtrace(tvm_vm *vm, tvm_pid pid, char *buf, size_t size,
         /* A cut is reported, never silent: the caller learns the size
          * to ask for again (the text may differ by then: it runs on). */
         if (sb.len >= size)
-            st = fail(err, TVM_ERR_LIMIT,
-                      "tvm_backtrace: %llu: the stack needs %zu bytes with its NUL, size is "
-                      "%zu: cut to its first %zu lines",
-                      (unsigned long long)pid, sb.len + 1, size, lines);
+            st = vm_api_fail(err, TVM_ERR_LIMIT,
+                             "tvm_backtrace: %llu: the stack needs %zu bytes with its NUL, size is "
+                             "%zu: cut to its first %zu lines",
+                             (unsigned long long)pid, sb.len + 1, size, lines);
         sb_free(&sb);
     } else if (size) {
         buf[0] = '\0';
     }
     if (r == ST_R_NOPROC || r == ST_R_EXITED)
-        st = fail(err, TVM_ERR_NOTFOUND, "no process %llu: %s", (unsigned long long)pid,
-                  st_result_name(r));
+        st = vm_api_fail(err, TVM_ERR_NOTFOUND, "no process %llu: %s", (unsigned long long)pid,
+                         st_result_name(r));
     else if (r != ST_R_OK && r != ST_R_NOSTACK)
-        st = fail(err, TVM_ERR_BUSY, "process %llu not captured: %s", (unsigned long long)pid,
-                  st_result_name(r));
+        st = vm_api_fail(err, TVM_ERR_BUSY,
+                         "process %llu not captured: %s", (unsigned long long)pid,
+                         st_result_name(r));
     free(s);
     return st;
 }

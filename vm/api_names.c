@@ -11,46 +11,23 @@
  */
 #include "include/tracevm.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "vm/api_error.h"
 #include "vm/atom.h"
 #include "vm/print.h"
 #include "vm/registry.h"
 #include "vm/sched.h"
 
-static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static tvm_status fail(tvm_error *err, tvm_status st, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        err->status = st;
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
-static void clear(tvm_error *err)
-{
-    if (err) {
-        err->status = TVM_OK;
-        err->message[0] = '\0';
-    }
-}
-
 tvm_status tvm_whereis(tvm_vm *vm, const char *name, tvm_pid *pid, tvm_error *err)
 {
-    clear(err);
+    vm_api_clear(err);
     if (!vm || !name || !pid)
-        return fail(err, TVM_ERR_BADARG, "tvm_whereis: NULL %s",
+        return vm_api_fail(err, TVM_ERR_BADARG, "tvm_whereis: NULL %s",
                     !vm ? "vm" : !name ? "name" : "pid");
     size_t len = strlen(name);
     if (len > VM_ATOM_MAX_LEN)
-        return fail(err, TVM_ERR_BADARG,
+        return vm_api_fail(err, TVM_ERR_BADARG,
                     "tvm_whereis: a name of %zu bytes (an atom has at most %d)", len,
                     VM_ATOM_MAX_LEN);
     Atom a;
@@ -63,7 +40,7 @@ tvm_status tvm_whereis(tvm_vm *vm, const char *name, tvm_pid *pid, tvm_error *er
     StrBuf sb;
     sb_init(&sb);
     vm_print_atom_text(&sb, name, len);
-    fail(err, TVM_ERR_NOTFOUND, "tvm_whereis: no process is registered as %s", sb.s);
+    vm_api_fail(err, TVM_ERR_NOTFOUND, "tvm_whereis: no process is registered as %s", sb.s);
     sb_free(&sb);
     return TVM_ERR_NOTFOUND;
 }
@@ -75,23 +52,25 @@ static tvm_status name_of(tvm_vm *vm, tvm_pid pid, Atom *name, tvm_error *err)
     /* The reference keeps p's fields readable after a concurrent exit. */
     Process *p = sys ? vm_proc_get_live(sys, pid) : NULL;
     if (!p)
-        return fail(err, TVM_ERR_NOTFOUND, "tvm_process_name: no process <0.%llu.0> is alive",
-                    (unsigned long long)pid);
+        return vm_api_fail(err, TVM_ERR_NOTFOUND,
+                           "tvm_process_name: no process <0.%llu.0> is alive",
+                           (unsigned long long)pid);
     bool named = vm_registry_name_of(p, name);
     vm_proc_put(sys, p);
     if (!named)
-        return fail(err, TVM_ERR_NOTFOUND, "tvm_process_name: <0.%llu.0> has no registered name",
-                    (unsigned long long)pid);
+        return vm_api_fail(err, TVM_ERR_NOTFOUND,
+                           "tvm_process_name: <0.%llu.0> has no registered name",
+                           (unsigned long long)pid);
     return TVM_OK;
 }
 
 tvm_status tvm_process_name(tvm_vm *vm, tvm_pid pid, char *buf, size_t size, tvm_error *err)
 {
-    clear(err);
+    vm_api_clear(err);
     if (!vm)
-        return fail(err, TVM_ERR_BADARG, "tvm_process_name: NULL vm");
+        return vm_api_fail(err, TVM_ERR_BADARG, "tvm_process_name: NULL vm");
     if (!buf && size)
-        return fail(err, TVM_ERR_BADARG, "tvm_process_name: NULL buf with size %zu", size);
+        return vm_api_fail(err, TVM_ERR_BADARG, "tvm_process_name: NULL buf with size %zu", size);
     if (size)
         buf[0] = '\0';
     Atom a;
@@ -102,7 +81,7 @@ tvm_status tvm_process_name(tvm_vm *vm, tvm_pid pid, char *buf, size_t size, tvm
     const char *s = vm_atom_name(a, &len);
     /* Never cut: a part of a name could be another process's name. */
     if (len >= size)
-        return fail(err, TVM_ERR_LIMIT,
+        return vm_api_fail(err, TVM_ERR_LIMIT,
                     "tvm_process_name: the name of <0.%llu.0> needs %zu bytes with its NUL, "
                     "size is %zu",
                     (unsigned long long)pid, len + 1, size);

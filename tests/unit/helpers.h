@@ -160,6 +160,18 @@ static inline void wait_proc_state(tvm_vm *vm, tvm_pid pid, const char *state)
                    state, buf);
 }
 
+/* The pending exception of env as "class:reason" into out (fails the
+ * test when there is none). */
+static inline void exception_fmt(tvm_env *env, char *out, size_t size)
+{
+    tvm_term c, reason;
+    cr_assert_eq(tvm_get_exception(env, &c, &reason), TVM_OK);
+    char cb[64], rb[512];
+    tvm_format_term(env, c, cb, sizeof cb);
+    tvm_format_term(env, reason, rb, sizeof rb);
+    snprintf(out, size, "%s:%s", cb, rb);
+}
+
 /* Calls mod:fun with integer args; returns the status and formats the
  * result (or the exception) into out. */
 /* Spawns mod:fun(argv...), joins it and formats its result into out. */
@@ -183,12 +195,7 @@ static inline tvm_status call_fmt(tvm_env *env, const char *mod, const char *fun
     if (st == TVM_OK) {
         tvm_format_term(env, r, out, size);
     } else if (st == TVM_EXCEPTION) {
-        tvm_term c, reason;
-        tvm_get_exception(env, &c, &reason);
-        char cb[64], rb[512];
-        tvm_format_term(env, c, cb, sizeof cb);
-        tvm_format_term(env, reason, rb, sizeof rb);
-        snprintf(out, size, "%s:%s", cb, rb);
+        exception_fmt(env, out, size);
     }
     return st;
 }

@@ -57,12 +57,7 @@ static tvm_status raise_via(const char *fun, const char *cls, const char *reason
     if (st == TVM_OK) {
         tvm_format_term(env, r, out, size);
     } else {
-        tvm_term c, why;
-        cr_assert_eq(tvm_get_exception(env, &c, &why), TVM_OK);
-        char cb[32], rb[128];
-        tvm_format_term(env, c, cb, sizeof cb);
-        tvm_format_term(env, why, rb, sizeof rb);
-        snprintf(out, size, "%s:%s", cb, rb);
+        exception_fmt(env, out, size);
     }
     return st;
 }

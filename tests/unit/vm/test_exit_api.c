@@ -71,12 +71,7 @@ static const char *outcome(tvm_pid pid, char *out, size_t size)
         return out;
     }
     cr_assert_eq(st, TVM_EXCEPTION);
-    tvm_term c, why;
-    cr_assert_eq(tvm_get_exception(env, &c, &why), TVM_OK);
-    char cb[32], rb[128];
-    tvm_format_term(env, c, cb, sizeof cb);
-    tvm_format_term(env, why, rb, sizeof rb);
-    snprintf(out, size, "%s:%s", cb, rb);
+    exception_fmt(env, out, size);
     tvm_clear_exception(env);
     return out;
 }

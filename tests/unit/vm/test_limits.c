@@ -229,12 +229,7 @@ static tvm_status run_fmt(tvm_env *env, const char *fun, int argc, const tvm_ter
     if (st == TVM_OK) {
         tvm_format_term(env, r, out, size);
     } else {
-        tvm_term c, reason;
-        cr_assert_eq(tvm_get_exception(env, &c, &reason), TVM_OK);
-        char cb[32], rb[200];
-        tvm_format_term(env, c, cb, sizeof cb);
-        tvm_format_term(env, reason, rb, sizeof rb);
-        snprintf(out, size, "%s:%s", cb, rb);
+        exception_fmt(env, out, size);
     }
     return st;
 }
