@@ -7,10 +7,12 @@
  * ends a process that does not trap, and the statuses.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "tests/unit/helpers.h"
+#include "vm/atomics.h"
 
 TVM_FIXTURE(exitapi, (&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 2,
                                      .quiet_crashes = true }));
@@ -19,11 +21,11 @@ TVM_FIXTURE(exitapi, (&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 2
  * plain(): the same without trapping.  sender(To, Reason): calls
  * host:exit(To, Reason) (tvm_exit from a native on this process) and
  * returns what it returned.  suicide(Reason): host:exit(self(), Reason),
- * then returns survived.  Each waits in `wait` while it has no message,
+ * then returns survived.  spin(N): counts N down, returns N.  Each waits in `wait` while it has no message,
  * so "waiting" in tvm_processes means its flag is set. */
 static const char *const src =
     "module xa\n"
-    "export trapper/0, plain/0, sender/2, suicide/1, waiter/0\n"
+    "export trapper/0, plain/0, sender/2, suicide/1, spin/1, waiter/0\n"
     TASM_WAITER
     "function trapper/0 regs 2\n"
     "    loadk r0, trap_exit\n    loadk r1, true\n"
@@ -33,7 +35,10 @@ static const char *const src =
     "function sender/2 regs 2\n    callx r0, r0, host:exit/2\n    ret r0\nend\n"
     "function suicide/1 regs 2\n"
     "    move r1, r0\n    self r0\n    callx r0, r0, host:exit/2\n"
-    "    loadk r0, survived\n    ret r0\nend\n";
+    "    loadk r0, survived\n    ret r0\nend\n"
+    "function spin/1 regs 2\n    move r1, r0\n"
+    "top:\n    jeqi r1, 0, done\n    addi r1, r1, -1\n    jump top\n"
+    "done:\n    ret r0\nend\n";
 
 /* host:exit(Pid, Reason): tvm_exit on the caller's env; the status's name
  * as an atom. */
@@ -235,4 +240,65 @@ Test(exitapi, exit_2_in_a_call_context)
     cr_assert_eq(tvm_get_exception(env, &c, &why), TVM_OK);
     cr_assert(tvm_is_atom(env, why, "badarg"));
     tvm_clear_exception(env);
+}
+
+/* ---- signals racing the targets' own exits ---- */
+
+enum { SPINNERS = 16 };
+
+typedef struct Storm {
+    tvm_pid pids[SPINNERS];
+    VmAtomic stop;
+} Storm;
+
+/* normal to every spinner until told to stop: a process that does not
+ * trap exits ignores it, alive or exiting, and the status is one of two. */
+static void *storm(void *arg)
+{
+    Storm *st = arg;
+    tvm_env *e = tvm_env_new(vm);
+    tvm_term normal;
+    cr_assert_eq(tvm_make_atom(e, "normal", &normal), TVM_OK);
+    while (!vm_atomic_load_acquire(&st->stop))
+        for (int i = 0; i < SPINNERS; i++) {
+            tvm_status s = tvm_exit(e, st->pids[i], normal);
+            cr_assert(s == TVM_OK || s == TVM_ERR_NOTFOUND, "%s", tvm_status_name(s));
+        }
+    tvm_env_free(e);
+    return NULL;
+}
+
+Test(exitapi, signals_race_exits)
+{
+    load();
+    const int64_t n = test_full_scale() ? 500000 : 50000;
+    static Storm st;
+    memset(&st, 0, sizeof st);
+    tvm_term a;
+    cr_assert_eq(tvm_make_int(env, n, &a), TVM_OK);
+    for (int i = 0; i < SPINNERS; i++)
+        cr_assert_eq(tvm_spawn(env, "xa", "spin", 1, &a, &st.pids[i]), TVM_OK);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, storm, &st), 0);
+    /* Every spinner ends by itself, with its count. */
+    char out[64], want[32];
+    snprintf(want, sizeof want, "%lld", (long long)n);
+    for (int i = 0; i < SPINNERS; i++)
+        cr_assert_str_eq(outcome(st.pids[i], out, sizeof out), want, "spinner %d", i);
+    vm_atomic_store_release(&st.stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    /* kill, sent as each starts: killed, or done first. */
+    tvm_term kill = term("kill");
+    for (int i = 0; i < SPINNERS; i++) {
+        cr_assert_eq(tvm_spawn(env, "xa", "spin", 1, &a, &st.pids[i]), TVM_OK);
+        tvm_status s = tvm_exit(env, st.pids[i], kill);
+        cr_assert(s == TVM_OK || s == TVM_ERR_NOTFOUND);
+    }
+    for (int i = 0; i < SPINNERS; i++) {
+        outcome(st.pids[i], out, sizeof out);
+        cr_assert(!strcmp(out, "exit:killed") || !strcmp(out, want), "%s", out);
+        cr_assert_eq(tvm_exit(env, st.pids[i], kill), TVM_ERR_NOTFOUND);
+    }
 }
