@@ -131,7 +131,7 @@ void vm_signals_take(Process *p, Message **from)
     vm_atomic_store_relaxed(&p->sig_pending, 0);
     for (Message **pp = from; *pp;) {
         Message *m = *pp;
-        if (!m->sig || (p->trap_exit && m->sig != VM_SIG_KILL)) {
+        if (!m->sig || (vm_atomic_load_relaxed(&p->trap_exit) && m->sig != VM_SIG_KILL)) {
             m->sig = VM_SIG_NONE;   /* kept: an ordinary message now */
             pp = &m->next;
             continue;
@@ -252,7 +252,7 @@ static tvm_status do_link(Process *p, uint64_t pid, Process *t, tvm_term *result
         vm_hook_procs(p, t, VM_PEV_GETTING_LINKED, make_pid(p->pid));
     if (alive)
         return give(p, make_atom(ATOM_TRUE), result);
-    if (!p->trap_exit)
+    if (!vm_atomic_load_relaxed(&p->trap_exit))
         return raise(p, ATOM_NOPROC);
     Term e[3] = { make_atom(ATOM_UEXIT), make_pid(pid), make_atom(ATOM_NOPROC) };
     vm_send(p->vm, NULL, p->pid, vm_make_tuple(p, 3, e));
@@ -332,8 +332,8 @@ static tvm_status nif_process_flag(tvm_env *env, int argc, const tvm_term *argv,
     Term flag = vm_root_get(p, argv[0]), v = vm_root_get(p, argv[1]);
     if (flag != make_atom(ATOM_TRAP_EXIT) || (v != TERM_TRUE && v != TERM_FALSE) || !p->fiber)
         return raise(p, ATOM_BADARG);
-    bool old = p->trap_exit;
-    p->trap_exit = v == TERM_TRUE;
+    bool old = vm_atomic_load_relaxed(&p->trap_exit);
+    vm_atomic_store_relaxed(&p->trap_exit, v == TERM_TRUE);
     return give(p, make_bool(old), result);
 }
 

@@ -240,10 +240,15 @@ struct Process {
     uint32_t nlinks, links_cap;
     bool links_closed;
     /* Exit signals (vm/links.c), this process's own thread only (it acts
-     * on its signals itself): whether it traps them; whether its kill
-     * came from one, whose message kill_msg holds the reason `kill`
-     * points into (off the heap, freed with the process). */
-    bool trap_exit, kill_signal;
+     * on its signals itself): whether its kill came from one, whose
+     * message kill_msg holds the reason `kill` points into (off the heap,
+     * freed with the process). */
+    bool kill_signal;
+    /* Whether it traps exit signals: written by the process itself
+     * (process_flag/2), read by it and, relaxed, by process_info/2 of
+     * another process (a moment's picture: nothing else is ordered by
+     * it). */
+    VmAtomic trap_exit;
     Message *kill_msg;
     Term kill;             /* the reason it is being killed, or 0 */
     size_t kill_heap;      /* heap + queue + monitor words when it was (crash report) */

@@ -6,11 +6,12 @@
  * only its owner may touch: the state and the inbox under the process's
  * lock, the links under the VM's link lock, its monitors' watchers on its
  * own list under its lock, its name under the registry's lock, and the
- * counters (queue taken in, heap, reductions) from their relaxed atomics.
+ * counters (queue taken in, heap, reductions) and trap_exit from their
+ * relaxed atomics.
  * So the answer about another process is a moment's picture, as BEAM's
  * (which asks the process and may get an answer that is already old).
  * Items that live in what only the process itself may read (the
- * monitors it set, its trap_exit flag, its messages) are not offered:
+ * monitors it set, its messages, its frames) are not offered:
  * process_info/2 is badarg for them, as for any unknown item.
  *
  * Lock order: the process table's lock, then a process's (as
@@ -135,6 +136,8 @@ static Term item_value(Process *p, Process *t, Term item, bool *gone)
             r += (uint64_t)(p->reds_slice - p->reds);   /* this slice's so far */
         return make_small((int64_t)r);
     }
+    case ATOM_TRAP_EXIT:
+        return make_bool(vm_atomic_load_relaxed(&t->trap_exit) != 0);
     case ATOM_REGISTERED_NAME: {
         Atom name;
         if (!vm_registry_name_of(t, &name))
@@ -165,7 +168,7 @@ static bool item_known(Term item)
 {
     static const Atom known[] = { ATOM_STATUS, ATOM_MESSAGE_QUEUE_LEN, ATOM_HEAP_SIZE,
                                   ATOM_REDUCTIONS, ATOM_REGISTERED_NAME, ATOM_LINKS,
-                                  ATOM_MONITORED_BY };
+                                  ATOM_MONITORED_BY, ATOM_TRAP_EXIT };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (item == make_atom(known[i]))
             return true;
