@@ -311,10 +311,12 @@ for _ in $(seq 200); do
 done
 # Longer floods until one loses events (a sanitizer's build is slow
 # enough for the buffers between to take a short one whole); every stream
-# checked exactly.
+# checked exactly.  The reader starts a second after the flood's end (it
+# waited 2 D + 1 s: 4 s more of the three floods, each with busy.tasm
+# burning two CPUs).
 lost=0
 for d in 0.3 1 3; do
-    attach $vm trace busy:tick/2 --duration $d | { sleep $((${d%.*} * 2 + 1)); cat; } >"$tmp/flood"
+    attach $vm trace busy:tick/2 --duration $d | { sleep $((${d%.*} + 1)); cat; } >"$tmp/flood"
     lost=$(python3 - "$tmp/flood" <<'PY'
 import re, sys
 lines = open(sys.argv[1]).read().splitlines()
