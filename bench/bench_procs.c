@@ -23,6 +23,9 @@
  *              roundtrip_s2_ns (2).  switch_msg_ns = roundtrip_ns / 2: a
  *              process switch driven by messages (a send, a receive and a
  *              switch).
+ *   call       the round trip inside monitor/2 and demonitor(Ref,
+ *              [flush]), as a gen_server call (1 scheduler, N of --rt):
+ *              call_ns, and monitor_demonitor_ns = call_ns - roundtrip_ns.
  *   ring       N processes in a ring pass a token M times around (N*M
  *              messages): ring_hop_ns per message and ring_mmsgs, millions
  *              of messages per second (1 scheduler; ring_s2_* with 2);
@@ -50,7 +53,7 @@
  * usage: bench_procs [--tasm FILE] [--runs R] [--switch N] [--spawn N]
  *                    [--rt N] [--rt2 N] [--ring N M] [--ring2 M] [--idle N]
  *                    [--only W,...]
- * --only runs just the named workloads (switch, spawn, roundtrip, ring,
+ * --only runs just the named workloads (switch, spawn, roundtrip (with call), ring,
  * idle; for profiling) and prints only their keys.
  */
 #include <malloc.h>
@@ -235,6 +238,11 @@ static double w_roundtrip(tvm_env *env, long n)
     return (double)run_proc_int(env, "roundtrip", n) / (double)n;
 }
 
+static double w_call(tvm_env *env, long n)
+{
+    return (double)run_proc_int(env, "call", n) / (double)n;
+}
+
 /* ns per hop; *build_us: µs per process spawned for the ring. */
 static double w_ring(tvm_env *env, long n, long m, double *build_us)
 {
@@ -339,7 +347,7 @@ int main(int argc, char **argv)
     }
 
     static double sw[MAX_RUNS], noop[MAX_RUNS], sp1[MAX_RUNS], sp2[MAX_RUNS], spp[MAX_RUNS];
-    static double rt1[MAX_RUNS], rt2[MAX_RUNS], ring1[MAX_RUNS], ring2[MAX_RUNS];
+    static double rt1[MAX_RUNS], rt2[MAX_RUNS], call1[MAX_RUNS], ring1[MAX_RUNS], ring2[MAX_RUNS];
     static double rbuild[MAX_RUNS], idle[MAX_RUNS], idle_m[MAX_RUNS];
 
     /* One scheduler.  r = -1 is the warm-up run of each workload. */
@@ -358,9 +366,9 @@ int main(int argc, char **argv)
                 sp1[r] = sp, spp[r] = pp;
         }
         if (want("roundtrip")) {
-            double rt = w_roundtrip(env, n_rt);
+            double rt = w_roundtrip(env, n_rt), c = w_call(env, n_rt);
             if (r >= 0)
-                rt1[r] = rt;
+                rt1[r] = rt, call1[r] = c;
         }
         if (want("ring")) {
             double rb, rg = w_ring(env, ring_n, ring_m, &rb);
@@ -426,6 +434,8 @@ int main(int argc, char **argv)
         printf("switch_msg_ns=%.2f\n", rt / 2);
         printf("rt2_n=%ld\n", n_rt2);
         printf("roundtrip_s2_ns=%.2f\n", median(rt2, runs));
+        printf("call_ns=%.2f\n", median(call1, runs));
+        printf("monitor_demonitor_ns=%.2f\n", median(call1, runs) - rt);
     }
     if (want("ring")) {
         double h1 = median(ring1, runs), h2 = median(ring2, runs);

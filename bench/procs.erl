@@ -25,6 +25,9 @@
 %%              erlang:system_info(process_count) is back where it was
 %%              (polled between erlang:yield/0 calls), per process.
 %%   roundtrip  {ping, Self} / {pong, Self} with a pong process, ns each.
+%%   call       the same inside monitor/2 and demonitor(Ref, [flush]), as
+%%              gen_server:call does: call_ns, and monitor_demonitor_ns =
+%%              call_ns - roundtrip_ns (1 scheduler).
 %%   ring       N processes in a ring, a token passed M times around.
 %%   idle       N processes waiting in receive: resident memory
 %%              (/proc/self/statm, 4 KiB pages) after minus before, per
@@ -130,6 +133,22 @@ roundtrip(N) ->
     Pong ! stop,
     T.
 
+call_loop(0, _) -> ok;
+call_loop(N, Pong) ->
+    Ref = monitor(process, Pong),
+    Pong ! {ping, self()},
+    receive {pong, _} -> ok end,
+    demonitor(Ref, [flush]),
+    call_loop(N - 1, Pong).
+
+call(N) ->
+    Pong = spawn(procs, pong, []),
+    T0 = now_ns(),
+    call_loop(N, Pong),
+    T = now_ns() - T0,
+    Pong ! stop,
+    T.
+
 %% ---- (d) ring ----------------------------------------------------------------
 
 node(Next) ->
@@ -221,6 +240,7 @@ one(Runs, NSw, NSp, NRt, RN, RM, NIdle) ->
     Noop = median(runs(Runs, fun() -> noops_time(NSw) end)) / NSw,
     Sp = median(runs(Runs, fun() -> spawn_time(NSp) end)) / NSp / 1000,
     Rt = median(runs(Runs, fun() -> roundtrip(NRt) end)) / NRt,
+    Call = median(runs(Runs, fun() -> call(NRt) end)) / NRt,
     Rings = runs(Runs, fun() -> ring(RN, RM) end),
     Hop = median([H || {_, H} <- Rings]) / (RN * RM),
     Build = median([B || {B, _} <- Rings]) / (RN - 1) / 1000,
@@ -228,6 +248,7 @@ one(Runs, NSw, NSp, NRt, RN, RM, NIdle) ->
      {"noop_call_ns", Noop},
      {"spawn_n", NSp}, {"spawn_us", Sp},
      {"rt_n", NRt}, {"roundtrip_ns", Rt}, {"switch_msg_ns", Rt / 2},
+     {"call_ns", Call}, {"monitor_demonitor_ns", Call - Rt},
      {"ring_n", RN}, {"ring_m", RM}, {"ring_hop_ns", Hop}, {"ring_mmsgs", 1000 / Hop},
      {"ring_spawn_us", Build},
      {"idle_n", NIdle}, {"idle_proc_kib", Rss},
