@@ -393,7 +393,9 @@ static void proc_exit(Process *p, Term cls, Term value)
      * to the last copy (vm/lend.h), as do many monitors set or 'DOWN'
      * messages. */
     size_t max = p->vm->max_msg > VM_DOWN_WORDS ? p->vm->max_msg - VM_DOWN_WORDS : 0;
-    size_t max_v = p->vm->max_msg > 6 ? p->vm->max_msg - 6 : 0;
+    /* A joiner's value keeps the bound it always had (the 'DOWN' tuple's
+     * words under the limit), though no tuple is built around it. */
+    size_t max_v = p->vm->max_msg > VM_DOWN_TUPLE_WORDS ? p->vm->max_msg - VM_DOWN_TUPLE_WORDS : 0;
     bool lent, lent_v = false;
     size_t rw = vm_size_lend(p, vm_root_get(p, hr), max, &lent);
     if (rw == SIZE_MAX) {

@@ -305,9 +305,9 @@ void vm_proc_monitors_fire(Process *p, tvm_term reason, size_t rw, bool *lent)
         pthread_mutex_unlock(&p->lock);
         if (!m)
             return;
-        /* Each a copy of the reason in a 6-word tuple (and a name's
-         * 3-word {Name, Node}), counted toward a lend. */
-        size_t words = rw + 6 + (m->name == TERM_NIL ? 0 : 3);
+        /* Each a copy of the reason in its tuple (and a name's {Name,
+         * Node}), counted toward a lend. */
+        size_t words = rw + VM_DOWN_TUPLE_WORDS + (m->name == TERM_NIL ? 0 : VM_DOWN_NAME_WORDS);
         work += words;
         *lent = *lent || vm_lend_if_long(p, work);
         Term e[5] = { make_atom(ATOM_DOWN), make_small((int64_t)m->ref), make_atom(ATOM_PROCESS),

@@ -45,9 +45,12 @@ void vm_proc_monitors_drop(Process *p);
  */
 void vm_proc_monitors_fire(Process *p, tvm_term reason, size_t rw, bool *lent);
 
-/* The words a 'DOWN' adds around its reason, a name's {Name, Node} too:
- * an exit reason is bounded so that its 'DOWN' still fits a message. */
-#define VM_DOWN_WORDS 9
+/* The words a 'DOWN' adds around its reason: the 5-tuple, and a name's
+ * {Name, Node} in place of the pid.  An exit reason is bounded so that
+ * its 'DOWN' still fits a message (VM_DOWN_WORDS). */
+#define VM_DOWN_TUPLE_WORDS 6
+#define VM_DOWN_NAME_WORDS 3
+#define VM_DOWN_WORDS (VM_DOWN_TUPLE_WORDS + VM_DOWN_NAME_WORDS)
 
 /* erlang:monitor/2, demonitor/1, demonitor/2. */
 VmNativeTable vm_monitors_natives(void);

@@ -129,7 +129,8 @@ static Term item_value(Process *p, Process *t, Term item, bool *gone)
         return a == ATOM_STATUS ? make_atom(st) : make_small((int64_t)len);
     }
     case ATOM_HEAP_SIZE:
-        return make_small((int64_t)(t == p ? vm_heap_size(p) : vm_atomic_load_relaxed(&t->heap_words)));
+        return make_small(
+            (int64_t)(t == p ? vm_heap_size(p) : vm_atomic_load_relaxed(&t->heap_words)));
     case ATOM_REDUCTIONS: {
         uint64_t r = vm_atomic_load_relaxed(&t->reductions);
         if (t == p)

@@ -21,8 +21,9 @@ TVM_FIXTURE(exitapi, (&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 2
  * plain(): the same without trapping.  sender(To, Reason): calls
  * host:exit(To, Reason) (tvm_exit from a native on this process) and
  * returns what it returned.  suicide(Reason): host:exit(self(), Reason),
- * then returns survived.  spin(N): counts N down, returns N.  Each waits in `wait` while it has no message,
- * so "waiting" in tvm_processes means its flag is set. */
+ * then returns survived.  spin(N): counts N down, returns N.  Each
+ * waits in `wait` while it has no message, so "waiting" in tvm_processes
+ * means its flag is set. */
 static const char *const src =
     "module xa\n"
     "export trapper/0, plain/0, sender/2, suicide/1, spin/1, waiter/0\n"
