@@ -29,6 +29,7 @@
 #include "profile/pf.h"
 #include "trace/tr.h"
 #include "trace/tr_vm.h"
+#include "vm/heap.h"
 #include "vm/links.h"
 #include "vm/monitors.h"
 #include "vm/native.h"
@@ -53,6 +54,7 @@ static const Layer layers[] = {
     { "vm links", NULL, NULL, NULL, vm_links_natives },
     { "vm monitors", NULL, NULL, NULL, vm_monitors_natives },
     { "vm process info", NULL, NULL, NULL, vm_procinfo_natives },
+    { "vm heap", NULL, NULL, NULL, vm_heap_natives },
     { "loader", NULL, NULL, NULL, ld_natives },
     { "trace", tr_vm_init, tr_vm_destroy, tr_vm_release, tr_natives },
     { "breakpoints", bp_engine_init, bp_sessions_stop, bp_engine_destroy, bp_natives },

@@ -207,7 +207,8 @@
  * (and of the 'DOWN' messages of an exit, added up), monitors a process
  * set walked by monitor/2's prune or dropped as it exits, elements of a
  * tuple copied by setelement/3, bytes of a module's text loaded by
- * code:load_binary/3; or, for a walk that learns its length
+ * code:load_binary/3, used words of a heap a collection copies; or, for
+ * a walk that learns its length
  * as it goes, as it walks: pairs of subterms compared (an instruction
  * jeq, jne, jlt, jge or a comparison native: a first pass stops there,
  * and the comparison is made again, whole, with the queue lent), words

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "vm/hook.h"
+#include "vm/lend.h"
 #include "vm/monitors.h"
 #include "vm/sched.h"
 
@@ -196,6 +197,16 @@ void vm_gc(Process *p, size_t need, Term *extra, size_t nextra)
 {
     size_t used = (size_t)(p->htop - p->heap);
     size_t cur = vm_heap_size(p);
+    /* A collection copies at most the used words, twice when the heap is
+     * resized: from VM_BIF_LEND_WORK of them on it lends the queue, as
+     * BEAM runs the collection of a large heap on a dirty scheduler
+     * (vm/lend.h).  Safe at any allocation: vm_lend_now lends only for
+     * the process running on this thread, outside an enclosing lend
+     * (an embedder native building terms), and no caller allocates on a
+     * process heap while holding a lock (each one that reads under a
+     * lock copies out first and builds after it: nif_registered,
+     * bp_trace_info, process_info's lists). */
+    bool lent = vm_lend_if_long(p, used);
     /* A heap that must grow is collected straight into the size it would
      * grow to if everything were live (live data is at most what is
      * used), so a heap whose data stays live, as when a process builds a
@@ -213,8 +224,30 @@ void vm_gc(Process *p, size_t need, Term *extra, size_t nextra)
         target = p->heap_min;
     if (target > size || (target * 4 <= size && size > p->heap_min))
         collect_into(p, target, extra, nextra);
+    vm_lend_done(p, lent);
     if (p->max_heap)
         vm_heap_check_max(p);
+}
+
+/* erlang:garbage_collect(): collects the caller's heap now, as BEAM's
+ * (true).  A large one lends the queue as any collection does. */
+static tvm_status nif_garbage_collect(tvm_env *env, int argc, const tvm_term *argv,
+                                      tvm_term *result, void *data)
+{
+    (void)argc, (void)argv, (void)data;
+    Process *p = env->p;
+    vm_gc(p, 0, NULL, 0);
+    *result = vm_root_push(p, make_atom(ATOM_TRUE));
+    return TVM_OK;
+}
+
+static const VmNativeDef natives[] = {
+    { "erlang", "garbage_collect", 0, nif_garbage_collect },
+};
+
+VmNativeTable vm_heap_natives(void)
+{
+    return VM_NATIVE_TABLE(natives);
 }
 
 /* Marks p to be killed by its max_heap_size, having reached `used`

@@ -15,6 +15,7 @@
 #ifndef VM_HEAP_H
 #define VM_HEAP_H
 
+#include "vm/native.h"
 #include "vm/process.h"
 
 /*
@@ -33,8 +34,13 @@ static inline Term *vm_heap_alloc(Process *p, size_t words)
     return r;
 }
 
-/* Runs a collection now, with room for `need` more words afterwards. */
+/* Runs a collection now, with room for `need` more words afterwards.
+ * One of VM_BIF_LEND_WORK used words or more lends p's scheduler's local
+ * queue while it copies (vm/lend.h). */
 void vm_gc(Process *p, size_t need, Term *extra, size_t nextra);
+
+/* erlang:garbage_collect/0, installed by the composition root. */
+VmNativeTable vm_heap_natives(void);
 
 /*
  * max_heap_size: when p's heap block and the messages in its queue are

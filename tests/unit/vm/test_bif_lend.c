@@ -7,7 +7,8 @@
  * into 1,000 'DOWN' messages, an exit dropping 1,000,000 monitors, a
  * monitor/2 pruning 2,097,152, a meta trace message with a long argument,
  * setelement/3 of a tuple of 1,000,000 elements, apply/2's walk of a long
- * list, code:load_binary/3 of a 2 MiB text) lends its scheduler's local queue as an embedder's native does
+ * list, code:load_binary/3 of a 2 MiB text, a collection of a heap of
+ * 2,000,000 live words) lends its scheduler's local queue as an embedder's native does
  * (vm/lend.h; vm/sched.c, "Lending the local queue"): a process queued
  * behind it there runs on the other, idle scheduler while it runs.
  *
@@ -240,7 +241,7 @@ static const char *const w_src =
     "module w\n"
     "export cmp/3, sort2/2, nop/1, tryapply/2, exiter/1, t_eq/0, t_lt/0, t_min/0, t_sort/0, "
     "t_send/0, t_recv/0, t_spawn/0, t_setelement/0, t_apply/0, t_exit/0, t_meta/0, "
-    "watcher/2, t_drop/0, next/0, t_prune/0, t_load/0\n"
+    "watcher/2, t_drop/0, next/0, t_prune/0, t_load/0, t_gc/0\n"
     /* seq(N): lists:seq(1, N), a new list at each call. */
     "function seq/1 regs 2\n"
     "    move r1, r0\n"
@@ -392,6 +393,18 @@ static const char *const w_src =
     "    loadk r1, setelement\n"
     "    callx r0, r0, b:run/3\n"
     "    ret r0\n"
+    "end\n"
+    /* erlang:garbage_collect() with seq(1000000) live in r0, below the
+     * call: each collection copies its 2,000,000 words (and nothing
+     * else of the loop allocates, so no other collection comes first). */
+    "function t_gc/0 regs 4\n"
+    "    loadi r0, 1000000\n"
+    "    call r0, r0, seq/1\n"
+    "    loadk r1, erlang\n"
+    "    loadk r2, garbage_collect\n"
+    "    loadk r3, []\n"
+    "    callx r1, r1, b:run/3\n"
+    "    ret r1\n"
     "end\n"
     /* apply(fun w:nop/1, seq(1000000)): badarity, after a walk of the
      * whole list (an improper one is badarg). */
@@ -678,3 +691,4 @@ Test(bif_lend, meta_trace, .timeout = 300) { expect_in("w", "t_meta"); }
 Test(bif_lend, exit_monitors, .timeout = 300) { expect_in("w", "t_drop"); }
 Test(bif_lend, monitor_prune, .timeout = 300) { expect_in("w", "t_prune"); }
 Test(bif_lend, load_binary, .timeout = 300) { expect_in("w", "t_load"); }
+Test(bif_lend, garbage_collect, .timeout = 300) { expect_in("w", "t_gc"); }
