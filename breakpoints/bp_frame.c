@@ -88,6 +88,11 @@ const Frame *bp_frame_caller(const Process *p)
     return caller_frame_below(p, p->nframes - 1);
 }
 
+const Frame *bp_frame_caller_of(const Process *p, const Frame *f)
+{
+    return caller_frame_below(p, (uint32_t)(f - p->frames));
+}
+
 /* Events for a session's output: only while the process is call traced
  * in it and not silent (a change applies from its next event). */
 static bool reporting(unsigned sf)

@@ -113,6 +113,11 @@ static inline bool bp_frame_push(Process *p, uint32_t tflags, unsigned sid, void
  */
 const Frame *bp_frame_caller(const Process *p);
 
+/* The frame of the function that f's function will return to, found the
+ * same way: walking from bp_frame_caller(p) gives the callers one by one
+ * ({current_stacktrace}).  NULL at the bottom. */
+const Frame *bp_frame_caller_of(const Process *p, const Frame *f);
+
 /* RETURN_TRACE and the exception unwinding call vm_hook_trace_return and
  * vm_hook_trace_unwind (declared in vm/hook.h, defined in bp_frame.c). */
 

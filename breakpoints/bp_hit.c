@@ -60,6 +60,31 @@ TrMsScratch *bp_scratch(void)
     return &scratch;
 }
 
+/* A caller's function and the line of the call it made (natives have
+ * none: the call is just before the pc it resumes at). */
+static void frame_info(const Frame *f, TrMsFrame *out)
+{
+    const FuncInfo *c = f->fn;
+    *out = (TrMsFrame){ .mod = c->mod, .fun = c->name, .arity = c->arity };
+    if (!c->native && f->pc) {
+        out->file = c->file;
+        out->line = vm_func_line(c, f->pc - 1);
+    }
+}
+
+/* {current_stacktrace}'s frames: this thread's, read by the run that
+ * follows on it (as bp_scratch). */
+static void stack_ctx(const Process *p, TrMsCtx *ctx)
+{
+    static __thread TrMsFrame frames[TR_MS_STACK_DEPTH];
+    unsigned n = 0;
+    for (const Frame *f = bp_frame_caller(p); f && n < TR_MS_STACK_DEPTH;
+         f = bp_frame_caller_of(p, f))
+        frame_info(f, &frames[n++]);
+    ctx->stack = frames;
+    ctx->nstack = n;
+}
+
 void bp_ms_ctx(const Process *p, const TrMs *ms, unsigned sid, unsigned flags, TrMsCtx *ctx)
 {
     unsigned needs = tr_ms_needs(ms);
@@ -73,19 +98,18 @@ void bp_ms_ctx(const Process *p, const TrMs *ms, unsigned sid, unsigned flags, T
     if (needs & TR_MS_NEED_CALLER) {
         const Frame *f = bp_frame_caller(p);
         if (f) {
-            const FuncInfo *c = f->fn;
+            TrMsFrame c;
+            frame_info(f, &c);
             ctx->caller_known = true;
-            ctx->caller_mod = c->mod;
-            ctx->caller_fun = c->name;
-            ctx->caller_arity = c->arity;
-            /* {caller_line}: the line of the call, just before the pc
-             * the caller resumes at (natives have none) */
-            if (!c->native && f->pc) {
-                ctx->caller_file = c->file;
-                ctx->caller_line = vm_func_line(c, f->pc - 1);
-            }
+            ctx->caller_mod = c.mod;
+            ctx->caller_fun = c.fun;
+            ctx->caller_arity = c.arity;
+            ctx->caller_file = c.file;
+            ctx->caller_line = c.line;
         }
     }
+    if (needs & TR_MS_NEED_STACK)
+        stack_ctx(p, ctx);
 }
 
 Term bp_args_tuple(Process *p, const FuncInfo *fn, uint32_t base)

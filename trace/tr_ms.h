@@ -34,7 +34,8 @@
  *   TR_MS_MAX_VARS          distinct '$N' variables in a clause
  *   TR_MS_MAX_STACK         values an expression holds at once
  *   TR_MS_SCRATCH_WORDS     words a clause builds (tuples, lists, '$_',
- *                           '$$', {caller}, {caller_line}); '$_' counts 2 words per
+ *                           '$$', {caller}, {caller_line},
+ *                           {current_stacktrace}); '$_' counts 2 words per
  *                           argument, VM_MAX_ARITY arguments when the
  *                           arity is not known at compile time
  *   TR_MS_MAX_DISPLAY       {display, X} actions in a clause
@@ -143,6 +144,22 @@ static inline void tr_ms_result_clear(TrMsResult *res)
  * What a run may need to know about the call besides its arguments.
  * Fill only what tr_ms_needs() asks for; the rest may stay zero.
  */
+/*
+ * {current_stacktrace} gives at most TR_MS_STACK_DEPTH frames: BEAM's
+ * default backtrace_depth (its system flag raises it there; tracevm has
+ * no such flag).  One frame of the calling process's stack, callers
+ * only (the traced function itself is not one: BEAM's stack starts at
+ * the function that made the call), as its run reads it.
+ */
+#define TR_MS_STACK_DEPTH 8
+
+typedef struct TrMsFrame {
+    Atom mod, fun;
+    unsigned arity;
+    const char *file;        /* NULL: none (a native) */
+    uint32_t line;           /* of the call made there; 0: unknown */
+} TrMsFrame;
+
 typedef struct TrMsCtx {
     Term self;               /* {self}: the calling process's pid term; 0 = undefined */
     bool caller_known;       /* {caller}: {mod, fun, arity} of the function returned to */
@@ -152,6 +169,10 @@ typedef struct TrMsCtx {
      * line of the call in it (0: unknown). */
     const char *caller_file;
     uint32_t caller_line;
+    /* {current_stacktrace}: the callers, innermost first (TR_MS_NEED_STACK;
+     * nstack 0 without a process).  Read during the run only. */
+    const TrMsFrame *stack;
+    unsigned nstack;
     /* TR_MS_NEED_FLAGS: the calling process's trace flags in the session
      * whose spec runs (VM_TRACE_* bits), for {trace, D, E}'s answer. */
     unsigned flags;
@@ -172,6 +193,7 @@ enum {
     TR_MS_NEED_CALLER = 1u << 0,   /* the spec uses {caller} or {caller_line} */
     TR_MS_NEED_SELF = 1u << 1,     /* the spec uses {self} */
     TR_MS_NEED_FLAGS = 1u << 2,    /* the spec changes trace flags: TrMsCtx.flags */
+    TR_MS_NEED_STACK = 1u << 3,    /* the spec uses {current_stacktrace}: TrMsCtx.stack */
 };
 
 /*

@@ -64,6 +64,7 @@ const MsFun tr_ms_funs[] = {
     { "exception_trace", 0, F_EXCEPTION_TRACE }, { "caller", 0, F_CALLER },
     { "silent", 1, F_SILENT }, { "display", 1, F_DISPLAY },
     { "backtrace", 0, F_BACKTRACE }, { "caller_line", 0, F_CALLER_LINE },
+    { "current_stacktrace", 0, F_STACKTRACE }, { "current_stacktrace", 1, F_STACKTRACE1 },
     { "enable_trace", 1, F_ENABLE_TRACE }, { "enable_trace", 2, F_ENABLE_TRACE2 },
     { "disable_trace", 1, F_DISABLE_TRACE }, { "disable_trace", 2, F_DISABLE_TRACE2 },
     { "trace", 2, F_TRACE2 }, { "trace", 3, F_TRACE3 },
@@ -443,9 +444,33 @@ static bool c_shortcut(Comp *c, const Term *args, unsigned n, bool is_and, bool 
     return push(c);
 }
 
-/* Checks that count against the clause (actions that have a bound). */
-static bool c_call_effects(Comp *c, unsigned id)
+/* The scratch words of {current_stacktrace} of `depth` frames: per
+ * frame {M, F, A, Loc} and its list cell, Loc's two cells and tuples,
+ * and the file's binary. */
+static size_t stack_words(size_t depth)
 {
+    return depth * (5 + 2 + 2 * (2 + 3) + binary_words(TR_MS_FILE_MAX));
+}
+
+/* Checks that count against the clause (actions that have a bound);
+ * args are the call's arguments as written. */
+static bool c_call_effects(Comp *c, unsigned id, const Term *args)
+{
+    if (id == F_STACKTRACE || id == F_STACKTRACE1) {
+        /* The depth is a literal, as BEAM's compiler requires: a
+         * negative or non-integer one is an error (badarg there). */
+        int64_t depth = TR_MS_STACK_DEPTH;
+        if (id == F_STACKTRACE1) {
+            char b[80];
+            if (!term_is_small(args[0]) || small_value(args[0]) < 0)
+                return cfail(c, "current_stacktrace/1: the depth must be a non-negative "
+                             "integer, not %s", show(args[0], b, sizeof b));
+            if (small_value(args[0]) < depth)
+                depth = small_value(args[0]);
+        }
+        c->needs |= TR_MS_NEED_STACK;
+        return use_heap(c, stack_words((size_t)depth));
+    }
     if (id == F_CALLER) {
         c->needs |= TR_MS_NEED_CALLER;
         return use_heap(c, 4);
@@ -479,7 +504,7 @@ static bool c_call(Comp *c, Term e, bool body)
         return cfail(c, "%s/%u is allowed only in the body", f->name, nargs);
     if (f->id == F_ANDALSO || f->id == F_ORELSE)
         return c_shortcut(c, el + 1, nargs, f->id == F_ANDALSO, body);
-    if (!c_call_effects(c, f->id))
+    if (!c_call_effects(c, f->id, el + 1))
         return false;
     for (unsigned i = 0; i < nargs; i++)
         if (!c_expr(c, el[1 + i], body))

@@ -321,6 +321,20 @@ static Term caller_term(Run *r)
     return build_tuple(r, e, 3);
 }
 
+/* A source file's name as a binary of at most TR_MS_FILE_MAX bytes. */
+static Term file_binary(Run *r, const char *file)
+{
+    size_t n = strlen(file);
+    if (n > TR_MS_FILE_MAX)
+        n = TR_MS_FILE_MAX;
+    size_t words = binary_words(n);
+    Term *b = halloc(r, words);
+    b[words - 1] = 0;   /* the padding of the last word */
+    b[0] = MAKE_HEADER(IMM_HDR_BINARY, n);
+    memcpy(b + 1, file, n);
+    return make_boxed(b);
+}
+
 /* {M, F, A, {File, Line}} of the caller, as OTP 26's {caller_line} (File
  * a binary, as this VM's stack traces have it); {M, F, A, undefined}
  * when the caller has no line (a native); undefined without a caller. */
@@ -332,20 +346,47 @@ static Term caller_line_term(Run *r)
         return make_atom(ATOM_UNDEFINED);
     Term loc = make_atom(ATOM_UNDEFINED);
     if (ctx->caller_file && ctx->caller_line) {
-        size_t n = strlen(ctx->caller_file);
-        if (n > TR_MS_FILE_MAX)
-            n = TR_MS_FILE_MAX;
-        size_t words = binary_words(n);
-        Term *b = halloc(r, words);
-        b[words - 1] = 0;   /* the padding of the last word */
-        b[0] = MAKE_HEADER(IMM_HDR_BINARY, n);
-        memcpy(b + 1, ctx->caller_file, n);
-        Term fl[2] = { make_boxed(b), make_small(ctx->caller_line) };
+        Term fl[2] = { file_binary(r, ctx->caller_file), make_small(ctx->caller_line) };
         loc = build_tuple(r, fl, 2);
     }
     Term e[4] = { make_atom(ctx->caller_mod), make_atom(ctx->caller_fun),
                   make_small(ctx->caller_arity), loc };
     return build_tuple(r, e, 4);
+}
+
+/* OTP 26's {current_stacktrace} and {current_stacktrace, Depth}: the
+ * callers, innermost first, at most `depth` of them and never more than
+ * TR_MS_STACK_DEPTH (the compiler made depth a non-negative integer and
+ * bounded the words by the smaller of the two), each
+ * {M, F, A, [{file, File}, {line, Line}]} as this VM's stack traces have
+ * them (File a binary; either item left out when unknown). */
+static Term stacktrace_term(Run *r, int64_t depth)
+{
+    const TrMsCtx *ctx = r->ctx;
+    unsigned n = ctx ? ctx->nstack : 0;
+    if (depth > TR_MS_STACK_DEPTH)
+        depth = TR_MS_STACK_DEPTH;   /* what the compiler counted */
+    if ((int64_t)n > depth)
+        n = (unsigned)depth;
+    Term list = TERM_NIL;
+    for (unsigned i = n; i-- > 0;) {
+        const TrMsFrame *f = &ctx->stack[i];
+        Term loc = TERM_NIL;
+        if (f->line) {
+            Term e[2] = { make_atom(ATOM_LINE), make_small(f->line) };
+            Term t = build_tuple(r, e, 2);
+            loc = build_list(r, &t, 1, loc);
+        }
+        if (f->file) {
+            Term e[2] = { make_atom(ATOM_FILE), file_binary(r, f->file) };
+            Term t = build_tuple(r, e, 2);
+            loc = build_list(r, &t, 1, loc);
+        }
+        Term e[4] = { make_atom(f->mod), make_atom(f->fun), make_small(f->arity), loc };
+        Term t = build_tuple(r, e, 4);
+        list = build_list(r, &t, 1, list);
+    }
+    return list;
 }
 
 static bool trace_action(Run *r, unsigned id, const Term *a, Term *out);
@@ -378,6 +419,12 @@ static bool action(Run *r, unsigned id, const Term *args, unsigned n, Term *out)
         return true;
     case F_CALLER_LINE:
         *out = caller_line_term(r);
+        return true;
+    case F_STACKTRACE:
+        *out = stacktrace_term(r, TR_MS_STACK_DEPTH);
+        return true;
+    case F_STACKTRACE1:
+        *out = stacktrace_term(r, small_value(a));
         return true;
     case F_ENABLE_TRACE: case F_ENABLE_TRACE2: case F_DISABLE_TRACE: case F_DISABLE_TRACE2:
     case F_TRACE2: case F_TRACE3:

@@ -742,6 +742,62 @@ Test(ms, caller_line_comes_from_the_context)
     tr_ms_free(ms);
 }
 
+static size_t list_len(Term l)
+{
+    size_t n = 0;
+    for (; term_is_cons(l); l = cons_tail(l))
+        n++;
+    return n;
+}
+
+/* {current_stacktrace}: the context's frames in order, each with the
+ * items it has (a native's none), at most TR_MS_STACK_DEPTH or Depth of
+ * them; [] without a process; the words of a full stack of long file
+ * names fit the scratch twice in a clause. */
+Test(ms, current_stacktrace_comes_from_the_context)
+{
+    TrMs *ms = compile_ok("[{'_', [], [{message, {current_stacktrace}}]}]", 0);
+    cr_expect_eq(tr_ms_needs(ms), TR_MS_NEED_STACK);
+    TrMsResult res;
+    cr_expect(tr_ms_run(ms, NULL, 0, NULL, &scratch, &res));
+    cr_expect_str_eq(show(res.msg), "[]");
+    TrMsFrame frames[TR_MS_STACK_DEPTH + 2];
+    for (unsigned i = 0; i < TR_MS_STACK_DEPTH + 2; i++)
+        frames[i] = (TrMsFrame){ .mod = vm_atom_cstr("m"), .fun = vm_atom_cstr("f"),
+                                 .arity = i, .file = "m.tasm", .line = 10 + i };
+    frames[1] = (TrMsFrame){ .mod = vm_atom_cstr("n"), .fun = vm_atom_cstr("nat"), .arity = 1 };
+    frames[2].line = 0;
+    TrMsCtx ctx = { .stack = frames, .nstack = 3 };
+    cr_expect(tr_ms_run(ms, NULL, 0, &ctx, &scratch, &res));
+    cr_expect_str_eq(show(res.msg), "[{m,f,0,[{file,<<\"m.tasm\">>},{line,10}]},{n,nat,1,[]},"
+                                    "{m,f,2,[{file,<<\"m.tasm\">>}]}]");
+    ctx.nstack = TR_MS_STACK_DEPTH + 2;
+    cr_expect(tr_ms_run(ms, NULL, 0, &ctx, &scratch, &res));
+    cr_expect_eq(list_len(res.msg), TR_MS_STACK_DEPTH);
+    tr_ms_free(ms);
+    ms = compile_ok("[{'_', [], [{message, {current_stacktrace, 2}}]}]", 0);
+    cr_expect(tr_ms_run(ms, NULL, 0, &ctx, &scratch, &res));
+    cr_expect_str_eq(show(res.msg), "[{m,f,0,[{file,<<\"m.tasm\">>},{line,10}]},{n,nat,1,[]}]");
+    tr_ms_free(ms);
+    ms = compile_ok("[{'_', [], [{message, {current_stacktrace, 0}}]}]", 0);
+    cr_expect(tr_ms_run(ms, NULL, 0, &ctx, &scratch, &res));
+    cr_expect_str_eq(show(res.msg), "[]");
+    tr_ms_free(ms);
+    /* a depth past the cap builds no more than the cap */
+    ms = compile_ok("[{'_', [], [{message, {current_stacktrace, 1000000}}]}]", 0);
+    cr_expect(tr_ms_run(ms, NULL, 0, &ctx, &scratch, &res));
+    cr_expect_eq(list_len(res.msg), TR_MS_STACK_DEPTH);
+    tr_ms_free(ms);
+    char longname[TR_MS_FILE_MAX + 40];
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    for (unsigned i = 0; i < TR_MS_STACK_DEPTH + 2; i++)
+        frames[i].file = longname;
+    ms = compile_ok("[{'_', [], [{message, {{{current_stacktrace}, {current_stacktrace}}}}]}]", 0);
+    cr_expect(tr_ms_run(ms, NULL, 0, &ctx, &scratch, &res));
+    tr_ms_free(ms);
+}
+
 /* ---- bounds ---- */
 
 /* Builds {{{...X..., 0}, 0}, 0} of `depth` levels in `words` (the nesting
@@ -923,6 +979,16 @@ Test(ms, bad_specs_give_exact_messages)
           "a tuple {{...}} or {const, T}" },
         { "[{'_', [], [{display, 1}, {display, 2}, {display, 3}, {display, 4}, {display, 5}]}]", 1,
           "match spec clause 1: action 5: more than 4 display actions in a clause" },
+        { "[{'_', [], [{message, {current_stacktrace, a}}]}]", 1,
+          "match spec clause 1: action 1: current_stacktrace/1: the depth must be a non-negative "
+          "integer, not a" },
+        { "[{'_', [], [{message, {current_stacktrace, -1}}]}]", 1,
+          "match spec clause 1: action 1: current_stacktrace/1: the depth must be a non-negative "
+          "integer, not -1" },
+        { "[{'_', [{current_stacktrace}], []}]", 1,
+          "match spec clause 1: guard 1: current_stacktrace/0 is allowed only in the body" },
+        { "[{'_', [], [{message, {{{current_stacktrace}, {current_stacktrace}, {current_stacktrace}}}}]}]", 1,
+          "match spec clause 1: action 1: builds more than 1024 words of terms" },
         { "[{'_', [], []}]", 300, "match spec: arity 300 is out of range" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
