@@ -154,7 +154,8 @@ def main():
                  'erlang:registered/0', 'erlang:demonitor/1', 'erlang:demonitor/2', 'flush',
                  'info', 'erlang:node/0', 'nonode@nohost', 'erlang:process_info/2',
                  'erlang:processes/0', 'status', 'message_queue_len', 'registered_name',
-                 'links', 'monitored_by', 'erlang:garbage_collect/0', 'heap_size']
+                 'links', 'monitored_by', 'erlang:garbage_collect/0', 'heap_size', 'current_function',
+                 'current_stacktrace']
     terms = ['[', ']', '{', '}', '|', ',', '"', "'", 'fun ', ':', '/', '-', '[]', '{}',
              '\\n', '\\x41', '\\\\', 'ok', "'$1'", "'_'"]
     fns = re.findall(r'\{ "([^"]+)", -?\d+, F_', read(rel('trace/tr_ms_compile.c')).decode())

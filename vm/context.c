@@ -173,22 +173,15 @@ tvm_term vm_root_push(Process *p, Term t)
 
 /* ==== exceptions ==== */
 
-void vm_exception_set(Process *p, Term cls, Term reason, const Instr *top_pc)
+uint32_t vm_raw_frames(const Process *p, uint32_t n, const Instr *top_pc, RawFrame *out,
+                       uint32_t max)
 {
-    p->exc_class = cls;
-    p->exc_reason = reason;
-    p->exc_pending = true;
-    p->exc_trace_term = THE_NONE;
-    p->exc_depth = 0;
-    if (VM_UNLIKELY(p->vm->crash_stacks))
-        vm_hook_note_raise(p, top_pc);
+    uint32_t depth = 0;
     const Instr *pc = top_pc;
-    for (uint32_t i = p->nframes; i-- > 0 && p->exc_depth < VM_STACKTRACE_DEPTH;) {
+    for (uint32_t i = n; i-- > 0 && depth < max;) {
         const Frame *f = &p->frames[i];
-        if (f->kind == FRAME_CALL && f->fn) {
-            p->exc_trace[p->exc_depth++] =
-                (RawFrame){ f->fn, pc ? vm_func_line(f->fn, pc) : 0 };
-        }
+        if (f->kind == FRAME_CALL && f->fn)
+            out[depth++] = (RawFrame){ f->fn, pc ? vm_func_line(f->fn, pc) : 0 };
         /* The frame below resumes at its saved pc; the call is just before
          * it.  Entry frames and natives have no line to find. */
         uint32_t b = i;
@@ -199,18 +192,35 @@ void vm_exception_set(Process *p, Term cls, Term reason, const Instr *top_pc)
                  ? below->pc - 1
                  : NULL;
     }
+    return depth;
+}
+
+void vm_exception_set(Process *p, Term cls, Term reason, const Instr *top_pc)
+{
+    p->exc_class = cls;
+    p->exc_reason = reason;
+    p->exc_pending = true;
+    p->exc_trace_term = THE_NONE;
+    if (VM_UNLIKELY(p->vm->crash_stacks))
+        vm_hook_note_raise(p, top_pc);
+    p->exc_depth = vm_raw_frames(p, p->nframes, top_pc, p->exc_trace, VM_STACKTRACE_DEPTH);
 }
 
 Term vm_exception_trace_term(Process *p)
 {
-    if (p->exc_trace_term != THE_NONE)
-        return p->exc_trace_term;
+    if (p->exc_trace_term == THE_NONE)
+        p->exc_trace_term = vm_stacktrace_term(p, p->exc_trace, p->exc_depth);
+    return p->exc_trace_term;
+}
+
+Term vm_stacktrace_term(Process *p, const RawFrame *frames, uint32_t n)
+{
     /* Each frame: {M, F, A, [{file, F}, {line, L}]}: at most 5 + 6 + 6 + 4 + 3 + 3 words. */
     size_t per = 5 + 4 + 2 + 3 + 2 + 3 + 2 + 64;
-    vm_heap_ensure(p, per * p->exc_depth + 2, NULL, 0);
+    vm_heap_ensure(p, per * n + 2, NULL, 0);
     Term list = TERM_NIL;
-    for (uint32_t i = p->exc_depth; i-- > 0;) {
-        const RawFrame *rf = &p->exc_trace[i];
+    for (uint32_t i = n; i-- > 0;) {
+        const RawFrame *rf = &frames[i];
         Term loc = TERM_NIL;
         if (rf->line) {
             Term *lt = vm_heap_alloc(p, 3);
@@ -223,14 +233,14 @@ Term vm_exception_trace_term(Process *p)
             loc = make_cons_ptr(c);
         }
         if (rf->fn->file) {
-            size_t n = strlen(rf->fn->file);
-            if (n > 400)
-                n = 400;
-            size_t words = binary_words(n);
+            size_t len = strlen(rf->fn->file);
+            if (len > 400)
+                len = 400;
+            size_t words = binary_words(len);
             Term *b = vm_heap_alloc(p, words);
             b[words - 1] = 0;
-            b[0] = MAKE_HEADER(IMM_HDR_BINARY, n);
-            memcpy(b + 1, rf->fn->file, n);
+            b[0] = MAKE_HEADER(IMM_HDR_BINARY, len);
+            memcpy(b + 1, rf->fn->file, len);
             Term *ft = vm_heap_alloc(p, 3);
             ft[0] = MAKE_HEADER(IMM_HDR_TUPLE, 2);
             ft[1] = make_atom(ATOM_FILE);
@@ -251,7 +261,6 @@ Term vm_exception_trace_term(Process *p)
         c[1] = list;
         list = make_cons_ptr(c);
     }
-    p->exc_trace_term = list;
     return list;
 }
 

@@ -26,6 +26,7 @@
 #include "vm/hook.h"
 #include "vm/lend.h"
 #include "vm/process.h"
+#include "vm/procinfo.h"
 #include "vm/sched.h"
 #include "vm/fiber.h"
 
@@ -690,6 +691,10 @@ bool vm_yield_point(Process *p)
      * process that never receives still dies of one within a slice. */
     if (VM_UNLIKELY(p->kill) || vm_proc_signalled(p))
         return true;
+    /* Another process asked for its frames while it ran (vm/procinfo.c):
+     * its frames are as the caller left them, the top one's pc set. */
+    if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->info_reqs)))
+        vm_procinfo_serve(p);
     /*
      * A call context runs on its caller's thread and has nobody to yield
      * to, so its time slice simply starts again.  A process on a

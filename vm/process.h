@@ -249,6 +249,14 @@ struct Process {
      * another process (a moment's picture: nothing else is ordered by
      * it). */
     VmAtomic trap_exit;
+    /* process_info/2's current_function or current_stacktrace asked of
+     * this process while it runs (vm/procinfo.c, "Asking a running
+     * process"): the head of a list of requests (struct VmInfoReq, on the
+     * askers' stacks), which askers add and take off under lock; the
+     * process answers them all at its next reduction check, under its
+     * lock, after a relaxed load of the head there (a request missed
+     * waits for the next check; the asker looks again). */
+    VmAtomic info_reqs;
     Message *kill_msg;
     Term kill;             /* the reason it is being killed, or 0 */
     size_t kill_heap;      /* heap + queue + monitor words when it was (crash report) */
@@ -519,6 +527,21 @@ static inline size_t vm_monitors_live(const Process *p)
 
 /* Builds the term form of p's exception stack trace on its heap. */
 Term vm_exception_trace_term(Process *p);
+
+/*
+ * The call frames among p's frames[0 .. n-1], from the top down (trace
+ * and entry frames skipped), at most max of them, into out: each
+ * function and the line it is at, the top one's from top_pc (NULL: no
+ * line) and each other's from the call it made (the pc it resumes at,
+ * less one).  Returns how many.  p's own thread, or another holding p's
+ * lock while p is not running (its frames do not change then).
+ */
+uint32_t vm_raw_frames(const Process *p, uint32_t n, const Instr *top_pc, RawFrame *out,
+                       uint32_t max);
+
+/* The list [{M, F, A, [{file, File}, {line, Line}]}] of n raw frames on
+ * p's heap (either item left out when unknown), as stack traces are. */
+Term vm_stacktrace_term(Process *p, const RawFrame *frames, uint32_t n);
 
 /* Appends p's pending exception, class, reason and stack trace, as the
  * crash report and tvm_format_exception print it. */

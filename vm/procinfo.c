@@ -11,8 +11,25 @@
  * So the answer about another process is a moment's picture, as BEAM's
  * (which asks the process and may get an answer that is already old).
  * Items that live in what only the process itself may read (the
- * monitors it set, its messages, its frames) are not offered:
- * process_info/2 is badarg for them, as for any unknown item.
+ * monitors it set, its messages) are not offered: process_info/2 is
+ * badarg for them, as for any unknown item.
+ *
+ * Asking a running process.  current_function and current_stacktrace
+ * read the frames, which only the process changes, and only while it
+ * runs: a process that is not RUNNING is read under its lock (a
+ * scheduler takes that lock to make it RUNNING, and its top frame's pc
+ * is where it stopped: every place a process suspends stores it).  A
+ * RUNNING one is asked, as BEAM asks a process by a signal: the asker
+ * puts a request (VmInfoReq, on its own stack) on the target's
+ * info_reqs list under the target's lock and sleeps a millisecond at a
+ * time; the target, at its next reduction check (within a time slice,
+ * or once a native it is in returns), copies its frames into every
+ * request on the list and empties it, under its lock.  The asker looks
+ * again under that lock each time it wakes: answered, or the target no
+ * longer running (then read directly), or gone (undefined); whatever
+ * ends the wait, the asker's request is off the list before it returns,
+ * so the target never writes to a stack that moved on.  A process
+ * never asks itself (it reads its own frames).
  *
  * Lock order: the process table's lock, then a process's (as
  * tvm_processes); every other lock is taken alone.
@@ -20,6 +37,7 @@
 #include "vm/procinfo.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "vm/atom.h"
 #include "vm/heap.h"
@@ -101,6 +119,128 @@ static tvm_status nif_processes(tvm_env *env, int argc, const tvm_term *argv, tv
     return TVM_OK;
 }
 
+/* ==== frames: current_function and current_stacktrace ==== */
+
+/* As BEAM's default backtrace_depth. */
+#define INFO_DEPTH 8
+
+typedef struct VmInfoReq {
+    struct VmInfoReq *next;   /* on the target's info_reqs, under its lock */
+    bool done;                /* answered (under the target's lock) */
+    uint32_t n;
+    RawFrame frames[INFO_DEPTH];
+} VmInfoReq;
+
+/* t's frames, top first: t's own thread, or t's lock held while t is
+ * not running.  Its top frame's pc is where it is (stored wherever it
+ * suspends or yields). */
+static uint32_t frames_of(const Process *t, RawFrame *out)
+{
+    if (!t->nframes)
+        return 0;
+    return vm_raw_frames(t, t->nframes, t->frames[t->nframes - 1].pc, out, INFO_DEPTH);
+}
+
+void vm_procinfo_serve(Process *p)
+{
+    pthread_mutex_lock(&p->lock);
+    for (VmInfoReq *r = (VmInfoReq *)vm_atomic_load_ptr_relaxed(&p->info_reqs); r; r = r->next) {
+        r->n = frames_of(p, r->frames);
+        r->done = true;
+    }
+    vm_atomic_store_relaxed(&p->info_reqs, 0);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Takes r off t's list if it is there (t's lock held). */
+static void req_unlink(Process *t, VmInfoReq *r)
+{
+    VmInfoReq *head = vm_atomic_load_ptr_relaxed(&t->info_reqs);
+    if (head == r) {
+        vm_atomic_store_relaxed(&t->info_reqs, (uintptr_t)r->next);
+        return;
+    }
+    for (VmInfoReq *q = head; q; q = q->next) {
+        if (q->next == r) {
+            q->next = r->next;
+            return;
+        }
+    }
+}
+
+/* t's frames into r for p: read, or asked of t while it runs (the
+ * essay above).  1: r holds them; 0: t is gone; -1: p is being killed
+ * (its sleep said so); 2: t runs and p is a call context made on a
+ * scheduler thread (inside a native), which cannot wait without holding
+ * that thread, perhaps the very scheduler t is queued on after a yield
+ * (still RUNNING there): not asked.  A call context on an embedder's
+ * thread waits by sleeping that thread. */
+static int frames_for(Process *p, Process *t, VmInfoReq *r)
+{
+    if (t == p) {
+        /* Its own frames, the native's (this one) left out: the first
+         * is the function that called process_info/2, at the call. */
+        RawFrame all[INFO_DEPTH + 1];
+        uint32_t n = vm_raw_frames(p, p->nframes, NULL, all, INFO_DEPTH + 1);
+        r->n = n ? n - 1 : 0;
+        memcpy(r->frames, all + 1, r->n * sizeof(RawFrame));
+        return 1;
+    }
+    *r = (VmInfoReq){ 0 };
+    bool listed = false;
+    pthread_mutex_lock(&t->lock);
+    for (;;) {
+        int got = -2;
+        if (t->state == PS_EXITED || t->exiting)
+            got = 0;
+        else if (r->done)
+            got = 1;
+        else if (t->state != PS_RUNNING) {
+            r->n = frames_of(t, r->frames);
+            got = 1;
+        } else if (!p->fiber && vm_running_process())
+            got = 2;
+        if (got != -2) {
+            if (listed && !r->done)
+                req_unlink(t, r);
+            pthread_mutex_unlock(&t->lock);
+            return got;
+        }
+        if (!listed) {
+            r->next = (VmInfoReq *)vm_atomic_load_ptr_relaxed(&t->info_reqs);
+            vm_atomic_store_relaxed(&t->info_reqs, (uintptr_t)r);
+            listed = true;
+        }
+        pthread_mutex_unlock(&t->lock);
+        tvm_status st = tvm_sleep(&p->env, 1);
+        pthread_mutex_lock(&t->lock);
+        if (st != TVM_OK) {
+            if (!r->done)
+                req_unlink(t, r);
+            pthread_mutex_unlock(&t->lock);
+            return -1;
+        }
+    }
+}
+
+/* {M, F, A} of the first frame, or of t's entry function before it has
+ * frames (spawned, not yet run); undefined without either. */
+static Term function_term(Process *p, const Process *t, const VmInfoReq *r)
+{
+    Term e[3];
+    if (r->n) {
+        const FuncInfo *fn = r->frames[0].fn;
+        e[0] = make_atom(fn->mod), e[1] = make_atom(fn->name), e[2] = make_small(fn->arity);
+    } else if (t->entry) {
+        /* Set at the spawn, before t was published, and never again. */
+        const Export *x = t->entry;
+        e[0] = make_atom(x->mod), e[1] = make_atom(x->name), e[2] = make_small(x->arity);
+    } else {
+        return make_atom(ATOM_UNDEFINED);
+    }
+    return vm_make_tuple(p, 3, e);
+}
+
 /* ==== process_info/2 ==== */
 
 /* The status of t (its lock held; not exiting), as BEAM names it. */
@@ -139,6 +279,20 @@ static Term item_value(Process *p, Process *t, Term item, bool *gone)
     }
     case ATOM_TRAP_EXIT:
         return make_bool(vm_atomic_load_relaxed(&t->trap_exit) != 0);
+    case ATOM_CURRENT_FUNCTION:
+    case ATOM_CURRENT_STACKTRACE: {
+        VmInfoReq r;
+        int got = frames_for(p, t, &r);
+        /* Killed while it waited (-1): p->kill is set, and p dies as the
+         * native returns (vm/interp.c), whatever it answers.  Not asked
+         * (2): undefined. */
+        if (got != 1) {
+            *gone = *gone || got == 0;
+            return make_atom(ATOM_UNDEFINED);
+        }
+        return a == ATOM_CURRENT_FUNCTION ? function_term(p, t, &r)
+                                           : vm_stacktrace_term(p, r.frames, r.n);
+    }
     case ATOM_REGISTERED_NAME: {
         Atom name;
         if (!vm_registry_name_of(t, &name))
@@ -169,7 +323,8 @@ static bool item_known(Term item)
 {
     static const Atom known[] = { ATOM_STATUS, ATOM_MESSAGE_QUEUE_LEN, ATOM_HEAP_SIZE,
                                   ATOM_REDUCTIONS, ATOM_REGISTERED_NAME, ATOM_LINKS,
-                                  ATOM_MONITORED_BY, ATOM_TRAP_EXIT };
+                                  ATOM_MONITORED_BY, ATOM_TRAP_EXIT, ATOM_CURRENT_FUNCTION,
+                                  ATOM_CURRENT_STACKTRACE };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (item == make_atom(known[i]))
             return true;

@@ -7,7 +7,12 @@
 #define VM_PROCINFO_H
 
 #include "vm/native.h"
+#include "vm/process.h"
 
 VmNativeTable vm_procinfo_natives(void);
+
+/* At a reduction check of p (its own thread): answers the requests for
+ * its frames that askers left while it ran (Process.info_reqs). */
+void vm_procinfo_serve(Process *p);
 
 #endif /* VM_PROCINFO_H */
