@@ -465,11 +465,13 @@ arith:
         /* An embedder's native may block or compute for long: while it
          * runs, processes queued behind p on this scheduler's local queue
          * may be taken by idle schedulers (vm/sched.c, "Lending the local
-         * queue").  Two atomic operations per such call (three with a
-         * backlog); the VM's own natives pay two predicted tests here,
-         * and lend by themselves when their arguments ask for long work
-         * (vm/bif.c, lend_if_long). */
-        bool lent = VM_UNLIKELY(fi->lends) && vm_sched_lend(p);
+         * queue").  On one scheduler nothing (vm_sched_lend_useful);
+         * else with an empty queue two plain stores, with a backlog one
+         * atomic RMW at the call and one CAS at the return; the VM's own
+         * natives pay two predicted tests here, and lend by themselves
+         * when their arguments ask for long work (vm/bif.c,
+         * lend_if_long). */
+        bool lent = VM_UNLIKELY(fi->lends) && vm_sched_lend_useful(p) && vm_sched_lend(p);
         tvm_status st = fi->native(&p->env, fi->arity, argv, &res, fi->native_data);
         if (VM_UNLIKELY(lent))
             vm_sched_lend_end(p);

@@ -45,62 +45,86 @@
  *   native's call (vm/interp.c; the built-in native itself) lends the
  *   queue for as long as it runs, through one word per scheduler, `lend`
  *   (sched.h):
- *     OWNED -> WORK or EMPTY   the owner, as the native starts ([LQ1], a
- *                              full CAS that cannot fail; WORK when the
- *                              queue holds processes);
+ *     OWNED -> EMPTY           the owner, as the native starts with its
+ *                              queue empty ([LQ0], a relaxed store);
+ *     OWNED -> WORK            the owner, as the native starts with
+ *                              processes queued ([LQ1], a release store);
  *     WORK -> TAKING           a thief, in steal() ([LQ2'], full CAS: one
  *                              thief at a time, and never the owner);
  *     TAKING -> EMPTY          the same thief, once it has moved the whole
  *                              queue to its own local queue ([LQ2] release);
- *     WORK or EMPTY -> OWNED   the owner, as the native returns or when
- *                              the process switches out inside it ([LQ3]
- *                              full CAS; on TAKING it yields and retries:
- *                              the thief is a few stores from EMPTY).
+ *     WORK or EMPTY -> OWNED   the owner, as the native returns, when the
+ *                              process switches out inside it, or at a
+ *                              yield inside it (vm_sched_yield_to_next):
+ *                              from EMPTY an acquire load ([LQ3'], pairs
+ *                              with [LQ2]) and a relaxed store; from WORK
+ *                              a full CAS ([LQ3], against [LQ2']; on
+ *                              TAKING it yields and retries: the thief is
+ *                              a few stores from EMPTY).
+ *   Only the owner leaves OWNED and EMPTY (thieves act on WORK alone, and
+ *   the [LQ4'] reads below are RMWs that write back what they read), so
+ *   the owner needs no CAS there: a plain store cannot overwrite anyone's
+ *   change.  Only WORK is contended, and only its end is a CAS.
  *   The owner keeps off the queue while it is lent: nothing pushes to it
  *   (vm_sched_enqueue from the lending thread, a spawn or a send made by
  *   the native, goes the way of another thread's: a shared queue, which
  *   thieves steal from too), and every path that pops or pushes it first
  *   takes it back: run() when the process comes back to the scheduler
  *   (a wait, a yield, an exit or a stack overflow inside the native),
- *   vm_sched_yield_to_next (which falls back to that path).  So between
- *   [LQ1] and [LQ3] the queue's fields are the thieves', one at a time,
- *   and the CASes and the release store order every plain access to
- *   them (and to the processes' fields written before they were queued)
- *   between the owner and each thief.  The queue only shrinks while lent,
- *   so WORK always means a non-empty queue, and EMPTY lets idle
- *   schedulers skip it without reading it.
+ *   vm_sched_yield_to_next (a yield inside the native, which then
+ *   switches straight to the next process as any yield does).  So between
+ *   the lend and [LQ3] the queue's fields are the thieves', one at a time,
+ *   and [LQ1] (read by [LQ2']) and [LQ2] (read by [LQ3'] or the [LQ3]
+ *   CAS) order every plain access to them (and to the processes' fields
+ *   written before they were queued) between the owner and each thief.
+ *   The queue only shrinks while lent, so WORK always means a non-empty
+ *   queue, EMPTY stays true until the owner takes the queue back, and
+ *   EMPTY lets idle schedulers skip it without reading it.
+ *   A scheduler alone in its system (one scheduler) does not lend at all
+ *   (vm_sched_lend_useful, vm_sched_lend): nobody could take the queue,
+ *   and the processes behind the native wait for this thread either way.
  *   A process that comes back inside the native (a wait or a yield from
- *   it: tvm_receive, tvm_sleep) lends again, on whichever scheduler it
- *   came back to (vm_proc_switch_out, by p->lending, which only p's own
- *   thread reads or writes): that scheduler took its queue back in run()
- *   as the process switched out, and the rest of the native may be long.
+ *   it: tvm_receive, tvm_sleep, vm_yield_point) lends again, on whichever
+ *   scheduler it came back to (vm_proc_switch_out, by p->lending, which
+ *   only p's own thread reads or writes): that scheduler took its queue
+ *   back as the process switched out, and the rest of the native may be
+ *   long.
  *   A thief takes the whole queue: its owner is inside a native of
  *   unknown length; if that native returns first and its scheduler finds
  *   nothing else, it steals or, asleep, is handed half of the thief's
  *   backlog by share_with_sleeper.
- *   Waking: a native that starts with processes queued and finds a
- *   scheduler idle ([LQ1'], a full RMW read of nidle after [LQ1]) wakes a
+ *   Waking: a native that starts with processes queued reads nidle with a
+ *   full RMW after [LQ1] ([LQ1']) and, if a scheduler is idle, wakes a
  *   sleeping one, taking each other scheduler's lock in turn; a scheduler
  *   going idle adds itself to nidle ([LQ4], full) and then, under its
  *   lock, looks at the lend words ([LQ4'], full RMW reads) before it
- *   sleeps.  Both sides store then load with full RMWs, so at least one
- *   sees the other: either the idle one sees WORK and does not sleep, or
- *   the lender sees it counted and wakes it (it is then asleep, having
- *   set `sleeping` under the lock the lender takes, or about to look at
- *   the lend words after the lender released that lock).
+ *   sleeps.  [LQ1'] and [LQ4] are RMWs of the same word, so one comes
+ *   first: if [LQ4] did, [LQ1'] reads its count and the lender wakes the
+ *   idle one (it is then asleep, having set `sleeping` under the lock the
+ *   lender takes, or about to look at the lend words after the lender
+ *   released that lock); if [LQ1'] did, [LQ4] reads from it (a release
+ *   read by an acquire), so [LQ1] happens before [LQ4'], which sees WORK
+ *   (or what a thief or the owner made of it since) and does not sleep.
+ *   A native that starts with an empty queue wakes nobody: there is
+ *   nothing to take.
  *   Stop-the-world, QSBR, the direct switch: a thief takes processes
  *   between two processes of its own, where it would take from a shared
  *   queue; it parks for a stop-the-world at the top of its loop and
  *   reports its quiescent states as before; the lending owner is inside
  *   a process (not quiescent, not parkable) exactly as without the lend.
- *   The direct switch reads the local queue, so it runs only on an owned
- *   one.  The VM's own natives do not lend at their call: a short one
+ *   The direct switch reads the local queue, so it takes the queue back
+ *   first.  The VM's own natives do not lend at their call: a short one
  *   (erlang:send/2 among them) pays one predicted test of fi->lends and,
  *   if its work depends on its arguments, one compare of that work with
  *   VM_BIF_LEND_WORK (vm/lend.h, vm_lend_if_long, which lends the same
  *   way for a long one; the comparisons and copies of terms made for VM
  *   code lend there too); the switch and the enqueue pay one load and
  *   test of `lend` each.
+ *   Cost of an embedder native's call (bench_procs, docs/benchmarks.md):
+ *   on one scheduler a load of p->sched->sys->n; else, with an empty
+ *   queue, two plain stores and a load; with processes queued, one RMW
+ *   at the call and one CAS at the return (the two locked instructions
+ *   a call had before were a CAS each way, and [LQ1'] a third).
  *
  * Thread progress: each scheduler is registered with liburcu QSBR, calls
  * rcu_quiescent_state() between two processes (the process has switched
@@ -251,9 +275,6 @@ static void share_with_sleeper(Scheduler *s)
     rq_push_chain(o, first, tail, give);
 }
 
-/* Lend states of Scheduler.lend (sched.h; "Lending the local queue"). */
-enum { LEND_OWNED = 0, LEND_WORK = 1, LEND_EMPTY = 2, LEND_TAKING = 3 };
-
 /*
  * Makes a RUNNABLE process run somewhere.  On a scheduler thread of this
  * system: on that scheduler's local queue (no lock, no wake-up; a backlog
@@ -350,8 +371,9 @@ static bool lent_work(Scheduler *self)
 /* Wakes a sleeping scheduler other than s (one with work to lend).  Each
  * one's lock is taken, so that one between its idle add and its wait
  * either sees the lend ([LQ4']) before it waits or is waiting (sleeping
- * set under that lock) when signalled. */
-static void wake_one_sleeper(Scheduler *s)
+ * set under that lock) when signalled.  Out of line: inlined, its loop's
+ * registers made every lend save and restore five (callgrind). */
+static __attribute__((noinline)) void wake_one_sleeper(Scheduler *s)
 {
     SchedSystem *sys = s->sys;
     for (int k = 1; k < sys->n; k++) {
@@ -369,17 +391,29 @@ static void wake_one_sleeper(Scheduler *s)
 bool vm_sched_lend(Process *p)
 {
     Scheduler *s = tls_sched;
-    if (!s || s->current != p || vm_atomic_load_relaxed(&s->lend) != LEND_OWNED)
+    /* Alone in its system, a scheduler has nobody to lend to: a process
+     * queued behind the native waits for this thread whatever is done. */
+    if (!s || s->current != p || s->sys->n == 1 ||
+        vm_atomic_load_relaxed(&s->lend) != LEND_OWNED)
         return false;
-    /* [LQ1] full CAS (release; it cannot fail: only the owner leaves
-     * OWNED): the queue's links and its processes before a thief's
-     * [LQ2'], and this lend before the nidle read below. */
-    bool work = s->local_head != NULL;
-    vm_atomic_cas_full(&s->lend, LEND_OWNED, work ? LEND_WORK : LEND_EMPTY);
     p->lending = true;   /* p's own thread only (vm/process.h) */
-    /* [LQ1'] full RMW read, pairs with [LQ4]: a scheduler that went idle
-     * before it is woken here; one going idle after sees the lend. */
-    if (work && vm_atomic_load_rmw_full(&s->sys->nidle) > 0)
+    if (!s->local_head) {
+        /* [LQ0] relaxed: nothing to take, and no thief or idle scheduler
+         * acts on EMPTY; it only keeps this thread off its own queue (a
+         * spawn or a wake-up by the native goes to a shared queue).  The
+         * queue cannot gain work while lent, so EMPTY stays true. */
+        vm_atomic_store_relaxed(&s->lend, LEND_EMPTY);
+        return true;
+    }
+    /* [LQ1] release (only the owner leaves OWNED, so no CAS): the queue's
+     * links and its processes before a thief's [LQ2'] CAS reads WORK. */
+    vm_atomic_store_release(&s->lend, LEND_WORK);
+    /* [LQ1'] full RMW read of nidle, pairs with [LQ4]: the two RMWs on
+     * nidle are ordered; if [LQ4] came first this reads its count and
+     * wakes a sleeper; if this came first, it is a release that [LQ4]
+     * (acquire) reads from, so [LQ1] happens before that scheduler's
+     * [LQ4'] reads of the lend words, which see WORK or later. */
+    if (vm_atomic_load_rmw_full(&s->sys->nidle) > 0)
         wake_one_sleeper(s);
     return true;
 }
@@ -389,11 +423,20 @@ bool vm_sched_lend(Process *p)
 static void lend_end(Scheduler *s)
 {
     for (;;) {
-        uintptr_t st = vm_atomic_load_relaxed(&s->lend);
+        /* [LQ3'] acquire: an EMPTY stored by a thief's [LQ2] release, with
+         * the queue as it left it. */
+        uintptr_t st = vm_atomic_load_acquire(&s->lend);
         if (st == LEND_OWNED)
             return;
-        /* [LQ3] full CAS (acquire): whatever a thief left, pairs with [LQ2]. */
-        if (st != LEND_TAKING && vm_atomic_cas_full(&s->lend, st, LEND_OWNED))
+        /* EMPTY (the owner's [LQ0] or a thief's [LQ2]) has no other
+         * writer: nobody but the owner leaves it ([LQ4']'s RMW reads
+         * write back what they read). */
+        if (st == LEND_EMPTY) {
+            vm_atomic_store_relaxed(&s->lend, LEND_OWNED);
+            return;
+        }
+        /* [LQ3] full CAS from WORK, against a thief's [LQ2'] CAS. */
+        if (st == LEND_WORK && vm_atomic_cas_full(&s->lend, LEND_WORK, LEND_OWNED))
             return;
         if (st == LEND_TAKING)
             sched_yield();
@@ -700,10 +743,12 @@ bool vm_sched_yield_to_next(Process *p)
 {
     Scheduler *s = p->sched;
     SchedSystem *sys = s->sys;
-    /* Inside an embedder native the queue may be lent: the ordinary
-     * path (run()) takes it back before it looks at it. */
+    /* A yield inside a native that lent the queue: take it back here, as
+     * run() would after the switch out, before reading it; p lends again
+     * when it is switched in (vm_proc_switch_out), and so does q if it
+     * too was switched out inside such a native. */
     if (VM_UNLIKELY(vm_atomic_load_relaxed(&s->lend) != LEND_OWNED))
-        return false;
+        lend_end(s);
     Process *q = s->local_head;
     if (!q || q->state != PS_RUNNING || vm_atomic_load_relaxed(&s->rq_len) > 0 ||
         vm_atomic_load_relaxed(&sys->nidle) > 0 || vm_atomic_load_acquire(&sys->stopping) ||

@@ -27,6 +27,9 @@
 #include "vm/process.h"
 #include "vm/timer.h"
 
+/* The states of Scheduler.lend (sched.c, "Lending the local queue"). */
+enum { LEND_OWNED = 0, LEND_WORK = 1, LEND_EMPTY = 2, LEND_TAKING = 3 };
+
 typedef struct Scheduler {
     struct SchedSystem *sys;
     int id;
@@ -46,18 +49,20 @@ typedef struct Scheduler {
     size_t local_len;
     /*
      * Who may touch the local queue (sched.c, "Lending the local queue"):
-     * LEND_OWNED (0), only this scheduler's thread; LEND_WORK or
-     * LEND_EMPTY, lent while a process here is inside an embedder native
-     * (the queue holds processes, or none): the owner keeps off it and a
-     * thief may take LEND_WORK to LEND_TAKING, and nobody else may.
-     * Written by the owner (a full CAS from OWNED when the native starts,
-     * [LQ1]; a full CAS back to OWNED after it, [LQ3]) and by one thief
-     * at a time (a full CAS WORK->TAKING, [LQ2'], then, the whole queue
-     * taken, a release store of EMPTY, [LQ2]); the CASes and the store
+     * LEND_OWNED, only this scheduler's thread; LEND_WORK or LEND_EMPTY,
+     * lent while a process here is inside an embedder native (the queue
+     * holds processes, or none) on a scheduler that has others: the
+     * owner keeps off it and a thief may take LEND_WORK to LEND_TAKING,
+     * and nobody else may.  Written by the owner (when the native starts:
+     * a relaxed store of EMPTY, [LQ0], or a release store of WORK, [LQ1];
+     * after it: a relaxed store of OWNED over EMPTY, or a full CAS from
+     * WORK, [LQ3]) and by one thief at a time (a full CAS WORK->TAKING,
+     * [LQ2'], then, the whole queue taken, a release store of EMPTY,
+     * [LQ2]); [LQ1]/[LQ2'] and [LQ2]/[LQ3'] (the owner's acquire load)
      * order the queue's plain fields between the owner and the thief.
-     * Read relaxed by the owner (only its own writes or TAKING can be
-     * there), and by idle schedulers as a hint (full RMW after their
-     * nidle add, [LQ4']).
+     * Read relaxed by the owner (only its own writes, TAKING or EMPTY can
+     * be there), and by idle schedulers as a hint (full RMW after their
+     * nidle add, [LQ4'], which writes back what it read).
      */
     VmAtomic lend;
     pthread_mutex_t lock;
@@ -117,7 +122,7 @@ typedef struct SchedSystem {
     VmAtomic spawn_rr;        /* round-robin placement of new processes (relaxed) */
     /* How many schedulers are idle (from the failed look for work until
      * they wake again): each adds 1 when it goes idle ([LQ4] full
-     * fetch-add, which a lender's [LQ1] pairs with) and takes it back
+     * fetch-add, which a lender's [LQ1'] pairs with) and takes it back
      * after (relaxed; the one whose add completes the count trims the
      * fiber pool).  Read relaxed by busy schedulers as a hint to share a
      * backlog (a stale value costs a missed or a vain look), and by a
@@ -217,15 +222,27 @@ bool vm_sched_yield_to_next(Process *p);
  * Around a long native called by p, an embedder's (vm/interp.c) or a
  * built-in one given much work, or a long walk of a term (vm/lend.h):
  * vm_sched_lend lends the local queue of p's scheduler to idle
- * schedulers (and wakes one if the queue holds work); true if it did, and then p->lending is set (false: not on
- * a scheduler, p is not its current process, or the queue is lent
- * already by an enclosing native, whose lend p->lending still marks).
+ * schedulers (and wakes one if the queue holds work); true if it did,
+ * and then p->lending is set (false: not on a scheduler, p is not its
+ * current process, the scheduler is alone in its system, or the queue
+ * is lent already by an enclosing native, whose lend p->lending still
+ * marks).
  * vm_sched_lend_end(p), called only after a lend that returned true,
  * clears p->lending and takes the queue back if it still is lent (a
  * switch out inside the native took it back already).
  */
 bool vm_sched_lend(Process *p);
 void vm_sched_lend_end(Process *p);
+/* Whether a lend by p could help anyone: p runs on a scheduler (p->sched,
+ * written before p is switched in, read here on p's own thread; NULL for
+ * a call context) that has others beside it (sys->n, fixed at start).
+ * Alone, a scheduler has nobody to lend to: vm_sched_lend would return
+ * false too, after an out-of-line call and a thread-local lookup. */
+static inline bool vm_sched_lend_useful(const Process *p)
+{
+    const Scheduler *s = p->sched;
+    return s && s->sys->n > 1;
+}
 /* Moves messages sent so far into the process's own queue, acting on the
  * exit signals among them (vm_signals_take). */
 void vm_proc_fetch(Process *p);
