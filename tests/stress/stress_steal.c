@@ -11,7 +11,10 @@
  * count is K (every message delivered once, every child ran to its end),
  * t:nap/1 ran once per process, and no two naps of the same process
  * overlapped (a process run by two schedulers at once, e.g. left in the
- * lent queue and in a thief's, would nap twice at the same time).
+ * lent queue and in a thief's, would nap twice at the same time).  A
+ * process of odd id also yields inside its nap (vm_yield_point, as
+ * bench_procs's procs_nat:yield/0 does): the direct switch takes the
+ * lent queue back there, and the process lends again when it is back.
  * A plain program (exit 0 = pass), run under TSan by `scons mode=tsan test`.
  */
 #include <stdint.h>
@@ -22,6 +25,8 @@
 #include "include/tracevm.h"
 #include "tests/stress/stress_util.h"
 #include "vm/atomics.h"
+#include "vm/interp.h"   /* vm_yield_point, for a yield inside t:nap/1 */
+#include "vm/process.h"  /* struct tvm_env: the env of a native is its process */
 
 static const char *const stress_name = "stress_steal";
 
@@ -35,7 +40,8 @@ static const char *const stress_name = "stress_steal";
 static VmAtomic inside[IDS], naps[IDS];
 static VmAtomic overlaps;
 
-/* t:nap(Id): a native that holds its scheduler for about 200 us. */
+/* t:nap(Id): a native that holds its scheduler for about 200 us (an odd
+ * Id yields first, inside it). */
 static tvm_status nap(tvm_env *env, int argc, const tvm_term *argv, tvm_term *result, void *data)
 {
     (void)argc;
@@ -45,10 +51,12 @@ static tvm_status nap(tvm_env *env, int argc, const tvm_term *argv, tvm_term *re
         return tvm_make_atom(env, "bad_id", result);
     if (vm_atomic_fetch_add_full(&inside[id], 1) != 0)
         vm_atomic_fetch_add_relaxed(&overlaps, 1);
-    usleep(200);
+    bool killed = id % 2 == 1 && vm_yield_point(env->p);
+    if (!killed)
+        usleep(200);
     vm_atomic_fetch_add_full(&inside[id], (uintptr_t)-1);
     vm_atomic_fetch_add_relaxed(&naps[id], 1);
-    return tvm_make_atom(env, "ok", result);
+    return tvm_make_atom(env, killed ? "killed" : "ok", result);
 }
 
 /* Children per worker in this run (set by main before any VM starts). */
