@@ -192,13 +192,6 @@ void vm_proc_fetch(Process *p)
     vm_hook_receive(p, *from);
 }
 
-bool vm_proc_signalled(Process *p)
-{
-    if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->sig_pending)) && p->fiber)
-        vm_proc_fetch(p);
-    return p->kill != 0;
-}
-
 void vm_proc_accept(Process *p)
 {
     Message *m = *p->cursor;

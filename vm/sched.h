@@ -248,8 +248,15 @@ static inline bool vm_sched_lend_useful(const Process *p)
 void vm_proc_fetch(Process *p);
 /* Takes in the exit signals sent to p since it last looked (a fetch, only
  * when one is pending: its reduction checks and sleeps; p's own thread);
- * true when p is being killed (Process.kill), by one of them or before. */
-bool vm_proc_signalled(Process *p);
+ * true when p is being killed (Process.kill), by one of them or before.
+ * Inline: each yield looks twice, and out of line the look cost a call
+ * and a frame for a load and two tests (callgrind, bench_procs). */
+static inline bool vm_proc_signalled(Process *p)
+{
+    if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->sig_pending)) && p->fiber)
+        vm_proc_fetch(p);
+    return p->kill != 0;
+}
 /*
  * Waits until a message arrives or `timeout_ms` passes (< 0: forever).
  * Returns false on timeout.  Must run on a scheduled process.  A process
