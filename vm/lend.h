@@ -19,6 +19,7 @@
  *
  * Where: only the process running on this thread can lend (vm_sched_lend
  * checks it: on an embedder's thread, inside tvm_call, nothing is lent),
+ * only on a VM of more than one scheduler (alone, nobody could take it),
  * never inside an enclosing lend (p->lending: an embedder native's, or a
  * built-in native's that calls back into VM code), and never while the
  * caller holds a lock (the lend may wake a scheduler, taking its lock;

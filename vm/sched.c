@@ -324,7 +324,8 @@ static Process *take_lent(Scheduler *self, Scheduler *v)
     size_t n = v->local_len;
     v->local_head = v->local_tail = NULL;
     v->local_len = 0;
-    /* [LQ2] release: the emptied queue before the owner's [LQ3] CAS. */
+    /* [LQ2] release: the emptied queue before the owner's [LQ3'] load
+     * (or a failed [LQ3] CAS) reads EMPTY. */
     vm_atomic_store_release(&v->lend, LEND_EMPTY);
     if (!first)
         return NULL; /* LEND_WORK always has work: not reached */
