@@ -32,6 +32,7 @@ set -euo pipefail
 pkgs=(
     gcc g++ clang python3 pkg-config scons  # toolchains (CI builds with gcc and clang; g++: the C++ host test)
     libclang-rt-dev                   # libFuzzer (-fsanitize=fuzzer) for scons fuzz
+    lld                               # links the test programs (SConstruct: RUN_LINKFLAGS)
     libatomic-ops-dev liburcu-dev     # atomics wrapper, QSBR thread progress
     libunwind-dev libelf-dev libdw-dev  # stack capture and symbolization
     libbz2-dev                        # libdw's static link (tests/outside: cc -static)
