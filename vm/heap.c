@@ -1,5 +1,6 @@
 /*
- * vm/heap.c - the copying collector and heap builders (see heap.h).
+ * vm/heap.c - the copying collector and heap builders (see heap.h), and
+ * erlang:garbage_collect/0, which runs the collector on demand.
  */
 #include "vm/heap.h"
 
