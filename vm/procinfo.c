@@ -124,9 +124,15 @@ static tvm_status nif_processes(tvm_env *env, int argc, const tvm_term *argv, tv
 /* As BEAM's default backtrace_depth. */
 #define INFO_DEPTH 8
 
+/* A request, on the asker's stack.  next and done are under the
+ * target's lock (written by the asker as it links or unlinks the
+ * request, by the target as it answers); n and frames are written by
+ * the target in the same critical section that sets done, or by the
+ * asker itself when it reads a target that is not running, and read by
+ * the asker once it saw done under that lock. */
 typedef struct VmInfoReq {
-    struct VmInfoReq *next;   /* on the target's info_reqs, under its lock */
-    bool done;                /* answered (under the target's lock) */
+    struct VmInfoReq *next;
+    bool done;
     uint32_t n;
     RawFrame frames[INFO_DEPTH];
 } VmInfoReq;

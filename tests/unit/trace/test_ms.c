@@ -710,6 +710,13 @@ Test(ms, caller_and_self_come_from_the_context)
     tr_ms_free(ms);
 }
 
+/* A file name of size - 1 'x's, longer than TR_MS_FILE_MAX: runs cut it. */
+static void long_name(char *buf, size_t size)
+{
+    memset(buf, 'x', size - 1);
+    buf[size - 1] = 0;
+}
+
 /* {caller_line}: {M, F, A, {File, Line}}, {M, F, A, undefined} without a
  * line (a native caller), undefined without a caller; a file name is cut
  * at TR_MS_FILE_MAX bytes. */
@@ -730,8 +737,7 @@ Test(ms, caller_line_comes_from_the_context)
     cr_expect_str_eq(show(res.msg), "{m,f,2,{<<\"src/m.tasm\">>,17}}");
     cr_expect_eq(res.flags, TR_MS_CALLER);
     char longname[TR_MS_FILE_MAX + 40];
-    memset(longname, 'x', sizeof longname - 1);
-    longname[sizeof longname - 1] = 0;
+    long_name(longname, sizeof longname);
     ctx.caller_file = longname;
     cr_expect(tr_ms_run(ms, NULL, 0, &ctx, &scratch, &res));
     cr_expect_eq(strlen(show(res.msg)), strlen("{m,f,2,{<<\"\">>,17}}") + TR_MS_FILE_MAX);
@@ -789,8 +795,7 @@ Test(ms, current_stacktrace_comes_from_the_context)
     cr_expect_eq(list_len(res.msg), TR_MS_STACK_DEPTH);
     tr_ms_free(ms);
     char longname[TR_MS_FILE_MAX + 40];
-    memset(longname, 'x', sizeof longname - 1);
-    longname[sizeof longname - 1] = 0;
+    long_name(longname, sizeof longname);
     for (unsigned i = 0; i < TR_MS_STACK_DEPTH + 2; i++)
         frames[i].file = longname;
     ms = compile_ok("[{'_', [], [{message, {{{current_stacktrace}, {current_stacktrace}}}}]}]", 0);
