@@ -73,6 +73,15 @@ static inline char *file_text(FILE *f)
 #define SKIP_UNDER_TSAN(why) ((void)0)
 #endif
 
+/* A case whose work is one long walk on the test's own thread (the VM's
+ * schedulers idle meanwhile) gives ThreadSanitizer nothing to check: no
+ * second thread touches what it walks.  There it only costs time, ten
+ * to twenty times the debug build's (15 s of CPU for a 256 MiB text
+ * refused by the loader, 16 s to print up to the print cap), so it skips
+ * itself there, by name; every other build, ASan's among them, runs it. */
+#define SKIP_SINGLE_THREADED_UNDER_TSAN(what)                                  \
+    SKIP_UNDER_TSAN("a single-threaded walk (" what "), run by every other build")
+
 /* A case that cannot work when the program runs under user-mode
  * emulation (a cross build's suite: tests/runner.py names the emulator in
  * TRACEVM_RUN) skips itself there, saying why, as above. */

@@ -105,6 +105,7 @@ Test(load, missing_files_and_bad_arguments)
  */
 Test(load, a_text_past_the_loaders_bound_is_refused_and_the_old_version_stays, .timeout = 120)
 {
+    SKIP_SINGLE_THREADED_UNDER_TSAN("the loader refusing 256 MiB of text");
     load_ok(vm, "m.tasm", v1);
     const size_t max = (size_t)256 << 20;
     /* Mapped, never touched: the loader must not read it. */
@@ -256,6 +257,7 @@ static char *many_labels(int n, const char *tail)
  * that a failure.  The first of duplicates is the one reported. */
 Test(load, a_function_of_many_labels_verifies_in_linear_time, .timeout = 60)
 {
+    SKIP_SINGLE_THREADED_UNDER_TSAN("the verifier over 200,000 labels");
     enum { N = 200000 };
     char tail[64];
     sprintf(tail, "l%d: ret r0\n", N);

@@ -349,6 +349,7 @@ Test(limits, max_processes_bounds_the_live_processes)
 
 Test(limits, comparing_and_printing_terms_with_much_sharing_are_bounded, .timeout = 120)
 {
+    SKIP_SINGLE_THREADED_UNDER_TSAN("comparisons and prints of 2^20 pairs");
     /* Comparisons may visit 2 * max_message_words pairs of subterms. */
     tvm_config cfg = { .size = sizeof(tvm_config), .schedulers = 1, .quiet_crashes = true, .max_message_words = 1 << 20 };
     tvm_vm *vm = tvm_new(&cfg);
@@ -388,6 +389,7 @@ Test(limits, comparing_and_printing_terms_with_much_sharing_are_bounded, .timeou
  * 128 MiB; 1 GiB, which VM code can make, as 4 GiB). */
 Test(limits, printing_a_big_binary_is_cut_at_the_print_cap)
 {
+    SKIP_SINGLE_THREADED_UNDER_TSAN("printing up to the print cap");
     tvm_vm *vm = tvm_new(NULL);
     tvm_env *env = tvm_env_new(vm);
     size_t len = VM_PRINT_MAX_BYTES / 2;
