@@ -70,8 +70,11 @@ static int cmp_atoms(Atom a, Atom b)
     size_t la, lb;
     const char *na = vm_atom_name(a, &la), *nb = vm_atom_name(b, &lb);
     int c = memcmp(na, nb, la < lb ? la : lb);
+    /* memcmp's sign only: glibc returns the difference of the first
+     * bytes that differ, and 2 is TERM_CMP_LIMIT ('m' - 'k': min(me,
+     * kid) raised system_limit). */
     if (c)
-        return c;
+        return c < 0 ? -1 : 1;
     return la < lb ? -1 : la > lb;
 }
 
