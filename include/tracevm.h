@@ -745,6 +745,12 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data);
  *                        its flags but this one and TVM_TRACE_SET_ON_SPAWN,
  *                        and this process loses both (BEAM's
  *                        set_on_first_spawn, which overrides set_on_spawn)
+ *   TVM_TRACE_GARBAGE_COLLECTION  each collection of the process's heap:
+ *                        {trace,Pid,gc_major_start,Info} before it and
+ *                        {trace,Pid,gc_major_end,Info} after it (every
+ *                        collection is a whole-heap one, BEAM's major);
+ *                        Info a list of {Key, Words} as BEAM's
+ *                        (docs/tracing.md)
  * A change applies from the process's next event; nothing is stopped or
  * waited for.  Events are written only while a pipeline runs.
  */
@@ -760,6 +766,7 @@ enum {
     TVM_TRACE_RECEIVE = 1u << 8,
     TVM_TRACE_SET_ON_SPAWN = 1u << 9,
     TVM_TRACE_SET_ON_FIRST_SPAWN = 1u << 10,
+    TVM_TRACE_GARBAGE_COLLECTION = 1u << 11,
 };
 
 /*
@@ -771,7 +778,8 @@ tvm_status tvm_trace_flags(tvm_env *env, tvm_pid pid, unsigned flags, bool on);
 
 /*
  * Flags by name: "call,arity,timestamp,procs,return_to,silent,running,
- * send,receive,set_on_spawn,set_on_first_spawn" (any comma-separated
+ * send,receive,set_on_spawn,set_on_first_spawn,garbage_collection" (any
+ * comma-separated
  * subset) into TVM_TRACE_* bits;
  * TVM_ERR_BADARG naming the unknown flag otherwise, or for a NULL flags.
  */
@@ -823,7 +831,8 @@ typedef struct tvm_trace_event {
     const char *kind;        /* "call", "return_from", "exception_from", "return_to",
                                 "spawn", "spawned", "exit", "in", "out", "send", "receive",
                                 "register", "unregister", "link", "unlink",
-                                "getting_linked", "getting_unlinked", "lost" */
+                                "getting_linked", "getting_unlinked", "gc_major_start",
+                                "gc_major_end", "lost" */
     tvm_pid pid;             /* 0 for a call context and for "lost" */
     const char *module, *function;   /* NULL when the event names no function */
     int arity;

@@ -80,6 +80,8 @@ static const char *const usage_run =
     "                     receive    receive events {trace,Pid,'receive',Msg}\n"
     "                     set_on_spawn  each process it spawns gets its flags\n"
     "                     set_on_first_spawn  the first one it spawns only\n"
+    "                     garbage_collection  gc_major_start and gc_major_end around\n"
+    "                                each collection of its heap\n"
     "  --format FMT     text (default), jsonl, chrome, ctf or ctf-raw (each\n"
     "                   scheduler's records copied as they are: the fastest)\n"
     "  --policy POLICY  drop (default: a full buffer drops events, counted) or\n"

@@ -78,6 +78,7 @@ static const struct {
     { "receive", TVM_TRACE_RECEIVE, ATOM_RECEIVE },
     { "set_on_spawn", TVM_TRACE_SET_ON_SPAWN, ATOM_SET_ON_SPAWN },
     { "set_on_first_spawn", TVM_TRACE_SET_ON_FIRST_SPAWN, ATOM_SET_ON_FIRST_SPAWN },
+    { "garbage_collection", TVM_TRACE_GARBAGE_COLLECTION, ATOM_GARBAGE_COLLECTION },
 };
 
 #define NFLAG_NAMES (sizeof flag_names / sizeof flag_names[0])

@@ -26,6 +26,10 @@
  *     the receiver's own (its ring, its order, suspendable under
  *     lossless) and comes after the sender's send event.  A message that
  *     is never looked at (the process exits first) has no receive event.
+ *   - gc_major_start, gc_major_end: by the process whose heap is
+ *     collected, around the collection (vm/heap.c, vm_gc), on its own
+ *     thread: a collection is only ever of the running process's heap
+ *     (or a call context's, on the embedder's thread).
  * The MFA of in/out is the function of the newest call frame (trace
  * frames name the traced function), or none (printed 0).
  *
@@ -74,6 +78,7 @@
 #include "trace/tr_vm.h"
 #include "trace/tr_session.h"
 #include "trace/tr_vm_internal.h"
+#include "vm/heap.h"
 #include "vm/qsbr.h"
 
 
@@ -277,4 +282,78 @@ void vm_hook_receive(Process *p, const Message *m)
         };
         tr_emit_flagged(p, pf, VM_TRACE_RECEIVE, &ev);
     }
+}
+
+/* The garbage_collection flag's Info, BEAM's keys in BEAM's order (OTP
+ * 25's gc_minor_start and gc_major_start lists, less the binary heap's
+ * four: binaries here live on the process heap and count in heap_size).
+ * Every collection copies the whole heap, so the events are the major
+ * ones and the old heap is always empty; there are no heap fragments
+ * (messages wait in blocks of their own, mq_words), so mbuf_size is 0.
+ * stack_size counts the register words the frames use and the frame
+ * records themselves, as BEAM's stack holds both. */
+enum { GC_KEYS = 8 };
+
+typedef struct GcInfo {
+    Term pairs[GC_KEYS][3];
+    Term cells[GC_KEYS][2];
+} GcInfo;
+
+static size_t stack_words(const Process *p)
+{
+    if (!p->nframes)
+        return 0;
+    const Frame *top = &p->frames[p->nframes - 1];
+    size_t regs = top->base + (top->fn ? top->fn->nregs : 0u);
+    return regs + p->nframes * (sizeof(Frame) / sizeof(Term));
+}
+
+/* The Info list laid out in *g (terms may live anywhere; the encoder and
+ * a tracer's delivery copy them), for the collection's start or end. */
+static Term gc_info(GcInfo *g, const Process *p, size_t words)
+{
+    const struct {
+        Atom key;
+        size_t value;
+    } kv[GC_KEYS] = {
+        { ATOM_WORDSIZE, words },
+        { ATOM_OLD_HEAP_BLOCK_SIZE, 0 },
+        { ATOM_HEAP_BLOCK_SIZE, vm_heap_size(p) },
+        { ATOM_MBUF_SIZE, 0 },
+        { ATOM_RECENT_SIZE, p->gc_recent },
+        { ATOM_STACK_SIZE, stack_words(p) },
+        { ATOM_OLD_HEAP_SIZE, 0 },
+        { ATOM_HEAP_SIZE, (size_t)(p->htop - p->heap) },
+    };
+    Term list = TERM_NIL;
+    for (int k = GC_KEYS - 1; k >= 0; k--) {
+        g->pairs[k][0] = MAKE_HEADER(IMM_HDR_TUPLE, 2);
+        g->pairs[k][1] = make_atom(kv[k].key);
+        g->pairs[k][2] = make_small((int64_t)kv[k].value);
+        g->cells[k][0] = make_boxed(g->pairs[k]);
+        g->cells[k][1] = list;
+        list = make_cons_ptr(g->cells[k]);
+    }
+    return list;
+}
+
+void vm_hook_gc(Process *p, bool end, size_t words)
+{
+    uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
+    if (!(pf & VM_TRACE_GC))
+        return;
+    GcInfo g;
+    Term info = gc_info(&g, p, words);
+    TrEmit ev = {
+        .kind = end ? TR_K_GC_MAJOR_END : TR_K_GC_MAJOR_START,
+        .flags = TR_F_NO_MFA,
+        .pid = p->pid,
+        .terms = &info,
+        .nterms = 1,
+    };
+    /* A call context collects on an embedder's thread: a reader for the
+     * emit there (a no-op on a scheduler thread). */
+    vm_qsbr_call_enter();
+    tr_emit_flagged(p, pf, VM_TRACE_GC, &ev);
+    vm_qsbr_call_leave();
 }

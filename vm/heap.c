@@ -196,6 +196,12 @@ static size_t pow2_at_least(size_t n)
 
 void vm_gc(Process *p, size_t need, Term *extra, size_t nextra)
 {
+    /* The garbage_collection trace's two events, outside the lend: the
+     * process is still (or again) an ordinary running one when they are
+     * written (trace/tr_vm_proc.c). */
+    bool traced = VM_UNLIKELY(vm_atomic_load_relaxed(&p->trace) & VM_TRACE_GC);
+    if (traced)
+        vm_hook_gc(p, false, need);
     size_t used = (size_t)(p->htop - p->heap);
     size_t cur = vm_heap_size(p);
     /* A collection copies at most the used words, twice when the heap is
@@ -226,6 +232,9 @@ void vm_gc(Process *p, size_t need, Term *extra, size_t nextra)
     if (target > size || (target * 4 <= size && size > p->heap_min))
         collect_into(p, target, extra, nextra);
     vm_lend_done(p, lent);
+    p->gc_recent = live;
+    if (traced)
+        vm_hook_gc(p, true, used > live ? used - live : 0);
     if (p->max_heap)
         vm_heap_check_max(p);
 }

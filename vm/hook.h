@@ -161,6 +161,16 @@ void vm_hook_send(Process *from, Term to, Term msg);
 void vm_hook_receive(Process *p, const Message *m);
 
 /*
+ * A collection of p's heap (vm/heap.c, vm_gc), where p has the
+ * garbage_collection flag: before it (end false; words = the words the
+ * allocation asked for) and after it (end true; words = the used words
+ * it reclaimed).  Called on p's own thread, with no lock held and
+ * nothing moved yet (before) or everything moved (after); the events may
+ * suspend p under the lossless policy as any event of a native may.
+ */
+void vm_hook_gc(Process *p, bool end, size_t words);
+
+/*
  * p's trace word has not taken in every change of flags for all
  * processes yet (Process.trace_gen differs from tvm_vm.trace_gen): folds
  * them in (trace/tr_flags_all.c has the protocol).  Called by the

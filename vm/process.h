@@ -35,6 +35,8 @@
  *   SEND       send events, by the sender; RECEIVE: receive events
  *   SOS        children inherit the flags (trace/tr_flags.c,
  *              tr_flags_inherit); SOS1: the next child only
+ *   GC         gc_major_start/gc_major_end around each collection
+ *              (vm/heap.c, vm_hook_gc)
  */
 enum {
     VM_TRACE_CALL = TVM_TRACE_CALL,
@@ -48,9 +50,10 @@ enum {
     VM_TRACE_RECEIVE = TVM_TRACE_RECEIVE,
     VM_TRACE_SOS = TVM_TRACE_SET_ON_SPAWN,
     VM_TRACE_SOS1 = TVM_TRACE_SET_ON_FIRST_SPAWN,
+    VM_TRACE_GC = TVM_TRACE_GARBAGE_COLLECTION,
     VM_TRACE_ALL = VM_TRACE_CALL | VM_TRACE_ARITY | VM_TRACE_TIMESTAMP | VM_TRACE_PROCS |
                    VM_TRACE_RETURN_TO | VM_TRACE_SILENT | VM_TRACE_RUNNING | VM_TRACE_SEND |
-                   VM_TRACE_RECEIVE | VM_TRACE_SOS | VM_TRACE_SOS1,
+                   VM_TRACE_RECEIVE | VM_TRACE_SOS | VM_TRACE_SOS1 | VM_TRACE_GC,
     /* Internal, default session only (erlang:trace/3's {tracer, T}): the
      * process's events go to the process Process.tracer as messages
      * instead of the session's sink (trace/tr_vm_sess.c).  Not one of
@@ -192,6 +195,9 @@ struct Process {
     Term *hlim;
     size_t heap_min;
     size_t gc_count;
+    /* The used words the last collection left (BEAM's recent_size in
+     * the garbage_collection trace's Info); p's own thread only. */
+    size_t gc_recent;
     /*
      * max_heap_size (words; 0: none), set at spawn.  When a collection
      * leaves the heap, with the messages in the process's own queue

@@ -1383,14 +1383,14 @@ static const char *const sf_src =
     "never:\n    ret r3\n"
     "done:\n    callx r0, r0, lists:reverse/1\n    ret r0\nend\n"
     "function bad/0 regs 2\n    loadk r0, error\n    loadk r1, oops\n    raise r0, r1\nend\n"
-    /* worker(): after go, h(1) (call, return_from, return_to), g(2)
+    /* worker(): after go, a collection (gc_major_start, gc_major_end), h(1) (call, return_from, return_to), g(2)
      * (backtrace), bad() caught (exception_from), spawns a waiter
      * (spawn), sends itself hi and takes it (send, receive), exits */
     "function worker/0 regs 6\n"
     "w1:\n    recv r0, n1\n    accept\n    jump go\n"
     "n1:\n    loadk r1, infinity\n    wait r1, t1\n    jump w1\n"
     "t1:\n    jump w1\n"
-    "go:\n    loadi r0, 1\n    callx r0, r0, ss:h/1\n"
+    "go:\n    callx r0, r0, erlang:garbage_collect/0\n    loadi r0, 1\n    callx r0, r0, ss:h/1\n"
     "    loadi r0, 2\n    callx r0, r0, ss:g/1\n"
     "    try r2, caught\n    callx r0, r0, sf:bad/0\n    endtry\n"
     "caught:\n"
@@ -1430,7 +1430,8 @@ Test(sessions, a_tracer_process_gets_every_kind_on_a_full_atom_table)
     tp(s, "sf:bad/0", "[{'_',[],[{exception_trace}]}]", TVM_TP_TRUE, TVM_TP_LOCAL);
     /* The worker has every flag from its start, its children only procs. */
     const unsigned all = TVM_TRACE_CALL | TVM_TRACE_RETURN_TO | TVM_TRACE_PROCS |
-                         TVM_TRACE_SEND | TVM_TRACE_RECEIVE | TVM_TRACE_RUNNING;
+                         TVM_TRACE_SEND | TVM_TRACE_RECEIVE | TVM_TRACE_RUNNING |
+                         TVM_TRACE_GARBAGE_COLLECTION;
     tvm_error err;
     cr_assert_eq(tvm_session_trace_flags_all(vm, s, TVM_TRACE_NEW, all, true, &err), TVM_OK,
                  "%s", err.message);
@@ -1448,7 +1449,7 @@ Test(sessions, a_tracer_process_gets_every_kind_on_a_full_atom_table)
     tvm_format_term(env, r, got, sizeof got);
     /* The backtrace's native frames depend on the build: its VM frames
      * are kept, the rest cut. */
-    const char *bt = "{backtrace,[{ss,g,1,7},{sf,worker,0,48},";
+    const char *bt = "{backtrace,[{ss,g,1,7},{sf,worker,0,49},";
     char *from = strstr(got, bt), *to = from ? strstr(from, "]}}") : NULL;
     cr_assert(to, "no backtrace in %s", got);
     memmove(from + strlen(bt) + 3, to, strlen(to) + 1);
@@ -1457,14 +1458,26 @@ Test(sessions, a_tracer_process_gets_every_kind_on_a_full_atom_table)
              "[{trace,%1$s,spawned,<0.0.0>,{sf,worker,[]}},"
              "{trace,%1$s,in,{sf,worker,0}},{trace,%1$s,out,{sf,worker,0}},"
              "{trace,%1$s,in,{sf,worker,0}},{trace,%1$s,receive,ok},"
+             "{trace,%1$s,gc_major_start,[{wordsize,0},{old_heap_block_size,0},"
+             "{heap_block_size,128},{mbuf_size,0},{recent_size,0},{stack_size,15},"
+             "{old_heap_size,0},{heap_size,0}]},"
+             "{trace,%1$s,gc_major_end,[{wordsize,0},{old_heap_block_size,0},"
+             "{heap_block_size,128},{mbuf_size,0},{recent_size,0},{stack_size,15},"
+             "{old_heap_size,0},{heap_size,0}]},"
              "{trace,%1$s,call,{ss,h,[1]}},{trace,%1$s,call,{ss,f,[1]}},"
              "{trace,%1$s,return_to,{ss,h,1}},{trace,%1$s,return_from,{ss,h,1},0},"
              "{trace,%1$s,return_to,{sf,worker,0}},"
-             "{trace,%1$s,call,{ss,g,[2]},{backtrace,[{ss,g,1,7},{sf,worker,0,48},...]}},"
+             "{trace,%1$s,call,{ss,g,[2]},{backtrace,[{ss,g,1,7},{sf,worker,0,49},...]}},"
              "{trace,%1$s,call,{ss,f,[2]}},{trace,%1$s,return_to,{ss,g,1}},"
              "{trace,%1$s,return_to,{sf,worker,0}},"
              "{trace,%1$s,call,{sf,bad,[]}},{trace,%1$s,exception_from,{sf,bad,0},{error,oops}},"
              "{trace,%1$s,return_to,{sf,worker,0}},"
+             "{trace,%1$s,gc_major_start,[{wordsize,172},{old_heap_block_size,0},"
+             "{heap_block_size,128},{mbuf_size,0},{recent_size,0},{stack_size,16},"
+             "{old_heap_size,0},{heap_size,30}]},"
+             "{trace,%1$s,gc_major_end,[{wordsize,30},{old_heap_block_size,0},"
+             "{heap_block_size,512},{mbuf_size,0},{recent_size,0},{stack_size,16},"
+             "{old_heap_size,0},{heap_size,0}]},"
              "{trace,%1$s,spawn,%2$s,{ss,waiter,[]}},{trace,%2$s,spawned,%1$s,{ss,waiter,[]}},"
              "{trace,%1$s,send,hi,%1$s},{trace,%1$s,receive,hi},"
              "{trace,%1$s,out,{sf,worker,0}},{trace,%1$s,in,{sf,worker,0}},"

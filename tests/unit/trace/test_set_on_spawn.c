@@ -318,7 +318,7 @@ Test(sos, the_flags_by_name)
     cr_assert_str_eq(err.message,
                      "unknown flag 'set_on_link' (expected a comma-separated list of call, "
                      "arity, timestamp, procs, return_to, silent, running, send, receive, "
-                     "set_on_spawn, set_on_first_spawn)");
+                     "set_on_spawn, set_on_first_spawn, garbage_collection)");
     load_ok(vm, "sos", sos_src);
     FILE *f = traced(NULL);
     tvm_term r;
