@@ -314,6 +314,16 @@
 #endif
 
 /*
+ * VM_QUEUED_SCAN: how far process_info/2 looks along its own scheduler's
+ * local queue for a process whose frames it wants (one found there is
+ * read directly; one further back, or elsewhere, is asked:
+ * vm/procinfo.c).  A bound on the walk, not on the answer.
+ */
+#ifndef VM_QUEUED_SCAN
+#define VM_QUEUED_SCAN 256
+#endif
+
+/*
  * VM_PROC_CACHE_MAX: ended processes each scheduler keeps, with their
  * fibers and buffers, for the next spawns it runs (a burst of spawns and
  * exits then calls neither malloc nor the fiber pool).  The cache is

@@ -14,12 +14,33 @@
  * monitors it set, its messages) are not offered: process_info/2 is
  * badarg for them, as for any unknown item.
  *
+ * Running or runnable.  A process that yielded at the end of its time
+ * slice stays RUNNING while it waits in a run queue (vm/sched.c, the
+ * direct switch), so the state alone cannot tell BEAM's `running` (on
+ * a scheduler thread now) from `runnable` (queued).  The capture
+ * interlock's word can (vm/interlock.h): whoever switches a process in
+ * stores IL_RUNNING there, and the process itself IL_SUSPENDED as it
+ * switches out, on every switch already, so the switch path pays
+ * nothing more.  status reads it (relaxed, under the process's lock for
+ * the state): RUNNING and switched in is `running`, RUNNING and not is
+ * `runnable`.  From another thread that is a moment's picture (a switch
+ * may be under way); a process queued behind the asker on the asker's
+ * own scheduler was switched out by this thread, or handed over to it
+ * under a lock or by the lend's acquire, so it reads exactly.
+ *
  * Asking a running process.  current_function and current_stacktrace
  * read the frames, which only the process changes, and only while it
  * runs: a process that is not RUNNING is read under its lock (a
  * scheduler takes that lock to make it RUNNING, and its top frame's pc
  * is where it stopped: every place a process suspends stores it).  A
- * RUNNING one is asked, as BEAM asks a process by a signal: the asker
+ * RUNNING one that waits in the local queue of the asker's own
+ * scheduler is read directly too (vm_sched_holds_queued): only this
+ * thread may pop it from there, and it is busy with the asker, so it
+ * stays switched out for the whole read.  A RUNNING one anywhere else
+ * may be switched in at any moment by another thread, which takes no
+ * lock to do it (a switch-out flag read here could be stale by the
+ * time the frames are, and only a full fence on every switch would
+ * close that window), so it is asked, as BEAM asks a process by a signal: the asker
  * puts a request (VmInfoReq, on its own stack) on the target's
  * info_reqs list under the target's lock and sleeps a millisecond at a
  * time; the target, at its next reduction check (within a time slice,
@@ -41,6 +62,7 @@
 
 #include "vm/atom.h"
 #include "vm/heap.h"
+#include "vm/interlock.h"
 #include "vm/lend.h"
 #include "vm/registry.h"
 #include "vm/sched.h"
@@ -176,11 +198,12 @@ static void req_unlink(Process *t, VmInfoReq *r)
 
 /* t's frames into r for p: read, or asked of t while it runs (the
  * essay above).  1: r holds them; 0: t is gone; -1: p is being killed
- * (its sleep said so); 2: t runs and p is a call context made on a
- * scheduler thread (inside a native), which cannot wait without holding
- * that thread, perhaps the very scheduler t is queued on after a yield
- * (still RUNNING there): not asked.  A call context on an embedder's
- * thread waits by sleeping that thread. */
+ * (its sleep said so); 2: t runs elsewhere and p is a call context made
+ * on a scheduler thread (inside a native), which cannot wait without
+ * holding that thread, perhaps the scheduler t is queued on after a
+ * yield while the native lends that queue (t queued here otherwise is
+ * read directly): not asked.  A call context on an embedder's thread
+ * waits by sleeping that thread. */
 static int frames_for(Process *p, Process *t, VmInfoReq *r)
 {
     if (t == p) {
@@ -201,7 +224,7 @@ static int frames_for(Process *p, Process *t, VmInfoReq *r)
             got = 0;
         else if (r->done)
             got = 1;
-        else if (t->state != PS_RUNNING) {
+        else if (t->state != PS_RUNNING || vm_sched_holds_queued(t)) {
             r->n = frames_of(t, r->frames);
             got = 1;
         } else if (!p->fiber && vm_running_process())
@@ -249,18 +272,38 @@ static Term function_term(Process *p, const Process *t, const VmInfoReq *r)
 
 /* ==== process_info/2 ==== */
 
-/* The status of t (its lock held; not exiting), as BEAM names it. */
-static Atom status_of(const Process *t, bool self)
+/* One process_info call: p asks about t. */
+typedef struct Info {
+    Process *p, *t;
+    /* t was found exiting meanwhile: the answer is undefined. */
+    bool gone;
+    /* An item is asked that BEAM has the process answer itself (by a
+     * signal it handles while it runs: item_self_answered). */
+    bool self_answered;
+} Info;
+
+/* The status of t (its lock held; not exiting), as BEAM names it: a
+ * RUNNING process not switched in is queued (the essay above), except
+ * when BEAM would have had it answer: it runs to do that, and says so. */
+static Atom status_of(const Info *in)
 {
-    if (self || t->state == PS_RUNNING)
+    const Process *t = in->t;
+    if (t == in->p)
         return ATOM_RUNNING;
+    if (t->state == PS_RUNNING)
+        return in->self_answered ||
+                       IL_STATE_OF(vm_atomic_load_relaxed(&t->il.word)) == IL_RUNNING
+                   ? ATOM_RUNNING
+                   : ATOM_RUNNABLE;
     return t->state == PS_WAITING ? ATOM_WAITING : ATOM_RUNNABLE;
 }
 
-/* The value of one item (item_known) of t for p; *gone when t was found
- * exiting meanwhile. */
-static Term item_value(Process *p, Process *t, Term item, bool *gone)
+/* The value of one item (item_known) of in->t for in->p; in->gone set
+ * when t was found exiting meanwhile. */
+static Term item_value(Info *in, Term item)
 {
+    Process *p = in->p, *t = in->t;
+    bool *gone = &in->gone;
     Atom a = atom_value(item);
     Pids w = { 0 };
     Term v;
@@ -269,7 +312,7 @@ static Term item_value(Process *p, Process *t, Term item, bool *gone)
     case ATOM_MESSAGE_QUEUE_LEN: {
         pthread_mutex_lock(&t->lock);
         *gone = *gone || t->state == PS_EXITED || t->exiting;
-        Atom st = status_of(t, t == p);
+        Atom st = status_of(in);
         size_t len = vm_atomic_load_relaxed(&t->mq_len) + t->inbox_len;
         pthread_mutex_unlock(&t->lock);
         return a == ATOM_STATUS ? make_atom(st) : make_small((int64_t)len);
@@ -337,15 +380,30 @@ static bool item_known(Term item)
     return false;
 }
 
+/* Whether BEAM (OTP 25) has the process answer item itself, by a
+ * signal it handles while running, rather than reading it from outside:
+ * with such an item in the same call, a queued process says `running`
+ * there.  Observed with erl +S 1 (status asked beside each item of a
+ * process queued behind the asker). */
+static bool item_self_answered(Term item)
+{
+    static const Atom self[] = { ATOM_LINKS, ATOM_MONITORED_BY, ATOM_CURRENT_FUNCTION,
+                                 ATOM_CURRENT_STACKTRACE };
+    for (size_t i = 0; i < sizeof self / sizeof self[0]; i++)
+        if (item == make_atom(self[i]))
+            return true;
+    return false;
+}
+
 /* {Item, Value}; asked alone, registered_name without a name is [] (in a
  * list it is {registered_name, []}, as BEAM's). */
-static Term item_pair(Process *p, Process *t, Term item, bool alone, bool *gone)
+static Term item_pair(Info *in, Term item, bool alone)
 {
-    Term v = item_value(p, t, item, gone);
+    Term v = item_value(in, item);
     if (alone && v == TERM_NIL && item == make_atom(ATOM_REGISTERED_NAME))
         return TERM_NIL;
     Term e[2] = { item, v };
-    return vm_make_tuple(p, 2, e);
+    return vm_make_tuple(in->p, 2, e);
 }
 
 static tvm_status raise_badarg(Process *p)
@@ -388,17 +446,19 @@ static tvm_status nif_process_info(tvm_env *env, int argc, const tvm_term *argv,
         return raise_badarg(p);
     SchedSystem *sys = vm_sched_of(p->vm);
     Process *t = sys ? vm_proc_get_live(sys, pid_value(pid)) : NULL;
-    bool gone = !t;
+    Info in = { p, t, !t, false };
+    for (size_t i = 0; i < n; i++)
+        in.self_answered = in.self_answered || item_self_answered(its[i]);
     /* Each answer a root while the next ones allocate. */
     size_t base = p->nroots;
     for (size_t i = 0; i < n && t; i++)
-        vm_root_push(p, item_pair(p, t, its[i], term_is_atom(items), &gone));
+        vm_root_push(p, item_pair(&in, its[i], term_is_atom(items)));
     if (t)
         vm_proc_put(sys, t);
     Term r = make_atom(ATOM_UNDEFINED);
-    if (!gone && term_is_atom(items)) {
+    if (!in.gone && term_is_atom(items)) {
         r = p->roots[base];
-    } else if (!gone) {
+    } else if (!in.gone) {
         r = TERM_NIL;
         for (size_t i = n; i-- > 0;)
             r = vm_make_cons(p, p->roots[base + i], r);

@@ -168,6 +168,20 @@ Scheduler *vm_current_scheduler(void)
     return tls_sched;
 }
 
+bool vm_sched_holds_queued(const Process *t)
+{
+    Scheduler *s = tls_sched;
+    /* Relaxed: the owner reads its own writes (or a thief's TAKING or
+     * EMPTY, and then it keeps off the queue). */
+    if (!s || vm_atomic_load_relaxed(&s->lend) != LEND_OWNED)
+        return false;
+    const Process *q = s->local_head;
+    for (int i = 0; q && i < VM_QUEUED_SCAN; i++, q = q->rq_next)
+        if (q == t)
+            return true;
+    return false;
+}
+
 /* ==== run queues ==== */
 
 /* Appends the chain first..last (linked by rq_next) to a queue. */

@@ -293,6 +293,16 @@ Process *vm_running_process(void);
 Scheduler *vm_current_scheduler(void);
 
 /*
+ * Whether t waits in the local queue of the calling thread's scheduler
+ * while that queue is the thread's alone (LEND_OWNED): then nothing can
+ * switch t in until this thread pops it, which it does not do while it
+ * runs the caller, so t's frames are still and readable here.  False on
+ * any other thread, while the queue is lent, and past the first
+ * VM_QUEUED_SCAN processes of the queue (the caller then asks t instead).
+ */
+bool vm_sched_holds_queued(const Process *t);
+
+/*
  * Parks every scheduler (but the caller's own, if it is one) between two
  * processes, and restarts them (vm/stw.c).  Only trace_pattern's
  * stop-the-world baseline uses it.  vm_stw_park is the scheduler's side,
