@@ -1,13 +1,13 @@
 /*
  * vm/procinfo.c - a process looking at others: erlang:processes/0 and
- * erlang:process_info/2, as BEAM's for the items tracevm keeps.
+ * erlang:process_info/1,2, as BEAM's for the items tracevm keeps.
  *
  * Each item is read the way its writers allow, never from a field that
  * only its owner may touch: the state and the inbox under the process's
  * lock, the links under the VM's link lock, its monitors' watchers on its
  * own list under its lock, its name under the registry's lock, and the
  * counters (queue taken in, heap, reductions) and trap_exit from their
- * relaxed atomics.
+ * relaxed atomics, initial_call from the entry set at the spawn.
  * So the answer about another process is a moment's picture, as BEAM's
  * (which asks the process and may get an answer that is already old).
  * Items that live in what only the process itself may read (the
@@ -252,21 +252,25 @@ static int frames_for(Process *p, Process *t, VmInfoReq *r)
     }
 }
 
+/* {M, F, A} of t's entry function (its spawn's), or undefined without
+ * one.  Set at the spawn, before t was published, and never again. */
+static Term entry_term(Process *p, const Process *t)
+{
+    const Export *x = t->entry;
+    if (!x)
+        return make_atom(ATOM_UNDEFINED);
+    Term e[3] = { make_atom(x->mod), make_atom(x->name), make_small(x->arity) };
+    return vm_make_tuple(p, 3, e);
+}
+
 /* {M, F, A} of the first frame, or of t's entry function before it has
  * frames (spawned, not yet run); undefined without either. */
 static Term function_term(Process *p, const Process *t, const VmInfoReq *r)
 {
-    Term e[3];
-    if (r->n) {
-        const FuncInfo *fn = r->frames[0].fn;
-        e[0] = make_atom(fn->mod), e[1] = make_atom(fn->name), e[2] = make_small(fn->arity);
-    } else if (t->entry) {
-        /* Set at the spawn, before t was published, and never again. */
-        const Export *x = t->entry;
-        e[0] = make_atom(x->mod), e[1] = make_atom(x->name), e[2] = make_small(x->arity);
-    } else {
-        return make_atom(ATOM_UNDEFINED);
-    }
+    if (!r->n)
+        return entry_term(p, t);
+    const FuncInfo *fn = r->frames[0].fn;
+    Term e[3] = { make_atom(fn->mod), make_atom(fn->name), make_small(fn->arity) };
     return vm_make_tuple(p, 3, e);
 }
 
@@ -328,6 +332,8 @@ static Term item_value(Info *in, Term item)
     }
     case ATOM_TRAP_EXIT:
         return make_bool(vm_atomic_load_relaxed(&t->trap_exit) != 0);
+    case ATOM_INITIAL_CALL:
+        return entry_term(p, t);
     case ATOM_CURRENT_FUNCTION:
     case ATOM_CURRENT_STACKTRACE: {
         VmInfoReq r;
@@ -373,7 +379,7 @@ static bool item_known(Term item)
     static const Atom known[] = { ATOM_STATUS, ATOM_MESSAGE_QUEUE_LEN, ATOM_HEAP_SIZE,
                                   ATOM_REDUCTIONS, ATOM_REGISTERED_NAME, ATOM_LINKS,
                                   ATOM_MONITORED_BY, ATOM_TRAP_EXIT, ATOM_CURRENT_FUNCTION,
-                                  ATOM_CURRENT_STACKTRACE };
+                                  ATOM_CURRENT_STACKTRACE, ATOM_INITIAL_CALL };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (item == make_atom(known[i]))
             return true;
@@ -432,6 +438,28 @@ static bool items_of(Term items, Term *its, size_t *n)
     return l == TERM_NIL;
 }
 
+/* The answers to the n items its of the live process t (a reference
+ * held): the pair of one item asked alone (`alone`), else the list of
+ * pairs; undefined when t was found ending meanwhile. */
+static Term answers(Process *p, Process *t, const Term *its, size_t n, bool alone)
+{
+    Info in = { p, t, false, false };
+    for (size_t i = 0; i < n; i++)
+        in.self_answered = in.self_answered || item_self_answered(its[i]);
+    /* Each answer a root while the next ones allocate. */
+    size_t base = p->nroots;
+    for (size_t i = 0; i < n; i++)
+        vm_root_push(p, item_pair(&in, its[i], alone));
+    if (in.gone)
+        return make_atom(ATOM_UNDEFINED);
+    if (alone)
+        return p->roots[base];
+    Term r = TERM_NIL;
+    for (size_t i = n; i-- > 0;)
+        r = vm_make_cons(p, p->roots[base + i], r);
+    return r;
+}
+
 /* process_info(Pid, Item) and process_info(Pid, [Item]): undefined for a
  * process that is gone or exiting (also one found ending meanwhile). */
 static tvm_status nif_process_info(tvm_env *env, int argc, const tvm_term *argv,
@@ -446,22 +474,43 @@ static tvm_status nif_process_info(tvm_env *env, int argc, const tvm_term *argv,
         return raise_badarg(p);
     SchedSystem *sys = vm_sched_of(p->vm);
     Process *t = sys ? vm_proc_get_live(sys, pid_value(pid)) : NULL;
-    Info in = { p, t, !t, false };
-    for (size_t i = 0; i < n; i++)
-        in.self_answered = in.self_answered || item_self_answered(its[i]);
-    /* Each answer a root while the next ones allocate. */
-    size_t base = p->nroots;
-    for (size_t i = 0; i < n && t; i++)
-        vm_root_push(p, item_pair(&in, its[i], term_is_atom(items)));
-    if (t)
-        vm_proc_put(sys, t);
     Term r = make_atom(ATOM_UNDEFINED);
-    if (!in.gone && term_is_atom(items)) {
-        r = p->roots[base];
-    } else if (!in.gone) {
-        r = TERM_NIL;
-        for (size_t i = n; i-- > 0;)
-            r = vm_make_cons(p, p->roots[base + i], r);
+    if (t) {
+        r = answers(p, t, its, n, term_is_atom(items));
+        vm_proc_put(sys, t);
+    }
+    *result = vm_root_push(p, r);
+    return TVM_OK;
+}
+
+/* process_info(Pid): BEAM's items that tracevm keeps, in BEAM's order
+ * (OTP 25), registered_name first and only when it has a name; the
+ * others BEAM lists (dictionary, error_handler, priority, group_leader,
+ * total_heap_size, stack_size, garbage_collection, suspending) have no
+ * counterpart here.  undefined for a process that is gone. */
+static tvm_status nif_process_info1(tvm_env *env, int argc, const tvm_term *argv,
+                                    tvm_term *result, void *data)
+{
+    (void)argc, (void)data;
+    static const Atom all[] = { ATOM_REGISTERED_NAME, ATOM_CURRENT_FUNCTION, ATOM_INITIAL_CALL,
+                                ATOM_STATUS, ATOM_MESSAGE_QUEUE_LEN, ATOM_LINKS,
+                                ATOM_TRAP_EXIT, ATOM_HEAP_SIZE, ATOM_REDUCTIONS };
+    Process *p = env->p;
+    Term pid = vm_root_get(p, argv[0]);
+    if (!term_is_pid(pid))
+        return raise_badarg(p);
+    SchedSystem *sys = vm_sched_of(p->vm);
+    Process *t = sys ? vm_proc_get_live(sys, pid_value(pid)) : NULL;
+    Term r = make_atom(ATOM_UNDEFINED);
+    if (t) {
+        Term its[sizeof all / sizeof all[0]];
+        size_t n = 0;
+        Atom name;
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            if (all[i] != ATOM_REGISTERED_NAME || vm_registry_name_of(t, &name))
+                its[n++] = make_atom(all[i]);
+        r = answers(p, t, its, n, false);
+        vm_proc_put(sys, t);
     }
     *result = vm_root_push(p, r);
     return TVM_OK;
@@ -469,6 +518,7 @@ static tvm_status nif_process_info(tvm_env *env, int argc, const tvm_term *argv,
 
 static const VmNativeDef natives[] = {
     { "erlang", "processes", 0, nif_processes },
+    { "erlang", "process_info", 1, nif_process_info1 },
     { "erlang", "process_info", 2, nif_process_info },
 };
 

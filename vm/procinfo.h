@@ -1,5 +1,5 @@
 /*
- * vm/procinfo.h - erlang:processes/0 and erlang:process_info/2: what a
+ * vm/procinfo.h - erlang:processes/0 and erlang:process_info/1,2: what a
  * process can learn of the others (vm/procinfo.c says what each item
  * reads, and under which lock).
  */
