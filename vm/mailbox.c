@@ -50,6 +50,21 @@ Message *vm_message_new(Process *by, Term t, size_t max_words)
     return m;
 }
 
+Message *vm_messages_copy(const Process *p)
+{
+    Message *first = NULL, **tail = &first;
+    const Message *const queues[2] = { p->mq, p->inbox };
+    for (int k = 0; k < 2; k++) {
+        for (const Message *m = queues[k]; m; m = m->next) {
+            if (m->sig)
+                continue;   /* an exit signal, not a message */
+            *tail = message_sized(m->term, m->words);
+            tail = &(*tail)->next;
+        }
+    }
+    return first;
+}
+
 void vm_messages_free(Message *m)
 {
     while (m) {

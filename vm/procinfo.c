@@ -3,16 +3,18 @@
  * erlang:process_info/1,2, as BEAM's for the items tracevm keeps.
  *
  * Each item is read the way its writers allow, never from a field that
- * only its owner may touch: the state and the inbox under the process's
+ * only its owner may touch while it runs: the state and the inbox under the process's
  * lock, the links under the VM's link lock, its monitors' watchers on its
  * own list under its lock, its name under the registry's lock, and the
  * counters (queue taken in, heap, reductions) and trap_exit from their
  * relaxed atomics, initial_call from the entry set at the spawn.
  * So the answer about another process is a moment's picture, as BEAM's
  * (which asks the process and may get an answer that is already old).
- * Items that live in what only the process itself may read (the
- * monitors it set, its messages) are not offered: process_info/2 is
- * badarg for them, as for any unknown item.
+ * What only the process itself touches while it runs (its frames, the
+ * messages it took in from its inbox) is read as below.  The monitors
+ * it set are not offered: deciding which of them still hold needs the
+ * targets' locks too; process_info/2 is badarg for monitors, as for
+ * any unknown item.
  *
  * Running or runnable.  A process that yielded at the end of its time
  * slice stays RUNNING while it waits in a run queue (vm/sched.c, the
@@ -29,8 +31,9 @@
  * under a lock or by the lend's acquire, so it reads exactly.
  *
  * Asking a running process.  current_function and current_stacktrace
- * read the frames, which only the process changes, and only while it
- * runs: a process that is not RUNNING is read under its lock (a
+ * read the frames, and messages the process's own queue (then its
+ * inbox, under its lock), which only the process changes, and only
+ * while it runs: a process that is not RUNNING is read under its lock (a
  * scheduler takes that lock to make it RUNNING, and its top frame's pc
  * is where it stopped: every place a process suspends stores it).  A
  * RUNNING one that waits in the local queue of the asker's own
@@ -44,13 +47,14 @@
  * puts a request (VmInfoReq, on its own stack) on the target's
  * info_reqs list under the target's lock and sleeps a millisecond at a
  * time; the target, at its next reduction check (within a time slice,
- * or once a native it is in returns), copies its frames into every
- * request on the list and empties it, under its lock.  The asker looks
+ * or once a native it is in returns), copies its frames or its messages
+ * (each message copied off any heap: vm_messages_copy, which the asker
+ * frees) into every request on the list and empties it, under its lock.  The asker looks
  * again under that lock each time it wakes: answered, or the target no
  * longer running (then read directly), or gone (undefined); whatever
  * ends the wait, the asker's request is off the list before it returns,
  * so the target never writes to a stack that moved on.  A process
- * never asks itself (it reads its own frames).
+ * never asks itself (it reads its own frames and queue).
  *
  * Lock order: the process table's lock, then a process's (as
  * tvm_processes); every other lock is taken alone.
@@ -141,22 +145,29 @@ static tvm_status nif_processes(tvm_env *env, int argc, const tvm_term *argv, tv
     return TVM_OK;
 }
 
-/* ==== frames: current_function and current_stacktrace ==== */
+/* ==== what only the process may read: its frames and its messages ==== */
 
 /* As BEAM's default backtrace_depth. */
 #define INFO_DEPTH 8
 
+/* What a request asks for. */
+enum { WANT_FRAMES = 1, WANT_MESSAGES = 2 };
+
 /* A request, on the asker's stack.  next and done are under the
  * target's lock (written by the asker as it links or unlinks the
- * request, by the target as it answers); n and frames are written by
- * the target in the same critical section that sets done, or by the
- * asker itself when it reads a target that is not running, and read by
- * the asker once it saw done under that lock. */
+ * request, by the target as it answers); want is written by the asker
+ * before it lists the request; n, frames and msgs are written by the
+ * target in the same critical section that sets done, or by the asker
+ * itself when it reads a target held still, and read by the asker once
+ * it saw done under that lock.  msgs (copies, off any heap) is the
+ * asker's to free, whatever ended its wait. */
 typedef struct VmInfoReq {
     struct VmInfoReq *next;
     bool done;
+    unsigned want;
     uint32_t n;
     RawFrame frames[INFO_DEPTH];
+    Message *msgs;
 } VmInfoReq;
 
 /* t's frames, top first: t's own thread, or t's lock held while t is
@@ -169,11 +180,21 @@ static uint32_t frames_of(const Process *t, RawFrame *out)
     return vm_raw_frames(t, t->nframes, t->frames[t->nframes - 1].pc, out, INFO_DEPTH);
 }
 
+/* What r wants of t into r: t's lock held, and t's own thread or t
+ * held still (not running, or queued on this thread's scheduler). */
+static void read_into(const Process *t, VmInfoReq *r)
+{
+    if (r->want & WANT_FRAMES)
+        r->n = frames_of(t, r->frames);
+    if (r->want & WANT_MESSAGES)
+        r->msgs = vm_messages_copy(t);
+}
+
 void vm_procinfo_serve(Process *p)
 {
     pthread_mutex_lock(&p->lock);
     for (VmInfoReq *r = (VmInfoReq *)vm_atomic_load_ptr_relaxed(&p->info_reqs); r; r = r->next) {
-        r->n = frames_of(p, r->frames);
+        read_into(p, r);
         r->done = true;
     }
     vm_atomic_store_relaxed(&p->info_reqs, 0);
@@ -196,7 +217,7 @@ static void req_unlink(Process *t, VmInfoReq *r)
     }
 }
 
-/* t's frames into r for p: read, or asked of t while it runs (the
+/* What r->want of t into r for p: read, or asked of t while it runs (the
  * essay above).  1: r holds them; 0: t is gone; -1: p is being killed
  * (its sleep said so); 2: t runs elsewhere and p is a call context made
  * on a scheduler thread (inside a native), which cannot wait without
@@ -204,8 +225,9 @@ static void req_unlink(Process *t, VmInfoReq *r)
  * yield while the native lends that queue (t queued here otherwise is
  * read directly): not asked.  A call context on an embedder's thread
  * waits by sleeping that thread. */
-static int frames_for(Process *p, Process *t, VmInfoReq *r)
+static int snapshot_for(Process *p, Process *t, unsigned want, VmInfoReq *r)
 {
+    *r = (VmInfoReq){ .want = want };
     if (t == p) {
         /* Its own frames, the native's (this one) left out: the first
          * is the function that called process_info/2, at the call. */
@@ -213,9 +235,13 @@ static int frames_for(Process *p, Process *t, VmInfoReq *r)
         uint32_t n = vm_raw_frames(p, p->nframes, NULL, all, INFO_DEPTH + 1);
         r->n = n ? n - 1 : 0;
         memcpy(r->frames, all + 1, r->n * sizeof(RawFrame));
+        if (want & WANT_MESSAGES) {
+            pthread_mutex_lock(&p->lock);   /* for its inbox */
+            r->msgs = vm_messages_copy(p);
+            pthread_mutex_unlock(&p->lock);
+        }
         return 1;
     }
-    *r = (VmInfoReq){ 0 };
     bool listed = false;
     pthread_mutex_lock(&t->lock);
     for (;;) {
@@ -225,7 +251,7 @@ static int frames_for(Process *p, Process *t, VmInfoReq *r)
         else if (r->done)
             got = 1;
         else if (t->state != PS_RUNNING || vm_sched_holds_queued(t)) {
-            r->n = frames_of(t, r->frames);
+            read_into(t, r);
             got = 1;
         } else if (!p->fiber && vm_running_process())
             got = 2;
@@ -250,6 +276,30 @@ static int frames_for(Process *p, Process *t, VmInfoReq *r)
             return -1;
         }
     }
+}
+
+/* The list of the terms of msgs, in order, on p's heap (a long copy
+ * lends, vm/lend.h). */
+static Term messages_term(Process *p, const Message *msgs)
+{
+    size_t words = 0;
+    for (const Message *m = msgs; m; m = m->next)
+        words += m->words + 2;
+    bool lent = vm_lend_if_long(p, words);
+    vm_heap_ensure(p, words, NULL, 0);
+    Term l = TERM_NIL, *last = NULL;
+    for (const Message *m = msgs; m; m = m->next) {
+        Term *c = vm_heap_alloc(p, 2);
+        c[0] = vm_copy_term(p, m->term);
+        c[1] = TERM_NIL;
+        if (last)
+            last[1] = make_cons_ptr(c);
+        else
+            l = make_cons_ptr(c);
+        last = c;
+    }
+    vm_lend_done(p, lent);
+    return l;
 }
 
 /* {M, F, A} of t's entry function (its spawn's), or undefined without
@@ -334,10 +384,18 @@ static Term item_value(Info *in, Term item)
         return make_bool(vm_atomic_load_relaxed(&t->trap_exit) != 0);
     case ATOM_INITIAL_CALL:
         return entry_term(p, t);
+    case ATOM_MESSAGES: {
+        VmInfoReq r;
+        int got = snapshot_for(p, t, WANT_MESSAGES, &r);
+        *gone = *gone || got == 0;
+        v = got == 1 ? messages_term(p, r.msgs) : make_atom(ATOM_UNDEFINED);
+        vm_messages_free(r.msgs);
+        return v;
+    }
     case ATOM_CURRENT_FUNCTION:
     case ATOM_CURRENT_STACKTRACE: {
         VmInfoReq r;
-        int got = frames_for(p, t, &r);
+        int got = snapshot_for(p, t, WANT_FRAMES, &r);
         /* Killed while it waited (-1): p->kill is set, and p dies as the
          * native returns (vm/interp.c), whatever it answers.  Not asked
          * (2): undefined. */
@@ -379,7 +437,7 @@ static bool item_known(Term item)
     static const Atom known[] = { ATOM_STATUS, ATOM_MESSAGE_QUEUE_LEN, ATOM_HEAP_SIZE,
                                   ATOM_REDUCTIONS, ATOM_REGISTERED_NAME, ATOM_LINKS,
                                   ATOM_MONITORED_BY, ATOM_TRAP_EXIT, ATOM_CURRENT_FUNCTION,
-                                  ATOM_CURRENT_STACKTRACE, ATOM_INITIAL_CALL };
+                                  ATOM_CURRENT_STACKTRACE, ATOM_INITIAL_CALL, ATOM_MESSAGES };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (item == make_atom(known[i]))
             return true;
@@ -394,7 +452,7 @@ static bool item_known(Term item)
 static bool item_self_answered(Term item)
 {
     static const Atom self[] = { ATOM_LINKS, ATOM_MONITORED_BY, ATOM_CURRENT_FUNCTION,
-                                 ATOM_CURRENT_STACKTRACE };
+                                 ATOM_CURRENT_STACKTRACE, ATOM_MESSAGES };
     for (size_t i = 0; i < sizeof self / sizeof self[0]; i++)
         if (item == make_atom(self[i]))
             return true;

@@ -347,6 +347,12 @@ VM_NORETURN void vm_proc_overflowed(Process *p, uintptr_t pc, uintptr_t fp);
 /* Frees a chain of messages. */
 void vm_messages_free(Message *m);
 
+/* Copies of p's messages, oldest first, as a chain (NULL: none): those
+ * in its own queue, then those still in its inbox, exit signals left
+ * out.  p's lock held, on p's own thread or with p held still (not
+ * running: the queue is only its own; vm/procinfo.c). */
+Message *vm_messages_copy(const Process *p);
+
 /* Copies a term into a new message (any thread); NULL when the term is
  * more than max_words words (term_size_capped: the count stops there).
  * A copy of more than VM_BIF_LEND_WORK words lends the queue of `by`,
