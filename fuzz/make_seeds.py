@@ -155,7 +155,8 @@ def main():
                  'info', 'erlang:node/0', 'nonode@nohost', 'erlang:process_info/2',
                  'erlang:processes/0', 'status', 'message_queue_len', 'registered_name',
                  'links', 'monitored_by', 'erlang:garbage_collect/0', 'heap_size', 'current_function',
-                 'current_stacktrace', 'erlang:process_info/1', 'initial_call', 'messages']
+                 'current_stacktrace', 'erlang:process_info/1', 'initial_call', 'messages',
+                 'monitors']
     terms = ['[', ']', '{', '}', '|', ',', '"', "'", 'fun ', ':', '/', '-', '[]', '{}',
              '\\n', '\\x41', '\\\\', 'ok', "'$1'", "'_'"]
     fns = re.findall(r'\{ "([^"]+)", -?\d+, F_', read(rel('trace/tr_ms_compile.c')).decode())

@@ -11,10 +11,9 @@
  * So the answer about another process is a moment's picture, as BEAM's
  * (which asks the process and may get an answer that is already old).
  * What only the process itself touches while it runs (its frames, the
- * messages it took in from its inbox) is read as below.  The monitors
- * it set are not offered: deciding which of them still hold needs the
- * targets' locks too; process_info/2 is badarg for monitors, as for
- * any unknown item.
+ * messages it took in from its inbox, the list of the monitors it set)
+ * is read as below; whether each of those monitors still holds is then
+ * looked up on its target, under the target's lock (monitor_holds).
  *
  * Running or runnable.  A process that yielded at the end of its time
  * slice stays RUNNING while it waits in a run queue (vm/sched.c, the
@@ -151,7 +150,7 @@ static tvm_status nif_processes(tvm_env *env, int argc, const tvm_term *argv, tv
 #define INFO_DEPTH 8
 
 /* What a request asks for. */
-enum { WANT_FRAMES = 1, WANT_MESSAGES = 2 };
+enum { WANT_FRAMES = 1, WANT_MESSAGES = 2, WANT_MONITORS = 4 };
 
 /* A request, on the asker's stack.  next and done are under the
  * target's lock (written by the asker as it links or unlinks the
@@ -159,8 +158,10 @@ enum { WANT_FRAMES = 1, WANT_MESSAGES = 2 };
  * before it lists the request; n, frames and msgs are written by the
  * target in the same critical section that sets done, or by the asker
  * itself when it reads a target held still, and read by the asker once
- * it saw done under that lock.  msgs (copies, off any heap) is the
- * asker's to free, whatever ended its wait. */
+ * it saw done under that lock.  msgs (copies, off any heap) and mons
+ * (copies of the entries of the monitors the target set that demonitor
+ * has not taken off, nmons of them) are the asker's to free, whatever
+ * ended its wait. */
 typedef struct VmInfoReq {
     struct VmInfoReq *next;
     bool done;
@@ -168,6 +169,8 @@ typedef struct VmInfoReq {
     uint32_t n;
     RawFrame frames[INFO_DEPTH];
     Message *msgs;
+    MonitorOut *mons;
+    size_t nmons;
 } VmInfoReq;
 
 /* t's frames, top first: t's own thread, or t's lock held while t is
@@ -188,6 +191,19 @@ static void read_into(const Process *t, VmInfoReq *r)
         r->n = frames_of(t, r->frames);
     if (r->want & WANT_MESSAGES)
         r->msgs = vm_messages_copy(t);
+    if (r->want & WANT_MONITORS) {
+        r->mons = t->mon_out_len ? vm_malloc(t->mon_out_len * sizeof *r->mons) : NULL;
+        for (size_t i = 0; i < t->mon_out_len; i++)
+            if (t->mon_out[i].target)
+                r->mons[r->nmons++] = t->mon_out[i];
+    }
+}
+
+/* Frees what r holds (any of its ends). */
+static void req_free(VmInfoReq *r)
+{
+    vm_messages_free(r->msgs);
+    free(r->mons);
 }
 
 void vm_procinfo_serve(Process *p)
@@ -235,9 +251,10 @@ static int snapshot_for(Process *p, Process *t, unsigned want, VmInfoReq *r)
         uint32_t n = vm_raw_frames(p, p->nframes, NULL, all, INFO_DEPTH + 1);
         r->n = n ? n - 1 : 0;
         memcpy(r->frames, all + 1, r->n * sizeof(RawFrame));
-        if (want & WANT_MESSAGES) {
+        if (want & (WANT_MESSAGES | WANT_MONITORS)) {
             pthread_mutex_lock(&p->lock);   /* for its inbox */
-            r->msgs = vm_messages_copy(p);
+            r->want &= ~WANT_FRAMES;
+            read_into(p, r);
             pthread_mutex_unlock(&p->lock);
         }
         return 1;
@@ -299,6 +316,60 @@ static Term messages_term(Process *p, const Message *msgs)
         last = c;
     }
     vm_lend_done(p, lent);
+    return l;
+}
+
+/* The name a live monitor `ref` of watcher w on the process `target`
+ * was set by (TERM_NIL: by pid); false when it no longer holds: its
+ * target is exiting or gone (it sent or sends the 'DOWN'), or demonitor
+ * took it off meanwhile.  The node is looked for under the target's
+ * lock, the lock its writers take, never through a pointer kept from
+ * the watcher's list (the node may be freed by then). */
+static bool monitor_holds(SchedSystem *sys, uint64_t target, uint64_t ref, uint64_t w,
+                          Term *name)
+{
+    Process *t = vm_proc_get_live(sys, target);
+    bool found = false;
+    if (!t)
+        return false;
+    pthread_mutex_lock(&t->lock);
+    for (const Monitor *m = t->monitors; m && !t->exiting; m = m->next) {
+        if (m->ref == ref && m->watcher == w) {
+            *name = m->name;
+            found = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    vm_proc_put(sys, t);
+    return found;
+}
+
+/* [{process, Pid} or {process, {Name, nonode@nohost}}] of the monitors
+ * the process w set that still hold, in the order they were set (the
+ * entries' order: that of their references). */
+static Term monitors_term(Process *p, uint64_t w, const MonitorOut *mons, size_t n)
+{
+    SchedSystem *sys = vm_sched_of(p->vm);
+    size_t base = p->nroots;
+    for (size_t i = 0; i < n; i++) {
+        Term name;
+        if (!monitor_holds(sys, mons[i].target, mons[i].ref, w, &name))
+            continue;
+        Term what = make_pid(mons[i].target);
+        if (name != TERM_NIL) {
+            Term e[2] = { name, make_atom(ATOM_NONODE) };
+            what = vm_make_tuple(p, 2, e);
+        }
+        Term e[2] = { make_atom(ATOM_PROCESS), what };
+        vm_root_push(p, vm_make_tuple(p, 2, e));
+    }
+    /* Each pair a root while the next ones allocate; the list's cells
+     * allocate too, so the roots go only once it is made. */
+    Term l = TERM_NIL;
+    for (size_t i = p->nroots; i-- > base;)
+        l = vm_make_cons(p, p->roots[i], l);
+    p->nroots = (uint32_t)base;
     return l;
 }
 
@@ -389,7 +460,15 @@ static Term item_value(Info *in, Term item)
         int got = snapshot_for(p, t, WANT_MESSAGES, &r);
         *gone = *gone || got == 0;
         v = got == 1 ? messages_term(p, r.msgs) : make_atom(ATOM_UNDEFINED);
-        vm_messages_free(r.msgs);
+        req_free(&r);
+        return v;
+    }
+    case ATOM_MONITORS: {
+        VmInfoReq r;
+        int got = snapshot_for(p, t, WANT_MONITORS, &r);
+        *gone = *gone || got == 0;
+        v = got == 1 ? monitors_term(p, t->pid, r.mons, r.nmons) : make_atom(ATOM_UNDEFINED);
+        req_free(&r);
         return v;
     }
     case ATOM_CURRENT_FUNCTION:
@@ -437,7 +516,8 @@ static bool item_known(Term item)
     static const Atom known[] = { ATOM_STATUS, ATOM_MESSAGE_QUEUE_LEN, ATOM_HEAP_SIZE,
                                   ATOM_REDUCTIONS, ATOM_REGISTERED_NAME, ATOM_LINKS,
                                   ATOM_MONITORED_BY, ATOM_TRAP_EXIT, ATOM_CURRENT_FUNCTION,
-                                  ATOM_CURRENT_STACKTRACE, ATOM_INITIAL_CALL, ATOM_MESSAGES };
+                                  ATOM_CURRENT_STACKTRACE, ATOM_INITIAL_CALL, ATOM_MESSAGES,
+                                  ATOM_MONITORS };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (item == make_atom(known[i]))
             return true;
@@ -452,7 +532,7 @@ static bool item_known(Term item)
 static bool item_self_answered(Term item)
 {
     static const Atom self[] = { ATOM_LINKS, ATOM_MONITORED_BY, ATOM_CURRENT_FUNCTION,
-                                 ATOM_CURRENT_STACKTRACE, ATOM_MESSAGES };
+                                 ATOM_CURRENT_STACKTRACE, ATOM_MESSAGES, ATOM_MONITORS };
     for (size_t i = 0; i < sizeof self / sizeof self[0]; i++)
         if (item == make_atom(self[i]))
             return true;
