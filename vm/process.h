@@ -255,8 +255,8 @@ struct Process {
      * another process (a moment's picture: nothing else is ordered by
      * it). */
     VmAtomic trap_exit;
-    /* process_info/2's current_function or current_stacktrace asked of
-     * this process while it runs (vm/procinfo.c, "Asking a running
+    /* process_info/2's current_function, current_stacktrace, messages
+     * or monitors asked of this process while it runs (vm/procinfo.c, "Asking a running
      * process"): the head of a list of requests (struct VmInfoReq, on the
      * askers' stacks), which askers add and take off under lock; the
      * process answers them all at its next reduction check, under its

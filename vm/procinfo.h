@@ -12,7 +12,8 @@
 VmNativeTable vm_procinfo_natives(void);
 
 /* At a reduction check of p (its own thread): answers the requests for
- * its frames that askers left while it ran (Process.info_reqs). */
+ * its frames, messages or monitors that askers left while it ran
+ * (Process.info_reqs). */
 void vm_procinfo_serve(Process *p);
 
 #endif /* VM_PROCINFO_H */
