@@ -80,7 +80,8 @@ typedef struct Scheduler {
     VmAtomic sleeping;
     /* Owned by the scheduler thread. */
     Process *cache;           /* ended processes kept for reuse, with their
-                               * fibers and buffers (linked by rq_next) */
+                               * fibers and buffers (linked by rq_next);
+                               * moved to sys->spare when full or idle */
     size_t ncache;
     void *sp;                 /* its own context while a process runs */
     void *tsan;               /* its ThreadSanitizer fiber (tsan builds) */
@@ -141,6 +142,14 @@ typedef struct SchedSystem {
      * a grace period (sched.c, offer_cpu; relaxed fetch-add, read relaxed
      * by vm_sched_offers: a count for tests and statistics). */
     VmAtomic offers;
+    /* Ended processes handed between schedulers (sched.c, "The spare
+     * list"), linked by rq_next: spare_lock protects spare; nspare is
+     * written under it (relaxed) and read relaxed without it by a
+     * scheduler whose cache is empty, as a hint (a stale 0 costs an
+     * allocation, a stale non-zero one lock). */
+    pthread_mutex_t spare_lock;
+    Process *spare;
+    VmAtomic nspare;
     Process *joinables;       /* spawned joinable, not yet joined (lock) */
     VmTimers timers;          /* of waiting processes (vm/timer.h) */
     /* Stop the world (tvm_config.stop_the_world_tracing): stw is set by
