@@ -30,7 +30,8 @@ TVM_FIXTURE(spare, &two_scheds);
 static sem_t done;
 
 /* t:block/0: holds its scheduler thread until the case posts `done` (or
- * the deadline passes): `released` or `timeout`. */
+ * three deadlines pass, longer than the case's waits together):
+ * `released` or `timeout`. */
 static tvm_status block(tvm_env *e, int argc, const tvm_term *argv, tvm_term *result, void *data)
 {
     (void)argc;
@@ -38,7 +39,7 @@ static tvm_status block(tvm_env *e, int argc, const tvm_term *argv, tvm_term *re
     (void)data;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += DEADLINE_S;
+    until.tv_sec += 3 * DEADLINE_S;
     int r;
     while ((r = sem_timedwait(&done, &until)) != 0 && errno == EINTR)
         ;
@@ -107,7 +108,7 @@ static size_t pool_live(SchedSystem *sys)
  * handed out or returned: the pool's count of stacks in use stays as it
  * was), and the eight are in the spare list again once that scheduler is
  * idle again. */
-Test(spare, processes_ended_on_an_idle_scheduler_are_spawned_again)
+Test(spare, processes_ended_on_an_idle_scheduler_are_spawned_again, .timeout = 120)
 {
     tvm_error err;
     cr_assert_eq(tvm_register_native(vm, "t", "block", 0, block, NULL, &err), TVM_OK, "%s",
@@ -116,6 +117,10 @@ Test(spare, processes_ended_on_an_idle_scheduler_are_spawned_again)
     cr_assert_eq(sem_init(&done, 0, 0), 0);
     tvm_pid blocker;
     cr_assert_eq(tvm_spawn(env, "s", "blocker", 0, NULL, &blocker), TVM_OK);
+    /* Held before anything ends: a process that ended on that scheduler
+     * would stay in its cache (it never goes idle) and the spare list
+     * would not hold what the other scheduler ended alone. */
+    wait_proc_state(vm, blocker, "running");
     SchedSystem *sys = vm_sched_of(vm);
 
     spawn_and_join(8);
