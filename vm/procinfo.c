@@ -155,10 +155,10 @@ enum { WANT_FRAMES = 1, WANT_MESSAGES = 2, WANT_MONITORS = 4 };
 /* A request, on the asker's stack.  next and done are under the
  * target's lock (written by the asker as it links or unlinks the
  * request, by the target as it answers); want is written by the asker
- * before it lists the request; n, frames and msgs are written by the
- * target in the same critical section that sets done, or by the asker
- * itself when it reads a target held still, and read by the asker once
- * it saw done under that lock.  msgs (copies, off any heap) and mons
+ * before it lists the request; n, frames, msgs, mons and nmons are
+ * written by the target in the same critical section that sets done, or
+ * by the asker itself when it reads a target held still, and read by
+ * the asker once it saw done under that lock.  msgs (copies, off any heap) and mons
  * (copies of the entries of the monitors the target set that demonitor
  * has not taken off, nmons of them) are the asker's to free, whatever
  * ended its wait. */
