@@ -730,9 +730,10 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data);
  *   TVM_TRACE_RUNNING    scheduling events: {trace,Pid,in,{M,F,A}} when the
  *                        process is scheduled in, {trace,Pid,out,{M,F,A}}
  *                        when it is scheduled out (0 instead of the MFA
- *                        when it is in no function: at its start and exit);
- *                        set while the process waits, its next run
- *                        begins with `in`
+ *                        when it is in no function: at its start); set
+ *                        while the process waits, its next run begins
+ *                        with `in`; an exit ends the run without `out`
+ *                        (as BEAM: TVM_TRACE_EXITING reports it)
  *   TVM_TRACE_SEND       {trace,Pid,send,Msg,To} for each message the
  *                        process sends (VM code, natives, tvm_send); To
  *                        is the registered name a message was sent to
@@ -751,6 +752,20 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data);
  *                        collection is a whole-heap one, BEAM's major);
  *                        Info a list of {Key, Words} as BEAM's
  *                        (docs/tracing.md)
+ *   TVM_TRACE_SET_ON_LINK  every process this one spawns with a link
+ *                        (spawn_link/3) gets its flags (this one
+ *                        included), as TVM_TRACE_SET_ON_SPAWN does for
+ *                        every spawn; link/1 hands nothing on (BEAM's
+ *                        set_on_link, as OTP 25 behaves)
+ *   TVM_TRACE_SET_ON_FIRST_LINK  the next process this one spawns with a
+ *                        link gets its flags but this one and
+ *                        TVM_TRACE_SET_ON_LINK, and this process loses
+ *                        both (BEAM's set_on_first_link)
+ *   TVM_TRACE_EXITING    {trace,Pid,out_exited,0} as the process's last
+ *                        event, when its exit has run (BEAM's exiting
+ *                        flag; an exit here is never scheduled out half
+ *                        done, so BEAM's in_exiting and out_exiting do
+ *                        not occur)
  * A change applies from the process's next event; nothing is stopped or
  * waited for.  Events are written only while a pipeline runs.
  */
@@ -767,6 +782,9 @@ enum {
     TVM_TRACE_SET_ON_SPAWN = 1u << 9,
     TVM_TRACE_SET_ON_FIRST_SPAWN = 1u << 10,
     TVM_TRACE_GARBAGE_COLLECTION = 1u << 11,
+    TVM_TRACE_SET_ON_LINK = 1u << 12,
+    TVM_TRACE_SET_ON_FIRST_LINK = 1u << 13,
+    TVM_TRACE_EXITING = 1u << 14,
 };
 
 /*
@@ -778,9 +796,9 @@ tvm_status tvm_trace_flags(tvm_env *env, tvm_pid pid, unsigned flags, bool on);
 
 /*
  * Flags by name: "call,arity,timestamp,procs,return_to,silent,running,
- * send,receive,set_on_spawn,set_on_first_spawn,garbage_collection" (any
- * comma-separated
- * subset) into TVM_TRACE_* bits;
+ * send,receive,set_on_spawn,set_on_first_spawn,garbage_collection,
+ * set_on_link,set_on_first_link,exiting" (any comma-separated subset;
+ * "all" names every one of them, as BEAM's all) into TVM_TRACE_* bits;
  * TVM_ERR_BADARG naming the unknown flag otherwise, or for a NULL flags.
  */
 tvm_status tvm_trace_flags_parse(const char *list, unsigned *flags, tvm_error *err);
@@ -832,7 +850,7 @@ typedef struct tvm_trace_event {
                                 "spawn", "spawned", "exit", "in", "out", "send", "receive",
                                 "register", "unregister", "link", "unlink",
                                 "getting_linked", "getting_unlinked", "gc_major_start",
-                                "gc_major_end", "lost" */
+                                "gc_major_end", "out_exited", "lost" */
     tvm_pid pid;             /* 0 for a call context and for "lost" */
     const char *module, *function;   /* NULL when the event names no function */
     int arity;

@@ -19,7 +19,8 @@
  * Writers.  Every change of a process's flags, by any thread (an API
  * call, erlang:trace, a fold of the changes for all, a match spec's
  * {silent, B} on the process's own thread, a parent handing its flags
- * to a child it spawned or dropping set_on_first_spawn: tr_flags_inherit,
+ * to a child it spawned or dropping set_on_first_spawn or set_on_first_link:
+ * tr_flags_inherit,
  * one process's lock at a time), takes p->lock, reads the
  * sessions' words (from the word or the table: tr_state_words), changes
  * them, and writes the table (allocated on first need) and then the word
@@ -79,12 +80,19 @@ static const struct {
     { "set_on_spawn", TVM_TRACE_SET_ON_SPAWN, ATOM_SET_ON_SPAWN },
     { "set_on_first_spawn", TVM_TRACE_SET_ON_FIRST_SPAWN, ATOM_SET_ON_FIRST_SPAWN },
     { "garbage_collection", TVM_TRACE_GARBAGE_COLLECTION, ATOM_GARBAGE_COLLECTION },
+    { "set_on_link", TVM_TRACE_SET_ON_LINK, ATOM_SET_ON_LINK },
+    { "set_on_first_link", TVM_TRACE_SET_ON_FIRST_LINK, ATOM_SET_ON_FIRST_LINK },
+    { "exiting", TVM_TRACE_EXITING, ATOM_EXITING },
 };
 
 #define NFLAG_NAMES (sizeof flag_names / sizeof flag_names[0])
 
 unsigned tr_flag_bit(const char *name, size_t n)
 {
+    /* BEAM's all: every flag it has but tracer and cpu_timestamp, here
+     * every flag there is (not a row: trace_info lists single flags). */
+    if (n == 3 && !strncmp(name, "all", 3))
+        return VM_TRACE_ALL;
     for (size_t k = 0; k < NFLAG_NAMES; k++)
         if (strlen(flag_names[k].name) == n && !strncmp(name, flag_names[k].name, n))
             return flag_names[k].bit;
@@ -110,6 +118,7 @@ tvm_status tvm_trace_flags_parse(const char *list, unsigned *flags, tvm_error *e
                 sb_init(&sb);
                 for (size_t k = 0; k < NFLAG_NAMES; k++)
                     sb_printf(&sb, "%s%s", k ? ", " : "", flag_names[k].name);
+                sb_puts(&sb, " or all");
                 err->status = TVM_ERR_BADARG;
                 snprintf(err->message, sizeof err->message,
                          "unknown flag '%.*s' (expected a comma-separated list of %s)", (int)n,
@@ -230,40 +239,61 @@ bool tr_pflags_change(Process *p, unsigned sid, unsigned flags, bool on, bool fo
     return ok;
 }
 
-/* ==== inheritance at spawn: set_on_spawn, set_on_first_spawn ==== */
+/* ==== inheritance at spawn: set_on_spawn, set_on_link and their firsts ==== */
 
 /*
- * What parent hands its new child, per session (slot), in w[]: its
- * flags where they include SOS or SOS1, with SOS1 without SOS1 and SOS,
- * which parent then loses (BEAM: erl_create_process in
- * erts/emulator/beam/erl_process.c; set_on_first_spawn overrides
- * set_on_spawn).  parent->lock held, the changes for all folded in.
+ * What parent hands its new child in one session, given parent's flags
+ * there (*f, which this updates as parent loses flags), in BEAM's order
+ * (erl_create_process in erts/emulator/beam/erl_process.c, as OTP 25
+ * behaves): with SOS or SOS1, the flags, and with SOS1 without SOS1 and
+ * SOS, which parent loses (set_on_first_spawn overrides set_on_spawn);
+ * then, for a spawn_link with SOL or SOL1, parent's flags as they are by
+ * then on top, and with SOL1 both lose SOL1 and SOL.  (A link/1 of an
+ * existing process hands nothing on: OTP 25's link/1 does not.)
  */
-static void inherit_locked(Process *parent, uintptr_t give[VM_SESSIONS_MAX])
+static unsigned inherit_flags(unsigned *f, bool link)
+{
+    const unsigned sos = VM_TRACE_SOS | VM_TRACE_SOS1, sol = VM_TRACE_SOL | VM_TRACE_SOL1;
+    unsigned give = 0;
+    if (*f & sos) {
+        give = *f;
+        if (*f & VM_TRACE_SOS1) {
+            give &= ~sos;
+            *f &= ~sos;
+        }
+    }
+    if (link && (*f & sol)) {
+        give |= *f;
+        if (*f & VM_TRACE_SOL1) {
+            give &= ~sol;
+            *f &= ~sol;
+        }
+    }
+    return give;
+}
+
+/* inherit_flags for each session of parent, into give[] (words);
+ * parent->lock held, the changes for all folded in. */
+static void inherit_locked(Process *parent, bool link, uintptr_t give[VM_SESSIONS_MAX])
 {
     uintptr_t w[VM_SESSIONS_MAX];
     tr_state_words(&parent->trace, vm_atomic_load_ptr_relaxed(&parent->trace_tab), w);
-    const unsigned sos = VM_TRACE_SOS | VM_TRACE_SOS1;
     for (unsigned i = 0; i < VM_SESSIONS_MAX; i++) {
         unsigned f = VM_TRACE_FLAGS(w[i]);
-        give[i] = 0;
-        if (!(f & sos))
-            continue;
-        const unsigned sid = vm_trace_sid(w[i]);
-        if (f & VM_TRACE_SOS1) {
-            f &= ~sos;
-            tr_state_change(&parent->trace, &parent->trace_tab, NULL, sid, sos, false);
-        }
-        give[i] = f ? vm_trace_word(sid, f) : 0;
+        const unsigned was = f, sid = vm_trace_sid(w[i]);
+        unsigned g = inherit_flags(&f, link);
+        if (f != was)
+            tr_state_change(&parent->trace, &parent->trace_tab, NULL, sid, was & ~f, false);
+        give[i] = g ? vm_trace_word(sid, g) : 0;
     }
 }
 
-void tr_flags_inherit(Process *parent, uint64_t child)
+void tr_flags_inherit(Process *parent, uint64_t child, bool link)
 {
     uintptr_t give[VM_SESSIONS_MAX];
     pthread_mutex_lock(&parent->lock);
     tr_fold_locked(parent);
-    inherit_locked(parent, give);
+    inherit_locked(parent, link, give);
     const uint64_t tracer = vm_atomic_load_relaxed(&parent->tracer);
     pthread_mutex_unlock(&parent->lock);
     /* (Killed before it ran: nothing to hand on.) */

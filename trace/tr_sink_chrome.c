@@ -29,9 +29,12 @@
  *     it (tid TR_CHROME_SCHED_TID + scheduler, named "scheduler N" by its
  *     first slice), so a scheduler's lane shows which process it ran
  *     when.  One scheduler runs one process at a time and writes its IN
- *     after the previous OUT, so these slices never overlap.  An OUT that
- *     follows the process's EXIT (its lane is gone) is only an instant;
- *     the EXIT ends the running slice.
+ *     after the previous OUT, so these slices never overlap: an IN
+ *     also ends the slice of the process the scheduler ran before, where
+ *     no OUT did (none is written at exit; a lost one).  An OUT or
+ *     OUT_EXITED that follows the process's EXIT (its lane is gone) is
+ *     only an instant; the EXIT, or an OUT_EXITED without one, ends the
+ *     running slice.
  *
  * B/E must nest per lane, and events may be missing (drops, tracing
  * switched on mid-call), so the sink keeps each lane's stack of open
@@ -102,6 +105,7 @@ typedef struct ChromeSink {
     StrBuf sb, vals, name;   /* the event being written; payload fields; a slice name */
     NameEntry names[TR_CHROME_NAME_CACHE]; /* every B and E names its function */
     bool sched_named[TR_CHROME_MAX_SCHED_LANES];   /* scheduler lanes named so far */
+    uint64_t sched_pid[TR_CHROME_MAX_SCHED_LANES];  /* each one's last IN's pid, 0: none */
 } ChromeSink;
 
 /* ==== lanes ==== */
@@ -319,12 +323,30 @@ static void run_slice(ChromeSink *c, Lane *l, uint64_t ts)
     end_event(c);
 }
 
+/*
+ * An IN on scheduler s: the process that scheduler ran before, if its
+ * slice is still open, stopped by now (it exited, with the running flag
+ * alone, which writes no OUT at exit, or its OUT was lost): its slice
+ * ends here, so a scheduler's slices never overlap.
+ */
+static void sched_switch(ChromeSink *c, const Lane *l, int s, uint64_t ts)
+{
+    if (s < 0 || s >= TR_CHROME_MAX_SCHED_LANES)
+        return;
+    uint64_t prev = c->sched_pid[s];
+    Lane *o = prev && prev != l->pid ? lane_find(c, prev) : NULL;
+    if (o && o->running && o->in_sched == s)
+        run_slice(c, o, ts);
+    c->sched_pid[s] = l->pid;
+}
+
 /* IN and OUT: instants, and the running slice (header comment). */
 static void sched_event(ChromeSink *c, Lane *l, const TrEvent *ev, uint64_t ts)
 {
     if (l->running)
         run_slice(c, l, ts);
     if (ev->kind == TR_K_IN) {
+        sched_switch(c, l, ev->sched, ts);
         l->running = true;
         l->in_sched = ev->sched;
         l->in_ts = ts;
@@ -397,7 +419,7 @@ static void chrome_event(TrSink *s, const TrEvent *ev)
         end_event(c);
         return;
     }
-    if (ev->kind == TR_K_OUT && !lane_find(c, ev->pid)) {
+    if ((ev->kind == TR_K_OUT || ev->kind == TR_K_OUT_EXITED) && !lane_find(c, ev->pid)) {
         instant(c, ev, ts, false);   /* after its EXIT: the lane is gone */
         return;
     }
@@ -424,6 +446,7 @@ static void chrome_event(TrSink *s, const TrEvent *ev)
         sched_event(c, l, ev, ts);
         break;
     case TR_K_EXIT:
+    case TR_K_OUT_EXITED:
         if (l->running)
             run_slice(c, l, ts);
         close_all(c, l, ts);

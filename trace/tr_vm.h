@@ -71,7 +71,8 @@ void tr_emit_flagged(Process *p, uintptr_t pf, unsigned want, TrEmit *ev);
 
 /* Whether `flags` are all known VM_TRACE_* bits. */
 bool tr_flags_valid(unsigned flags);
-/* The TVM_TRACE_* bit named name[0..n), 0 if none. */
+/* The TVM_TRACE_* bit named name[0..n) (every bit for "all"), 0 if
+ * none. */
 unsigned tr_flag_bit(const char *name, size_t n);
 /* The pid of a {tracer, Pid} term (erlang:trace/3's and a match spec's
  * trace lists), 0 for anything else. */
@@ -96,16 +97,19 @@ bool tr_pflags_change(Process *p, unsigned sid, unsigned flags, bool on, bool fo
 
 /*
  * parent, whose flags include VM_TRACE_SOS or VM_TRACE_SOS1 in some
- * session, spawned child (vm_hook_spawn: child is in the process table
- * and runs only after this returns).  In each such session, child gets
- * parent's flags on top of the defaults it got at spawn (with parent's
- * own tracer in the default session); with SOS1, without SOS1 and SOS,
- * which parent loses.  Parent's flags are read and its SOS1 cleared in
- * one critical section of its lock, and child's flags change as any
- * change does (tr_pflags_change): another thread's change of either
- * comes wholly before or after.  On parent's thread.
+ * session, or VM_TRACE_SOL or VM_TRACE_SOL1 and `link`, spawned child
+ * (vm_hook_spawn: child is in the process table and runs only after
+ * this returns; `link`: by spawn_link).  In each such session, child
+ * gets parent's flags on top of the defaults it got at spawn (with
+ * parent's own tracer in the default session); with SOS1, without SOS1
+ * and SOS, which parent loses; then, for a link, with SOL or SOL1 parent's
+ * flags as they are now once more, and with SOL1 both lose SOL1 and SOL.
+ * Parent's flags are read and cleared in one critical section of its
+ * lock, and child's flags change as any change does (tr_pflags_change):
+ * another thread's change of either comes wholly before or after.  On
+ * parent's thread.
  */
-void tr_flags_inherit(Process *parent, uint64_t child);
+void tr_flags_inherit(Process *parent, uint64_t child, bool link);
 
 /*
  * The trace flag changes a match spec's body asked for ({enable_trace,

@@ -239,9 +239,25 @@ void vm_hook_sched_start(Process *p)
     sched_event(p, TR_K_IN, e->mod, e->name, e->arity, true);
 }
 
+/*
+ * The exiting flag's {trace,Pid,out_exited,0}, the process's last event.
+ * Only that: as in BEAM, the running flag writes no `out` for a process
+ * that exited (OTP's schedule() traces a freed process's last switch out
+ * for F_TRACE_SCHED_EXIT only), and an exit here runs to its end in one
+ * go, so BEAM's in_exiting and out_exiting (an exit scheduled out half
+ * done) do not occur.
+ */
 void vm_hook_sched_exit(Process *p)
 {
-    sched_event(p, TR_K_OUT, 0, 0, 0, false);
+    uintptr_t pf = vm_atomic_load_relaxed(&p->trace);
+    if (!(pf & VM_TRACE_EXITING))
+        return;
+    TrEmit ev = {
+        .kind = TR_K_OUT_EXITED,
+        .flags = TR_F_NO_MFA,
+        .pid = p->pid,
+    };
+    tr_emit_flagged(p, pf, VM_TRACE_EXITING, &ev);
 }
 
 /* ==== messages ==== */

@@ -113,28 +113,45 @@ void tr_emit_flagged(Process *p, uintptr_t pf, unsigned want, TrEmit *ev)
 
 /* ==== spawn and exit ==== */
 
+/* A link event (kind) of p, naming other, as vm_hook_procs writes one. */
+static void link_event(Process *p, Process *runner, uintptr_t pf, TrKind kind, uint64_t other)
+{
+    Term t = make_pid(other);
+    TrEmit ev = {
+        .kind = kind,
+        .flags = TR_F_NO_MFA,
+        .pid = p->pid,
+        .terms = &t,
+        .nterms = 1,
+    };
+    emit_flagged(p, runner, pf, VM_TRACE_PROCS, &ev);
+}
+
 /*
- * BEAM's two process events of a spawn, in its order: the parent's spawn
- * ({trace,Parent,spawn,Child,{M,F,Args}}) where the parent has the procs
- * flag, then the child's spawned ({trace,Child,spawned,Parent,{M,F,Args}})
- * where the child has it: from the defaults for new processes or handed
- * on by set_on_spawn just before (OTP's erl_create_process reports them
- * in this order, after the inheritance).  Both are written by the parent
- * into its own ring, before the child can run, so they precede every
- * event of the child.  The child's word is read through tr_pword: a
- * change of flags for all since the child took its defaults is folded in
- * (the scheduler would fold it only when the child first runs).
+ * BEAM's process events of a spawn, in its order (OTP 25's erl_create_process
+ * reports them so, after the inheritance): the parent's spawn
+ * ({trace,Parent,spawn,Child,{M,F,Args}}) and, for a spawn_link, its
+ * link ({trace,Parent,link,Child}) where the parent has the procs flag,
+ * then the child's spawned ({trace,Child,spawned,Parent,{M,F,Args}}) and
+ * getting_linked where the child has it: from the defaults for new
+ * processes or handed on by set_on_spawn or set_on_link just before.
+ * All are written by the parent into its own ring, before the child can
+ * run, so they precede every event of the child.  The child's word is
+ * read through tr_pword: a change of flags for all since the child took
+ * its defaults is folded in (the scheduler would fold it only when the
+ * child first runs).
  */
 void vm_hook_spawn(Process *parent, Process *child, const Export *entry, int argc,
-                   const Term *args)
+                   const Term *args, bool link)
 {
-    const uintptr_t any = VM_TRACE_PROCS | VM_TRACE_SOS | VM_TRACE_SOS1;
+    const uintptr_t inherit = VM_TRACE_SOS | VM_TRACE_SOS1 |
+                              (link ? VM_TRACE_SOL | VM_TRACE_SOL1 : 0);
     uintptr_t pf = vm_atomic_load_relaxed(&parent->trace);
-    if (VM_LIKELY(!(pf & any) && !(tr_pword(child) & VM_TRACE_PROCS)))
+    if (VM_LIKELY(!(pf & (VM_TRACE_PROCS | inherit)) && !(tr_pword(child) & VM_TRACE_PROCS)))
         return;
     /* The child's flags before anything it does (it has not run yet). */
-    if (pf & (VM_TRACE_SOS | VM_TRACE_SOS1))
-        tr_flags_inherit(parent, child->pid);
+    if (pf & inherit)
+        tr_flags_inherit(parent, child->pid, link);
     Term terms[VM_MAX_ARITY + 1];
     memcpy(terms + 1, args, (size_t)argc * sizeof(Term));
     TrEmit ev = {
@@ -150,6 +167,8 @@ void vm_hook_spawn(Process *parent, Process *child, const Export *entry, int arg
         ev.pid = parent->pid;
         terms[0] = make_pid(child->pid);
         tr_emit_flagged(parent, pf, VM_TRACE_PROCS, &ev);
+        if (link)
+            link_event(parent, parent, pf, TR_K_LINK, child->pid);
     }
     uintptr_t cf = tr_pword(child);
     if (cf & VM_TRACE_PROCS) {
@@ -158,6 +177,8 @@ void vm_hook_spawn(Process *parent, Process *child, const Export *entry, int arg
         ev.pid = child->pid;
         terms[0] = make_pid(parent->pid);
         emit_flagged(child, parent, cf, VM_TRACE_PROCS, &ev);
+        if (link)
+            link_event(child, parent, cf, TR_K_GETTING_LINKED, parent->pid);
     }
     vm_qsbr_call_leave();
 }

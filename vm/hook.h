@@ -111,11 +111,13 @@ void vm_hook_module_loading(tvm_vm *vm, Module *m);
  * `parent` spawned process `child` running entry(args) (vm_spawn, after
  * the child got its pid and its flags for new processes and entered the
  * process table, before it can run: it is in no run queue yet, so it
- * cannot exit and `child` stays valid throughout).  On the parent's
- * thread: a scheduler's, or a foreign thread with a call context.
+ * cannot exit and `child` stays valid throughout), with a link between
+ * the two already made when `link` (spawn_link: the hook writes both
+ * ends' link events too).  On the parent's thread: a scheduler's, or a
+ * foreign thread with a call context.
  */
 void vm_hook_spawn(Process *parent, Process *child, const Export *entry, int argc,
-                   const Term *args);
+                   const Term *args, bool link);
 
 /* p is exiting with `reason` (on p's own fiber); trace sessions p owns
  * are asked to end. */
@@ -142,12 +144,13 @@ typedef enum VmProcsEvent {
 void vm_hook_procs(Process *runner, Process *subject, VmProcsEvent ev, Term arg);
 
 /*
- * Running, send and receive events.  On p's own fiber unless said
+ * Running, exiting, send and receive events.  On p's own fiber unless said
  * otherwise; under the lossless policy each may suspend p until its ring
  * has room.
  *   sched_in/out     p is scheduled in / about to be scheduled out
  *   sched_start      p starts running (in, with its entry function)
- *   sched_exit       p is exiting (out, with 0)
+ *   sched_exit       p has exited: its exit event, name and links are
+ *                    done (out_exited, for the exiting flag)
  *   send             `from` sends msg to `to`, a pid or the registered
  *                    name it was sent to (also a call context through
  *                    tvm_send, on an embedder's thread)

@@ -333,10 +333,10 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
     table_insert(sys, p);
     pthread_mutex_unlock(&sys->lock);
     uint64_t pid = p->pid;
-    /* Before the child can run, so its own events come after this one. */
-    vm_hook_spawn(parent, p, entry, argc, args);
     if (link)
         vm_links_spawned(parent, p);
+    /* Before the child can run, so its own events come after these. */
+    vm_hook_spawn(parent, p, entry, argc, args, link);
     vm_sched_enqueue(sys, p);
     return pid;
 }

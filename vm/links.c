@@ -165,8 +165,6 @@ void vm_links_spawned(Process *parent, Process *child)
     add_link(parent, child->pid);
     add_link(child, parent->pid);
     pthread_mutex_unlock(&vm->link_lock);
-    vm_hook_procs(parent, parent, VM_PEV_LINK, make_pid(child->pid));
-    vm_hook_procs(parent, child, VM_PEV_GETTING_LINKED, make_pid(parent->pid));
 }
 
 void vm_links_exit(Process *p, Term reason)

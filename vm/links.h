@@ -58,8 +58,9 @@ void vm_signals_take(Process *p, Message **from);
 
 /*
  * `child` was just spawned by `parent` with a link (spawn_link/3): the
- * link is made before the child can run (it is in no run queue yet), and
- * the parent's link event written after its spawn event, as BEAM's.
+ * link is made before the child can run (it is in no run queue yet).
+ * The two link events are vm_hook_spawn's, in BEAM's order among the
+ * spawn's events.
  */
 void vm_links_spawned(Process *parent, Process *child);
 

@@ -37,6 +37,9 @@
  *              tr_flags_inherit); SOS1: the next child only
  *   GC         gc_major_start/gc_major_end around each collection
  *              (vm/heap.c, vm_hook_gc)
+ *   SOL        children spawned with a link inherit the flags (after SOS,
+ *              tr_flags_inherit); SOL1: the next such child only
+ *   EXITING    out_exited as the last event (vm_hook_sched_exit)
  */
 enum {
     VM_TRACE_CALL = TVM_TRACE_CALL,
@@ -51,9 +54,13 @@ enum {
     VM_TRACE_SOS = TVM_TRACE_SET_ON_SPAWN,
     VM_TRACE_SOS1 = TVM_TRACE_SET_ON_FIRST_SPAWN,
     VM_TRACE_GC = TVM_TRACE_GARBAGE_COLLECTION,
+    VM_TRACE_SOL = TVM_TRACE_SET_ON_LINK,
+    VM_TRACE_SOL1 = TVM_TRACE_SET_ON_FIRST_LINK,
+    VM_TRACE_EXITING = TVM_TRACE_EXITING,
     VM_TRACE_ALL = VM_TRACE_CALL | VM_TRACE_ARITY | VM_TRACE_TIMESTAMP | VM_TRACE_PROCS |
                    VM_TRACE_RETURN_TO | VM_TRACE_SILENT | VM_TRACE_RUNNING | VM_TRACE_SEND |
-                   VM_TRACE_RECEIVE | VM_TRACE_SOS | VM_TRACE_SOS1 | VM_TRACE_GC,
+                   VM_TRACE_RECEIVE | VM_TRACE_SOS | VM_TRACE_SOS1 | VM_TRACE_GC |
+                   VM_TRACE_SOL | VM_TRACE_SOL1 | VM_TRACE_EXITING,
     /* Internal, default session only (erlang:trace/3's {tracer, T}): the
      * process's events go to the process Process.tracer as messages
      * instead of the session's sink (trace/tr_vm_sess.c).  Not one of

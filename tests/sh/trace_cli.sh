@@ -141,7 +141,7 @@ usage_error() { # message args...
     [[ ! -s $tmp/out ]] || fail "$*: the program ran"
 }
 usage_error "--format: unknown format 'xml' (expected text, jsonl, chrome, ctf or ctf-raw)" --trace tc:main/0 --format xml
-usage_error "--flags: unknown flag 'sends' (expected a comma-separated list of call, arity, timestamp, procs, return_to, silent, running, send, receive, set_on_spawn, set_on_first_spawn, garbage_collection)" --flags call,sends
+usage_error "--flags: unknown flag 'sends' (expected a comma-separated list of call, arity, timestamp, procs, return_to, silent, running, send, receive, set_on_spawn, set_on_first_spawn, garbage_collection, set_on_link, set_on_first_link, exiting or all)" --flags call,sends
 usage_error "--policy: unknown policy 'lossy' (expected drop or lossless)" --flags call --policy lossy
 usage_error "--policy needs --trace or --flags" --policy lossless
 usage_error "--flags: unknown flag ''" --flags call,

@@ -27,17 +27,24 @@ cat >"$tmp/down" <<'WANT'
 {trace,<0.1.0>,out,{tc,main,0}}
 {trace,<0.2.0>,in,{tc,worker,1}}
 {trace,<0.2.0>,exit,normal}
-{trace,<0.2.0>,out,0}
+{trace,<0.2.0>,out_exited,0}
 {trace,<0.1.0>,in,{tc,main,0}}
 {trace,<0.1.0>,'receive',{'DOWN',1,process,<0.2.0>,normal}}
 {trace,<0.1.0>,exit,normal}
-{trace,<0.1.0>,out,0}
+{trace,<0.1.0>,out_exited,0}
 WANT
-expect 6 "$P" --flags running,send,receive,procs <"$tmp/down"
-expect 6 "$P" --flags running,send,receive,procs --policy lossless <"$tmp/down"
+expect 6 "$P" --flags running,send,receive,procs,exiting <"$tmp/down"
+expect 6 "$P" --flags running,send,receive,procs,exiting --policy lossless <"$tmp/down"
 # Without receive: the same minus the 'receive' line.
 grep -vF "'receive'" "$tmp/down" >"$tmp/down_nr"
-expect 6 "$P" --flags running,procs --policy drop <"$tmp/down_nr"
+expect 6 "$P" --flags running,procs,exiting --policy drop <"$tmp/down_nr"
+# Without exiting, as BEAM: no event at all for the exit's switch out
+# (running writes no out for a process that exited).
+grep -vF "out_exited" "$tmp/down" >"$tmp/down_ne"
+expect 6 "$P" --flags running,send,receive,procs <"$tmp/down_ne"
+# exiting alone: out_exited only.
+grep -F "out_exited" "$tmp/down" >"$tmp/down_x"
+expect 6 "$P" --flags exiting <"$tmp/down_x"
 
 # Messages both ways (tests/sh/data/trace_msgs.tasm): main sends {ping,
 # Main}, echo replies {pong, Echo} and exits; main gets the pong and the
@@ -57,20 +64,22 @@ expect 6 "$M" --flags send <<'WANT'
 {trace,<0.2.0>,send,{pong,<0.2.0>},<0.1.0>}
 WANT
 # JSON lines: the same events, parsed.
-"$TRACEVM" run -S 1 "$P" --flags running,receive --format jsonl >"$tmp/out" 2>"$tmp/j" ||
+"$TRACEVM" run -S 1 "$P" --flags running,receive,exiting --format jsonl >"$tmp/out" 2>"$tmp/j" ||
     fail "jsonl run: $(cat "$tmp/j")"
 python3 - "$tmp/j" <<'PY' || fail "jsonl differs"
 import json, sys
 got = [json.loads(l) for l in open(sys.argv[1])]
-want = [("in", 1, "main"), ("out", 1, "main"), ("in", 2, "worker"), ("out", 2, None),
-        ("in", 1, "main"), ("receive", 1, None), ("out", 1, None)]
+want = [("in", 1, "main"), ("out", 1, "main"), ("in", 2, "worker"), ("out_exited", 2, None),
+        ("in", 1, "main"), ("receive", 1, None), ("out_exited", 1, None)]
 have = [(e["kind"], e["pid"], e.get("fun")) for e in got]
 assert have == want, have
 assert got[5]["msg"] == "{'DOWN',1,process,<0.2.0>,normal}", got[5]
 PY
 
 # Chrome JSON: parses; in/out are instants on the process's lane, and
-# each run (in to out) is a complete slice on the scheduler's lane.
+# each run (in to out, or to the scheduler's next in for a process that
+# exited: no out then) is a complete slice on the scheduler's lane, and
+# no two overlap.
 "$TRACEVM" run -S 1 "$P" --flags running,receive --format chrome --out "$tmp/c.json" \
     >"$tmp/out" 2>"$tmp/err" || fail "chrome run: $(cat "$tmp/err")"
 python3 - "$tmp/c.json" <<'PY' || fail "chrome differs"
@@ -81,15 +90,18 @@ names = {e["tid"]: e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"
 assert names == {1: "<0.1.0>", 2: "<0.2.0>", S: "scheduler 0"}, names
 evs = [e for e in evs if e["ph"] != "M"]
 have = [(e["name"], e["tid"]) for e in evs]
-assert have == [("in", 1), ("<0.1.0>", S), ("out", 1), ("in", 2), ("<0.2.0>", S), ("out", 2),
-                ("in", 1), ("receive", 1), ("<0.1.0>", S), ("out", 1)], have
+assert have == [("in", 1), ("<0.1.0>", S), ("out", 1), ("in", 2), ("<0.2.0>", S),
+                ("in", 1), ("receive", 1), ("<0.1.0>", S)], have
 runs = [e for e in evs if e["ph"] == "X"]
 ins = [e["ts"] for e in evs if e["name"] == "in"]
-outs = [e["ts"] for e in evs if e["name"] == "out"]
-for r, t_in, t_out in zip(runs, ins, outs):
-    assert r["ts"] == t_in and abs(r["ts"] + r["dur"] - t_out) < 0.0015, (r, t_in, t_out)
+# A run ends at its out; the worker's, which exits without one, at the
+# next in on its scheduler; main's last at the trace's end.
+ends = [[e["ts"] for e in evs if e["name"] == "out"][0], ins[2],
+        [e["ts"] for e in evs if e["name"] == "receive"][0]]
+for r, t_in, t_end in zip(runs, ins, ends):
+    assert r["ts"] == t_in and abs(r["ts"] + r["dur"] - t_end) < 0.0015, (r, t_in, t_end)
 for a, b in zip(runs, runs[1:]):
-    assert a["ts"] + a["dur"] <= b["ts"], (a, b)
+    assert round(a["ts"] + a["dur"], 3) <= b["ts"], (a, b)
 PY
 
 # Registered names (tests/e2e/registered_names.tasm), as BEAM's procs
@@ -130,7 +142,8 @@ assert have == [("register", 1, "me"), ("unregister", 1, "me"), ("register", 2, 
 PY
 
 # Links (tests/e2e/links.tasm), as BEAM's procs events: link for every
-# link/1 call (a gone target too) and a spawn_link after its spawn;
+# link/1 call (a gone target too) and a spawn_link after its spawn (and
+# before the child's spawned and getting_linked, OTP 25's order);
 # getting_linked for the other end of a new link only; unlink for every
 # unlink/1 call, getting_unlinked for the other end of a link removed and
 # for each process linked to one that exits, after its exit event.
@@ -152,8 +165,8 @@ cat >"$tmp/links" <<'WANT'
 {trace,<0.1.0>,spawn,<0.5.0>,{links,nt,[<0.1.0>]}}
 {trace,<0.5.0>,spawned,<0.1.0>,{links,nt,[<0.1.0>]}}
 {trace,<0.5.0>,spawn,<0.6.0>,{links,waiter,[]}}
-{trace,<0.6.0>,spawned,<0.5.0>,{links,waiter,[]}}
 {trace,<0.5.0>,link,<0.6.0>}
+{trace,<0.6.0>,spawned,<0.5.0>,{links,waiter,[]}}
 {trace,<0.6.0>,getting_linked,<0.5.0>}
 {trace,<0.6.0>,exit,bad}
 {trace,<0.5.0>,getting_unlinked,<0.6.0>}
@@ -197,7 +210,7 @@ assert have == [("link", 3, "<0.2.0>"), ("getting_linked", 2, "<0.3.0>"),
 PY
 
 need babeltrace2 "the CTF part"
-"$TRACEVM" run -S 1 "$M" --flags running,send,receive --format ctf \
+"$TRACEVM" run -S 1 "$M" --flags running,send,receive,exiting --format ctf \
     --out "$tmp/ctf" >"$tmp/out" 2>"$tmp/err" || fail "ctf run: $(cat "$tmp/err")"
 babeltrace2 "$tmp/ctf" 2>"$tmp/bterr" | sed -E 's/^\[[^]]*\] \([^)]*\) //' >"$tmp/bt"
 diff -u - "$tmp/bt" <<'WANT' || fail "babeltrace2 output differs: $(cat "$tmp/bterr")"
@@ -207,10 +220,10 @@ out: { sched_id = 0 }, { pid = 1, module = "tm", function = "main", arity = 0 }
 in: { sched_id = 0 }, { pid = 2, module = "tm", function = "echo", arity = 0 }
 receive: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0, msg = "{ping,<0.1.0>}" }
 send: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0, msg = "{pong,<0.2.0>}", to = "<0.1.0>" }
-out: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0 }
+out_exited: { sched_id = 0 }, { pid = 2, module = "", function = "", arity = 0 }
 in: { sched_id = 0 }, { pid = 1, module = "tm", function = "main", arity = 0 }
 receive: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0, msg = "{pong,<0.2.0>}" }
 receive: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0, msg = "{\'DOWN\',1,process,<0.2.0>,normal}" }
-out: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0 }
+out_exited: { sched_id = 0 }, { pid = 1, module = "", function = "", arity = 0 }
 WANT
 exit 0

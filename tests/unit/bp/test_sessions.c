@@ -1431,7 +1431,7 @@ Test(sessions, a_tracer_process_gets_every_kind_on_a_full_atom_table)
     /* The worker has every flag from its start, its children only procs. */
     const unsigned all = TVM_TRACE_CALL | TVM_TRACE_RETURN_TO | TVM_TRACE_PROCS |
                          TVM_TRACE_SEND | TVM_TRACE_RECEIVE | TVM_TRACE_RUNNING |
-                         TVM_TRACE_GARBAGE_COLLECTION;
+                         TVM_TRACE_GARBAGE_COLLECTION | TVM_TRACE_EXITING;
     tvm_error err;
     cr_assert_eq(tvm_session_trace_flags_all(vm, s, TVM_TRACE_NEW, all, true, &err), TVM_OK,
                  "%s", err.message);
@@ -1481,7 +1481,7 @@ Test(sessions, a_tracer_process_gets_every_kind_on_a_full_atom_table)
              "{trace,%1$s,spawn,%2$s,{ss,waiter,[]}},{trace,%2$s,spawned,%1$s,{ss,waiter,[]}},"
              "{trace,%1$s,send,hi,%1$s},{trace,%1$s,receive,hi},"
              "{trace,%1$s,out,{sf,worker,0}},{trace,%1$s,in,{sf,worker,0}},"
-             "{trace,%1$s,exit,normal},{trace,%1$s,out,0}]",
+             "{trace,%1$s,exit,normal},{trace,%1$s,out_exited,0}]",
              pid_text(worker, wbuf), pid_text(worker + 1, kbuf));
     cr_assert_str_eq(got, want);
     /* Still no new atom: the table stayed full. */
@@ -1499,7 +1499,7 @@ static const char *const sg_src =
 Test(sessions, trace_info_names_every_flag_on_a_full_atom_table)
 {
     tvm_pid w = load_and_wait("sg", sg_src);
-    cr_assert_eq(tvm_trace_flags(env, w, (TVM_TRACE_SET_ON_FIRST_SPAWN << 1) - 1, true), TVM_OK);
+    cr_assert_eq(tvm_trace_flags(env, w, (TVM_TRACE_EXITING << 1) - 1, true), TVM_OK);
     fill_atom_table();
     tvm_term t, r;
     char got[512];
@@ -1507,5 +1507,6 @@ Test(sessions, trace_info_names_every_flag_on_a_full_atom_table)
     cr_assert_eq(tvm_call(env, "sg", "info", 1, &t, &r), TVM_OK);
     tvm_format_term(env, r, got, sizeof got);
     cr_assert_str_eq(got, "{flags,[call,arity,timestamp,procs,return_to,silent,running,send,"
-                          "receive,set_on_spawn,set_on_first_spawn]}");
+                          "receive,set_on_spawn,set_on_first_spawn,garbage_collection,"
+                          "set_on_link,set_on_first_link,exiting]}");
 }

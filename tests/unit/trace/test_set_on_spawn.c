@@ -18,7 +18,7 @@
 
 static const char *const sos_src =
     "module sos\n"
-    "export f/1, go/1, tree/1, kid/2, first/1, self_trace/0, many/1\n"
+    "export f/1, go/1, tree/1, kid/2, first/1, self_trace/0, many/2\n"
     /* f(X) -> X + 1: the traced function */
     "function f/1 regs 1\n    addi r0, r0, 1\n    ret r0\nend\n"
     /* go(N): waits for a message, then tree(N) */
@@ -60,13 +60,16 @@ static const char *const sos_src =
     "    loadi r0, 1\n    call r0, r0, tree/1\n"
     "    self r0\n    loadk r1, flags\n    callx r0, r0, erlang:trace_info/2\n"
     "    ret r0\nend\n"
-    /* many(N): waits for a message, spawns N kid(Self, 0) and waits for
-     * their N messages */
-    "function many/1 regs 9\n"
+    /* many(N, How): waits for a message, spawns N kid(Self, 0) with
+     * erlang:How/3 (spawn or spawn_link) and waits for their N messages */
+    "function many/2 regs 14\n"
+    "    move r9, r1\n"
     "top:\n    recv r1, none0\n    accept\n    move r7, r0\n    move r8, r0\n"
-    "spawn:\n    jeqi r7, 0, collect\n    self r2\n    loadi r3, 0\n    loadk r4, []\n"
-    "    cons r4, r3, r4\n    cons r4, r2, r4\n    loadk r2, sos\n    loadk r3, kid\n"
-    "    callx r2, r2, erlang:spawn/3\n    addi r7, r7, -1\n    jump spawn\n"
+    "spawn:\n    jeqi r7, 0, collect\n    self r4\n    loadi r5, 0\n    loadk r6, []\n"
+    "    cons r6, r5, r6\n    cons r6, r4, r6\n    loadk r4, sos\n    loadk r5, kid\n"
+    "    loadk r12, []\n    cons r6, r6, r12\n    cons r5, r5, r6\n    cons r12, r4, r5\n"
+    "    loadk r10, erlang\n    move r11, r9\n"
+    "    callx r10, r10, erlang:apply/3\n    addi r7, r7, -1\n    jump spawn\n"
     "collect:\n    jeqi r8, 0, done\n    recv r5, none\n    accept\n    addi r8, r8, -1\n"
     "    jump collect\n"
     "done:\n    ret r0\n"
@@ -314,11 +317,16 @@ Test(sos, the_flags_by_name)
     tvm_error err;
     cr_assert_eq(tvm_trace_flags_parse("set_on_spawn,set_on_first_spawn", &fl, &err), TVM_OK);
     cr_assert_eq(fl, TVM_TRACE_SET_ON_SPAWN | TVM_TRACE_SET_ON_FIRST_SPAWN);
-    cr_assert_eq(tvm_trace_flags_parse("set_on_link", &fl, &err), TVM_ERR_BADARG);
+    cr_assert_eq(tvm_trace_flags_parse("set_on_link,set_on_first_link", &fl, &err), TVM_OK);
+    cr_assert_eq(fl, TVM_TRACE_SET_ON_LINK | TVM_TRACE_SET_ON_FIRST_LINK);
+    cr_assert_eq(tvm_trace_flags_parse("all", &fl, &err), TVM_OK);
+    cr_assert_eq(fl, (TVM_TRACE_EXITING << 1) - 1);
+    cr_assert_eq(tvm_trace_flags_parse("set_on_links", &fl, &err), TVM_ERR_BADARG);
     cr_assert_str_eq(err.message,
-                     "unknown flag 'set_on_link' (expected a comma-separated list of call, "
+                     "unknown flag 'set_on_links' (expected a comma-separated list of call, "
                      "arity, timestamp, procs, return_to, silent, running, send, receive, "
-                     "set_on_spawn, set_on_first_spawn, garbage_collection)");
+                     "set_on_spawn, set_on_first_spawn, garbage_collection, set_on_link, "
+                     "set_on_first_link, exiting or all)");
     load_ok(vm, "sos", sos_src);
     FILE *f = traced(NULL);
     tvm_term r;
@@ -341,13 +349,14 @@ static int count_lines(const char *text, const char *what)
     return n;
 }
 
-/* Two schedulers: a parent with call and set_on_spawn spawns 300
- * children, each of which calls f once, while this thread switches the
- * parent's send flag on and off.  Every child is traced (exactly 300
- * calls), each with the send flag the parent had at its spawn (so at
- * most 300 sends); under TSan, the parent's lock and each child's are
- * the only order the handing-on needs. */
-Test(sos_race, every_child_traced_while_the_parent_s_flags_change, .timeout = 60)
+/* Two schedulers: a parent with call and `inherit` (set_on_spawn, or
+ * set_on_link with spawn_link) spawns 300 children, each of which calls
+ * f once, while this thread switches the parent's send flag on and off.
+ * Every child is traced (exactly 300 calls), each with the send flag the
+ * parent had at its spawn (so at most 300 sends); under TSan, the
+ * parent's lock and each child's are the only order the handing-on
+ * needs. */
+static void children_traced_while_flags_change(unsigned inherit, const char *how)
 {
     tvm_config two = { .size = sizeof(tvm_config), .schedulers = 2 };
     tvm_vm *v2 = tvm_new(&two);
@@ -359,12 +368,12 @@ Test(sos_race, every_child_traced_while_the_parent_s_flags_change, .timeout = 60
     tvm_trace_options o = { .size = sizeof o, .format = TVM_TRACE_TEXT, .file = f };
     cr_assert_eq(tvm_trace_start(v2, &o, &err), TVM_OK, "%s", err.message);
     cr_assert_eq(tvm_trace_pattern(v2, "sos:f/1", TVM_TP_TRUE, TVM_TP_LOCAL, NULL, &err), TVM_OK);
-    tvm_term a, msg, r;
+    tvm_term a[2], msg, r;
     tvm_pid root;
-    cr_assert_eq(tvm_make_int(e2, 300, &a), TVM_OK);
-    cr_assert_eq(tvm_spawn(e2, "sos", "many", 1, &a, &root), TVM_OK);
-    cr_assert_eq(tvm_trace_flags(e2, root, TVM_TRACE_CALL | TVM_TRACE_SET_ON_SPAWN, true),
-                 TVM_OK);
+    cr_assert_eq(tvm_make_int(e2, 300, &a[0]), TVM_OK);
+    cr_assert_eq(tvm_make_atom(e2, how, &a[1]), TVM_OK);
+    cr_assert_eq(tvm_spawn(e2, "sos", "many", 2, a, &root), TVM_OK);
+    cr_assert_eq(tvm_trace_flags(e2, root, TVM_TRACE_CALL | inherit, true), TVM_OK);
     cr_assert_eq(tvm_make_atom(e2, "go", &msg), TVM_OK);
     cr_assert_eq(tvm_send(e2, root, msg), TVM_OK);
     int toggles = 0;
@@ -381,4 +390,15 @@ Test(sos_race, every_child_traced_while_the_parent_s_flags_change, .timeout = 60
     fclose(f);
     tvm_env_free(e2);
     tvm_destroy(v2);
+}
+
+Test(sos_race, every_child_traced_while_the_parent_s_flags_change, .timeout = 60)
+{
+    children_traced_while_flags_change(TVM_TRACE_SET_ON_SPAWN, "spawn");
+}
+
+/* The same handing-on for set_on_link at spawn_link/3. */
+Test(sos_race, every_linked_child_traced_while_the_parent_s_flags_change, .timeout = 60)
+{
+    children_traced_while_flags_change(TVM_TRACE_SET_ON_LINK, "spawn_link");
 }
