@@ -328,7 +328,7 @@
  * fibers and buffers, for the next spawns it runs (a burst of spawns and
  * exits then calls neither malloc nor the fiber pool); also the most the
  * spare list, which hands ended processes between schedulers, holds
- * (vm/sched.c, "The spare list").  A scheduler going idle moves its cache
+ * (vm/sched_cache.c).  A scheduler going idle moves its cache
  * there; both are freed once the whole VM stays idle.
  */
 #ifndef VM_PROC_CACHE_MAX

@@ -128,7 +128,7 @@
  *
  * Ended processes: each scheduler keeps those that ended on it, with
  * their fibers, for its next spawns (its cache), and hands them to the
- * others through the spare list ("The spare list", below).
+ * others through the spare list (vm/sched_cache.c).
  *
  * No spin before sleeping: an idle scheduler sleeps once it finds no
  * work, where BEAM's spins first (+sbwt).  A bounded spin (50 us, offline
@@ -170,6 +170,7 @@
 #include "vm/overflow.h"
 #include "vm/progress.h"
 #include "vm/qsbr.h"
+#include "vm/sched_internal.h"
 
 /* The scheduler this thread is (NULL on any other thread).  Written once
  * by sched_main before its loop; read only by the same thread. */
@@ -484,127 +485,6 @@ void vm_sched_lend_end(Process *p)
     Scheduler *s = tls_sched;
     if (s && vm_atomic_load_relaxed(&s->lend) != LEND_OWNED)
         lend_end(s);
-}
-
-/* ==== the cache of ended processes (owner only) ==== */
-
-
-/* This thread's scheduler, if it is one of sys's. */
-static Scheduler *self_in(SchedSystem *sys)
-{
-    Scheduler *self = tls_sched;
-    return self && self->sys == sys ? self : NULL;
-}
-
-/*
- * The spare list: ended processes handed between schedulers.  A process
- * spawned on one scheduler often ends on another (a busy scheduler hands
- * its backlog to an idle one), so with two schedulers a spawner's cache
- * drained while the other's filled: the spawner mapped and faulted in
- * fresh stacks and malloc'd new processes, and the other discarded its
- * cache when full or idle (unmapping stacks beyond the pool's bound, with
- * a TLB flush on every CPU).  Now a full cache, or the cache of a
- * scheduler going idle, goes to sys->spare (up to VM_PROC_CACHE_MAX
- * processes), and a scheduler whose cache is empty takes the whole spare
- * list before it allocates: one lock per batch.  The spare list is freed
- * with the pool's trim, once the whole VM has stayed idle
- * (VM_POOL_TRIM_DELAY_MS), and at stop.
- */
-
-/* Moves s's whole cache to the spare list (owner only); false, leaving it
- * in place, when the list has no room for it. */
-static bool spare_give(Scheduler *s)
-{
-    SchedSystem *sys = s->sys;
-    if (!s->cache)
-        return true;
-    Process *last = s->cache;
-    while (last->rq_next)
-        last = last->rq_next;
-    pthread_mutex_lock(&sys->spare_lock);
-    size_t n = vm_atomic_load_relaxed(&sys->nspare);
-    bool room = n + s->ncache <= VM_PROC_CACHE_MAX;
-    if (room) {
-        last->rq_next = sys->spare;
-        sys->spare = s->cache;
-        vm_atomic_store_relaxed(&sys->nspare, n + s->ncache);
-    }
-    pthread_mutex_unlock(&sys->spare_lock);
-    if (room) {
-        s->cache = NULL;
-        s->ncache = 0;
-    }
-    return room;
-}
-
-/* Takes the whole spare list as s's cache, which is empty (owner only). */
-static void spare_take(Scheduler *s)
-{
-    SchedSystem *sys = s->sys;
-    pthread_mutex_lock(&sys->spare_lock);
-    s->cache = sys->spare;
-    s->ncache = vm_atomic_load_relaxed(&sys->nspare);
-    sys->spare = NULL;
-    vm_atomic_store_relaxed(&sys->nspare, 0);
-    pthread_mutex_unlock(&sys->spare_lock);
-}
-
-/* Frees the spare list (the last idle scheduler, or vm_sched_stop). */
-static void spare_flush(SchedSystem *sys)
-{
-    pthread_mutex_lock(&sys->spare_lock);
-    Process *p = sys->spare;
-    sys->spare = NULL;
-    vm_atomic_store_relaxed(&sys->nspare, 0);
-    pthread_mutex_unlock(&sys->spare_lock);
-    while (p) {
-        Process *next = p->rq_next;
-        vm_proc_discard(sys, p);
-        p = next;
-    }
-}
-
-/* An ended process kept by this thread's scheduler or, its cache empty,
- * by the spare list; NULL if none. */
-Process *vm_sched_cache_get(SchedSystem *sys)
-{
-    Scheduler *s = self_in(sys);
-    if (!s)
-        return NULL;
-    /* Relaxed: a hint; spare_take reads the list under its lock. */
-    if (!s->cache && vm_atomic_load_relaxed(&sys->nspare) > 0)
-        spare_take(s);
-    Process *p = s->cache;
-    if (p) {
-        s->cache = p->rq_next;
-        s->ncache--;
-    }
-    return p;
-}
-
-/* Keeps an ended process nobody else can reach; a full cache goes to the
- * spare list first.  False if this thread is not one of sys's schedulers,
- * or its cache is full and the spare list too. */
-bool vm_sched_cache_put(SchedSystem *sys, Process *p)
-{
-    Scheduler *s = self_in(sys);
-    if (!s || (s->ncache >= VM_PROC_CACHE_MAX && !spare_give(s)))
-        return false;
-    p->rq_next = s->cache;
-    s->cache = p;
-    s->ncache++;
-    return true;
-}
-
-/* Frees the cache (its owner when idle, or vm_sched_stop after the join). */
-static void cache_flush(Scheduler *s)
-{
-    while (s->cache) {
-        Process *p = s->cache;
-        s->cache = p->rq_next;
-        vm_proc_discard(s->sys, p);
-    }
-    s->ncache = 0;
 }
 
 /* ==== switching out, from the process's side ==== */
@@ -975,10 +855,10 @@ static void *sched_main(void *arg)
                 vm_qsbr_offline();
                 /* A busy scheduler may spawn from what we ended; once the
                  * whole VM stayed idle, everything goes. */
-                if (last || !spare_give(s))
-                    cache_flush(s);
+                if (last || !vm_sched_spare_give(s))
+                    vm_sched_cache_flush(s);
                 if (last) {
-                    spare_flush(sys);
+                    vm_sched_spare_flush(sys);
                     vm_fiber_pool_trim(&sys->pool);
                 }
                 vm_qsbr_online();
@@ -1058,9 +938,9 @@ void vm_sched_stop(tvm_vm *vm)
     }
     for (int i = 0; i < sys->n; i++) {
         pthread_join(sys->scheds[i].thread, NULL);
-        cache_flush(&sys->scheds[i]);
+        vm_sched_cache_flush(&sys->scheds[i]);
     }
-    spare_flush(sys);
+    vm_sched_spare_flush(sys);
     vm_timers_stop(&sys->timers);
     vm_proc_free_all(sys);
     vm_fiber_pool_destroy(&sys->pool);

@@ -142,11 +142,11 @@ typedef struct SchedSystem {
      * a grace period (sched.c, offer_cpu; relaxed fetch-add, read relaxed
      * by vm_sched_offers: a count for tests and statistics). */
     VmAtomic offers;
-    /* Ended processes handed between schedulers (sched.c, "The spare
-     * list"), linked by rq_next: spare_lock protects spare; nspare is
-     * written under it (relaxed) and read relaxed without it by a
-     * scheduler whose cache is empty, as a hint (a stale 0 costs an
-     * allocation, a stale non-zero one lock). */
+    /* Ended processes handed between schedulers (sched_cache.c), linked
+     * by rq_next: spare_lock protects spare; nspare is written under it
+     * (relaxed) and read relaxed without it by a scheduler whose cache
+     * is empty, as a hint (a stale 0 costs an allocation, a stale
+     * non-zero one lock). */
     pthread_mutex_t spare_lock;
     Process *spare;
     VmAtomic nspare;
@@ -326,9 +326,11 @@ void vm_stw_park(SchedSystem *sys);
 /* Makes p runnable on a scheduler (its own thread's, or the least busy
  * one's shared queue).  Any thread. */
 void vm_sched_enqueue(SchedSystem *sys, Process *p);
-/* The calling scheduler's cache of ended processes: a process to reuse
- * for a spawn (NULL if none or not a scheduler thread), and putting one
- * back (false: not a scheduler thread, or the cache is full). */
+/* The calling scheduler's cache of ended processes (vm/sched_cache.c):
+ * a process to reuse for a spawn, from the spare list when the cache is
+ * empty (NULL if none or not a scheduler thread), and putting one back
+ * (false: not a scheduler thread, or the cache and the spare list are
+ * full). */
 Process *vm_sched_cache_get(SchedSystem *sys);
 bool vm_sched_cache_put(SchedSystem *sys, Process *p);
 /* Frees a process no one references any more (the cache's overflow). */

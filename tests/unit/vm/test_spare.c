@@ -1,8 +1,8 @@
 /*
  * tests/unit/vm/test_spare.c - processes that end on one scheduler are
- * reused by spawns on another through the spare list (vm/sched.c, "The
- * spare list"), instead of each scheduler freeing what it ended when it
- * goes idle while the other allocates anew.
+ * reused by spawns on another through the spare list (vm/sched_cache.c),
+ * instead of each scheduler freeing what it ended when it goes idle
+ * while the other allocates anew.
  *
  * One scheduler is held inside an embedder native (t:block/0) for the
  * whole case, so the other runs everything else and the VM never stays
