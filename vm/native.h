@@ -35,4 +35,7 @@ void vm_natives_install(tvm_vm *vm, VmNativeTable t);
 /* The VM's built-in natives (vm/bif.c). */
 VmNativeTable vm_bif_natives(void);
 
+/* The time and unique-integer natives (vm/time.c). */
+VmNativeTable vm_time_natives(void);
+
 #endif /* VM_NATIVE_H */

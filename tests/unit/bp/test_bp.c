@@ -32,13 +32,15 @@
  * trace/4 (trace/tr_bif.c), erlang:trace_pattern/3 and /4 and
  * erlang:trace_info/2 and /3 (breakpoints/), erlang:delete_module/1,
  * purge_module/1, check_old_code/1, module_loaded/1 and
- * function_exported/3 (loader/); and
- * lists 4, timer 1, io 2 (vm/bif.c), trace 5 (OTP 27's trace module:
+ * function_exported/3 (loader/), 11 time natives (vm/time.c:
+ * monotonic_time/0,1, system_time/0,1, time_offset/0,1,
+ * convert_time_unit/3, timestamp/0, now/0, unique_integer/0,1); and
+ * lists 4, timer 1, io 2 (vm/bif.c), os:timestamp/0 (vm/time.c), trace 5 (OTP 27's trace module:
  * session_create/3, session_destroy/1, function/4, process/4, info/3),
  * code:load_binary/3 (loader/), tracevm:trace_pattern/3.  A native added
  * or lost changes what a pattern matches: update these. */
-#define ERLANG_NATIVES 66
-#define OTHER_NATIVES 14
+#define ERLANG_NATIVES 77
+#define OTHER_NATIVES 15
 
 static const char *const bt_src =
     "module bt\n"
