@@ -706,7 +706,13 @@ void tvm_set_call_hook(tvm_vm *vm, tvm_call_hook hook, void *data);
  *   TVM_TRACE_ARITY      call events carry the arity instead of the
  *                        arguments: {trace,Pid,call,{M,F,Arity}}
  *   TVM_TRACE_TIMESTAMP  the text format prints trace_ts messages with the
- *                        timestamp (CLOCK_MONOTONIC ns) last
+ *                        timestamp last, as BEAM's: {MegaSecs,Secs,MicroSecs}
+ *                        of the system time (erlang:timestamp/0's form);
+ *                        TVM_TRACE_MONOTONIC_TIMESTAMP: CLOCK_MONOTONIC in
+ *                        ns (erlang:monotonic_time/0's value);
+ *                        TVM_TRACE_STRICT_MONOTONIC_TIMESTAMP: {Mono,
+ *                        Unique} (Unique as erlang:unique_integer([monotonic]));
+ *                        with several, timestamp wins, then strict, as BEAM
  *   TVM_TRACE_PROCS      spawn, spawned, exit, register, unregister and link events:
  *                        {trace,Pid,spawn,Child,{M,F,Args}} (Pid spawned Child),
  *                        {trace,Pid,spawned,Parent,{M,F,Args}} (Pid was spawned:
@@ -785,6 +791,8 @@ enum {
     TVM_TRACE_SET_ON_LINK = 1u << 12,
     TVM_TRACE_SET_ON_FIRST_LINK = 1u << 13,
     TVM_TRACE_EXITING = 1u << 14,
+    TVM_TRACE_MONOTONIC_TIMESTAMP = 1u << 15,
+    TVM_TRACE_STRICT_MONOTONIC_TIMESTAMP = 1u << 16,
 };
 
 /*
@@ -797,7 +805,8 @@ tvm_status tvm_trace_flags(tvm_env *env, tvm_pid pid, unsigned flags, bool on);
 /*
  * Flags by name: "call,arity,timestamp,procs,return_to,silent,running,
  * send,receive,set_on_spawn,set_on_first_spawn,garbage_collection,
- * set_on_link,set_on_first_link,exiting" (any comma-separated subset;
+ * set_on_link,set_on_first_link,exiting,monotonic_timestamp,
+ * strict_monotonic_timestamp" (any comma-separated subset;
  * "all" names every one of them, as BEAM's all) into TVM_TRACE_* bits;
  * TVM_ERR_BADARG naming the unknown flag otherwise, or for a NULL flags.
  */

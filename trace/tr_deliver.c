@@ -37,9 +37,11 @@
 #include "trace/tr_session.h"
 #include "vm/atom.h"
 #include "vm/sched.h"
+#include "vm/time.h"
 
 /* Words of scratch: the largest message is a call with VM_MAX_ARITY
- * arguments (two words each), a message and a backtrace. */
+ * arguments (two words each), a message, a backtrace and a stamp (a
+ * tuple of up to 3). */
 #define TR_DELIVER_WORDS (2 * VM_MAX_ARITY + 64)
 
 typedef struct Build {
@@ -184,6 +186,29 @@ bool tr_deliver(Process *p, TrSession *s, const TrEmit *ev)
     return true;
 }
 
+/* The stamp a trace_ts message ends with, read now (the event's time:
+ * the traced process delivers as it emits), in BEAM's form `ts`. */
+static Term stamp(Build *b, TrTsForm ts)
+{
+    int64_t ns = (int64_t)tr_mono_ns();
+    Term e[3];
+    switch (ts) {
+    case TR_TS_NOW: {
+        int64_t us = (ns + vm_time_offset_ns()) / 1000;
+        e[0] = make_small(us / 1000000000000);
+        e[1] = make_small(us / 1000000 % 1000000);
+        e[2] = make_small(us % 1000000);
+        return tuple(b, e, 3);
+    }
+    case TR_TS_STRICT:
+        e[0] = make_small(ns);
+        e[1] = make_small(vm_unique_integer(false));
+        return tuple(b, e, 2);
+    default:
+        return make_small(ns);
+    }
+}
+
 VmSend tr_deliver_to(Process *p, uint64_t tracer, const TrEmit *ev)
 {
     if ((unsigned)ev->kind >= TR_K__COUNT)
@@ -191,7 +216,7 @@ VmSend tr_deliver_to(Process *p, uint64_t tracer, const TrEmit *ev)
     const TrKindInfo *k = &tr_kinds[ev->kind];
     Term *buf = scratch();
     Build b = { buf, buf + TR_DELIVER_WORDS, ev, 0, ev->nterms };
-    bool ts = ev->flags & TR_F_TIMESTAMP;
+    TrTsForm ts = tr_ts_form(ev->flags);
     Term e[8];
     unsigned n = 0;
     e[n++] = make_atom(ts ? ATOM_TRACE_TS : ATOM_TRACE);
@@ -200,7 +225,7 @@ VmSend tr_deliver_to(Process *p, uint64_t tracer, const TrEmit *ev)
     for (const char *f = k->text; *f && n < 7;)
         f = *f == ',' ? f + 1 : shape_elems(&b, f, e, &n, 7);
     if (ts)
-        e[n++] = make_small((int64_t)tr_mono_ns());
+        e[n++] = stamp(&b, ts);
     for (unsigned i = 0; i < n; i++)
         if (e[i] == THE_NONE)
             return VM_SEND_TOO_BIG;   /* cannot happen: the scratch fits the largest */

@@ -82,9 +82,10 @@ enum {
     /* IN, OUT, RETURN_TO, EXIT: the MFA is unknown or not part of the
      * event (mod/fun not valid). */
     TR_F_NO_MFA = 1u << 3,
-    /* The traced process has the timestamp flag: the text sink prints
-     * this event as trace_ts with its timestamp last (the other sinks
-     * always carry the timestamp). */
+    /* The traced process has a timestamp flag: the text sink prints this
+     * event as trace_ts with its timestamp last (the other sinks always
+     * carry the timestamp), in the form TR_F_TIMESTAMP and TR_F_TS_MONO
+     * say together (tr_ts_form). */
     TR_F_TIMESTAMP = 1u << 4,
     /* CALL: the last payload term (before the backtrace, if any) is the
      * match spec's {message, X}: {trace,Pid,call,{M,F,Args},X}. */
@@ -92,7 +93,28 @@ enum {
     /* CALL: the last payload term is the calling process's stack (the
      * match spec's {backtrace} action). */
     TR_F_BACKTRACE = 1u << 6,
+    /* With TR_F_TIMESTAMP: the monotonic ns (monotonic_timestamp);
+     * alone: {Mono, Unique} (strict_monotonic_timestamp). */
+    TR_F_TS_MONO = 1u << 7,
 };
+
+/* The form of a trace_ts message's timestamp (BEAM's three flags). */
+typedef enum TrTsForm {
+    TR_TS_NONE,     /* a trace message, no timestamp */
+    TR_TS_NOW,      /* {MegaSecs, Secs, MicroSecs} of the system time */
+    TR_TS_MONO,     /* the monotonic time in ns */
+    TR_TS_STRICT,   /* {Mono, Unique} */
+} TrTsForm;
+
+static inline TrTsForm tr_ts_form(unsigned flags)
+{
+    switch (flags & (TR_F_TIMESTAMP | TR_F_TS_MONO)) {
+    case TR_F_TIMESTAMP: return TR_TS_NOW;
+    case TR_F_TIMESTAMP | TR_F_TS_MONO: return TR_TS_MONO;
+    case TR_F_TS_MONO: return TR_TS_STRICT;
+    default: return TR_TS_NONE;
+    }
+}
 
 /* The header of a record in a ring (layout above; 4-byte aligned). */
 typedef struct TrRecord {

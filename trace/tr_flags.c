@@ -83,6 +83,9 @@ static const struct {
     { "set_on_link", TVM_TRACE_SET_ON_LINK, ATOM_SET_ON_LINK },
     { "set_on_first_link", TVM_TRACE_SET_ON_FIRST_LINK, ATOM_SET_ON_FIRST_LINK },
     { "exiting", TVM_TRACE_EXITING, ATOM_EXITING },
+    { "monotonic_timestamp", TVM_TRACE_MONOTONIC_TIMESTAMP, ATOM_MONOTONIC_TIMESTAMP },
+    { "strict_monotonic_timestamp", TVM_TRACE_STRICT_MONOTONIC_TIMESTAMP,
+      ATOM_STRICT_MONOTONIC_TIMESTAMP },
 };
 
 #define NFLAG_NAMES (sizeof flag_names / sizeof flag_names[0])

@@ -136,10 +136,11 @@ bool tr_event_term(const TrEvent *ev, unsigned i, StrBuf *sb);
 
 /*
  * The Erlang-like text of an event, as the text sink writes it (no
- * newline); `ts` selects the trace_ts form.  Shared by the text sink and
+ * newline); `ts` selects the trace_ts form and its timestamp's (a
+ * strict one takes its unique integer now).  Shared by the text sink and
  * callbacks that want the same rendering (tr_sink_text.c).
  */
-void tr_event_format(const TrEvent *ev, bool ts, StrBuf *sb);
+void tr_event_format(const TrEvent *ev, TrTsForm ts, StrBuf *sb);
 
 /* The public callback format (tvm_trace_options.callback): each event
  * as a tvm_trace_event with its text form (trace/tr_sink_api.c). */

@@ -23,7 +23,7 @@ static void api_event(TrSink *s, const TrEvent *ev)
 {
     ApiSink *a = (ApiSink *)s;
     a->sb.len = 0;
-    tr_event_format(ev, (ev->flags & TR_F_TIMESTAMP) != 0, &a->sb);
+    tr_event_format(ev, tr_ts_form(ev->flags), &a->sb);
     bool mfa = ev->kind != TR_K_LOST && !(ev->flags & TR_F_NO_MFA);
     tvm_trace_event out = {
         .ts = ev->ts,

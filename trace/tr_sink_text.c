@@ -18,10 +18,12 @@
  *
  * The shape of each kind's message is its text form in
  * trace/tr_events.def.
- * With TR_TEXT_TIMESTAMPS (every event) or TR_F_TIMESTAMP on a record
- * (the process's timestamp flag) the tag is trace_ts and the
- * CLOCK_MONOTONIC ns timestamp is the last element, as BEAM's trace_ts
- * appends its stamp.
+ * With a timestamp form on a record (the process's timestamp flags,
+ * tr_ts_form) the tag is trace_ts and the stamp is the last element, as
+ * BEAM's trace_ts appends it: {MegaSecs,Secs,MicroSecs} (timestamp),
+ * the CLOCK_MONOTONIC ns (monotonic_timestamp), {Ns,Unique}
+ * (strict_monotonic_timestamp).  TR_TEXT_TIMESTAMPS stamps every event
+ * with its ns.
  * Payload terms cut at the size cap print as in io_lib's ~P:
  * {fib,fib,[1,2|...]}, {a,...}, <<"ab"...>>.
  */
@@ -33,6 +35,7 @@
 #include "trace/tr_encode.h"
 #include "vm/common.h"
 #include "vm/print.h"
+#include "vm/time.h"
 
 static void put_mfa(StrBuf *sb, const TrEvent *ev, const char *none)
 {
@@ -84,7 +87,31 @@ static void put_call(StrBuf *sb, const TrEvent *ev, const uint8_t **p, const uin
     }
 }
 
-void tr_event_format(const TrEvent *ev, bool ts, StrBuf *sb)
+/* A trace_ts message's last element for an event at monotonic ns `ns`:
+ * BEAM's three forms (tr_ts_form).  The system time is the monotonic
+ * reading plus the offset between the two clocks now. */
+static void put_ts(StrBuf *sb, TrTsForm ts, uint64_t ns)
+{
+    switch (ts) {
+    case TR_TS_NOW: {
+        uint64_t us = (uint64_t)((int64_t)ns + vm_time_offset_ns()) / 1000;
+        sb_printf(sb, "{%llu,%llu,%llu}", (unsigned long long)(us / 1000000000000ull),
+                  (unsigned long long)(us / 1000000 % 1000000),
+                  (unsigned long long)(us % 1000000));
+        break;
+    }
+    case TR_TS_STRICT:
+        sb_putc(sb, '{');
+        tr_put_u64(sb, ns);
+        sb_printf(sb, ",%lld}", (long long)vm_unique_integer(false));
+        break;
+    default:
+        tr_put_u64(sb, ns);
+        break;
+    }
+}
+
+void tr_event_format(const TrEvent *ev, TrTsForm ts, StrBuf *sb)
 {
     if (ev->kind == TR_K_LOST) {
         sb_puts(sb, "{trace_lost,");
@@ -93,8 +120,10 @@ void tr_event_format(const TrEvent *ev, bool ts, StrBuf *sb)
         else
             sb_printf(sb, "{sched,%d}", ev->sched);
         sb_printf(sb, ",%llu", (unsigned long long)ev->lost);
-        if (ts)
-            sb_printf(sb, ",%llu", (unsigned long long)ev->ts);
+        if (ts) {
+            sb_putc(sb, ',');
+            put_ts(sb, ts, ev->ts);
+        }
         sb_putc(sb, '}');
         return;
     }
@@ -127,7 +156,7 @@ void tr_event_format(const TrEvent *ev, bool ts, StrBuf *sb)
     }
     if (ts) {
         sb_putc(sb, ',');
-        tr_put_u64(sb, ev->ts);
+        put_ts(sb, ts, ev->ts);
     }
     sb_putc(sb, '}');
 }
@@ -142,7 +171,8 @@ typedef struct TextSink {
 static void text_event(TrSink *s, const TrEvent *ev)
 {
     TextSink *t = (TextSink *)s;
-    tr_event_format(ev, t->ts || (ev->flags & TR_F_TIMESTAMP), &t->sb);
+    /* TR_TEXT_TIMESTAMPS: every event with its monotonic ns. */
+    tr_event_format(ev, t->ts ? TR_TS_MONO : tr_ts_form(ev->flags), &t->sb);
     sb_putc(&t->sb, '\n');
     tr_lines_done(&t->base, &t->sb, t->out);
 }

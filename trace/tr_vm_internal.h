@@ -49,10 +49,16 @@ static inline int tr_vm_ring_of(const Process *p)
     return p->sched ? p->sched->id : -1;
 }
 
-/* TR_F_TIMESTAMP when the flags ask for it. */
+/* The record flags of the timestamp a process's flags ask for: timestamp
+ * wins over strict_monotonic_timestamp, which wins over
+ * monotonic_timestamp, as BEAM's (tr_ts_form).  One test when none. */
 static inline unsigned tr_vm_record_flags(uintptr_t tf)
 {
-    return (tf & VM_TRACE_TIMESTAMP) ? TR_F_TIMESTAMP : 0;
+    if (VM_LIKELY(!(tf & VM_TRACE_ANY_TS)))
+        return 0;
+    if (tf & VM_TRACE_TIMESTAMP)
+        return TR_F_TIMESTAMP;
+    return (tf & VM_TRACE_STRICT_TS) ? TR_F_TS_MONO : TR_F_TIMESTAMP | TR_F_TS_MONO;
 }
 
 /* An event of p about fn (the MFA) with `n` payload terms.  By value:

@@ -27,12 +27,6 @@
 #include "trace/tr_vm_internal.h"
 #include "vm/qsbr.h"
 
-/* TR_F_TIMESTAMP when the flags ask for it. */
-static unsigned record_flags(unsigned tf)
-{
-    return (tf & VM_TRACE_TIMESTAMP) ? TR_F_TIMESTAMP : 0;
-}
-
 /*
  * An event of a process with its own tracer (VM_TRACE_TRACER in the
  * default session): a message to the tracer instead of the session's
@@ -91,7 +85,7 @@ static void emit_flagged(Process *p, Process *runner, uintptr_t pf, unsigned wan
     const unsigned base = ev->flags;
     unsigned sid = vm_trace_sid(pf);
     if (VM_LIKELY(sid != VM_SID_MULTI)) {
-        ev->flags = base | record_flags(VM_TRACE_FLAGS(pf));
+        ev->flags = base | tr_vm_record_flags(VM_TRACE_FLAGS(pf));
         sess_emit(p, runner, sid, ev);
         return;
     }
@@ -101,7 +95,7 @@ static void emit_flagged(Process *p, Process *runner, uintptr_t pf, unsigned wan
         uintptr_t w = vm_atomic_load_relaxed(&tab->w[i]);
         if (!(VM_TRACE_FLAGS(w) & want))
             continue;
-        ev->flags = base | record_flags(VM_TRACE_FLAGS(w));
+        ev->flags = base | tr_vm_record_flags(VM_TRACE_FLAGS(w));
         sess_emit(p, runner, vm_trace_sid(w), ev);
     }
 }

@@ -27,7 +27,8 @@
  * Process trace flags (Process.trace), the public TVM_TRACE_* bits:
  *   CALL       call events at traced functions (the call hook runs too)
  *   ARITY      call events carry the arity, not the arguments
- *   TIMESTAMP  text output as trace_ts, the timestamp last
+ *   TIMESTAMP  text output as trace_ts, the timestamp last ({Mega,Sec,Micro});
+ *   MONO_TS, STRICT_TS: the monotonic ns, or {Mono, Unique}
  *   PROCS      spawn (by the parent) and exit events
  *   RETURN_TO  return_to events at returns through local trace frames
  *   SILENT     no call/return/exception/return_to events (match specs run)
@@ -57,15 +58,20 @@ enum {
     VM_TRACE_SOL = TVM_TRACE_SET_ON_LINK,
     VM_TRACE_SOL1 = TVM_TRACE_SET_ON_FIRST_LINK,
     VM_TRACE_EXITING = TVM_TRACE_EXITING,
+    VM_TRACE_MONO_TS = TVM_TRACE_MONOTONIC_TIMESTAMP,
+    VM_TRACE_STRICT_TS = TVM_TRACE_STRICT_MONOTONIC_TIMESTAMP,
+    /* Any of the three timestamp flags: one test on the hot paths. */
+    VM_TRACE_ANY_TS = VM_TRACE_TIMESTAMP | VM_TRACE_MONO_TS | VM_TRACE_STRICT_TS,
     VM_TRACE_ALL = VM_TRACE_CALL | VM_TRACE_ARITY | VM_TRACE_TIMESTAMP | VM_TRACE_PROCS |
                    VM_TRACE_RETURN_TO | VM_TRACE_SILENT | VM_TRACE_RUNNING | VM_TRACE_SEND |
                    VM_TRACE_RECEIVE | VM_TRACE_SOS | VM_TRACE_SOS1 | VM_TRACE_GC |
-                   VM_TRACE_SOL | VM_TRACE_SOL1 | VM_TRACE_EXITING,
+                   VM_TRACE_SOL | VM_TRACE_SOL1 | VM_TRACE_EXITING | VM_TRACE_MONO_TS |
+                   VM_TRACE_STRICT_TS,
     /* Internal, default session only (erlang:trace/3's {tracer, T}): the
      * process's events go to the process Process.tracer as messages
      * instead of the session's sink (trace/tr_vm_sess.c).  Not one of
      * the API's flags; the fast paths leave such events to tr_sess_emit. */
-    VM_TRACE_TRACER = 1u << 16,
+    VM_TRACE_TRACER = 1u << 24,
 };
 
 enum {

@@ -33,6 +33,7 @@
 #include "vm/atomics.h"
 #include "vm/native.h"
 #include "vm/process.h"
+#include "vm/time.h"
 
 #define NS_PER_SEC 1000000000LL
 
@@ -142,7 +143,7 @@ NATIVE_FN(nif_system_time1)
 }
 
 /* System time minus monotonic time (each read once, in that order). */
-static int64_t offset_ns(void)
+int64_t vm_time_offset_ns(void)
 {
     int64_t sys = clock_ns(CLOCK_REALTIME);
     return sys - clock_ns(CLOCK_MONOTONIC);
@@ -151,13 +152,13 @@ static int64_t offset_ns(void)
 NATIVE_FN(nif_time_offset0)
 {
     UNUSED();
-    return ns_result(env, offset_ns(), result);
+    return ns_result(env, vm_time_offset_ns(), result);
 }
 
 NATIVE_FN(nif_time_offset1)
 {
     UNUSED();
-    return in_unit(env, argv[0], offset_ns(), result);
+    return in_unit(env, argv[0], vm_time_offset_ns(), result);
 }
 
 NATIVE_FN(nif_convert_time_unit)
@@ -217,6 +218,12 @@ static VmAtomic unique_next;
  * start at -2^59 (positive ones at 1), so both stay small integers. */
 #define UNIQUE_BASE (-((int64_t)1 << 59))
 
+int64_t vm_unique_integer(bool positive)
+{
+    int64_t k = (int64_t)vm_atomic_fetch_add_relaxed(&unique_next, 1);
+    return positive ? k + 1 : UNIQUE_BASE + k;
+}
+
 /* erlang:unique_integer(Modifiers): Modifiers a proper list of
  * `positive` and `monotonic` (badarg for anything else; a long list is
  * walked once, as any list a native reads). */
@@ -234,8 +241,7 @@ static tvm_status unique(tvm_env *env, tvm_term mods, tvm_term *result)
     }
     if (!term_is_nil(l))
         return tvm_raise_badarg(env);
-    int64_t k = (int64_t)vm_atomic_fetch_add_relaxed(&unique_next, 1);
-    return tvm_make_int(env, positive ? k + 1 : UNIQUE_BASE + k, result);
+    return tvm_make_int(env, vm_unique_integer(positive), result);
 }
 
 NATIVE_FN(nif_unique_integer0)

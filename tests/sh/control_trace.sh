@@ -182,7 +182,7 @@ done
 [[ "$(cat "$tmp/tierrors")" == "tracevm attach: trace_info: bad item: expected traced, call_count, call_time, match_spec, meta, meta_match_spec or all
 tracevm attach: trace_info: bad pattern \"bad\": expected mod:fun/arity
 tracevm attach: trace_info: expects MOD:FUN/ARITY [ITEM]" ]] || fail "trace_info errors: $(cat "$tmp/tierrors")"
-expect_error "trace: --flags: unknown flag 'bogus' (expected a comma-separated list of call, arity, timestamp, procs, return_to, silent, running, send, receive, set_on_spawn, set_on_first_spawn, garbage_collection, set_on_link, set_on_first_link, exiting or all)" \
+expect_error "trace: --flags: unknown flag 'bogus' (expected a comma-separated list of call, arity, timestamp, procs, return_to, silent, running, send, receive, set_on_spawn, set_on_first_spawn, garbage_collection, set_on_link, set_on_first_link, exiting, monotonic_timestamp, strict_monotonic_timestamp or all)" \
     ticker:tick/2 --flags bogus
 
 # A client killed in the middle: its session goes with it.

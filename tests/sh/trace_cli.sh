@@ -72,9 +72,13 @@ expect --trace tc:add_self/1 <<'WANT'
 tracevm run: warning: --trace tc:add_self/1 matches no function (without --local, exported ones only)
 WANT
 
-# timestamp: trace_ts with a nanosecond stamp last, not decreasing.
-run --trace 'tc:_/_' --flags call,procs,timestamp
-sed -E 's/,[0-9]+}$/,TS}/' "$tmp/err" | diff -u - <(cat <<'WANT'
+# The three timestamp flags, as BEAM's: trace_ts with the stamp last;
+# monotonic_timestamp the monotonic ns, not decreasing; timestamp the
+# system time {MegaSecs,Secs,MicroSecs}, within the run's wall-clock
+# seconds; strict_monotonic_timestamp {Ns,Unique}, both increasing
+# (Unique strictly); timestamp wins over the other two, strict over
+# monotonic.
+cat >"$tmp/tswant" <<'WANT'
 {trace_ts,<0.1.0>,spawned,<0.0.0>,{tc,main,[]},TS}
 {trace_ts,<0.1.0>,call,{tc,main,[]},TS}
 {trace_ts,<0.1.0>,spawn,<0.2.0>,{tc,worker,[5]},TS}
@@ -84,8 +88,23 @@ sed -E 's/,[0-9]+}$/,TS}/' "$tmp/err" | diff -u - <(cat <<'WANT'
 {trace_ts,<0.2.0>,exit,normal,TS}
 {trace_ts,<0.1.0>,exit,normal,TS}
 WANT
-) || fail "timestamp trace differs"
+run --trace 'tc:_/_' --flags call,procs,monotonic_timestamp
+sed -E 's/,[0-9]+}$/,TS}/' "$tmp/err" | diff -u "$tmp/tswant" - || fail "monotonic_timestamp trace differs"
 sed -E 's/.*,([0-9]+)}$/\1/' "$tmp/err" | sort -n -c || fail "timestamps decrease: $(cat "$tmp/err")"
+t0=$(date +%s)
+run --trace 'tc:_/_' --flags call,procs,timestamp,strict_monotonic_timestamp,monotonic_timestamp
+t1=$(date +%s)
+sed -E 's/,\{[0-9]+,[0-9]+,[0-9]+\}}$/,TS}/' "$tmp/err" | diff -u "$tmp/tswant" - ||
+    fail "timestamp trace differs"
+sed -E 's/.*,\{([0-9]+),([0-9]+),([0-9]+)\}}$/\1 \2 \3/' "$tmp/err" | while read -r mega sec micro; do
+    ((mega * 1000000 + sec >= t0 && mega * 1000000 + sec <= t1 && micro < 1000000)) ||
+        fail "timestamp {$mega,$sec,$micro} is not within $t0..$t1"
+done || exit 1
+run --trace 'tc:_/_' --flags call,procs,strict_monotonic_timestamp,monotonic_timestamp
+sed -E 's/,\{[0-9]+,-?[0-9]+\}}$/,TS}/' "$tmp/err" | diff -u "$tmp/tswant" - ||
+    fail "strict_monotonic_timestamp trace differs"
+sed -E 's/.*,\{([0-9]+),-?[0-9]+\}}$/\1/' "$tmp/err" | sort -n -c || fail "strict ns decrease"
+sed -E 's/.*,\{[0-9]+,(-?[0-9]+)\}}$/\1/' "$tmp/err" | sort -n -u -c || fail "strict unique integers not increasing"
 
 # Every scheduler: the same events (their order across processes is free).
 "$TRACEVM" run "$P" -S 2 --trace 'tc:_/_' --local --flags call,procs >"$tmp/out" 2>"$tmp/err" ||
@@ -141,7 +160,7 @@ usage_error() { # message args...
     [[ ! -s $tmp/out ]] || fail "$*: the program ran"
 }
 usage_error "--format: unknown format 'xml' (expected text, jsonl, chrome, ctf or ctf-raw)" --trace tc:main/0 --format xml
-usage_error "--flags: unknown flag 'sends' (expected a comma-separated list of call, arity, timestamp, procs, return_to, silent, running, send, receive, set_on_spawn, set_on_first_spawn, garbage_collection, set_on_link, set_on_first_link, exiting or all)" --flags call,sends
+usage_error "--flags: unknown flag 'sends' (expected a comma-separated list of call, arity, timestamp, procs, return_to, silent, running, send, receive, set_on_spawn, set_on_first_spawn, garbage_collection, set_on_link, set_on_first_link, exiting, monotonic_timestamp, strict_monotonic_timestamp or all)" --flags call,sends
 usage_error "--policy: unknown policy 'lossy' (expected drop or lossless)" --flags call --policy lossy
 usage_error "--policy needs --trace or --flags" --policy lossless
 usage_error "--flags: unknown flag ''" --flags call,

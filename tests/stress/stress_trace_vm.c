@@ -268,7 +268,7 @@ static long cycle(tvm_vm *vm, const char *path, int k)
     if (tvm_trace_start(vm, &o, &err) != TVM_OK)
         exit(fail(err.message));
     usleep((useconds_t)(rand() % 2000));
-    unsigned f = (k % 3 == 0) ? TVM_TRACE_ARITY : TVM_TRACE_TIMESTAMP;
+    unsigned f = (k % 3 == 0) ? TVM_TRACE_ARITY : TVM_TRACE_MONOTONIC_TIMESTAMP;
     if (tvm_trace_flags_all(vm, TVM_TRACE_ALL, f, k % 2 == 0) != TVM_OK)
         exit(fail("tvm_trace_flags_all"));
     usleep((useconds_t)(rand() % 2000));

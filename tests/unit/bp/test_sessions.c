@@ -1499,7 +1499,8 @@ static const char *const sg_src =
 Test(sessions, trace_info_names_every_flag_on_a_full_atom_table)
 {
     tvm_pid w = load_and_wait("sg", sg_src);
-    cr_assert_eq(tvm_trace_flags(env, w, (TVM_TRACE_EXITING << 1) - 1, true), TVM_OK);
+    cr_assert_eq(tvm_trace_flags(env, w, (TVM_TRACE_STRICT_MONOTONIC_TIMESTAMP << 1) - 1, true),
+                 TVM_OK);
     fill_atom_table();
     tvm_term t, r;
     char got[512];
@@ -1508,5 +1509,6 @@ Test(sessions, trace_info_names_every_flag_on_a_full_atom_table)
     tvm_format_term(env, r, got, sizeof got);
     cr_assert_str_eq(got, "{flags,[call,arity,timestamp,procs,return_to,silent,running,send,"
                           "receive,set_on_spawn,set_on_first_spawn,garbage_collection,"
-                          "set_on_link,set_on_first_link,exiting]}");
+                          "set_on_link,set_on_first_link,exiting,monotonic_timestamp,"
+                          "strict_monotonic_timestamp]}");
 }

@@ -284,8 +284,9 @@ Test(sos, spawned_alone_where_only_the_child_is_traced)
     load_ok(vm, "sos", sos_src);
     FILE *f = traced(NULL);
     tvm_pid root = spawn_waiting("go", 1);
-    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW, TVM_TRACE_PROCS | TVM_TRACE_TIMESTAMP,
-                                     true), TVM_OK);
+    cr_assert_eq(tvm_trace_flags_all(vm, TVM_TRACE_NEW,
+                                     TVM_TRACE_PROCS | TVM_TRACE_MONOTONIC_TIMESTAMP, true),
+                 TVM_OK);
     char r[64];
     go_and_join(root, r, sizeof r);
     cr_assert_str_eq(r, "1");
@@ -320,13 +321,14 @@ Test(sos, the_flags_by_name)
     cr_assert_eq(tvm_trace_flags_parse("set_on_link,set_on_first_link", &fl, &err), TVM_OK);
     cr_assert_eq(fl, TVM_TRACE_SET_ON_LINK | TVM_TRACE_SET_ON_FIRST_LINK);
     cr_assert_eq(tvm_trace_flags_parse("all", &fl, &err), TVM_OK);
-    cr_assert_eq(fl, (TVM_TRACE_EXITING << 1) - 1);
+    cr_assert_eq(fl, (TVM_TRACE_STRICT_MONOTONIC_TIMESTAMP << 1) - 1);
     cr_assert_eq(tvm_trace_flags_parse("set_on_links", &fl, &err), TVM_ERR_BADARG);
     cr_assert_str_eq(err.message,
                      "unknown flag 'set_on_links' (expected a comma-separated list of call, "
                      "arity, timestamp, procs, return_to, silent, running, send, receive, "
                      "set_on_spawn, set_on_first_spawn, garbage_collection, set_on_link, "
-                     "set_on_first_link, exiting or all)");
+                     "set_on_first_link, exiting, monotonic_timestamp, "
+                     "strict_monotonic_timestamp or all)");
     load_ok(vm, "sos", sos_src);
     FILE *f = traced(NULL);
     tvm_term r;

@@ -180,7 +180,7 @@ static void collect(const TrEvent *ev, void *data)
     Got *g = data;
     StrBuf sb;
     sb_init(&sb);
-    tr_event_format(ev, false, &sb);
+    tr_event_format(ev, TR_TS_NONE, &sb);
     snprintf(g->lines[g->n], sizeof g->lines[0], "%s", sb.s);
     if (ev->kind == TR_K_EXCEPTION_FROM) {
         sb.len = 0;

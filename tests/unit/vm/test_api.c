@@ -556,11 +556,13 @@ Test(api, trace_flags_by_name)
     cr_assert_str_eq(err.message, "unknown flag 'bogus' (expected a comma-separated list of call, "
                                   "arity, timestamp, procs, return_to, silent, running, send, "
                                   "receive, set_on_spawn, set_on_first_spawn, garbage_collection, "
-                                  "set_on_link, set_on_first_link, exiting or all)");
+                                  "set_on_link, set_on_first_link, exiting, monotonic_timestamp, "
+                                  "strict_monotonic_timestamp or all)");
     cr_assert_eq(err.status, TVM_ERR_BADARG);
     cr_assert_eq(tvm_trace_flags_parse("", &f, &err), TVM_ERR_BADARG);
     cr_assert_str_eq(err.message, "unknown flag '' (expected a comma-separated list of call, "
                                   "arity, timestamp, procs, return_to, silent, running, send, "
                                   "receive, set_on_spawn, set_on_first_spawn, garbage_collection, "
-                                  "set_on_link, set_on_first_link, exiting or all)");
+                                  "set_on_link, set_on_first_link, exiting, monotonic_timestamp, "
+                                  "strict_monotonic_timestamp or all)");
 }
