@@ -165,6 +165,22 @@ bool tr_wait_space(TrPipeline *tp, int sched, uint64_t timeout_ns);
  */
 void tr_flush(TrPipeline *tp);
 
+/*
+ * A mark (erlang:trace_delivered/1, trace/tr_delivered.c): fn(data) is
+ * called once, on a collector thread, when every record published into
+ * each ring before this call (its head then, an acquire load: [TB1'])
+ * has been handed to the sinks and the sinks' output flushed (a raw
+ * sink's range written); or, for marks still open when the collectors
+ * stop, by tr_pipeline_finish after their last drain.  fn runs with no
+ * pipeline lock held and must not free tp.  Returns false, and fn is
+ * never called, when the pipeline never started or its collectors have
+ * stopped (tr_pipeline_finish): nothing more will be delivered.  Any
+ * thread; takes tp's lock for a moment and allocates a mark of a word
+ * per ring, freed when it is answered.
+ */
+typedef void (*TrMarkFn)(void *data);
+bool tr_pipeline_mark(TrPipeline *tp, TrMarkFn fn, void *data);
+
 /* Keeps tp from being freed (tr_pipeline_free waits) until
  * tr_pipeline_unhold: a flusher takes it under whatever keeps tp alive
  * (the code permission, for a session's pipeline), then lets that go
@@ -186,5 +202,12 @@ TrStats *tr_pipeline_stats(TrPipeline *tp);
  * stopped emitting.
  */
 void tr_pipeline_free(TrPipeline *tp);
+
+/* The first part of tr_pipeline_free, for a caller that must know the
+ * last drain is done before it lets go of tp (trace/tr_delivered.c):
+ * the collectors drain every ring, flush the sinks and stop, and the
+ * marks still open are answered.  Later marks are refused.  Idempotent;
+ * the same rules as tr_pipeline_free (which calls it if nobody did). */
+void tr_pipeline_finish(TrPipeline *tp);
 
 #endif /* TRACE_TR_H */

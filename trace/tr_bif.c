@@ -24,6 +24,7 @@
  */
 #include <string.h>
 
+#include "trace/tr_delivered.h"
 #include "trace/tr_session.h"
 #include "trace/tr_vm.h"
 #include "vm/atom.h"
@@ -153,6 +154,8 @@ static const VmNativeDef natives[] = {
     { "erlang", "trace", 3, nif_trace },
     { "erlang", "trace", 4, nif_trace4 },
     { "trace", "process", 4, nif_trace4 },
+    /* trace/tr_delivered.c */
+    { "erlang", "trace_delivered", 1, tr_nif_trace_delivered },
 };
 
 VmNativeTable tr_natives(void)

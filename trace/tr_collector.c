@@ -39,6 +39,17 @@
  *   readers merge by timestamp), and a range's space goes back to its
  *   producer as soon as the sink returns.
  *
+ *   Marks (tr_pipeline_mark; erlang:trace_delivered/1), for decoded and
+ *   raw sinks alike.  A mark holds each ring's head when it was made.
+ *   After a pass and the sinks' flush, each collector thread clears the
+ *   mark's entries for the rings it drains whose tail_local has reached
+ *   them, and the thread that clears the last one answers the mark,
+ *   outside the lock.  A thread sleeps only once a pass of its has seen
+ *   every mark made so far (mark_gen), so a new mark gets a pass at once;
+ *   one whose records the merge window holds back waits for the next
+ *   poll, as the records do.  At the stop the last passes drain every
+ *   ring, and tr_pipeline_finish answers what is still open.
+ *
  *   Threads (TrWorker).  Decoded sinks have one collector thread for all
  *   rings: the merge needs every ring.  A raw sink needs no merge, so
  *   each ring gets a collector thread of its own, which alone reads that
@@ -53,8 +64,10 @@
  *   thread, each drains its ring) and `done`; each has its own
  *   flush_done, and tr_flush waits for all of them.
  *
- *   Memory: nothing here grows with the event rate; the sinks keep what
- *   their formats need (the Chrome sink one open-call stack per process).
+ *   Memory: nothing here grows with the event rate (open marks, a word
+ *   per ring each, with the calls that made them, until answered); the
+ *   sinks keep what their formats need (the Chrome sink one open-call
+ *   stack per process).
  */
 #include "trace/tr_internal.h"
 
@@ -229,6 +242,78 @@ static void report_pending_losses(TrPipeline *tp, int from, int to)
     }
 }
 
+/* ==== marks (tr_pipeline_mark) ==== */
+
+/*
+ * Takes off the list the marks that w's rings complete: each open entry
+ * of a ring w drains whose position w's delivery has reached (its
+ * tail_local, after the pass and the sinks' flush) is cleared, and a mark
+ * with no entry left is moved to the returned list, oldest first.  Under
+ * the pipeline's lock.
+ */
+static TrMark *marks_passed(TrPipeline *tp, const TrWorker *w)
+{
+    TrMark *done = NULL, **dtail = &done;
+    for (TrMark **pm = &tp->marks; *pm;) {
+        TrMark *m = *pm;
+        for (int i = w->from; i < w->to; i++) {
+            if (m->pos[i] && tp->rings[i].tail_local >= m->pos[i]) {
+                m->pos[i] = 0;
+                m->left--;
+            }
+        }
+        if (m->left > 0) {
+            pm = &m->next;
+            continue;
+        }
+        *pm = m->next;
+        m->next = NULL;
+        *dtail = m;
+        dtail = &m->next;
+    }
+    return done;
+}
+
+/* Answers and frees a list of marks; no pipeline lock held (fn may send
+ * a message, which takes a process's lock). */
+static void marks_answer(TrMark *m)
+{
+    while (m) {
+        TrMark *next = m->next;
+        m->fn(m->data);
+        free(m);
+        m = next;
+    }
+}
+
+bool tr_pipeline_mark(TrPipeline *tp, TrMarkFn fn, void *data)
+{
+    TrMark *m = vm_malloc(sizeof *m + (size_t)tp->nrings * sizeof m->pos[0]);
+    m->next = NULL;
+    m->fn = fn;
+    m->data = data;
+    m->left = 0;
+    for (int i = 0; i < tp->nrings; i++) {
+        /* [TB1'] acquire: every record published below it counts. */
+        m->pos[i] = vm_atomic_load_acquire(&tp->rings[i].head);
+        m->left += m->pos[i] != 0;
+    }
+    pthread_mutex_lock(&tp->lock);
+    bool open = tp->started && !tp->finished;
+    if (open) {
+        TrMark **pm = &tp->marks;
+        while (*pm)
+            pm = &(*pm)->next;
+        *pm = m;
+        tp->mark_gen++;
+        pthread_cond_broadcast(&tp->kick);
+    }
+    pthread_mutex_unlock(&tp->lock);
+    if (!open)
+        free(m);
+    return open;
+}
+
 /* ==== the collector thread ==== */
 
 static void timed_wait(TrPipeline *tp)
@@ -265,29 +350,43 @@ static void *collector_main(void *arg)
     bool dirty = false;   /* events delivered since the sinks were flushed */
     pthread_mutex_lock(&tp->lock);
     for (;;) {
-        uint64_t req = tp->flush_req;
-        bool stop = tp->stop, flushing = req != w->flush_done;
+        uint64_t req = tp->flush_req, mgen = tp->mark_gen;
+        bool stop = tp->stop, flushing = req != w->flush_done, marked = tp->marks != NULL;
         pthread_mutex_unlock(&tp->lock);
 
         size_t n = tp->raw ? drain_raw(tp, w->from, w->to) : drain(tp, flushing || stop);
         dirty |= n > 0;
         if (stop)
             report_pending_losses(tp, w->from, w->to);
-        if (dirty && (n == 0 || flushing || stop)) {
-            /* Idle, or asked to: push buffered output out. */
+        if (dirty && (n == 0 || flushing || stop || marked)) {
+            /* Idle, or asked to (a flush, a mark waiting for these
+             * events): push buffered output out. */
             if (!tp->raw)
                 flush_sinks(tp);
             dirty = false;
         }
 
         pthread_mutex_lock(&tp->lock);
+        if (marked) {
+            TrMark *done = marks_passed(tp, w);
+            if (done) {
+                pthread_mutex_unlock(&tp->lock);
+                marks_answer(done);
+                pthread_mutex_lock(&tp->lock);
+            }
+        }
+        w->mark_seen = mgen;
         if (flushing) {
             w->flush_done = req;
             pthread_cond_broadcast(&tp->done);
         }
         if (stop)
             break;
-        if (n == 0 && tp->flush_req == w->flush_done && !tp->stop)
+        /* A mark made since this pass began gets a pass of its own; one
+         * whose records the merge window holds back waits for the next
+         * poll, as they do. */
+        if (n == 0 && tp->flush_req == w->flush_done && tp->mark_gen == w->mark_seen &&
+            !tp->stop)
             timed_wait(tp);
     }
     pthread_mutex_unlock(&tp->lock);
@@ -495,11 +594,33 @@ TrStats *tr_pipeline_stats(TrPipeline *tp)
     return s;
 }
 
-void tr_pipeline_free(TrPipeline *tp)
+void tr_pipeline_finish(TrPipeline *tp)
 {
+    /* The pipeline's owner alone calls this: `finished` is its write. */
+    pthread_mutex_lock(&tp->lock);
+    bool again = tp->finished;
+    pthread_mutex_unlock(&tp->lock);
+    if (again)
+        return;
     wait_unheld(tp);
     if (tp->started)
         stop_workers(tp, tp->nworkers);
+    /* The last passes delivered every ring whole (stop: no merge window)
+     * and flushed, and the producers had stopped before: whatever a mark
+     * still open waits for, one made during those passes too, is in the
+     * sinks.  From here on marks are refused: nothing is left to
+     * deliver. */
+    pthread_mutex_lock(&tp->lock);
+    TrMark *open = tp->marks;
+    tp->marks = NULL;
+    tp->finished = true;
+    pthread_mutex_unlock(&tp->lock);
+    marks_answer(open);
+}
+
+void tr_pipeline_free(TrPipeline *tp)
+{
+    tr_pipeline_finish(tp);
     free(tp->workers);
     /* A pipeline that never started (its start failed) leaves no file:
      * its sinks are discarded, not closed. */

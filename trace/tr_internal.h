@@ -123,7 +123,26 @@ typedef struct TrWorker {
     int from, to;            /* immutable once the thread runs */
     pthread_t thread;
     uint64_t flush_done;     /* under the pipeline's lock */
+    uint64_t mark_seen;      /* under the pipeline's lock: mark_gen its last pass saw */
 } TrWorker;
+
+/*
+ * An open mark (tr_pipeline_mark): pos[i] is ring i's head when it was
+ * made, 0 once ring i's collector has delivered and flushed everything
+ * below it (or it was 0: nothing to wait for); `left` counts the rings
+ * not passed yet.  pos, left and the list are under the pipeline's lock;
+ * a ring's entry is cleared by the one collector thread that drains it
+ * (it compares its own tail_local), so several threads of a raw sink
+ * each clear their own, and the one that clears the last takes the mark
+ * off the list and answers it.
+ */
+typedef struct TrMark {
+    struct TrMark *next;
+    TrMarkFn fn;
+    void *data;
+    int left;
+    uint64_t pos[];
+} TrMark;
 
 struct TrPipeline {
     TrOptions opts;          /* immutable after tr_pipeline_new */
@@ -162,6 +181,15 @@ struct TrPipeline {
      * a TR_WAKE_STEPS part of half a ring later). */
     VmAtomic sleeping;
     bool started;
+    /* Open marks, oldest first, and a count of those ever made (both
+     * under `lock`: written by tr_pipeline_mark, read and taken off by
+     * the collector threads; a thread sleeps only once its pass has seen
+     * mark_gen, so a new mark is never left for a poll interval).
+     * `finished`, under `lock`: the collectors stopped after their last
+     * drain (tr_pipeline_finish); marks are refused from then on. */
+    TrMark *marks;
+    uint64_t mark_gen;
+    bool finished;
     int nworkers;            /* set by tr_pipeline_start */
     TrWorker *workers;
 };

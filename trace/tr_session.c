@@ -123,6 +123,7 @@ void tr_sessions_init(tvm_vm *vm)
     TrSessions *S = vm_calloc(1, sizeof *S);
     pthread_mutex_init(&S->lock, NULL);
     pthread_mutex_init(&S->flags_lock, NULL);
+    pthread_mutex_init(&S->pipes_lock, NULL);
     vm_cond_init_monotonic(&S->cond);
     for (unsigned i = 0; i < VM_SESSIONS_MAX; i++) {
         TrSession *s = &S->s[i];
@@ -146,6 +147,7 @@ void tr_sessions_free(tvm_vm *vm)
         tr_outfail_destroy(&S->s[i].fail);
     pthread_mutex_destroy(&S->lock);
     pthread_mutex_destroy(&S->flags_lock);
+    pthread_mutex_destroy(&S->pipes_lock);
     pthread_cond_destroy(&S->cond);
     free(S);
     vm->sessions = NULL;

@@ -160,6 +160,12 @@ typedef struct TrSessions {
     pthread_mutex_t flags_lock;
     TrFlagsAll all[VM_SESSIONS_MAX];
     TrSession s[VM_SESSIONS_MAX];
+    /* Every pipeline whose collectors run, published, draining or being
+     * freed (trace/tr_delivered.c): added once it started, taken off
+     * once its last drain is done.  pipes_lock protects the list and
+     * TrVm.pipe_next; a leaf lock (held only to walk or link). */
+    pthread_mutex_t pipes_lock;
+    struct TrVm *pipes;
 } TrSessions;
 
 /* The session in slot `slot`. */

@@ -57,7 +57,10 @@
  * store, so every emitter that loaded the old pointer is done with it, and
  * every later load returns NULL (the grace period's barriers order the
  * store before the readers' later loads).  (3) tr_pipeline_free drains
- * the rings into the sink, finishes the output and frees everything.
+ * the rings into the sink, finishes the output and frees everything
+ * (tr_vm_free: the last drain first, which answers trace_delivered's
+ * marks, then the pipeline leaves the VM's list of running ones, which
+ * such calls walk, trace/tr_delivered.c; then the rest).
  * Freeing before (2) could free a ring under a producer; unpublishing
  * after (2) would let a producer load the pointer after the wait.  For
  * ThreadSanitizer the wait is annotated (vm/qsbr.h): each reader's emits
@@ -86,6 +89,7 @@
 #include <unistd.h>
 
 #include "trace/tr.h"
+#include "trace/tr_delivered.h"
 #include "trace/tr_fdout.h"
 #include "trace/tr_internal.h"
 #include "trace/tr_outfail.h"
@@ -311,6 +315,9 @@ static tvm_status tr_vm_new(tvm_vm *vm, TrSession *s, const tvm_trace_options *o
     t->tp = tp;
     t->file = opened;
     t->fdout = fdout;
+    /* trace_delivered waits for it from here to the end of its last
+     * drain (trace/tr_delivered.c). */
+    tr_delivered_add(vm, t);
     *out = t;
     return TVM_OK;
 }
@@ -385,7 +392,11 @@ bool tr_vm_free(tvm_vm *vm, TrVm *t)
      * pipe without a reader is their failure, not a SIGPIPE. */
     TrSigpipe g;
     tr_sigpipe_hold(&g);
-    tr_pipeline_free(t->tp);                                  /* (3) */
+    /* (3): the last drain (trace_delivered's marks answered once it is
+     * in the sink), then no later call waits for t, then the rest. */
+    tr_pipeline_finish(t->tp);
+    tr_delivered_remove(vm, t);
+    tr_pipeline_free(t->tp);
     tr_vm_waits_destroy(t);       /* lossless: wake whoever still waits for room */
     /* The close's own last flush fails like a sink's write (the sink's
      * close flushed already: it has rarely anything left). */

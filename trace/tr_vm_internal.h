@@ -41,6 +41,9 @@ typedef struct TrVm {
     bool lossless;         /* immutable: the policy */
     int nscheds;
     TrWaitList *waits;     /* nscheds lists (lossless only), else NULL */
+    /* The next in the VM's list of running pipelines (TrSessions.pipes,
+     * under its pipes_lock; trace/tr_delivered.c). */
+    struct TrVm *pipe_next;
 } TrVm;
 
 /* The ring a process writes into: its scheduler's, or the shared one. */

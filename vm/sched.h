@@ -137,7 +137,7 @@ typedef struct SchedSystem {
      * A stale read costs a trim too many or one put off, never a stack in
      * use (the trim takes only free stacks, under the pool's lock). */
     VmAtomic idle_entries;
-    VmAtomic next_ref;        /* monitor references (relaxed fetch-add) */
+    VmAtomic next_ref;        /* references: monitors, trace_delivered (relaxed fetch-add) */
     /* How many times a scheduler offered its CPU to a thread waiting for
      * a grace period (sched.c, offer_cpu; relaxed fetch-add, read relaxed
      * by vm_sched_offers: a count for tests and statistics). */

@@ -183,6 +183,16 @@ static inline void exception_fmt(tvm_env *env, char *out, size_t size)
 
 /* Calls mod:fun with integer args; returns the status and formats the
  * result (or the exception) into out. */
+/* Spawns mod:fun(n), an integer argument; its pid. */
+static inline tvm_pid spawn_with_int(tvm_env *env, const char *mod, const char *fun, int64_t n)
+{
+    tvm_term a;
+    tvm_pid pid;
+    cr_assert_eq(tvm_make_int(env, n, &a), TVM_OK);
+    cr_assert_eq(tvm_spawn(env, mod, fun, 1, &a, &pid), TVM_OK);
+    return pid;
+}
+
 /* Spawns mod:fun(argv...), joins it and formats its result into out. */
 static inline void spawn_fmt(tvm_env *env, const char *mod, const char *fun, int argc,
                              const tvm_term *argv, char *out, size_t size)

@@ -29,7 +29,8 @@
  * (vm/procinfo.c), register/2,
  * unregister/1, whereis/1 and registered/0 (vm/registry.c), link/1,
  * unlink/1, exit/2 and process_flag/2 (vm/links.c), erlang:trace/3 and
- * trace/4 (trace/tr_bif.c), erlang:trace_pattern/3 and /4 and
+ * trace/4 (trace/tr_bif.c), erlang:trace_delivered/1
+ * (trace/tr_delivered.c), erlang:trace_pattern/3 and /4 and
  * erlang:trace_info/2 and /3 (breakpoints/), erlang:delete_module/1,
  * purge_module/1, check_old_code/1, module_loaded/1 and
  * function_exported/3 (loader/), 11 time natives (vm/time.c:
@@ -39,7 +40,7 @@
  * session_create/3, session_destroy/1, function/4, process/4, info/3),
  * code:load_binary/3 (loader/), tracevm:trace_pattern/3.  A native added
  * or lost changes what a pattern matches: update these. */
-#define ERLANG_NATIVES 77
+#define ERLANG_NATIVES 78
 #define OTHER_NATIVES 15
 
 static const char *const bt_src =

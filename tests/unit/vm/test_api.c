@@ -128,11 +128,7 @@ static void recv_setup(void)
 
 static tvm_pid spawn_recv(int64_t timeout)
 {
-    tvm_term a;
-    tvm_pid pid;
-    cr_assert_eq(tvm_make_int(env, timeout, &a), TVM_OK);
-    cr_assert_eq(tvm_spawn(env, "rv", "recv", 1, &a, &pid), TVM_OK);
-    return pid;
+    return spawn_with_int(env, "rv", "recv", timeout);
 }
 
 static void send_atom(tvm_pid pid, const char *name)
