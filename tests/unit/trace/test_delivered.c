@@ -522,8 +522,15 @@ Test(delivered, two_sessions_one_lossless_both_have_every_event_before_the_reply
                  TVM_OK, "%s", err.message);
     cr_assert_eq(tvm_session_trace_flags_all(vm, s, TVM_TRACE_NEW, TVM_TRACE_CALL, true, &err),
                  TVM_OK, "%s", err.message);
+    /* The default session's sink held shut until the process waits for
+     * room in its 4 KiB ring (it cannot write 3,000 events there, so it
+     * is not yet waiting for the reply). */
+    sink_reset(true);
+    tvm_pid pid = spawn_run(3000);
+    wait_proc_state(vm, pid, "waiting");
+    sink_open();
     tvm_term r;
-    cr_assert_eq(tvm_join(env, spawn_run(3000), &r), TVM_OK);
+    cr_assert_eq(tvm_join(env, pid, &r), TVM_OK);
     cr_assert_eq(got.n, 1);
     cr_assert(got.ok, "the reply's Ref is not the call's");
     cr_assert_eq(got.events, 3000);
