@@ -42,8 +42,9 @@
  * gets nothing (the send finds no process); a VM destroyed with requests
  * open finishes every pipeline (tr_vm_destroy), which answers and frees
  * them.  Each open request costs its 40 bytes and a mark (32 bytes and a
- * word per ring) per pipeline, until the collector passes it: a process calling it in a
- * loop is bounded by its own mailbox, which the replies fill, as in BEAM.
+ * word per ring) per pipeline, until the collector passes it: a process
+ * calling it in a loop is bounded by its own mailbox, which the replies
+ * fill, as in BEAM.
  */
 #include "trace/tr_delivered.h"
 
@@ -81,9 +82,11 @@ static void request_done(void *data)
         return;
     Term t[4] = { MAKE_HEADER(IMM_HDR_TUPLE, 3), make_atom(ATOM_TRACE_DELIVERED), q->tracee,
                   make_small((int64_t)q->ref) };
+    /* Counted answered before the send: whoever learns of the reply
+     * (through the caller) sees the count without it. */
+    vm_atomic_fetch_add_relaxed(&open_reqs, (uintptr_t)-1);
     /* NOPROC: the caller exited; the reply goes with it. */
     vm_send(q->vm, NULL, q->caller, make_boxed(t));
-    vm_atomic_fetch_add_relaxed(&open_reqs, (uintptr_t)-1);
     free(q);
 }
 
