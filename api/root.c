@@ -29,6 +29,7 @@
 #include "profile/pf.h"
 #include "trace/tr.h"
 #include "trace/tr_vm.h"
+#include "vm/dict.h"
 #include "vm/heap.h"
 #include "vm/links.h"
 #include "vm/monitors.h"
@@ -55,6 +56,7 @@ static const Layer layers[] = {
     { "vm monitors", NULL, NULL, NULL, vm_monitors_natives },
     { "vm process info", NULL, NULL, NULL, vm_procinfo_natives },
     { "vm heap", NULL, NULL, NULL, vm_heap_natives },
+    { "vm process dictionary", NULL, NULL, NULL, vm_dict_natives },
     { "vm time", NULL, NULL, NULL, vm_time_natives },
     { "loader", NULL, NULL, NULL, ld_natives },
     { "trace", tr_vm_init, tr_vm_destroy, tr_vm_release, tr_natives },

@@ -159,7 +159,9 @@ def main():
                  'erlang:processes/0', 'status', 'message_queue_len', 'registered_name',
                  'links', 'monitored_by', 'erlang:garbage_collect/0', 'heap_size', 'current_function',
                  'current_stacktrace', 'erlang:process_info/1', 'initial_call', 'messages',
-                 'monitors']
+                 'monitors', 'erlang:put/2', 'erlang:get/1', 'erlang:get/0',
+                 'erlang:get_keys/0', 'erlang:get_keys/1', 'erlang:erase/1', 'erlang:erase/0',
+                 'dictionary']
     terms = ['[', ']', '{', '}', '|', ',', '"', "'", 'fun ', ':', '/', '-', '[]', '{}',
              '\\n', '\\x41', '\\\\', 'ok', "'$1'", "'_'"]
     fns = re.findall(r'\{ "([^"]+)", -?\d+, F_', read(rel('trace/tr_ms_compile.c')).decode())

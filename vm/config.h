@@ -251,6 +251,20 @@
 #define VM_SESSIONS_MAX 16
 #endif
 
+/*
+ * VM_DICT_MIN: entries a process dictionary's table starts with and never
+ * shrinks below (vm/dict.c); 8 entries are 28 words off the heap.
+ * VM_DICT_HASH_NODES: words of a key its hash visits at most, so that a
+ * put/2 or get/1 of a long key costs a bounded hash (keys that agree on
+ * what it visited are told apart by comparison).
+ */
+#ifndef VM_DICT_MIN
+#define VM_DICT_MIN 8u
+#endif
+#ifndef VM_DICT_HASH_NODES
+#define VM_DICT_HASH_NODES 256
+#endif
+
 /* VM_MAX_ARITY: arguments one function may take. */
 #ifndef VM_MAX_ARITY
 #define VM_MAX_ARITY 255

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vm/dict.h"
 #include "vm/heap.h"
 #include "vm/hook.h"
 #include "vm/links.h"
@@ -70,6 +71,9 @@ void vm_process_recycle(Process *p)
     uint32_t handlers_cap = p->handlers_cap, roots_cap = p->roots_cap;
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->il.lock);
+    /* Freed at its exit already (vm/lifecycle.c); here too, so that no
+     * way to the cache can hand a new process an old dictionary. */
+    vm_dict_free(p);
     free(p->exc_stack);
     free(vm_atomic_load_ptr_relaxed(&p->trace_tab));
     free(p->ct_sess);
@@ -92,6 +96,7 @@ void vm_process_free(Process *p)
     if (!p)
         return;
     pthread_mutex_destroy(&p->lock);
+    vm_dict_free(p);
     free(p->exc_stack);
     free(vm_atomic_load_ptr_relaxed(&p->trace_tab));
     free(p->ct_sess);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vm/dict.h"
 #include "vm/hook.h"
 #include "vm/lend.h"
 #include "vm/monitors.h"
@@ -169,6 +170,12 @@ static void collect_into(Process *p, size_t size, Term *extra, size_t nextra)
         evacuate(&gc, &p->roots[i]);
     for (size_t i = 0; i < nextra; i++)
         evacuate(&gc, &extra[i]);
+    /* The dictionary's keys and values (vm/dict.c: on the heap, the
+     * table off it). */
+    size_t nd;
+    Term *dict = vm_dict_roots(p, &nd);
+    for (size_t i = 0; i < nd; i++)
+        evacuate(&gc, &dict[i]);
     evacuate(&gc, &p->exc_class);
     evacuate(&gc, &p->exc_reason);
     evacuate(&gc, &p->exc_trace_term);
@@ -267,7 +274,16 @@ static void mark_killed(Process *p, size_t used)
     p->kill = make_atom(ATOM_KILLED);
     p->kill_heap = used;
     p->kill_monitors = vm_monitors_live(p);
+    p->kill_dict = vm_dict_words(p);
     p->reds = 0;
+}
+
+/* What counts toward max_heap_size besides the heap block: the messages
+ * in p's own queue, its monitors (vm/process.h) and its dictionary's
+ * table (vm/dict.c). */
+static size_t off_heap_words(const Process *p)
+{
+    return p->mq_words + vm_monitors_live(p) * VM_MONITOR_WORDS + vm_dict_words(p);
 }
 
 void vm_heap_check_max(Process *p)
@@ -278,13 +294,14 @@ void vm_heap_check_max(Process *p)
      * dies as the native that grew it returns, or at its next reduction
      * check (a call or a backward jump: a bounded number of instructions
      * away, as the verifier allows no other loop), and never waits
-     * meanwhile (vm/process.h).  Monitors count as vm/process.h says. */
-    size_t used = vm_heap_size(p) + p->mq_words + vm_monitors_live(p) * VM_MONITOR_WORDS;
+     * meanwhile (vm/process.h).  Monitors count as vm/process.h says,
+     * the dictionary's table as vm/dict.c does. */
+    size_t used = vm_heap_size(p) + off_heap_words(p);
     if (used > p->max_heap && !p->kill && vm_monitors_live(p)) {
         /* Entries of monitors whose target has exited cost nothing:
          * dropped before they could kill (vm/process.h). */
         vm_proc_monitors_prune(p);
-        used = vm_heap_size(p) + p->mq_words + vm_monitors_live(p) * VM_MONITOR_WORDS;
+        used = vm_heap_size(p) + off_heap_words(p);
     }
     if (used > p->max_heap && !p->kill)
         mark_killed(p, used);
@@ -303,8 +320,7 @@ bool vm_heap_max_refuses(Process *p, size_t words)
     if (!p->max_heap || words <= p->max_heap)
         return false;
     if (!p->kill)
-        mark_killed(p, vm_heap_size(p) + words + p->mq_words +
-                           vm_monitors_live(p) * VM_MONITOR_WORDS);
+        mark_killed(p, vm_heap_size(p) + words + off_heap_words(p));
     return true;
 }
 

@@ -4,7 +4,8 @@
  * A process allocates by bumping p->htop.  When there is no room the
  * collector (Cheney, two spaces) copies everything reachable from the
  * process's roots into a fresh block and frees the old one.  Roots: the
- * whole register stack, the native handles, and the pending exception.
+ * whole register stack, the native handles, the pending exception and
+ * the process dictionary's keys and values (vm/dict.h).
  * Boxed terms outside the heap (module literals) are left where they are.
  *
  * Sizing: after a collection the next block is chosen so that live data
@@ -43,10 +44,11 @@ void vm_gc(Process *p, size_t need, Term *extra, size_t nextra);
 VmNativeTable vm_heap_natives(void);
 
 /*
- * max_heap_size: when p's heap block and the messages in its queue are
- * over p->max_heap, marks p to be killed with reason killed at its next
+ * max_heap_size: when p's heap block, the messages in its queue, its
+ * monitors and its dictionary's table are over p->max_heap, marks p to be killed with reason killed at its next
  * reduction check (Process.kill).  After each collection (the only time
- * the heap grows) and when messages enter the queue.
+ * the heap grows), when messages enter the queue and when the dictionary's
+ * table grows.
  */
 void vm_heap_check_max(Process *p);
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "vm/atom.h"
+#include "vm/dict.h"
 #include "vm/heap.h"
 #include "vm/hook.h"
 #include "vm/interlock_switch.h"
@@ -343,20 +344,28 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
 
 /* ==== exit ==== */
 
+/* What a max_heap_size kill counted: the heap and the queue, and the
+ * monitors and the dictionary's table when it had any. */
+static void kill_report(const Process *p, StrBuf *sb)
+{
+    sb_printf(sb, "  max_heap_size %zu words, reached %zu (heap%smessage queue", p->max_heap,
+              p->kill_heap, p->kill_monitors || p->kill_dict ? ", " : " and ");
+    if (p->kill_monitors)
+        sb_printf(sb, "%s%zu monitors of %zu words", p->kill_dict ? ", " : " and ",
+                  p->kill_monitors, (size_t)VM_MONITOR_WORDS);
+    if (p->kill_dict)
+        sb_printf(sb, " and a dictionary table of %zu words", p->kill_dict);
+    sb_puts(sb, ")\n");
+}
+
 static void crash_report(Process *p)
 {
     StrBuf sb;
     sb_init(&sb);
     sb_printf(&sb, "=CRASH REPORT==== process <0.%llu.0> crashed: ", (unsigned long long)p->pid);
     vm_format_exception(p, &sb);
-    if (p->kill_heap && p->kill_monitors)
-        sb_printf(&sb,
-                  "  max_heap_size %zu words, reached %zu (heap, message queue and %zu "
-                  "monitors of %zu words)\n",
-                  p->max_heap, p->kill_heap, p->kill_monitors, (size_t)VM_MONITOR_WORDS);
-    else if (p->kill_heap)
-        sb_printf(&sb, "  max_heap_size %zu words, reached %zu (heap and message queue)\n",
-                  p->max_heap, p->kill_heap);
+    if (p->kill_heap)
+        kill_report(p, &sb);
     if (p->exc_stack) {
         sb_puts(&sb, "  stack at the raise:\n");
         vm_hook_format_raise(p, &sb);
@@ -423,6 +432,11 @@ static void proc_exit(Process *p, Term cls, Term value)
     p->exiting = true;
     bool joinable = p->joinable;
     pthread_mutex_unlock(&p->lock);
+    /* Its dictionary goes at its exit (its keys and values are garbage
+     * from here on): process_info/2 answers undefined for an exiting
+     * process, and reads the dictionary only under p->lock after seeing
+     * it was not exiting (vm/procinfo.c). */
+    vm_dict_free(p);
     /* The monitors p set go with it: a target that lives on keeps no node
      * for a watcher that is gone (vm/process.h).  Many of them (a sort
      * and a walk of each target's list) lend, as a long reason does. */
@@ -484,6 +498,7 @@ void vm_proc_overflowed(Process *p, uintptr_t pc, uintptr_t fp)
     p->exc_trace_term = THE_NONE;
     for (uint32_t i = 0; i < p->stack_size; i++)
         p->stack[i] = TERM_NIL;
+    vm_dict_free(p);   /* its keys and values were on the heap */
     free(p->heap);
     p->heap = p->htop = vm_malloc(p->heap_min * sizeof(Term));
     p->hend = p->heap + p->heap_min;

@@ -114,6 +114,7 @@ typedef struct RawFrame {
 } RawFrame;
 
 typedef struct Process Process;
+typedef struct VmDict VmDict;
 struct Fiber;
 struct Scheduler;
 
@@ -277,9 +278,16 @@ struct Process {
      * waits for the next check; the asker looks again). */
     VmAtomic info_reqs;
     Message *kill_msg;
+    /* The process dictionary (vm/dict.c; NULL: empty): its keys and
+     * values on the heap, the table off it, a root of the collector.
+     * Written only by the process itself while it runs (put/2, erase/1,2,
+     * its exit); read by process_info/2 of another process as its own
+     * queue is (vm/procinfo.c), under its lock while it is held still. */
+    struct VmDict *dict;
     Term kill;             /* the reason it is being killed, or 0 */
     size_t kill_heap;      /* heap + queue + monitor words when it was (crash report) */
     size_t kill_monitors;  /* the monitors it held then (crash report) */
+    size_t kill_dict;      /* the words of its dictionary's table then (crash report) */
     /* The allocation profile (vm/heap.c): words left to the next sample
      * point, counted from where htop will be after the allocation that
      * set them (pf_base; 0 words left: not sampling), and the state of

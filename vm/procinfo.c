@@ -11,7 +11,8 @@
  * So the answer about another process is a moment's picture, as BEAM's
  * (which asks the process and may get an answer that is already old).
  * What only the process itself touches while it runs (its frames, the
- * messages it took in from its inbox, the list of the monitors it set)
+ * messages it took in from its inbox, the list of the monitors it set,
+ * its dictionary)
  * is read as below; whether each of those monitors still holds is then
  * looked up on its target, under the target's lock (monitor_holds).
  *
@@ -30,8 +31,9 @@
  * under a lock or by the lend's acquire, so it reads exactly.
  *
  * Asking a running process.  current_function and current_stacktrace
- * read the frames, and messages the process's own queue (then its
- * inbox, under its lock), which only the process changes, and only
+ * read the frames, messages the process's own queue (then its inbox,
+ * under its lock), dictionary its dictionary, which only the process
+ * changes, and only
  * while it runs: a process that is not RUNNING is read under its lock (a
  * scheduler takes that lock to make it RUNNING, and its top frame's pc
  * is where it stopped: every place a process suspends stores it).  A
@@ -46,9 +48,10 @@
  * puts a request (VmInfoReq, on its own stack) on the target's
  * info_reqs list under the target's lock and sleeps a millisecond at a
  * time; the target, at its next reduction check (within a time slice,
- * or once a native it is in returns), copies its frames or its messages
+ * or once a native it is in returns), copies its frames, its messages
  * (each message copied off any heap: vm_messages_copy, which the asker
- * frees) into every request on the list and empties it, under its lock.  The asker looks
+ * frees) or its dictionary's pairs (vm_dict_copy, off any heap too)
+ * into every request on the list and empties it, under its lock.  The asker looks
  * again under that lock each time it wakes: answered, or the target no
  * longer running (then read directly), or gone (undefined); whatever
  * ends the wait, the asker's request is off the list before it returns,
@@ -64,6 +67,7 @@
 #include <string.h>
 
 #include "vm/atom.h"
+#include "vm/dict.h"
 #include "vm/heap.h"
 #include "vm/interlock.h"
 #include "vm/lend.h"
@@ -150,7 +154,7 @@ static tvm_status nif_processes(tvm_env *env, int argc, const tvm_term *argv, tv
 #define INFO_DEPTH 8
 
 /* What a request asks for. */
-enum { WANT_FRAMES = 1, WANT_MESSAGES = 2, WANT_MONITORS = 4 };
+enum { WANT_FRAMES = 1, WANT_MESSAGES = 2, WANT_MONITORS = 4, WANT_DICT = 8 };
 
 /* A request, on the asker's stack.  next and done are under the
  * target's lock (written by the asker as it links or unlinks the
@@ -158,10 +162,12 @@ enum { WANT_FRAMES = 1, WANT_MESSAGES = 2, WANT_MONITORS = 4 };
  * before it lists the request; n, frames, msgs, mons and nmons are
  * written by the target in the same critical section that sets done, or
  * by the asker itself when it reads a target held still, and read by
- * the asker once it saw done under that lock.  msgs (copies, off any heap) and mons
- * (copies of the entries of the monitors the target set that demonitor
- * has not taken off, nmons of them) are the asker's to free, whatever
- * ended its wait. */
+ * the asker once it saw done under that lock, as are dict and dict_over.
+ * msgs (copies, off any heap), mons (copies of the entries of the
+ * monitors the target set that demonitor has not taken off, nmons of
+ * them) and dict (a copy of the dictionary's pairs off any heap, or NULL:
+ * empty, or with dict_over, over max_message_words) are the asker's to
+ * free, whatever ended its wait. */
 typedef struct VmInfoReq {
     struct VmInfoReq *next;
     bool done;
@@ -171,6 +177,8 @@ typedef struct VmInfoReq {
     Message *msgs;
     MonitorOut *mons;
     size_t nmons;
+    Message *dict;
+    bool dict_over;
 } VmInfoReq;
 
 /* t's frames, top first: t's own thread, or t's lock held while t is
@@ -197,12 +205,15 @@ static void read_into(const Process *t, VmInfoReq *r)
             if (t->mon_out[i].target)
                 r->mons[r->nmons++] = t->mon_out[i];
     }
+    if (r->want & WANT_DICT)
+        r->dict = vm_dict_copy(t, t->vm->max_msg, &r->dict_over);
 }
 
 /* Frees what r holds (any of its ends). */
 static void req_free(VmInfoReq *r)
 {
     vm_messages_free(r->msgs);
+    vm_messages_free(r->dict);
     free(r->mons);
 }
 
@@ -251,7 +262,7 @@ static int snapshot_for(Process *p, Process *t, unsigned want, VmInfoReq *r)
         uint32_t n = vm_raw_frames(p, p->nframes, NULL, all, INFO_DEPTH + 1);
         r->n = n ? n - 1 : 0;
         memcpy(r->frames, all + 1, r->n * sizeof(RawFrame));
-        if (want & (WANT_MESSAGES | WANT_MONITORS)) {
+        if (want & (WANT_MESSAGES | WANT_MONITORS | WANT_DICT)) {
             pthread_mutex_lock(&p->lock);   /* for its inbox */
             r->want &= ~WANT_FRAMES;
             read_into(p, r);
@@ -317,6 +328,17 @@ static Term messages_term(Process *p, const Message *msgs)
     }
     vm_lend_done(p, lent);
     return l;
+}
+
+/* The terms of a copy made off any heap (vm_dict_copy's) on p's heap
+ * (a long copy lends, vm/lend.h). */
+static Term copy_in(Process *p, const Message *m)
+{
+    bool lent = vm_lend_if_long(p, m->words);
+    vm_heap_ensure(p, m->words, NULL, 0);
+    Term t = vm_copy_term(p, m->term);
+    vm_lend_done(p, lent);
+    return t;
 }
 
 /* The name a live monitor `ref` of watcher w on the process `target`
@@ -405,6 +427,9 @@ typedef struct Info {
     /* An item is asked that BEAM has the process answer itself (by a
      * signal it handles while it runs: item_self_answered). */
     bool self_answered;
+    /* t's dictionary copies to more than max_message_words words (its
+     * terms share parts, which a copy flattens): system_limit. */
+    bool over;
 } Info;
 
 /* The status of t (its lock held; not exiting), as BEAM names it: a
@@ -471,6 +496,18 @@ static Term item_value(Info *in, Term item)
         req_free(&r);
         return v;
     }
+    case ATOM_DICTIONARY: {
+        /* The caller's own: its pairs, sharing its terms. */
+        if (t == p)
+            return vm_dict_pairs(p);
+        VmInfoReq r;
+        int got = snapshot_for(p, t, WANT_DICT, &r);
+        *gone = *gone || got == 0;
+        in->over = in->over || (got == 1 && r.dict_over);
+        v = got != 1 ? make_atom(ATOM_UNDEFINED) : r.dict ? copy_in(p, r.dict) : TERM_NIL;
+        req_free(&r);
+        return v;
+    }
     case ATOM_CURRENT_FUNCTION:
     case ATOM_CURRENT_STACKTRACE: {
         VmInfoReq r;
@@ -517,7 +554,7 @@ static bool item_known(Term item)
                                   ATOM_REDUCTIONS, ATOM_REGISTERED_NAME, ATOM_LINKS,
                                   ATOM_MONITORED_BY, ATOM_TRAP_EXIT, ATOM_CURRENT_FUNCTION,
                                   ATOM_CURRENT_STACKTRACE, ATOM_INITIAL_CALL, ATOM_MESSAGES,
-                                  ATOM_MONITORS };
+                                  ATOM_MONITORS, ATOM_DICTIONARY };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (item == make_atom(known[i]))
             return true;
@@ -532,7 +569,8 @@ static bool item_known(Term item)
 static bool item_self_answered(Term item)
 {
     static const Atom self[] = { ATOM_LINKS, ATOM_MONITORED_BY, ATOM_CURRENT_FUNCTION,
-                                 ATOM_CURRENT_STACKTRACE, ATOM_MESSAGES, ATOM_MONITORS };
+                                 ATOM_CURRENT_STACKTRACE, ATOM_MESSAGES, ATOM_MONITORS,
+                                 ATOM_DICTIONARY };
     for (size_t i = 0; i < sizeof self / sizeof self[0]; i++)
         if (item == make_atom(self[i]))
             return true;
@@ -550,10 +588,24 @@ static Term item_pair(Info *in, Term item, bool alone)
     return vm_make_tuple(in->p, 2, e);
 }
 
+static tvm_status raise_error(Process *p, Atom reason)
+{
+    vm_exception_set(p, make_atom(ATOM_ERROR), make_atom(reason), NULL);
+    return TVM_EXCEPTION;
+}
+
 static tvm_status raise_badarg(Process *p)
 {
-    vm_exception_set(p, make_atom(ATOM_ERROR), make_atom(ATOM_BADARG), NULL);
-    return TVM_EXCEPTION;
+    return raise_error(p, ATOM_BADARG);
+}
+
+/* The result r of answers(), or system_limit for THE_NONE. */
+static tvm_status answer(Process *p, Term r, tvm_term *result)
+{
+    if (r == THE_NONE)
+        return raise_error(p, ATOM_SYSTEM_LIMIT);
+    *result = vm_root_push(p, r);
+    return TVM_OK;
 }
 
 /* The items asked for: Item alone, or a proper list of at most
@@ -578,10 +630,11 @@ static bool items_of(Term items, Term *its, size_t *n)
 
 /* The answers to the n items its of the live process t (a reference
  * held): the pair of one item asked alone (`alone`), else the list of
- * pairs; undefined when t was found ending meanwhile. */
+ * pairs; undefined when t was found ending meanwhile; THE_NONE when its
+ * dictionary is too big to copy (the caller raises system_limit). */
 static Term answers(Process *p, Process *t, const Term *its, size_t n, bool alone)
 {
-    Info in = { p, t, false, false };
+    Info in = { p, t, false, false, false };
     for (size_t i = 0; i < n; i++)
         in.self_answered = in.self_answered || item_self_answered(its[i]);
     /* Each answer a root while the next ones allocate. */
@@ -590,6 +643,10 @@ static Term answers(Process *p, Process *t, const Term *its, size_t n, bool alon
         vm_root_push(p, item_pair(&in, its[i], alone));
     if (in.gone)
         return make_atom(ATOM_UNDEFINED);
+    if (in.over) {
+        p->nroots = (uint32_t)base;
+        return THE_NONE;
+    }
     if (alone)
         return p->roots[base];
     Term r = TERM_NIL;
@@ -617,13 +674,12 @@ static tvm_status nif_process_info(tvm_env *env, int argc, const tvm_term *argv,
         r = answers(p, t, its, n, term_is_atom(items));
         vm_proc_put(sys, t);
     }
-    *result = vm_root_push(p, r);
-    return TVM_OK;
+    return answer(p, r, result);
 }
 
 /* process_info(Pid): BEAM's items that tracevm keeps, in BEAM's order
  * (OTP 25), registered_name first and only when it has a name; the
- * others BEAM lists (dictionary, error_handler, priority, group_leader,
+ * others BEAM lists (error_handler, priority, group_leader,
  * total_heap_size, stack_size, garbage_collection, suspending) have no
  * counterpart here.  undefined for a process that is gone. */
 static tvm_status nif_process_info1(tvm_env *env, int argc, const tvm_term *argv,
@@ -632,7 +688,8 @@ static tvm_status nif_process_info1(tvm_env *env, int argc, const tvm_term *argv
     (void)argc, (void)data;
     static const Atom all[] = { ATOM_REGISTERED_NAME, ATOM_CURRENT_FUNCTION, ATOM_INITIAL_CALL,
                                 ATOM_STATUS, ATOM_MESSAGE_QUEUE_LEN, ATOM_LINKS,
-                                ATOM_TRAP_EXIT, ATOM_HEAP_SIZE, ATOM_REDUCTIONS };
+                                ATOM_DICTIONARY, ATOM_TRAP_EXIT, ATOM_HEAP_SIZE,
+                                ATOM_REDUCTIONS };
     Process *p = env->p;
     Term pid = vm_root_get(p, argv[0]);
     if (!term_is_pid(pid))
@@ -650,8 +707,7 @@ static tvm_status nif_process_info1(tvm_env *env, int argc, const tvm_term *argv
         r = answers(p, t, its, n, false);
         vm_proc_put(sys, t);
     }
-    *result = vm_root_push(p, r);
-    return TVM_OK;
+    return answer(p, r, result);
 }
 
 static const VmNativeDef natives[] = {

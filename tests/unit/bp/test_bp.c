@@ -26,7 +26,8 @@
 
 /* The natives every VM has: erlang's 40 of vm/bif.c, monitor/2,
  * demonitor/1 and /2 (vm/monitors.c), processes/0 and process_info/1 and /2
- * (vm/procinfo.c), register/2,
+ * (vm/procinfo.c), put/2, get/0 and /1, get_keys/0 and /1, erase/0 and
+ * /1 (vm/dict.c), register/2,
  * unregister/1, whereis/1 and registered/0 (vm/registry.c), link/1,
  * unlink/1, exit/2 and process_flag/2 (vm/links.c), erlang:trace/3 and
  * trace/4 (trace/tr_bif.c), erlang:trace_delivered/1
@@ -40,7 +41,7 @@
  * session_create/3, session_destroy/1, function/4, process/4, info/3),
  * code:load_binary/3 (loader/), tracevm:trace_pattern/3.  A native added
  * or lost changes what a pattern matches: update these. */
-#define ERLANG_NATIVES 78
+#define ERLANG_NATIVES 85
 #define OTHER_NATIVES 15
 
 static const char *const bt_src =
