@@ -280,7 +280,7 @@ struct Process {
     Message *kill_msg;
     /* The process dictionary (vm/dict.c; NULL: empty): its keys and
      * values on the heap, the table off it, a root of the collector.
-     * Written only by the process itself while it runs (put/2, erase/1,2,
+     * Written only by the process itself while it runs (put/2, erase/0,1,
      * its exit); read by process_info/2 of another process as its own
      * queue is (vm/procinfo.c), under its lock while it is held still. */
     struct VmDict *dict;

@@ -132,6 +132,31 @@ static inline bool test_full_scale(void)
     "never:\n    ret r1\n"                                                    \
     "end\n"
 
+/* dag/1 and list/1 in .tasm, for a module's text: dag(N) is T = {T, T}
+ * N levels deep (3N words on the heap, 3(2^N - 1) flat); list(N) is
+ * [1..N] (2N words), consed in a loop (lists:seq/2 refuses a list over
+ * max_message_words, and the tests make lists just over it). */
+#define TASM_DAG_LIST                                                          \
+    "function dag/1 regs 4\n"                                                 \
+    "    loadk r1, []\n"                                                      \
+    "loop:\n"                                                                 \
+    "    jeqi r0, 0, done\n"                                                  \
+    "    addi r0, r0, -1\n"                                                   \
+    "    move r2, r1\n    move r3, r1\n"                                       \
+    "    tuple r1, 2, r2\n"                                                   \
+    "    jump loop\n"                                                         \
+    "done:\n    ret r1\n"                                                     \
+    "end\n"                                                                   \
+    "function list/1 regs 2\n"                                                \
+    "    loadk r1, []\n"                                                      \
+    "again:\n"                                                                \
+    "    jeqi r0, 0, done\n"                                                  \
+    "    cons r1, r0, r1\n"                                                   \
+    "    addi r0, r0, -1\n"                                                   \
+    "    jump again\n"                                                        \
+    "done:\n    ret r1\n"                                                     \
+    "end\n"
+
 /* Loads `src` as module text; fails the test on error. */
 static inline void load_ok(tvm_vm *vm, const char *name, const char *src)
 {

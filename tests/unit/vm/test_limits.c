@@ -33,32 +33,7 @@ static const char *const lim_src =
     "    cons r0, r1, r0\n"
     "    jump loop\n"
     "end\n"
-    /* dag(N): T = {T, T} N levels deep: 3N words on the heap, 3(2^N - 1) flat */
-    "function dag/1 regs 4\n"
-    "    loadk r1, []\n"
-    "loop:\n"
-    "    jeqi r0, 0, done\n"
-    "    addi r0, r0, -1\n"
-    "    move r2, r1\n"
-    "    move r3, r1\n"
-    "    tuple r1, 2, r2\n"
-    "    jump loop\n"
-    "done:\n"
-    "    ret r1\n"
-    "end\n"
-    /* list(N): [1..N], 2N words */
-    /* [1..N] consed in a loop: lists:seq/2 refuses a list over
-     * max_message_words, and these tests make lists just over it. */
-    "function list/1 regs 2\n"
-    "    loadk r1, []\n"
-    "again:\n"
-    "    jeqi r0, 0, done\n"
-    "    cons r1, r0, r1\n"
-    "    addi r0, r0, -1\n"
-    "    jump again\n"
-    "done:\n"
-    "    ret r1\n"
-    "end\n"
+    TASM_DAG_LIST
     "function send_self/1 regs 3\n"
     "    self r1\n"
     "    move r2, r0\n"
