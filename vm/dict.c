@@ -22,9 +22,10 @@
  * linear probing, each slot 0 (empty) or 1 + its entry.  A look-up
  * hashes the key and compares (vm_compare_lend) only entries of the same
  * hash: O(1) expected whatever the size (BEAM's is a hash table too).
- * The collector walks the entries, one run of terms, and the index
- * needs nothing when terms move: a hash is of a term's contents, never
- * of an address.  erase/1 moves the last entry into the erased one's
+ * The collector walks the entries, one run of terms (so each collection
+ * costs a dictionary's size, as BEAM's does), and the index needs
+ * nothing when terms move: a hash is of a term's contents, never of an
+ * address.  erase/1 moves the last entry into the erased one's
  * place and takes the slot out of the index by shifting the ones after
  * it back (no tombstones), so get/0 and get_keys/0 list the keys in the
  * order they were first put, except that an erase/1 moves the newest key
