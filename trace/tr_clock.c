@@ -5,6 +5,8 @@
 
 #include <pthread.h>
 
+#include "vm/time.h"
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
@@ -80,6 +82,21 @@ static void calibrate(void)
     tr_clock.mult = (uint64_t)(((unsigned __int128)1000000000u << 32) / freq);
     tr_clock.tsc = true;
 #endif
+}
+
+static pthread_once_t offset_once = PTHREAD_ONCE_INIT;
+static int64_t realtime_offset;   /* written once under offset_once */
+
+static void take_offset(void)
+{
+    realtime_offset = vm_time_offset_ns();
+}
+
+int64_t tr_clock_realtime_offset(void)
+{
+    /* pthread_once orders the write before every caller's read. */
+    pthread_once(&offset_once, take_offset);
+    return realtime_offset;
 }
 
 void tr_clock_init(void)

@@ -87,6 +87,15 @@ extern TrClock tr_clock __attribute__((visibility("hidden")));
  * tr_clock_ticks() whose value is converted. */
 void tr_clock_init(void);
 
+/*
+ * CLOCK_REALTIME minus CLOCK_MONOTONIC in ns, taken once per OS process
+ * when first asked (any thread): the system time of a trace stamp is its
+ * monotonic time plus this (the timestamp flag's {MegaSecs,Secs,
+ * MicroSecs}).  Fixed, as BEAM's default time warp mode (no_time_warp)
+ * fixes the offset at start; an event costs no clock read for it.
+ */
+int64_t tr_clock_realtime_offset(void);
+
 /* The test clock's time in ns (when tr_clock.manual). */
 extern VmAtomic tr_clock_manual_ns;
 

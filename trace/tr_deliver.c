@@ -194,7 +194,7 @@ static Term stamp(Build *b, TrTsForm ts)
     Term e[3];
     switch (ts) {
     case TR_TS_NOW: {
-        int64_t us = (ns + vm_time_offset_ns()) / 1000;
+        int64_t us = (ns + tr_clock_realtime_offset()) / 1000;
         e[0] = make_small(us / 1000000000000);
         e[1] = make_small(us / 1000000 % 1000000);
         e[2] = make_small(us % 1000000);
