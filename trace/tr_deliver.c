@@ -194,10 +194,10 @@ static Term stamp(Build *b, TrTsForm ts)
     Term e[3];
     switch (ts) {
     case TR_TS_NOW: {
-        int64_t us = (ns + tr_clock_realtime_offset()) / 1000;
-        e[0] = make_small(us / 1000000000000);
-        e[1] = make_small(us / 1000000 % 1000000);
-        e[2] = make_small(us % 1000000);
+        uint64_t v[3];
+        vm_time_triple((uint64_t)((ns + tr_clock_realtime_offset()) / 1000), v);
+        for (int i = 0; i < 3; i++)
+            e[i] = make_small((int64_t)v[i]);
         return tuple(b, e, 3);
     }
     case TR_TS_STRICT:

@@ -100,12 +100,12 @@ static void put_ts(StrBuf *sb, TrTsForm ts, uint64_t ns)
         /* tr_put_u64, not sb_printf: printf's formatting cost 3,000
          * instructions a stamp (callgrind), more than the rest of the
          * event's text. */
-        sb_putc(sb, '{');
-        tr_put_u64(sb, us / 1000000000000ull);
-        sb_putc(sb, ',');
-        tr_put_u64(sb, us / 1000000 % 1000000);
-        sb_putc(sb, ',');
-        tr_put_u64(sb, us % 1000000);
+        uint64_t v[3];
+        vm_time_triple(us, v);
+        for (int i = 0; i < 3; i++) {
+            sb_putc(sb, i ? ',' : '{');
+            tr_put_u64(sb, v[i]);
+        }
         sb_putc(sb, '}');
         break;
     }

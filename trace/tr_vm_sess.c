@@ -107,18 +107,19 @@ void tr_emit_flagged(Process *p, uintptr_t pf, unsigned want, TrEmit *ev)
 
 /* ==== spawn and exit ==== */
 
-/* A link event (kind) of p, naming other, as vm_hook_procs writes one. */
-static void link_event(Process *p, Process *runner, uintptr_t pf, TrKind kind, uint64_t other)
+/* One procs event of `subject` (one term, no MFA) written by runner,
+ * given subject's trace word sf: what vm_hook_procs writes, and the two
+ * link events of a spawn_link.  Inside the caller's qsbr call section. */
+static void procs_event(Process *subject, Process *runner, uintptr_t sf, TrKind kind, Term arg)
 {
-    Term t = make_pid(other);
     TrEmit ev = {
         .kind = kind,
         .flags = TR_F_NO_MFA,
-        .pid = p->pid,
-        .terms = &t,
+        .pid = subject->pid,
+        .terms = &arg,
         .nterms = 1,
     };
-    emit_flagged(p, runner, pf, VM_TRACE_PROCS, &ev);
+    emit_flagged(subject, runner, sf, VM_TRACE_PROCS, &ev);
 }
 
 /*
@@ -162,7 +163,7 @@ void vm_hook_spawn(Process *parent, Process *child, const Export *entry, int arg
         terms[0] = make_pid(child->pid);
         tr_emit_flagged(parent, pf, VM_TRACE_PROCS, &ev);
         if (link)
-            link_event(parent, parent, pf, TR_K_LINK, child->pid);
+            procs_event(parent, parent, pf, TR_K_LINK, make_pid(child->pid));
     }
     uintptr_t cf = tr_pword(child);
     if (cf & VM_TRACE_PROCS) {
@@ -172,7 +173,7 @@ void vm_hook_spawn(Process *parent, Process *child, const Export *entry, int arg
         terms[0] = make_pid(parent->pid);
         emit_flagged(child, parent, cf, VM_TRACE_PROCS, &ev);
         if (link)
-            link_event(child, parent, cf, TR_K_GETTING_LINKED, parent->pid);
+            procs_event(child, parent, cf, TR_K_GETTING_LINKED, make_pid(parent->pid));
     }
     vm_qsbr_call_leave();
 }
@@ -217,15 +218,8 @@ void vm_hook_procs(Process *runner, Process *subject, VmProcsEvent what, Term ar
     uintptr_t sf = tr_pword(subject);
     if (VM_LIKELY(!(sf & VM_TRACE_PROCS)))
         return;
-    TrEmit ev = {
-        .kind = kinds[what],
-        .flags = TR_F_NO_MFA,
-        .pid = subject->pid,
-        .terms = &arg,
-        .nterms = 1,
-    };
     /* A call context may run this on an embedder's thread. */
     vm_qsbr_call_enter();
-    emit_flagged(subject, runner, sf, VM_TRACE_PROCS, &ev);
+    procs_event(subject, runner, sf, (TrKind)kinds[what], arg);
     vm_qsbr_call_leave();
 }

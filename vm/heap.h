@@ -45,10 +45,10 @@ VmNativeTable vm_heap_natives(void);
 
 /*
  * max_heap_size: when p's heap block, the messages in its queue, its
- * monitors and its dictionary's table are over p->max_heap, marks p to be killed with reason killed at its next
- * reduction check (Process.kill).  After each collection (the only time
- * the heap grows), when messages enter the queue and when the dictionary's
- * table grows.
+ * monitors and its dictionary's table are over p->max_heap, marks p to
+ * be killed with reason killed at its next reduction check
+ * (Process.kill).  After each collection (the only time the heap grows),
+ * when messages enter the queue and when the dictionary's table grows.
  */
 void vm_heap_check_max(Process *p);
 

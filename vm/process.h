@@ -28,7 +28,8 @@
  *   CALL       call events at traced functions (the call hook runs too)
  *   ARITY      call events carry the arity, not the arguments
  *   TIMESTAMP  text output as trace_ts, the timestamp last ({Mega,Sec,Micro});
- *   MONO_TS, STRICT_TS: the monotonic ns, or {Mono, Unique}
+ *              MONO_TS, STRICT_TS: the monotonic ns, or {Mono, Unique}
+ *              instead (tr_vm_record_flags chooses one)
  *   PROCS      spawn (by the parent) and exit events
  *   RETURN_TO  return_to events at returns through local trace frames
  *   SILENT     no call/return/exception/return_to events (match specs run)
@@ -285,7 +286,7 @@ struct Process {
      * queue is (vm/procinfo.c), under its lock while it is held still. */
     struct VmDict *dict;
     Term kill;             /* the reason it is being killed, or 0 */
-    size_t kill_heap;      /* heap + queue + monitor words when it was (crash report) */
+    size_t kill_heap;      /* heap + queue + monitor + dictionary words when it was (crash report) */
     size_t kill_monitors;  /* the monitors it held then (crash report) */
     size_t kill_dict;      /* the words of its dictionary's table then (crash report) */
     /* The allocation profile (vm/heap.c): words left to the next sample

@@ -175,12 +175,12 @@ NATIVE_FN(nif_convert_time_unit)
 /* {MegaSecs, Secs, MicroSecs} of a time in microseconds. */
 static tvm_status triple(tvm_env *env, int64_t us, tvm_term *result)
 {
+    uint64_t v[3];
     tvm_term e[3];
-    int64_t s = us / 1000000;
-    if (tvm_make_int(env, s / 1000000, &e[0]) != TVM_OK ||
-        tvm_make_int(env, s % 1000000, &e[1]) != TVM_OK ||
-        tvm_make_int(env, us % 1000000, &e[2]) != TVM_OK)
-        return tvm_raise_badarg(env);   /* cannot happen: each fits */
+    vm_time_triple((uint64_t)us, v);
+    for (int i = 0; i < 3; i++)
+        if (tvm_make_int(env, (int64_t)v[i], &e[i]) != TVM_OK)
+            return tvm_raise_badarg(env);   /* cannot happen: each fits */
     return tvm_make_tuple(env, 3, e, result);
 }
 

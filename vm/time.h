@@ -17,4 +17,13 @@ int64_t vm_unique_integer(bool positive);
  * of a monotonic reading; erlang:time_offset/0). */
 int64_t vm_time_offset_ns(void);
 
+/* {MegaSecs, Secs, MicroSecs} (erlang:timestamp/0's form, and the
+ * timestamp trace flag's) of a time of day in microseconds. */
+static inline void vm_time_triple(uint64_t us, uint64_t out[3])
+{
+    out[0] = us / 1000000000000u;
+    out[1] = us / 1000000 % 1000000;
+    out[2] = us % 1000000;
+}
+
 #endif /* VM_TIME_H */
