@@ -51,6 +51,7 @@ typedef struct Layer {
 
 static const Layer layers[] = {
     { "vm", NULL, NULL, NULL, vm_bif_natives },
+    { "vm processes", NULL, NULL, NULL, vm_proc_natives },
     { "vm registered names", NULL, NULL, NULL, vm_registry_natives },
     { "vm links", NULL, NULL, NULL, vm_links_natives },
     { "vm monitors", NULL, NULL, NULL, vm_monitors_natives },

@@ -4,6 +4,7 @@
  * path as an embedder's), written against the process internals for speed.
  */
 #include "vm/native.h"
+#include "vm/bif_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,24 +19,9 @@
 #include "vm/registry.h"
 #include "vm/sched.h"
 
-#define NATIVE_FN(name) \
-    static tvm_status name(tvm_env *env, int argc, const tvm_term *argv, \
-                           tvm_term *result, void *data)
-#define SETUP() \
-    Process *p = env->p; (void)argc; (void)argv; (void)data; (void)result
-#define ARG(i) vm_root_get(p, argv[i])
-#define RETURN(t) do { *result = vm_root_push(p, (t)); return TVM_OK; } while (0)
-
-static tvm_status raise_error(Process *p, Term reason)
-{
-    vm_exception_set(p, make_atom(ATOM_ERROR), reason, NULL);
-    return TVM_EXCEPTION;
-}
-#define BADARG() return raise_error(p, make_atom(ATOM_BADARG))
-
 /* Length of a proper list of at most max elements, or -1: the walk stops
  * past max (an argument list, at most VM_MAX_ARITY, of any length). */
-static long list_length_max(Term l, long max)
+long vm_bif_list_length_max(Term l, long max)
 {
     long n = 0;
     for (; term_is_cons(l) && n <= max; l = cons_tail(l))
@@ -77,7 +63,7 @@ static Term build_list(Process *p, Term *v, size_t n, Term tail)
  * after it holds the processes queued behind it.  -1, with nothing left
  * lent, for an improper list.
  */
-static long list_length_lend(Process *p, Term l, bool *lent)
+long vm_bif_list_length_lend(Process *p, Term l, bool *lent)
 {
     long n = 0;
     *lent = false;
@@ -108,7 +94,7 @@ static tvm_status room_check(Process *p, size_t words, bool over_cap)
     if (vm_heap_max_refuses(p, words))
         return TVM_EXCEPTION;   /* killed as it returns (vm/interp.c) */
     if (over_cap)
-        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
+        return vm_bif_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     return TVM_OK;
 }
 
@@ -119,7 +105,7 @@ static tvm_status room_for(Process *p, size_t words)
 
 /* Copies a proper list's elements into a new array of n + 1 slots (the
  * last one build_list's; caller frees). */
-static Term *list_to_array(Term l, long n)
+Term *vm_bif_list_to_array(Term l, long n)
 {
     Term *v = vm_malloc((size_t)(n + 1) * sizeof(Term));
     for (long i = 0; i < n; i++, l = cons_tail(l))
@@ -170,7 +156,7 @@ NATIVE_FN(bif_length)
 {
     SETUP();
     bool lent;
-    long n = list_length_lend(p, ARG(0), &lent);
+    long n = vm_bif_list_length_lend(p, ARG(0), &lent);
     vm_lend_done(p, lent);
     if (n < 0)
         BADARG();
@@ -197,10 +183,10 @@ NATIVE_FN(bif_abs)
 {
     SETUP();
     if (!term_is_small(ARG(0)))
-        return raise_error(p, make_atom(ATOM_BADARITH));
+        return vm_bif_error(p, make_atom(ATOM_BADARITH));
     int64_t v = small_value(ARG(0));
     if (!small_fits(v < 0 ? -v : v))
-        return raise_error(p, make_atom(ATOM_BADARITH));
+        return vm_bif_error(p, make_atom(ATOM_BADARITH));
     RETURN(make_small(v < 0 ? -v : v));
 }
 
@@ -211,7 +197,7 @@ static bool compare(Process *p, Term a, Term b, int *c, tvm_status *st)
     *c = vm_compare_lend(p, a, b);
     if (*c != TERM_CMP_LIMIT)
         return true;
-    *st = raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
+    *st = vm_bif_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     return false;
 }
 
@@ -272,12 +258,12 @@ NATIVE_FN(bif_list_to_tuple)
 {
     SETUP();
     bool lent;
-    long n = list_length_lend(p, ARG(0), &lent);
+    long n = vm_bif_list_length_lend(p, ARG(0), &lent);
     if (n < 0 || n > 0xffffff) {
         vm_lend_done(p, lent);
         BADARG();
     }
-    Term *v = list_to_array(ARG(0), n);
+    Term *v = vm_bif_list_to_array(ARG(0), n);
     Term r = vm_make_tuple(p, (uint32_t)n, v);
     free(v);
     vm_lend_done(p, lent);
@@ -288,10 +274,10 @@ NATIVE_FN(bif_append)
 {
     SETUP();
     bool lent;
-    long n = list_length_lend(p, ARG(0), &lent);
+    long n = vm_bif_list_length_lend(p, ARG(0), &lent);
     if (n < 0)
         BADARG();
-    Term *v = list_to_array(ARG(0), n);
+    Term *v = vm_bif_list_to_array(ARG(0), n);
     Term r = build_list(p, v, (size_t)n, ARG(1));
     free(v);
     vm_lend_done(p, lent);
@@ -320,7 +306,7 @@ NATIVE_FN(bif_binary_to_atom)
     if (!term_is_binary(ARG(0)))
         BADARG();
     if (!vm_atom_intern((const char *)binary_bytes(ARG(0)), binary_size(ARG(0)), &a))
-        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
+        return vm_bif_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     RETURN(make_atom(a));
 }
 
@@ -468,7 +454,7 @@ static tvm_status iolist_measure(IoFlat *io, Term t)
     Process *p = io->p;
     int r = iolist_walk(io, t, 0);
     if (r == IO_BADARG || r == IO_LIMIT)
-        return raise_error(p, make_atom(r == IO_LIMIT ? ATOM_SYSTEM_LIMIT : ATOM_BADARG));
+        return vm_bif_error(p, make_atom(r == IO_LIMIT ? ATOM_SYSTEM_LIMIT : ATOM_BADARG));
     tvm_status st = room_check(p, binary_words(io->len), r == IO_OVER);
     if (st == TVM_OK && !io->lent)
         io->lent = vm_lend_if_long(p, io->len / 8);
@@ -539,7 +525,7 @@ NATIVE_FN(bif_make_fun)
     Export *e =
         vm_export_get_bounded(p->vm, atom_value(m), atom_value(f), (uint32_t)small_value(a));
     if (!e)
-        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));   /* max_exports */
+        return vm_bif_error(p, make_atom(ATOM_SYSTEM_LIMIT));   /* max_exports */
     vm_heap_ensure(p, 2, NULL, 0);
     Term *o = vm_heap_alloc(p, 2);
     o[0] = MAKE_HEADER(IMM_HDR_FUN, 1);
@@ -562,9 +548,9 @@ NATIVE_FN(bif_exit) { SETUP(); return raise_class(p, ATOM_EXIT, ARG(0)); }
 /* erlang:apply(Fun, Args) and erlang:apply(M, F, Args): a nested activation. */
 static tvm_status apply_export(Process *p, Export *e, Term args, tvm_term *result)
 {
-    long n = list_length_max(args, VM_MAX_ARITY);
+    long n = vm_bif_list_length_max(args, VM_MAX_ARITY);
     if (n < 0 || (uint32_t)n != e->arity)
-        return raise_error(p, make_atom(ATOM_BADARG));
+        return vm_bif_error(p, make_atom(ATOM_BADARG));
     Term v[VM_MAX_ARITY];
     for (long i = 0; i < n; i++, args = cons_tail(args))
         v[i] = cons_head(args);
@@ -580,12 +566,12 @@ NATIVE_FN(bif_apply3)
 {
     SETUP();
     Term m = ARG(0), f = ARG(1), args = ARG(2);
-    long n = list_length_max(args, VM_MAX_ARITY);
+    long n = vm_bif_list_length_max(args, VM_MAX_ARITY);
     if (!term_is_atom(m) || !term_is_atom(f) || n < 0)
         BADARG();
     Export *e = vm_export_get_bounded(p->vm, atom_value(m), atom_value(f), (uint32_t)n);
     if (!e)
-        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));   /* max_exports */
+        return vm_bif_error(p, make_atom(ATOM_SYSTEM_LIMIT));   /* max_exports */
     return apply_export(p, e, args, result);
 }
 
@@ -595,17 +581,17 @@ NATIVE_FN(bif_apply2)
     Term fun = ARG(0);
     /* The whole list, to tell badarg from badarity (a long walk lends). */
     bool lent;
-    long n = list_length_lend(p, ARG(1), &lent);
+    long n = vm_bif_list_length_lend(p, ARG(1), &lent);
     vm_lend_done(p, lent);
     if (n < 0)
         BADARG();
     if (!term_is_fun(fun)) {
         Term e[2] = { make_atom(ATOM_BADFUN), fun };
-        return raise_error(p, vm_make_tuple(p, 2, e));
+        return vm_bif_error(p, vm_make_tuple(p, 2, e));
     }
     if ((uint32_t)n != fun_export(fun)->arity) {
         Term e[2] = { make_atom(ATOM_BADARITY), fun };
-        return raise_error(p, vm_make_tuple(p, 2, e));
+        return vm_bif_error(p, vm_make_tuple(p, 2, e));
     }
     return apply_export(p, fun_export(fun), ARG(1), result);
 }
@@ -616,10 +602,10 @@ NATIVE_FN(bif_reverse2)
 {
     SETUP();
     bool lent;
-    long n = list_length_lend(p, ARG(0), &lent);
+    long n = vm_bif_list_length_lend(p, ARG(0), &lent);
     if (n < 0)
         BADARG();
-    Term *v = list_to_array(ARG(0), n);
+    Term *v = vm_bif_list_to_array(ARG(0), n);
     for (long i = 0; i < n / 2; i++) {
         Term t = v[i];
         v[i] = v[n - 1 - i];
@@ -670,11 +656,11 @@ NATIVE_FN(bif_sort)
 {
     SETUP();
     bool lent;
-    long n = list_length_lend(p, ARG(0), &lent);
+    long n = vm_bif_list_length_lend(p, ARG(0), &lent);
     if (n < 0)
         BADARG();
     lent = lent || vm_lend_if_long(p, sort_work((size_t)n));
-    Term *v = list_to_array(ARG(0), n);
+    Term *v = vm_bif_list_to_array(ARG(0), n);
     Term *tmp = vm_malloc((size_t)(n > 0 ? n : 1) * sizeof(Term));
     bool limit = false;
     merge_sort(p, v, tmp, (size_t)n, &limit);
@@ -683,7 +669,7 @@ NATIVE_FN(bif_sort)
     free(v);
     vm_lend_done(p, lent);
     if (limit)
-        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
+        return vm_bif_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     RETURN(r);
 }
 
@@ -838,132 +824,6 @@ NATIVE_FN(bif_display)
     RETURN(TERM_TRUE);
 }
 
-/* ==== processes ==== */
-
-NATIVE_FN(bif_self)
-{
-    SETUP();
-    RETURN(p->pid ? make_pid(p->pid) : make_atom(ATOM_UNDEFINED));
-}
-
-/* spawn(M, F, Args) with a max_heap_size of max_heap words (0: none),
- * linked to p (spawn_link/3: p must be a process, not a call context). */
-static tvm_status spawn(Process *p, Term m, Term f, Term args, bool link, size_t max_heap,
-                        tvm_term *result)
-{
-    long n = list_length_max(args, VM_MAX_ARITY);
-    if (!term_is_atom(m) || !term_is_atom(f) || n < 0 || (link && !p->fiber))
-        return raise_error(p, make_atom(ATOM_BADARG));
-    Export *e = vm_export_get_bounded(p->vm, atom_value(m), atom_value(f), (uint32_t)n);
-    if (!e)
-        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));   /* max_exports */
-    Term *v = list_to_array(args, n);
-    uint64_t pid = vm_spawn(p, e, (int)n, v, false, link, max_heap);
-    free(v);
-    if (!pid)
-        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
-    *result = vm_root_push(p, make_pid(pid));
-    return TVM_OK;
-}
-
-NATIVE_FN(bif_spawn3)
-{
-    SETUP();
-    return spawn(p, ARG(0), ARG(1), ARG(2), false, p->vm->max_heap, result);
-}
-
-NATIVE_FN(bif_spawn_link3)
-{
-    SETUP();
-    return spawn(p, ARG(0), ARG(1), ARG(2), true, p->vm->max_heap, result);
-}
-
-/* spawn_opt's options, a proper list (of any length: the caller counted
- * it): the last {max_heap_size, Words} sets *max_heap, `link` *link;
- * false for any other element. */
-static bool spawn_opts(Term o, size_t *max_heap, bool *link)
-{
-    for (; term_is_cons(o); o = cons_tail(o)) {
-        Term h = cons_head(o);
-        if (h == make_atom(ATOM_LINK)) {
-            *link = true;
-            continue;
-        }
-        if (!term_is_tuple(h) || tuple_arity(h) != 2 ||
-            tuple_elems(h)[0] != make_atom(ATOM_MAX_HEAP_SIZE) ||
-            !term_is_small(tuple_elems(h)[1]) || small_value(tuple_elems(h)[1]) < 0)
-            return false;
-        *max_heap = (size_t)small_value(tuple_elems(h)[1]);
-    }
-    return true;
-}
-
-/* spawn_opt(M, F, Args, Opts): Opts a list of {max_heap_size, Words}
- * (0: no limit; as BEAM's integer form; the VM's default otherwise) and
- * `link` (as spawn_link/3). */
-NATIVE_FN(bif_spawn_opt4)
-{
-    SETUP();
-    size_t max_heap = p->vm->max_heap;
-    bool lent, link = false;
-    bool ok = list_length_lend(p, ARG(3), &lent) >= 0 && spawn_opts(ARG(3), &max_heap, &link);
-    vm_lend_done(p, lent);
-    if (!ok)
-        BADARG();
-    return spawn(p, ARG(0), ARG(1), ARG(2), link, max_heap, result);
-}
-
-NATIVE_FN(bif_send)
-{
-    SETUP();
-    Term to = ARG(0);
-    uint64_t pid;
-    if (term_is_pid(to))
-        pid = pid_value(to);
-    else if (!term_is_atom(to) || !vm_registry_whereis(p->vm, atom_value(to), &pid))
-        BADARG();   /* as BEAM: a name nobody holds is badarg */
-    /* Sending to a process that has exited is not an error (as in Erlang);
-     * a message over max_message_words is a system_limit. */
-    if (vm_send_to(p->vm, p, pid, to, ARG(1)) == VM_SEND_TOO_BIG)
-        return raise_error(p, make_atom(ATOM_SYSTEM_LIMIT));
-    RETURN(ARG(1));
-}
-
-/* node(): the node name of a VM that is not distributed, as BEAM's. */
-NATIVE_FN(bif_node)
-{
-    SETUP();
-    RETURN(make_atom(ATOM_NONODE));
-}
-
-NATIVE_FN(bif_is_process_alive)
-{
-    SETUP();
-    if (!term_is_pid(ARG(0)))
-        BADARG();
-    SchedSystem *sys = vm_sched_of(p->vm);
-    Process *t = sys ? vm_proc_get_live(sys, pid_value(ARG(0))) : NULL;
-    if (t)
-        vm_proc_put(sys, t);
-    RETURN(make_bool(t != NULL));
-}
-
-/* timer:sleep(Ms): suspends the process (its native frames stay on its
- * fiber) through the same API an embedder's native would use. */
-NATIVE_FN(bif_sleep)
-{
-    SETUP();
-    int64_t ms;
-    if (tvm_get_int(env, argv[0], &ms) != TVM_OK || ms < 0)
-        BADARG();
-    tvm_status st = tvm_sleep(env, ms);
-    if (st == TVM_EXCEPTION)
-        return st;   /* being killed (max_heap_size) */
-    if (st != TVM_OK)
-        BADARG();
-    RETURN(TERM_OK);
-}
-
 /* ==== registration ==== */
 
 static const VmNativeDef bifs[] = {
@@ -1003,15 +863,6 @@ static const VmNativeDef bifs[] = {
     { "lists", "reverse", 2, bif_reverse2 },
     { "lists", "sort", 1, bif_sort },
     { "lists", "seq", 2, bif_seq },
-    { "erlang", "self", 0, bif_self },
-    { "erlang", "spawn", 3, bif_spawn3 },
-    { "erlang", "spawn_opt", 4, bif_spawn_opt4 },
-    { "erlang", "spawn_link", 3, bif_spawn_link3 },
-    { "erlang", "send", 2, bif_send },
-    { "erlang", "!", 2, bif_send },
-    { "erlang", "node", 0, bif_node },
-    { "erlang", "is_process_alive", 1, bif_is_process_alive },
-    { "timer", "sleep", 1, bif_sleep },
     { "io", "format", 1, bif_format1 },
     { "io", "format", 2, bif_format2 },
 };

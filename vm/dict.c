@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "vm/atom.h"
+#include "vm/bif_internal.h"
 #include "vm/heap.h"
 #include "vm/lend.h"
 
@@ -358,20 +359,6 @@ Message *vm_dict_copy(const Process *t, size_t max_words, bool *over)
 
 /* ==== the natives ==== */
 
-#define NATIVE_FN(name) \
-    static tvm_status name(tvm_env *env, int argc, const tvm_term *argv, \
-                           tvm_term *result, void *data)
-#define SETUP() \
-    Process *p = env->p; (void)argc; (void)argv; (void)data
-#define ARG(i) vm_root_get(p, argv[i])
-#define RETURN(t) do { *result = vm_root_push(p, (t)); return TVM_OK; } while (0)
-
-static tvm_status raise_error(Process *p, Atom reason)
-{
-    vm_exception_set(p, make_atom(ATOM_ERROR), make_atom(reason), NULL);
-    return TVM_EXCEPTION;
-}
-
 /* Before a list of `words` words: past p's max_heap_size it is killed
  * before anything is built (vm_heap_max_refuses). */
 #define ROOM(words) do { if (vm_heap_max_refuses(p, (words))) return TVM_EXCEPTION; } while (0)
@@ -389,7 +376,7 @@ NATIVE_FN(dict_put)
     VmDict *d = p->dict;
     long e = find(p, d, k, h, &slot);
     if (e == -2)
-        return raise_error(p, ATOM_SYSTEM_LIMIT);
+        return vm_bif_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     if (e >= 0) {
         Term old = d->kv[2 * e + 1];
         d->kv[2 * e + 1] = v;
@@ -397,7 +384,7 @@ NATIVE_FN(dict_put)
     }
     if (d->n == d->cap) {
         if (d->cap == DICT_MAX)
-            return raise_error(p, ATOM_SYSTEM_LIMIT);
+            return vm_bif_error(p, make_atom(ATOM_SYSTEM_LIMIT));
         resize_for(p, 2 * d->cap);
         /* The table counts toward max_heap_size: past it the process
          * dies as this native returns (vm/interp.c). */
@@ -420,7 +407,7 @@ NATIVE_FN(dict_get1)
     uint32_t slot;
     long e = p->dict ? find(p, p->dict, k, hash_term(k), &slot) : -1;
     if (e == -2)
-        return raise_error(p, ATOM_SYSTEM_LIMIT);
+        return vm_bif_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     RETURN(e >= 0 ? p->dict->kv[2 * e + 1] : make_atom(ATOM_UNDEFINED));
 }
 
@@ -433,7 +420,7 @@ NATIVE_FN(dict_erase1)
     VmDict *d = p->dict;
     long e = d ? find(p, d, k, hash_term(k), &slot) : -1;
     if (e == -2)
-        return raise_error(p, ATOM_SYSTEM_LIMIT);
+        return vm_bif_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     if (e < 0)
         RETURN(make_atom(ATOM_UNDEFINED));
     Term old = d->kv[2 * e + 1];
@@ -493,7 +480,7 @@ NATIVE_FN(dict_get_keys1)
     vm_lend_done(p, lent);
     tvm_status st = TVM_OK;
     if (c == TERM_CMP_LIMIT)
-        st = raise_error(p, ATOM_SYSTEM_LIMIT);
+        st = vm_bif_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     else if (vm_heap_max_refuses(p, 2 * m))
         st = TVM_EXCEPTION;
     else

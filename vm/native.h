@@ -35,6 +35,9 @@ void vm_natives_install(tvm_vm *vm, VmNativeTable t);
 /* The VM's built-in natives (vm/bif.c). */
 VmNativeTable vm_bif_natives(void);
 
+/* spawn, send, self and the other natives about processes (vm/bif_proc.c). */
+VmNativeTable vm_proc_natives(void);
+
 /* The time and unique-integer natives (vm/time.c). */
 VmNativeTable vm_time_natives(void);
 

@@ -30,9 +30,9 @@
 #include <time.h>
 
 #include "vm/atom.h"
+#include "vm/bif_internal.h"
 #include "vm/atomics.h"
 #include "vm/native.h"
-#include "vm/process.h"
 #include "vm/time.h"
 
 #define NS_PER_SEC 1000000000LL
@@ -113,9 +113,6 @@ static tvm_status ns_result(tvm_env *env, int64_t ns, tvm_term *result)
 
 /* ==== the natives ==== */
 
-#define NATIVE_FN(name) \
-    static tvm_status name(tvm_env *env, int argc, const tvm_term *argv, \
-                           tvm_term *result, void *data)
 #define UNUSED() (void)argc, (void)argv, (void)data
 
 NATIVE_FN(nif_monotonic_time0)
