@@ -286,6 +286,11 @@ static size_t off_heap_words(const Process *p)
     return p->mq_words + vm_monitors_live(p) * VM_MONITOR_WORDS + vm_dict_words(p);
 }
 
+size_t vm_heap_total_words(const Process *p)
+{
+    return vm_heap_size(p) + off_heap_words(p);
+}
+
 void vm_heap_check_max(Process *p)
 {
     /* The block, not the live data, as BEAM counts a heap's size.  The

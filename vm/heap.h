@@ -70,6 +70,12 @@ static inline size_t vm_heap_size(const Process *p)
     return (size_t)(p->hend - p->heap);
 }
 
+/* What max_heap_size is compared with, as BEAM compares it with
+ * total_heap_size: the heap block, the messages in p's own queue, its
+ * monitors and its dictionary's table, in words.  p's own thread, or p
+ * held still under its lock (vm/procinfo.c). */
+size_t vm_heap_total_words(const Process *p);
+
 /* Copies term `t` (which may live anywhere) onto p's heap; room ensured
  * for term_size(t) words by the caller. */
 Term vm_copy_term(Process *p, Term t);

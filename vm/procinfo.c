@@ -154,7 +154,7 @@ static tvm_status nif_processes(tvm_env *env, int argc, const tvm_term *argv, tv
 #define INFO_DEPTH 8
 
 /* What a request asks for. */
-enum { WANT_FRAMES = 1, WANT_MESSAGES = 2, WANT_MONITORS = 4, WANT_DICT = 8 };
+enum { WANT_FRAMES = 1, WANT_MESSAGES = 2, WANT_MONITORS = 4, WANT_DICT = 8, WANT_SIZES = 16 };
 
 /* A request, on the asker's stack.  next and done are under the
  * target's lock (written by the asker as it links or unlinks the
@@ -167,7 +167,8 @@ enum { WANT_FRAMES = 1, WANT_MESSAGES = 2, WANT_MONITORS = 4, WANT_DICT = 8 };
  * monitors the target set that demonitor has not taken off, nmons of
  * them) and dict (a copy of the dictionary's pairs off any heap, or NULL:
  * empty, or with dict_over, over max_message_words) are the asker's to
- * free, whatever ended its wait. */
+ * free, whatever ended its wait.  total_words, stack_words and
+ * mem_bytes (WANT_SIZES) are written and read as n is. */
 typedef struct VmInfoReq {
     struct VmInfoReq *next;
     bool done;
@@ -179,6 +180,7 @@ typedef struct VmInfoReq {
     size_t nmons;
     Message *dict;
     bool dict_over;
+    size_t total_words, stack_words, mem_bytes;
 } VmInfoReq;
 
 /* t's frames, top first: t's own thread, or t's lock held while t is
@@ -189,6 +191,39 @@ static uint32_t frames_of(const Process *t, RawFrame *out)
     if (!t->nframes)
         return 0;
     return vm_raw_frames(t, t->nframes, t->frames[t->nframes - 1].pc, out, INFO_DEPTH);
+}
+
+/* stack_size: the words t's VM stacks hold in use, the register windows
+ * of its live frames (up to the top frame's, its function's registers
+ * included) and the frame records.  As read_into. */
+static size_t stack_words(const Process *t)
+{
+    if (!t->nframes)
+        return 0;
+    const Frame *top = &t->frames[t->nframes - 1];
+    size_t regs = (size_t)top->base + (top->fn ? top->fn->nregs : 0);
+    return regs + (size_t)t->nframes * (sizeof(Frame) / sizeof(Term));
+}
+
+/* memory, but for its links (under the link lock: item_value): the
+ * bytes tracevm allocated for t, its record, heap block, register,
+ * frame, handler and root stacks at their capacity, its messages (its
+ * own queue's and its inbox's), its dictionary's table and its monitors
+ * both ways.  Not its fiber's native stack, mapped once per process
+ * (vm/config.h, VM_FIBER_STACK_SIZE) and committed by the OS page by
+ * page as it is touched, which no count here could tell.  As read_into
+ * (the inbox and the monitors on t are under t's lock). */
+static size_t memory_bytes(const Process *t)
+{
+    size_t monitors_on = 0;
+    for (const Monitor *m = t->monitors; m; m = m->next)
+        monitors_on++;
+    size_t nmsgs = vm_atomic_load_relaxed(&t->mq_len) + t->inbox_len;
+    size_t words = vm_heap_size(t) + t->mq_words + t->inbox_words + vm_dict_words(t) +
+                   t->stack_size + t->roots_cap;
+    return sizeof(Process) + words * sizeof(Term) + nmsgs * sizeof(Message) +
+           t->frames_cap * sizeof(Frame) + t->handlers_cap * sizeof(Handler) +
+           t->mon_out_cap * sizeof(MonitorOut) + monitors_on * sizeof(Monitor);
 }
 
 /* What r wants of t into r: t's lock held, and t's own thread or t
@@ -207,6 +242,11 @@ static void read_into(const Process *t, VmInfoReq *r)
     }
     if (r->want & WANT_DICT)
         r->dict = vm_dict_copy(t, t->vm->max_msg, &r->dict_over);
+    if (r->want & WANT_SIZES) {
+        r->total_words = vm_heap_total_words(t);
+        r->stack_words = stack_words(t);
+        r->mem_bytes = memory_bytes(t);
+    }
 }
 
 /* Frees what r holds (any of its ends). */
@@ -262,7 +302,7 @@ static int snapshot_for(Process *p, Process *t, unsigned want, VmInfoReq *r)
         uint32_t n = vm_raw_frames(p, p->nframes, NULL, all, INFO_DEPTH + 1);
         r->n = n ? n - 1 : 0;
         memcpy(r->frames, all + 1, r->n * sizeof(RawFrame));
-        if (want & (WANT_MESSAGES | WANT_MONITORS | WANT_DICT)) {
+        if (want & (WANT_MESSAGES | WANT_MONITORS | WANT_DICT | WANT_SIZES)) {
             pthread_mutex_lock(&p->lock);   /* for its inbox */
             r->want &= ~WANT_FRAMES;
             read_into(p, r);
@@ -417,6 +457,16 @@ static Term function_term(Process *p, const Process *t, const VmInfoReq *r)
     return vm_make_tuple(p, 3, e);
 }
 
+/* The bytes of t's table of links, read under the link lock, which its
+ * writers take (vm/links.c). */
+static size_t links_bytes(Process *p, const Process *t)
+{
+    pthread_mutex_lock(&p->vm->link_lock);
+    size_t n = t->links_cap;
+    pthread_mutex_unlock(&p->vm->link_lock);
+    return n * sizeof(uint64_t);
+}
+
 /* ==== process_info/2 ==== */
 
 /* One process_info call: p asks about t. */
@@ -522,6 +572,22 @@ static Term item_value(Info *in, Term item)
         return a == ATOM_CURRENT_FUNCTION ? function_term(p, t, &r)
                                            : vm_stacktrace_term(p, r.frames, r.n);
     }
+    case ATOM_TOTAL_HEAP_SIZE:
+    case ATOM_STACK_SIZE:
+    case ATOM_MEMORY: {
+        VmInfoReq r;
+        int got = snapshot_for(p, t, WANT_SIZES, &r);
+        if (got != 1) {
+            *gone = *gone || got == 0;
+            return make_atom(ATOM_UNDEFINED);
+        }
+        size_t n = a == ATOM_TOTAL_HEAP_SIZE ? r.total_words
+                   : a == ATOM_STACK_SIZE    ? r.stack_words
+                                             : r.mem_bytes + links_bytes(p, t);
+        return make_small((int64_t)n);
+    }
+    case ATOM_PRIORITY:
+        return make_atom(ATOM_NORMAL);   /* tracevm has one priority */
     case ATOM_REGISTERED_NAME: {
         Atom name;
         if (!vm_registry_name_of(t, &name))
@@ -554,7 +620,8 @@ static bool item_known(Term item)
                                   ATOM_REDUCTIONS, ATOM_REGISTERED_NAME, ATOM_LINKS,
                                   ATOM_MONITORED_BY, ATOM_TRAP_EXIT, ATOM_CURRENT_FUNCTION,
                                   ATOM_CURRENT_STACKTRACE, ATOM_INITIAL_CALL, ATOM_MESSAGES,
-                                  ATOM_MONITORS, ATOM_DICTIONARY };
+                                  ATOM_MONITORS, ATOM_DICTIONARY, ATOM_TOTAL_HEAP_SIZE,
+                                  ATOM_STACK_SIZE, ATOM_MEMORY, ATOM_PRIORITY };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (item == make_atom(known[i]))
             return true;
@@ -570,7 +637,7 @@ static bool item_self_answered(Term item)
 {
     static const Atom self[] = { ATOM_LINKS, ATOM_MONITORED_BY, ATOM_CURRENT_FUNCTION,
                                  ATOM_CURRENT_STACKTRACE, ATOM_MESSAGES, ATOM_MONITORS,
-                                 ATOM_DICTIONARY };
+                                 ATOM_DICTIONARY, ATOM_TOTAL_HEAP_SIZE, ATOM_MEMORY };
     for (size_t i = 0; i < sizeof self / sizeof self[0]; i++)
         if (item == make_atom(self[i]))
             return true;
@@ -679,16 +746,17 @@ static tvm_status nif_process_info(tvm_env *env, int argc, const tvm_term *argv,
 
 /* process_info(Pid): BEAM's items that tracevm keeps, in BEAM's order
  * (OTP 25), registered_name first and only when it has a name; the
- * others BEAM lists (error_handler, priority, group_leader,
- * total_heap_size, stack_size, garbage_collection, suspending) have no
- * counterpart here.  undefined for a process that is gone. */
+ * others BEAM lists (error_handler, group_leader, garbage_collection,
+ * suspending) have no counterpart here.  undefined for a process that
+ * is gone. */
 static tvm_status nif_process_info1(tvm_env *env, int argc, const tvm_term *argv,
                                     tvm_term *result, void *data)
 {
     (void)argc, (void)data;
     static const Atom all[] = { ATOM_REGISTERED_NAME, ATOM_CURRENT_FUNCTION, ATOM_INITIAL_CALL,
                                 ATOM_STATUS, ATOM_MESSAGE_QUEUE_LEN, ATOM_LINKS,
-                                ATOM_DICTIONARY, ATOM_TRAP_EXIT, ATOM_HEAP_SIZE,
+                                ATOM_DICTIONARY, ATOM_TRAP_EXIT, ATOM_PRIORITY,
+                                ATOM_TOTAL_HEAP_SIZE, ATOM_HEAP_SIZE, ATOM_STACK_SIZE,
                                 ATOM_REDUCTIONS };
     Process *p = env->p;
     Term pid = vm_root_get(p, argv[0]);
