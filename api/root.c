@@ -59,6 +59,7 @@ static const Layer layers[] = {
     { "vm heap", NULL, NULL, NULL, vm_heap_natives },
     { "vm process dictionary", NULL, NULL, NULL, vm_dict_natives },
     { "vm time", NULL, NULL, NULL, vm_time_natives },
+    { "vm system info", NULL, NULL, NULL, vm_sysinfo_natives },
     { "loader", NULL, NULL, NULL, ld_natives },
     { "trace", tr_vm_init, tr_vm_destroy, tr_vm_release, tr_natives },
     { "breakpoints", bp_engine_init, bp_sessions_stop, bp_engine_destroy, bp_natives },

@@ -161,7 +161,8 @@ def main():
                  'current_stacktrace', 'erlang:process_info/1', 'initial_call', 'messages',
                  'monitors', 'erlang:put/2', 'erlang:get/1', 'erlang:get/0',
                  'erlang:get_keys/0', 'erlang:get_keys/1', 'erlang:erase/1', 'erlang:erase/0',
-                 'dictionary']
+                 'dictionary', 'total_heap_size', 'stack_size', 'memory', 'priority', 'erlang:system_info/1',
+                 'schedulers', 'process_count', 'atom_count', 'wordsize']
     terms = ['[', ']', '{', '}', '|', ',', '"', "'", 'fun ', ':', '/', '-', '[]', '{}',
              '\\n', '\\x41', '\\\\', 'ok', "'$1'", "'_'"]
     fns = re.findall(r'\{ "([^"]+)", -?\d+, F_', read(rel('trace/tr_ms_compile.c')).decode())

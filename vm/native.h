@@ -41,4 +41,7 @@ VmNativeTable vm_proc_natives(void);
 /* The time and unique-integer natives (vm/time.c). */
 VmNativeTable vm_time_natives(void);
 
+/* erlang:system_info/1 (vm/sysinfo.c). */
+VmNativeTable vm_sysinfo_natives(void);
+
 #endif /* VM_NATIVE_H */

@@ -41,7 +41,7 @@
  * session_create/3, session_destroy/1, function/4, process/4, info/3),
  * code:load_binary/3 (loader/), tracevm:trace_pattern/3.  A native added
  * or lost changes what a pattern matches: update these. */
-#define ERLANG_NATIVES 85
+#define ERLANG_NATIVES 86
 #define OTHER_NATIVES 15
 
 static const char *const bt_src =

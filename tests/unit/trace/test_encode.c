@@ -86,10 +86,13 @@ Test(encode, a_list_cut_at_the_cap_ends_with_the_marker)
     /* LIST + 9 elements of 2 bytes fit in 24 with 3 bytes of reserve. */
     cr_expect_str_eq(round_trip(l, 24, &cut), "[0,1,2,3,4,5,6,7,8,9|...]");
     cr_expect(cut);
-    /* TUPLE, ATOM a (2 bytes), LIST, then elements while 4 bytes stay free. */
-    cr_expect_str_eq(round_trip(T2(&arena, A("a"), l), 12, &cut), "{a,[0,1|...]}");
+    /* TUPLE, ATOM ok (2 bytes: its index, a predefined atom's, is under
+     * 128; an atom interned after the predefined ones has a longer
+     * varint once there are more than 127 of those), LIST, then elements
+     * while 4 bytes stay free. */
+    cr_expect_str_eq(round_trip(T2(&arena, A("ok"), l), 12, &cut), "{ok,[0,1|...]}");
     cr_expect(cut);
-    cr_expect_str_eq(round_trip(T2(&arena, l, A("a")), 8, &cut), "{[0|...]}");
+    cr_expect_str_eq(round_trip(T2(&arena, l, A("ok")), 8, &cut), "{[0|...]}");
 }
 
 Test(encode, binaries_keep_what_fits_and_say_so)
