@@ -244,14 +244,28 @@ size_t term_size(Term t)
 
 /* ==== printing ==== */
 
+/* Erlang's reserved words, which BEAM prints quoted ('receive'). */
+static bool reserved_word(const char *s, size_t n)
+{
+    static const char *const words[] = {
+        "after", "and", "andalso", "band", "begin", "bnot", "bor", "bsl", "bsr",
+        "bxor", "case", "catch", "cond", "div", "end", "fun", "if", "let", "not",
+        "of", "or", "orelse", "receive", "rem", "try", "when", "xor",
+    };
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (strlen(words[i]) == n && memcmp(s, words[i], n) == 0)
+            return true;
+    return false;
+}
+
 static bool atom_needs_quotes(const char *s, size_t n)
 {
     if (n == 0 || !(s[0] >= 'a' && s[0] <= 'z'))
         return true;
     /* `fun` starts a fun literal in the literal syntax (loader/ld_parse.c):
      * the atom prints as 'fun', so that printed terms parse back (a
-     * finding of fuzz/fuzz_term.c). */
-    if (n == 3 && memcmp(s, "fun", 3) == 0)
+     * finding of fuzz/fuzz_term.c); BEAM quotes it as a reserved word. */
+    if (reserved_word(s, n))
         return true;
     for (size_t i = 1; i < n; i++) {
         char c = s[i];

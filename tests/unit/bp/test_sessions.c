@@ -1457,7 +1457,7 @@ Test(sessions, a_tracer_process_gets_every_kind_on_a_full_atom_table)
     snprintf(want, sizeof want,
              "[{trace,%1$s,spawned,<0.0.0>,{sf,worker,[]}},"
              "{trace,%1$s,in,{sf,worker,0}},{trace,%1$s,out,{sf,worker,0}},"
-             "{trace,%1$s,in,{sf,worker,0}},{trace,%1$s,receive,ok},"
+             "{trace,%1$s,in,{sf,worker,0}},{trace,%1$s,'receive',ok},"
              "{trace,%1$s,gc_major_start,[{wordsize,0},{old_heap_block_size,0},"
              "{heap_block_size,128},{mbuf_size,0},{recent_size,0},{stack_size,15},"
              "{old_heap_size,0},{heap_size,0}]},"
@@ -1479,7 +1479,7 @@ Test(sessions, a_tracer_process_gets_every_kind_on_a_full_atom_table)
              "{heap_block_size,512},{mbuf_size,0},{recent_size,0},{stack_size,16},"
              "{old_heap_size,0},{heap_size,0}]},"
              "{trace,%1$s,spawn,%2$s,{ss,waiter,[]}},{trace,%2$s,spawned,%1$s,{ss,waiter,[]}},"
-             "{trace,%1$s,send,hi,%1$s},{trace,%1$s,receive,hi},"
+             "{trace,%1$s,send,hi,%1$s},{trace,%1$s,'receive',hi},"
              "{trace,%1$s,out,{sf,worker,0}},{trace,%1$s,in,{sf,worker,0}},"
              "{trace,%1$s,exit,normal},{trace,%1$s,out_exited,0}]",
              pid_text(worker, wbuf), pid_text(worker + 1, kbuf));
@@ -1508,7 +1508,7 @@ Test(sessions, trace_info_names_every_flag_on_a_full_atom_table)
     cr_assert_eq(tvm_call(env, "sg", "info", 1, &t, &r), TVM_OK);
     tvm_format_term(env, r, got, sizeof got);
     cr_assert_str_eq(got, "{flags,[call,arity,timestamp,procs,return_to,silent,running,send,"
-                          "receive,set_on_spawn,set_on_first_spawn,garbage_collection,"
+                          "'receive',set_on_spawn,set_on_first_spawn,garbage_collection,"
                           "set_on_link,set_on_first_link,exiting,monotonic_timestamp,"
                           "strict_monotonic_timestamp]}");
 }

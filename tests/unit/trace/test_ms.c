@@ -966,7 +966,7 @@ Test(ms, bad_specs_give_exact_messages)
         { "[{'_', [], []}, {'_', [true, {foo, 1, 2}], []}]", 1,
           "match spec clause 2: guard 2: unknown function foo/2" },
         { "[{'_', [{element, 1}], []}]", 1, "match spec clause 1: guard 1: unknown function element/1" },
-        { "[{'_', [{'and'}], []}]", 1, "match spec clause 1: guard 1: unknown function and/0" },
+        { "[{'_', [{'and'}], []}]", 1, "match spec clause 1: guard 1: unknown function 'and'/0" },
         { "[{['$1'], [{'>', '$2', 1}], []}]", 1,
           "match spec clause 1: guard 1: variable '$2' is not bound in the head" },
         { "[{['$1'], [], [{message, '$3'}]}]", 1,

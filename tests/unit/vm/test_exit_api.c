@@ -112,7 +112,7 @@ Test(exitapi, from_a_call_context_as_exit_2)
     exit_from_c("trapper", "kill", "exit:killed");
     /* One that does not trap ends with the reason; normal is ignored. */
     exit_from_c("plain", "shutdown", "exit:shutdown");
-    exit_from_c("plain", "normal", "after");
+    exit_from_c("plain", "normal", "'after'");
     exit_from_c("plain", "kill", "exit:killed");
 }
 
