@@ -38,6 +38,7 @@
 #include "vm/progress.h"
 #include "vm/qsbr.h"
 #include "vm/registry.h"
+#include "vm/seqtrace.h"
 #include "vm/sched.h"
 #include "vm/vm.h"
 
@@ -60,6 +61,7 @@ static const Layer layers[] = {
     { "vm process dictionary", NULL, NULL, NULL, vm_dict_natives },
     { "vm time", NULL, NULL, NULL, vm_time_natives },
     { "vm system info", NULL, NULL, NULL, vm_sysinfo_natives },
+    { "vm seq_trace", NULL, NULL, NULL, vm_seq_natives },
     { "loader", NULL, NULL, NULL, ld_natives },
     { "trace", tr_vm_init, tr_vm_destroy, tr_vm_release, tr_natives },
     { "breakpoints", bp_engine_init, bp_sessions_stop, bp_engine_destroy, bp_natives },

@@ -162,7 +162,12 @@ def main():
                  'monitors', 'erlang:put/2', 'erlang:get/1', 'erlang:get/0',
                  'erlang:get_keys/0', 'erlang:get_keys/1', 'erlang:erase/1', 'erlang:erase/0',
                  'dictionary', 'total_heap_size', 'stack_size', 'memory', 'priority', 'erlang:system_info/1',
-                 'schedulers', 'process_count', 'atom_count', 'wordsize']
+                 'schedulers', 'process_count', 'atom_count', 'wordsize',
+                 'seq_trace:set_token/1', 'seq_trace:set_token/2',
+                 'seq_trace:get_token/0', 'seq_trace:get_token/1', 'seq_trace:print/1',
+                 'seq_trace:print/2', 'seq_trace:reset_trace/0',
+                 'seq_trace:set_system_tracer/1', 'seq_trace:get_system_tracer/0', 'label',
+                 'serial', 'sequential_trace_token', 'print', "'receive'"]
     terms = ['[', ']', '{', '}', '|', ',', '"', "'", 'fun ', ':', '/', '-', '[]', '{}',
              '\\n', '\\x41', '\\\\', 'ok', "'$1'", "'_'"]
     fns = re.findall(r'\{ "([^"]+)", -?\d+, F_', read(rel('trace/tr_ms_compile.c')).decode())

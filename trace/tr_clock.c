@@ -84,19 +84,10 @@ static void calibrate(void)
 #endif
 }
 
-static pthread_once_t offset_once = PTHREAD_ONCE_INIT;
-static int64_t realtime_offset;   /* written once under offset_once */
-
-static void take_offset(void)
-{
-    realtime_offset = vm_time_offset_ns();
-}
-
 int64_t tr_clock_realtime_offset(void)
 {
-    /* pthread_once orders the write before every caller's read. */
-    pthread_once(&offset_once, take_offset);
-    return realtime_offset;
+    /* The VM's, read once (vm/time.c): seq_trace's timestamps agree. */
+    return vm_time_offset_fixed_ns();
 }
 
 void tr_clock_init(void)

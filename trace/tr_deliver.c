@@ -188,25 +188,21 @@ bool tr_deliver(Process *p, TrSession *s, const TrEmit *ev)
 
 /* The stamp a trace_ts message ends with, read now (the event's time:
  * the traced process delivers as it emits), in BEAM's form `ts`. */
+_Static_assert((int)TR_TS_NOW == (int)VM_TS_NOW && (int)TR_TS_MONO == (int)VM_TS_MONO &&
+                   (int)TR_TS_STRICT == (int)VM_TS_STRICT,
+               "TrTsForm is VmTsForm");
+
 static Term stamp(Build *b, TrTsForm ts)
 {
-    int64_t ns = (int64_t)tr_mono_ns();
+    int64_t v[3];
     Term e[3];
-    switch (ts) {
-    case TR_TS_NOW: {
-        uint64_t v[3];
-        vm_time_triple((uint64_t)((ns + tr_clock_realtime_offset()) / 1000), v);
-        for (int i = 0; i < 3; i++)
-            e[i] = make_small((int64_t)v[i]);
-        return tuple(b, e, 3);
-    }
-    case TR_TS_STRICT:
-        e[0] = make_small(ns);
-        e[1] = make_small(vm_unique_integer(false));
-        return tuple(b, e, 2);
-    default:
-        return make_small(ns);
-    }
+    /* The same enumeration as vm/time.h's VmTsForm, in the same order. */
+    unsigned n = vm_time_stamp((VmTsForm)ts, (int64_t)tr_mono_ns(), v);
+    if (n == 0)
+        return make_small(v[0]);
+    for (unsigned i = 0; i < n; i++)
+        e[i] = make_small(v[i]);
+    return tuple(b, e, n);
 }
 
 VmSend tr_deliver_to(Process *p, uint64_t tracer, const TrEmit *ev)

@@ -12,6 +12,7 @@
 #include "vm/hook.h"
 #include "vm/links.h"
 #include "vm/print.h"
+#include "vm/seqtrace.h"
 #include "vm/strbuf.h"
 
 /* Start values, on a zeroed Process whose buffers (heap, stack, frames,
@@ -74,6 +75,7 @@ void vm_process_recycle(Process *p)
     /* Freed at its exit already (vm/lifecycle.c); here too, so that no
      * way to the cache can hand a new process an old dictionary. */
     vm_dict_free(p);
+    vm_seq_free(p);
     free(p->exc_stack);
     free(vm_atomic_load_ptr_relaxed(&p->trace_tab));
     free(p->ct_sess);
@@ -97,6 +99,7 @@ void vm_process_free(Process *p)
         return;
     pthread_mutex_destroy(&p->lock);
     vm_dict_free(p);
+    vm_seq_free(p);
     free(p->exc_stack);
     free(vm_atomic_load_ptr_relaxed(&p->trace_tab));
     free(p->ct_sess);

@@ -28,6 +28,7 @@
 #include "vm/monitors.h"
 #include "vm/print.h"
 #include "vm/registry.h"
+#include "vm/seqtrace.h"
 
 #define TOMBSTONE ((Process *)1)
 
@@ -306,6 +307,9 @@ uint64_t vm_spawn(Process *parent, const Export *entry, int argc, const Term *ar
     p->entry = entry;
     p->entry_args = margs;
     p->max_heap = max_heap;
+    /* The one test a parent without a seq_trace token pays. */
+    if (VM_UNLIKELY(parent->seq != NULL))
+        vm_seq_spawn(parent, p);
     pthread_mutex_lock(&sys->lock);
     p->pid = sys->next_pid++;
     /* The generation of flags for all and the default trace flags, read

@@ -47,6 +47,7 @@
 #include "vm/hook.h"
 #include "vm/interp.h"
 #include "vm/sched.h"
+#include "vm/seqtrace.h"
 #include "vm/vm.h"
 
 /* ==== link sets (link_lock held) ==== */
@@ -80,7 +81,8 @@ static bool del_link(Process *p, uint64_t pid)
 
 /* ==== signals ==== */
 
-bool vm_exit_signal(tvm_vm *vm, Process *by, Term from, uint64_t to, Term reason, int sig)
+bool vm_exit_signal(tvm_vm *vm, Process *by, Term from, uint64_t to, Term reason, int sig,
+                    Process *seq)
 {
     SchedSystem *sys = vm_sched_of(vm);
     Process *t = sys ? vm_proc_get_live(sys, to) : NULL;
@@ -90,7 +92,9 @@ bool vm_exit_signal(tvm_vm *vm, Process *by, Term from, uint64_t to, Term reason
      * (the reason fits: an exit reason was capped to max_message_words
      * less the tuple, and exit/2 checks its own). */
     Term tuple[4] = { MAKE_HEADER(IMM_HDR_TUPLE, 3), make_atom(ATOM_UEXIT), from, reason };
-    Message *m = vm_message_new(by, make_boxed(tuple), SIZE_MAX);
+    Message *m = VM_UNLIKELY(seq && seq->seq)
+                     ? vm_seq_message(seq, to, make_boxed(tuple), term_size(make_boxed(tuple)))
+                     : vm_message_new(by, make_boxed(tuple), SIZE_MAX);
     m->sig = (uint8_t)sig;
     vm_signal_deliver(sys, t, m);
     vm_proc_put(sys, t);
@@ -105,7 +109,7 @@ VmExit vm_exit_send(Process *p, uint64_t pid, Term reason)
     int sig = reason == make_atom(ATOM_KILL) ? VM_SIG_KILL : VM_SIG_EXIT;
     /* From a call context (pid 0), what self() gives there. */
     Term from = p->pid ? make_pid(p->pid) : make_atom(ATOM_UNDEFINED);
-    bool sent = vm_exit_signal(p->vm, p, from, pid, reason, sig);
+    bool sent = vm_exit_signal(p->vm, p, from, pid, reason, sig, NULL);
     /* A signal to itself is acted on before the call returns: the
      * interpreter finds the kill as the native returns. */
     if (sent && p->fiber && pid == p->pid)
@@ -189,7 +193,7 @@ void vm_links_exit(Process *p, Term reason)
         vm_hook_procs(p, peers[i], VM_PEV_GETTING_UNLINKED, make_pid(p->pid));
         /* No lend of its own: the exit's copies are lent already when
          * long (vm/lifecycle.c). */
-        vm_exit_signal(vm, NULL, make_pid(p->pid), peers[i]->pid, reason, VM_SIG_LINK);
+        vm_exit_signal(vm, NULL, make_pid(p->pid), peers[i]->pid, reason, VM_SIG_LINK, p);
         vm_proc_put(sys, peers[i]);
     }
     free(peers);

@@ -26,9 +26,12 @@ enum {
  * Reason is copied; a long copy lends the queue of `by`, the process on
  * whose thread this runs (NULL: none, as within a lend already;
  * vm/lend.h).  The target acts on the signal itself, in its order with
- * the messages sent before (vm_signals_take).
+ * the messages sent before (vm_signals_take).  `seq`: the exiting
+ * process whose seq_trace token a link's signal carries (a send of its,
+ * vm/seqtrace.h); NULL for exit/2's, which carries none.
  */
-bool vm_exit_signal(tvm_vm *vm, Process *by, Term from, uint64_t to, Term reason, int sig);
+bool vm_exit_signal(tvm_vm *vm, Process *by, Term from, uint64_t to, Term reason, int sig,
+                    Process *seq);
 
 /* What vm_exit_send did. */
 typedef enum VmExit {

@@ -25,20 +25,27 @@
 #include "vm/hook.h"
 #include "vm/lend.h"
 #include "vm/links.h"
+#include "vm/seqtrace.h"
 #include "vm/timer.h"
 
 /* ==== messages ==== */
 
-/* A message of `words` words (term_size(t)) holding a copy of t. */
-static Message *message_sized(Term t, size_t words)
+Message *vm_message_alloc(Term t, size_t words, size_t extra)
 {
-    Message *m = vm_malloc(sizeof(Message) + words * sizeof(Term));
+    Message *m = vm_malloc(sizeof(Message) + words * sizeof(Term) + extra);
     Term *hp = m->data;
     m->next = NULL;
     m->words = words;
     m->sig = 0;
+    m->seq = NULL;
     m->term = vm_copy_to(&hp, t);
     return m;
+}
+
+/* A message of `words` words (term_size(t)) holding a copy of t. */
+static inline Message *message_sized(Term t, size_t words)
+{
+    return vm_message_alloc(t, words, 0);
 }
 
 Message *vm_message_new(Process *by, Term t, size_t max_words)
@@ -133,7 +140,31 @@ static VmSend send_counted(tvm_vm *vm, Process *from, uint64_t pid, Term to, Ter
     Process *p = vm_proc_get(sys, pid);
     if (!p)
         return VM_SEND_NOPROC;
-    bool ok = deliver(sys, p, message_sized(msg, words));
+    /* A sender without a seq_trace token pays the one test of from->seq
+     * (vm/seqtrace.c); a message from no process leaves its receiver's
+     * token alone, as OTP's messages with no sender do. */
+    Message *m;
+    if (VM_LIKELY(from != NULL)) {
+        m = VM_UNLIKELY(from->seq != NULL) ? vm_seq_message(from, pid, msg, words)
+                                           : message_sized(msg, words);
+    } else {
+        m = message_sized(msg, words);
+        m->seq = VM_SEQ_KEEP;
+    }
+    bool ok = deliver(sys, p, m);
+    vm_proc_put(sys, p);
+    return ok ? VM_SEND_OK : VM_SEND_NOPROC;
+}
+
+VmSend vm_message_send(tvm_vm *vm, uint64_t pid, Message *m)
+{
+    SchedSystem *sys = vm_sched_of(vm);
+    Process *p = sys ? vm_proc_get(sys, pid) : NULL;
+    if (!p) {
+        free(m);
+        return VM_SEND_NOPROC;
+    }
+    bool ok = deliver(sys, p, m);
     vm_proc_put(sys, p);
     return ok ? VM_SEND_OK : VM_SEND_NOPROC;
 }
@@ -215,6 +246,10 @@ void vm_proc_accept(Process *p)
         p->mq_tail = p->cursor;
     vm_atomic_store_relaxed(&p->mq_len, vm_atomic_load_relaxed(&p->mq_len) - 1);
     p->mq_words -= m->words;
+    /* The receive's seq_trace rules only when the message or p has a
+     * token (or m keeps p's): one test of two words in hand. */
+    if (VM_UNLIKELY(((uintptr_t)m->seq | (uintptr_t)p->seq) != 0))
+        vm_seq_receive(p, m);
     free(m);
     p->cursor = &p->mq;
 }
@@ -342,6 +377,7 @@ void vm_down_send(Process *t, uint64_t watcher, uint64_t ref, Term msg, size_t w
         return;
     }
     Message *m = message_sized(msg, words);
+    m->seq = VM_SEQ_KEEP;   /* OTP's 'DOWN' leaves the watcher's token alone */
     bool enqueue = false;
     pthread_mutex_lock(&w->lock);
     if (w->state != PS_EXITED && !w->exiting && !down_drop_take(w, ref)) {

@@ -125,6 +125,11 @@ typedef struct Message {
     Term term;
     size_t words;
     uint8_t sig;           /* VM_SIG_* (vm/links.h): an exit signal, or an ordinary message */
+    /* Its seq_trace token (vm/seqtrace.h): NULL (sent without one),
+     * VM_SEQ_KEEP, or a token in this block after data[words].  Written
+     * by the sender before the delivery, read by the receiver as it
+     * takes the message (the receiver's lock orders them). */
+    const struct VmSeqToken *seq;
     Term data[];
 } Message;
 
@@ -285,6 +290,14 @@ struct Process {
      * its exit); read by process_info/2 of another process as its own
      * queue is (vm/procinfo.c), under its lock while it is held still. */
     struct VmDict *dict;
+    /* Sequential tracing (vm/seqtrace.c): the token (NULL: none; its own
+     * allocation), the counters curr_cnt and prev_cnt, and the
+     * reset_trace generation the counters are of.  The process's own
+     * thread only (a child's are set by its parent before it is
+     * published); `seq` is the one field a send and a receive test. */
+    struct VmSeqToken *seq;
+    int64_t seq_clock, seq_lastcnt;
+    uint64_t seq_cgen;
     Term kill;             /* the reason it is being killed, or 0 */
     size_t kill_heap;      /* heap + queue + monitor + dictionary words when it was (crash report) */
     size_t kill_monitors;  /* the monitors it held then (crash report) */

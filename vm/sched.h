@@ -370,6 +370,14 @@ Message *vm_messages_copy(const Process *p);
  * the process whose thread makes it (vm/lend.h; NULL: none). */
 Message *vm_message_new(Process *by, Term t, size_t max_words);
 
+/* A message holding a copy of t (`words` words, term_size(t)) with
+ * `extra` bytes after it for the caller (its seq_trace token), seq NULL. */
+Message *vm_message_alloc(Term t, size_t words, size_t extra);
+
+/* Delivers a message made whole by the caller (the system tracer's
+ * events, vm/seqtrace.c) to pid; m is freed when pid is not live. */
+VmSend vm_message_send(tvm_vm *vm, uint64_t pid, Message *m);
+
 /* Puts the exit signal m (Message.sig set) in t's inbox, behind the
  * messages sent before it, and wakes t; m is freed when t has exited. */
 void vm_signal_deliver(SchedSystem *sys, Process *t, Message *m);

@@ -25,6 +25,7 @@
  * nothing is shared but one word each, written by fetch-and-add or
  * compare-and-swap (any scheduler, any call context).
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -45,6 +46,46 @@ static int64_t clock_ns(clockid_t id)
     if (clock_gettime(id, &ts) != 0)
         vm_die("clock_gettime");
     return (int64_t)ts.tv_sec * NS_PER_SEC + ts.tv_nsec;
+}
+
+int64_t vm_time_mono_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC);
+}
+
+static pthread_once_t offset_once = PTHREAD_ONCE_INIT;
+static int64_t fixed_offset;   /* written once under offset_once */
+
+static void take_offset(void)
+{
+    fixed_offset = vm_time_offset_ns();
+}
+
+int64_t vm_time_offset_fixed_ns(void)
+{
+    /* pthread_once orders the write before every caller's read. */
+    pthread_once(&offset_once, take_offset);
+    return fixed_offset;
+}
+
+unsigned vm_time_stamp(VmTsForm form, int64_t mono_ns, int64_t e[3])
+{
+    switch (form) {
+    case VM_TS_NOW: {
+        uint64_t v[3];
+        vm_time_triple((uint64_t)((mono_ns + vm_time_offset_fixed_ns()) / 1000), v);
+        for (int i = 0; i < 3; i++)
+            e[i] = (int64_t)v[i];
+        return 3;
+    }
+    case VM_TS_STRICT:
+        e[0] = mono_ns;
+        e[1] = vm_unique_integer(false);
+        return 2;
+    default:
+        e[0] = mono_ns;
+        return 0;
+    }
 }
 
 /* ==== time units ==== */

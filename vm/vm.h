@@ -138,6 +138,17 @@ struct tvm_vm {
      * wait that follows each bump orders it), and by vm_spawn under the
      * process table's lock, which the writer holds too. */
     VmAtomic trace_gen;
+    /* Sequential tracing (vm/seqtrace.c).  seq_tracer: the pid of the
+     * system tracer, 0 for none; written by set_system_tracer/1 (a CAS:
+     * it returns the one it replaced), read relaxed by every scheduler
+     * as it writes an event (a pid on its own: nothing else is published
+     * with it, and a tracer set a moment ago may miss an event, as a
+     * dead one does).  seq_gen: bumped by reset_trace/0 (fetch-and-add);
+     * read relaxed by a process as it uses a token, which it drops when
+     * made under an older generation (a reset reaches each token at its
+     * next use, never in the middle of one). */
+    VmAtomic seq_tracer;
+    VmAtomic seq_gen;
     /* Registered process names (vm/registry.c, under its own lock): made
      * by vm_create and freed by vm_release. */
     struct VmRegistry *registry;

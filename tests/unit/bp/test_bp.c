@@ -39,10 +39,11 @@
  * convert_time_unit/3, timestamp/0, now/0, unique_integer/0,1); and
  * lists 4, timer 1, io 2 (vm/bif.c), os:timestamp/0 (vm/time.c), trace 5 (OTP 27's trace module:
  * session_create/3, session_destroy/1, function/4, process/4, info/3),
- * code:load_binary/3 (loader/), tracevm:trace_pattern/3.  A native added
+ * code:load_binary/3 (loader/), tracevm:trace_pattern/3, seq_trace 9
+ * (vm/seqtrace.c).  A native added
  * or lost changes what a pattern matches: update these. */
 #define ERLANG_NATIVES 86
-#define OTHER_NATIVES 15
+#define OTHER_NATIVES 24
 
 static const char *const bt_src =
     "module bt\n"
