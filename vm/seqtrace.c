@@ -19,13 +19,13 @@
  * curr_cnt to C (OTP reads them unsigned; here they are signed, which
  * differs only for the negative values OTP also accepts).
  *
- * What carries a token.  Every send of a process (the send instruction,
- * erlang:send/2, tvm_send from a native it runs), and the 'EXIT' signal
+ * What carries a token.  Every send of a process (erlang:send/2, and
+ * tvm_send, a send of its env's process or call context), and the 'EXIT' signal
  * its exit sends each linked process (a send event, as OTP's): the
  * process's token.  exit/2's signal carries none, so a trapped one
  * clears its receiver's token, as OTP's does.  'DOWN' messages, a link's
- * immediate noproc 'EXIT', messages from C outside any process and trace
- * messages carry VM_SEQ_KEEP: their receiver's token stays as it is, as
+ * immediate noproc 'EXIT' and the VM's own messages (vm_send with no
+ * sender: trace messages, trace_delivered's reply) carry VM_SEQ_KEEP: their receiver's token stays as it is, as
  * OTP's messages from no process (its timers' too) leave it.  spawn:
  * OTP 25's spawn is a spawn_request message the child receives and a
  * spawn_reply it sends back, both traced; tracevm spawns directly, so

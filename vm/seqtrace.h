@@ -55,7 +55,7 @@ typedef struct VmSeqToken {
 
 /* Message.seq of a message that leaves its receiver's token as it is
  * (OTP's messages with no sending process: 'DOWN', a link's noproc
- * 'EXIT', a message from C outside any process, trace messages).  NULL
+ * 'EXIT'; the VM's own: trace messages, trace_delivered's reply).  NULL
  * is a message sent without a token: its receiver's token is cleared. */
 extern const VmSeqToken vm_seq_keep;
 #define VM_SEQ_KEEP (&vm_seq_keep)
