@@ -92,10 +92,10 @@ static VmSeqToken *token_copy_to(void *at, const VmSeqToken *t)
     return c;
 }
 
-/* A token of its own allocation: t's fields with `label` (copied). */
-static VmSeqToken *token_with_label(const VmSeqToken *t, Term label)
+/* A token of its own allocation: t's fields with `label` (copied, `words`
+ * words: term_size(label)). */
+static VmSeqToken *token_with_label(const VmSeqToken *t, Term label, size_t words)
 {
-    size_t words = term_size(label);
     VmSeqToken *c = vm_malloc(sizeof(VmSeqToken) + words * sizeof(Term));
     *c = *t;
     c->words = words;
@@ -230,7 +230,7 @@ void vm_seq_receive(Process *p, const Message *m)
     vm_seq_free(p);
     if (!t || t->gen != current_gen(p))
         return;   /* sent without a token, or one reset_trace dropped */
-    p->seq = token_with_label(t, t->label);
+    p->seq = token_with_label(t, t->label, t->words);
     counters(p);
     p->seq_lastcnt = t->serial;
     if (t->serial > p->seq_clock)
@@ -245,7 +245,7 @@ void vm_seq_spawn(Process *parent, Process *child)
     if (!t)
         return;
     update_serial(parent);
-    child->seq = token_with_label(t, t->label);
+    child->seq = token_with_label(t, t->label, t->words);
     child->seq_cgen = t->gen;
     child->seq_lastcnt = child->seq_clock = t->serial;
 }
@@ -333,13 +333,23 @@ static tvm_status set_component(Process *p, Term comp, Term *val, Term *old)
         return TVM_OK;
     }
     if (comp == make_atom(ATOM_LABEL)) {
-        size_t lw = p->seq ? term_size(p->seq->label) : 0;
+        size_t lw = p->seq ? p->seq->words : 0;
         Term *hp = lw ? room(p, lw, val, 1) : NULL;
         if (lw && !hp)
             return TVM_EXCEPTION;
+        /* The label goes with every message the token does: a copy
+         * between processes, bounded as a message is (a term with shared
+         * parts copies flat; OTP has no bound). */
+        bool lent;
+        size_t words = vm_size_lend(p, *val, p->vm->max_msg, &lent);
+        if (words == SIZE_MAX) {
+            vm_lend_done(p, lent);
+            return vm_native_error(p, ATOM_SYSTEM_LIMIT);
+        }
         VmSeqToken *t = ensure(p);
         *old = vm_copy_to(&hp, t->label);
-        p->seq = token_with_label(t, *val);
+        p->seq = token_with_label(t, *val, words);
+        vm_lend_done(p, lent);
         free(t);
         return TVM_OK;
     }

@@ -13,17 +13,33 @@
 #include "tests/unit/helpers.h"
 
 TVM_FIXTURE(seqapi, (&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 2,
-                                    .quiet_crashes = true }));
+                                    .quiet_crashes = true, .max_message_words = 64 }));
 
 /* holder(): takes a token labelled 5, waits for a message and returns
  * {Msg, get_token()}.  sender(To): takes a token labelled 6, sends To hi
  * through host:send/2 (tvm_send on its own env) and returns ok.
  * delivered(): takes a token labelled 8, asks trace_delivered(all) and
- * returns {Reply, get_token()} of the reply. */
+ * returns {Reply, get_token()} of the reply.  labels(): the results of
+ * set_token(label, L) (or the error's reason) for L a list of 64 words,
+ * one of 66 and a term of 3(2^70 - 1) words flat (max_message_words 64),
+ * and then get_token(label). */
 static const char *const src =
     "module sq\n"
-    "export holder/0, sender/1, delivered/0\n"
+    "export holder/0, sender/1, delivered/0, labels/0\n"
     TASM_WAITER
+    TASM_DAG_LIST
+    "function setl/1 regs 5\n"
+    "    move r1, r0\n    loadk r0, label\n"
+    "    try r2, caught\n"
+    "    callx r0, r0, seq_trace:set_token/2\n"
+    "    endtry\n    ret r0\n"
+    "caught:\n    ret r3\nend\n"
+    "function labels/0 regs 6\n"
+    "    loadi r0, 32\n    call r0, r0, list/1\n    call r0, r0, setl/1\n"
+    "    loadi r1, 33\n    call r1, r1, list/1\n    call r1, r1, setl/1\n"
+    "    loadi r2, 70\n    call r2, r2, dag/1\n    call r2, r2, setl/1\n"
+    "    loadk r3, label\n    callx r3, r3, seq_trace:get_token/1\n"
+    "    tuple r0, 4, r0\n    ret r0\nend\n"
     "function label/1 regs 2\n"
     "    move r1, r0\n    loadk r0, label\n"
     "    callx r0, r0, seq_trace:set_token/2\n    ret r0\nend\n"
@@ -112,4 +128,15 @@ Test(seqapi, the_vms_own_message_keeps_the_token)
     cr_assert(strstr(result(d, out, sizeof out), "{{trace_delivered,all,"), "%s", out);
     snprintf(want, sizeof want, "},{0,8,0,<0.%llu.0>,0}}", (unsigned long long)d);
     cr_assert(strstr(out, want), "%s", out);
+}
+
+Test(seqapi, a_label_is_bounded_as_a_message)
+{
+    load();
+    tvm_term r;
+    cr_assert_eq(tvm_call(env, "sq", "labels", 0, NULL, &r), TVM_OK);
+    char out[512];
+    tvm_format_term(env, r, out, sizeof out);
+    cr_assert_str_eq(out, "{0,system_limit,system_limit,{label,[1,2,3,4,5,6,7,8,9,10,11,12,13,14,"
+                          "15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32]}}");
 }
