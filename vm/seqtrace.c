@@ -175,9 +175,11 @@ static Term tuple_at(Term **hp, const Term *e, unsigned n)
 /*
  * {seq_trace, Label, {Tag, {LastCnt, Serial}, From, To, Last}[, Ts]}
  * of token t to the system tracer, if there is one: made whole off any
- * heap, delivered with VM_SEQ_KEEP (it carries no token).
+ * heap, delivered with VM_SEQ_KEEP (it carries no token).  `mw`: Last's
+ * words, term_size(Last), counted (and bounded) by the caller.
  */
-static void emit(tvm_vm *vm, const VmSeqToken *t, Atom tag, Term from, Term to, Term last)
+static void emit(tvm_vm *vm, const VmSeqToken *t, Atom tag, Term from, Term to, Term last,
+                 size_t mw)
 {
     uint64_t tracer = vm_atomic_load_relaxed(&vm->seq_tracer);
     if (!tracer)
@@ -185,7 +187,7 @@ static void emit(tvm_vm *vm, const VmSeqToken *t, Atom tag, Term from, Term to, 
     VmTsForm form = ts_form(t->flags);
     int64_t ts[3];
     unsigned nts = form == VM_TS_NONE ? 0 : vm_time_stamp(form, vm_time_mono_ns(), ts);
-    size_t lw = term_size(t->label), mw = term_size(last);
+    size_t lw = t->words;
     size_t words = 5 + 6 + 3 + (nts ? nts + 1 : 0) + lw + mw;
     Term outer[4] = { make_atom(ATOM_SEQ_TRACE) };
     Message *m = vm_message_alloc(make_atom(ATOM_OK), words, 0);
@@ -216,7 +218,7 @@ Message *vm_seq_message(Process *p, uint64_t to, Term msg, size_t words)
         return vm_message_alloc(msg, words, 0);
     update_serial(p);
     if (t->flags & VM_SEQ_SEND)
-        emit(p->vm, t, ATOM_SEND, make_pid(p->pid), make_pid(to), msg);
+        emit(p->vm, t, ATOM_SEND, make_pid(p->pid), make_pid(to), msg, words);
     Message *m = vm_message_alloc(msg, words, token_bytes(t));
     m->seq = token_copy_to(m->data + words, t);
     return m;
@@ -236,7 +238,7 @@ void vm_seq_receive(Process *p, const Message *m)
     if (t->serial > p->seq_clock)
         p->seq_clock = t->serial;
     if (t->flags & VM_SEQ_RECEIVE)
-        emit(p->vm, t, ATOM_RECEIVE, make_pid(t->from), make_pid(p->pid), m->term);
+        emit(p->vm, t, ATOM_RECEIVE, make_pid(t->from), make_pid(p->pid), m->term, m->words);
 }
 
 void vm_seq_spawn(Process *parent, Process *child)
@@ -285,7 +287,7 @@ static Term *room(Process *p, size_t words, Term *extra, size_t nextra)
 /* Words of token_term(t). */
 static size_t token_words(const VmSeqToken *t)
 {
-    return t ? 6 + term_size(t->label) : 0;
+    return t ? 6 + t->words : 0;
 }
 
 /* t as get_token/0 shows it, at *hp ([] for none). */
@@ -456,7 +458,7 @@ VM_NATIVE_FN(seq_get_token1)
         return vm_native_error(p, ATOM_BADARG);
     if (!t)
         VM_RETURN(TERM_NIL);
-    Term *hp = room(p, 3 + (c == make_atom(ATOM_LABEL) ? term_size(t->label) : 3), NULL, 0);
+    Term *hp = room(p, 3 + (c == make_atom(ATOM_LABEL) ? t->words : 3), NULL, 0);
     if (!hp)
         return TVM_EXCEPTION;
     Term e[2] = { c, 0 };
@@ -469,21 +471,32 @@ VM_NATIVE_FN(seq_get_token1)
     VM_RETURN(tuple_at(&hp, e, 2));
 }
 
-/* A print: the serial moves on, and the event goes when asked for. */
-static void print(Process *p, Term info)
+/* A print: the serial moves on, and the event goes when asked for.
+ * Info is copied into it as a message is, within max_message_words
+ * (counted flat): system_limit past it, before anything moves. */
+static tvm_status print(Process *p, Term info)
 {
+    size_t words = 0;
+    if (p->seq->flags & VM_SEQ_PRINT) {
+        bool lent;
+        words = vm_size_lend(p, info, p->vm->max_msg, &lent);
+        vm_lend_done(p, lent);
+        if (words == SIZE_MAX)
+            return vm_native_error(p, ATOM_SYSTEM_LIMIT);
+    }
     update_serial(p);
     const VmSeqToken *t = p->seq;
     if (t->flags & VM_SEQ_PRINT)
-        emit(p->vm, t, ATOM_PRINT, make_pid(p->pid), TERM_NIL, info);
+        emit(p->vm, t, ATOM_PRINT, make_pid(p->pid), TERM_NIL, info, words);
+    return TVM_OK;
 }
 
 /* print(Info): ok (with a token only: a print). */
 VM_NATIVE_FN(seq_print1)
 {
     VM_NATIVE_SETUP();
-    if (live(p))
-        print(p, VM_ARG(0));
+    if (live(p) && print(p, VM_ARG(0)) != TVM_OK)
+        return TVM_EXCEPTION;
     VM_RETURN(make_atom(ATOM_OK));
 }
 
@@ -500,8 +513,8 @@ VM_NATIVE_FN(seq_print2)
         int c = vm_compare_lend(p, label, t->label);
         if (c == TERM_CMP_LIMIT)
             return vm_native_error(p, ATOM_SYSTEM_LIMIT);
-        if (c == 0)
-            print(p, VM_ARG(1));
+        if (c == 0 && print(p, VM_ARG(1)) != TVM_OK)
+            return TVM_EXCEPTION;
     }
     VM_RETURN(make_atom(ATOM_OK));
 }

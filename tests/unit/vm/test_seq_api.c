@@ -22,10 +22,24 @@ TVM_FIXTURE(seqapi, (&(tvm_config){ .size = sizeof(tvm_config), .schedulers = 2,
  * returns {Reply, get_token()} of the reply.  labels(): the results of
  * set_token(label, L) (or the error's reason) for L a list of 64 words,
  * one of 66 and a term of 3(2^70 - 1) words flat (max_message_words 64),
- * and then get_token(label). */
+ * and then get_token(label).  prints(): with the print flag, the results
+ * of print(I) for I the list of 64 words and the term of 3(2^70 - 1),
+ * then get_token(serial). */
 static const char *const src =
     "module sq\n"
-    "export holder/0, sender/1, delivered/0, labels/0\n"
+    "export holder/0, sender/1, delivered/0, labels/0, prints/0\n"
+    "function pr/1 regs 4\n"
+    "    try r1, caught\n"
+    "    callx r0, r0, seq_trace:print/1\n"
+    "    endtry\n    ret r0\n"
+    "caught:\n    ret r2\nend\n"
+    "function prints/0 regs 6\n"
+    "    loadk r0, print\n    loadk r1, true\n"
+    "    callx r0, r0, seq_trace:set_token/2\n"
+    "    loadi r0, 32\n    call r0, r0, list/1\n    call r0, r0, pr/1\n"
+    "    loadi r1, 70\n    call r1, r1, dag/1\n    call r1, r1, pr/1\n"
+    "    loadk r2, serial\n    callx r2, r2, seq_trace:get_token/1\n"
+    "    tuple r0, 3, r0\n    ret r0\nend\n"
     TASM_WAITER
     TASM_DAG_LIST
     "function setl/1 regs 5\n"
@@ -139,4 +153,15 @@ Test(seqapi, a_label_is_bounded_as_a_message)
     tvm_format_term(env, r, out, sizeof out);
     cr_assert_str_eq(out, "{0,system_limit,system_limit,{label,[1,2,3,4,5,6,7,8,9,10,11,12,13,14,"
                           "15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32]}}");
+}
+
+Test(seqapi, a_print_is_bounded_as_a_message)
+{
+    load();
+    tvm_term r;
+    cr_assert_eq(tvm_call(env, "sq", "prints", 0, NULL, &r), TVM_OK);
+    char out[128];
+    tvm_format_term(env, r, out, sizeof out);
+    /* The second print moved nothing: the serial is the first's. */
+    cr_assert_str_eq(out, "{ok,system_limit,{serial,{0,1}}}");
 }
