@@ -364,10 +364,10 @@ Message *vm_dict_copy(const Process *t, size_t max_words, bool *over)
 #define ROOM(words) do { if (vm_heap_max_refuses(p, (words))) return TVM_EXCEPTION; } while (0)
 
 /* put(Key, Value): the old value, or undefined. */
-VM_NATIVE_FN(dict_put)
+NATIVE_FN(dict_put)
 {
-    VM_NATIVE_SETUP();
-    Term k = VM_ARG(0), v = VM_ARG(1);
+    SETUP();
+    Term k = ARG(0), v = ARG(1);
     uint32_t h = hash_term(k), slot;
     if (!p->dict) {
         p->dict = vm_calloc(1, sizeof(VmDict));
@@ -380,7 +380,7 @@ VM_NATIVE_FN(dict_put)
     if (e >= 0) {
         Term old = d->kv[2 * e + 1];
         d->kv[2 * e + 1] = v;
-        VM_RETURN(old);
+        RETURN(old);
     }
     if (d->n == d->cap) {
         if (d->cap == DICT_MAX)
@@ -396,14 +396,14 @@ VM_NATIVE_FN(dict_put)
     d->kv[2 * (size_t)n + 1] = v;
     d->hash[n] = h;
     d->index[free_slot(d, h)] = n + 1;
-    VM_RETURN(make_atom(ATOM_UNDEFINED));
+    RETURN(make_atom(ATOM_UNDEFINED));
 }
 
 /* get(Key): its value, or undefined. */
-VM_NATIVE_FN(dict_get1)
+NATIVE_FN(dict_get1)
 {
-    VM_NATIVE_SETUP();
-    Term k = VM_ARG(0);
+    SETUP();
+    Term k = ARG(0);
     uint32_t slot;
     long e = p->dict ? find(p, p->dict, k, hash_term(k), &slot) : -1;
     if (e == -2)
@@ -412,63 +412,63 @@ VM_NATIVE_FN(dict_get1)
 }
 
 /* erase(Key): its old value, or undefined; the key is gone after. */
-VM_NATIVE_FN(dict_erase1)
+NATIVE_FN(dict_erase1)
 {
-    VM_NATIVE_SETUP();
-    Term k = VM_ARG(0);
+    SETUP();
+    Term k = ARG(0);
     uint32_t slot;
     VmDict *d = p->dict;
     long e = d ? find(p, d, k, hash_term(k), &slot) : -1;
     if (e == -2)
         return vm_bif_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     if (e < 0)
-        VM_RETURN(make_atom(ATOM_UNDEFINED));
+        RETURN(make_atom(ATOM_UNDEFINED));
     Term old = d->kv[2 * e + 1];
     entry_delete(d, (uint32_t)e, slot);
     if (d->n == 0)
         vm_dict_free(p);
     else if (d->cap > VM_DICT_MIN && d->n <= d->cap / 4)
         resize_for(p, d->cap / 2);
-    VM_RETURN(old);
+    RETURN(old);
 }
 
 /* get(): [{Key, Value}], in the table's order (the essay above). */
-VM_NATIVE_FN(dict_get0)
+NATIVE_FN(dict_get0)
 {
-    VM_NATIVE_SETUP();
+    SETUP();
     ROOM(5 * (size_t)(p->dict ? p->dict->n : 0));
-    VM_RETURN(vm_dict_pairs(p));
+    RETURN(vm_dict_pairs(p));
 }
 
 /* erase(): get()'s list; the dictionary is empty after. */
-VM_NATIVE_FN(dict_erase0)
+NATIVE_FN(dict_erase0)
 {
-    VM_NATIVE_SETUP();
+    SETUP();
     ROOM(5 * (size_t)(p->dict ? p->dict->n : 0));
     Term l = vm_dict_pairs(p);
     vm_dict_free(p);
-    VM_RETURN(l);
+    RETURN(l);
 }
 
 /* get_keys(): the keys, in get()'s order. */
-VM_NATIVE_FN(dict_get_keys0)
+NATIVE_FN(dict_get_keys0)
 {
-    VM_NATIVE_SETUP();
+    SETUP();
     size_t n = p->dict ? p->dict->n : 0;
     ROOM(2 * n);
-    VM_RETURN(build(p, NULL, n, 2));
+    RETURN(build(p, NULL, n, 2));
 }
 
 /* get_keys(Value): the keys whose value is exactly Value (=:=), in
  * get()'s order.  The entries are chosen first, with no allocation
  * between the comparisons, then listed. */
-VM_NATIVE_FN(dict_get_keys1)
+NATIVE_FN(dict_get_keys1)
 {
-    VM_NATIVE_SETUP();
-    Term v = VM_ARG(0);
+    SETUP();
+    Term v = ARG(0);
     size_t n = p->dict ? p->dict->n : 0, m = 0;
     if (!n)
-        VM_RETURN(TERM_NIL);
+        RETURN(TERM_NIL);
     uint32_t *sel = vm_malloc(n * sizeof *sel);
     bool lent = vm_lend_if_long(p, n);
     int c = 0;

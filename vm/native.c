@@ -11,7 +11,6 @@
 #include "vm/atom.h"
 #include "vm/module.h"
 #include "vm/native.h"
-#include "vm/process.h"
 
 const char *tvm_status_name(tvm_status s)
 {
@@ -92,12 +91,6 @@ tvm_status tvm_register_native(tvm_vm *vm, const char *mod, const char *fun,
                                tvm_error *err)
 {
     return register_native(vm, mod, fun, arity, fn, data, true, err);
-}
-
-tvm_status vm_native_error(Process *p, uint32_t reason)
-{
-    vm_exception_set(p, make_atom(ATOM_ERROR), make_atom(reason), NULL);
-    return TVM_EXCEPTION;
 }
 
 /* The VM's own natives lend nothing at their call: the few whose work

@@ -11,7 +11,6 @@
 #define VM_NATIVE_H
 
 #include <stddef.h>
-#include <stdint.h>
 
 #include "include/tracevm.h"
 
@@ -32,25 +31,6 @@ typedef struct VmNativeTable {
 /* Installs every native of `t` (tvm_new, before any code runs).  The names
  * are the VM's own, so a clash is an internal error and dies. */
 void vm_natives_install(tvm_vm *vm, VmNativeTable t);
-
-/*
- * The shape of a built-in native written against the process internals
- * (vm/dict.c, vm/seqtrace.c): VM_NATIVE_FN(name) declares one,
- * VM_NATIVE_SETUP() names its process p, VM_ARG(i) is argument i's term
- * and VM_RETURN(t) returns t (a new root).  vm/process.h is the user's.
- */
-#define VM_NATIVE_FN(name) \
-    static tvm_status name(tvm_env *env, int argc, const tvm_term *argv, \
-                           tvm_term *result, void *data)
-#define VM_NATIVE_SETUP() \
-    Process *p = env->p; (void)argc; (void)argv; (void)data
-#define VM_ARG(i) vm_root_get(p, argv[i])
-#define VM_RETURN(t) do { *result = vm_root_push(p, (t)); return TVM_OK; } while (0)
-
-/* Raises error:Reason (an atom) in the native's process p, for it to
- * return: TVM_EXCEPTION. */
-struct Process;
-tvm_status vm_native_error(struct Process *p, uint32_t reason);
 
 /* The VM's built-in natives (vm/bif.c). */
 VmNativeTable vm_bif_natives(void);

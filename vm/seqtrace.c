@@ -55,6 +55,7 @@
 #include <string.h>
 
 #include "vm/atom.h"
+#include "vm/bif_internal.h"
 #include "vm/heap.h"
 #include "vm/lend.h"
 #include "vm/sched.h"
@@ -325,7 +326,7 @@ static tvm_status set_component(Process *p, Term comp, Term *val, Term *old)
 {
     if (comp == make_atom(ATOM_SEQUENTIAL_TRACE_TOKEN)) {
         if (*val != TERM_NIL)
-            return vm_native_error(p, ATOM_BADARG);
+            return vm_bif_error(p, make_atom(ATOM_BADARG));
         const VmSeqToken *t = live(p);
         Term *hp = room(p, token_words(t), NULL, 0);
         if (t && !hp)
@@ -346,7 +347,7 @@ static tvm_status set_component(Process *p, Term comp, Term *val, Term *old)
         size_t words = vm_size_lend(p, *val, p->vm->max_msg, &lent);
         if (words == SIZE_MAX) {
             vm_lend_done(p, lent);
-            return vm_native_error(p, ATOM_SYSTEM_LIMIT);
+            return vm_bif_error(p, make_atom(ATOM_SYSTEM_LIMIT));
         }
         VmSeqToken *t = ensure(p);
         *old = vm_copy_to(&hp, t->label);
@@ -358,7 +359,7 @@ static tvm_status set_component(Process *p, Term comp, Term *val, Term *old)
     if (comp == make_atom(ATOM_SERIAL)) {
         int64_t prev, curr;
         if (!serial_arg(*val, &prev, &curr))
-            return vm_native_error(p, ATOM_BADARG);
+            return vm_bif_error(p, make_atom(ATOM_BADARG));
         Term *hp = room(p, 3, NULL, 0);
         if (!hp)
             return TVM_EXCEPTION;
@@ -372,7 +373,7 @@ static tvm_status set_component(Process *p, Term comp, Term *val, Term *old)
     }
     uint32_t f = flag_of(comp);
     if (!f || (*val != TERM_TRUE && *val != TERM_FALSE))
-        return vm_native_error(p, ATOM_BADARG);
+        return vm_bif_error(p, make_atom(ATOM_BADARG));
     VmSeqToken *t = ensure(p);
     *old = (t->flags & f) ? TERM_TRUE : TERM_FALSE;
     t->flags = *val == TERM_TRUE ? t->flags | f : t->flags & ~f;
@@ -380,14 +381,14 @@ static tvm_status set_component(Process *p, Term comp, Term *val, Term *old)
 }
 
 /* set_token(Component, Value): the old value. */
-VM_NATIVE_FN(seq_set_token2)
+NATIVE_FN(seq_set_token2)
 {
-    VM_NATIVE_SETUP();
-    Term val = VM_ARG(1), old;
-    tvm_status st = set_component(p, VM_ARG(0), &val, &old);
+    SETUP();
+    Term val = ARG(1), old;
+    tvm_status st = set_component(p, ARG(0), &val, &old);
     if (st != TVM_OK)
         return st;
-    VM_RETURN(old);
+    RETURN(old);
 }
 
 /*
@@ -398,27 +399,27 @@ VM_NATIVE_FN(seq_set_token2)
  * is no integer raises badarith first, from its `band`); anything else
  * is function_clause.
  */
-VM_NATIVE_FN(seq_set_token1)
+NATIVE_FN(seq_set_token1)
 {
-    VM_NATIVE_SETUP();
-    Term tok = VM_ARG(0), old;
+    SETUP();
+    Term tok = ARG(0), old;
     if (tok == TERM_NIL) {
         Term v = TERM_NIL;
         tvm_status st = set_component(p, make_atom(ATOM_SEQUENTIAL_TRACE_TOKEN), &v, &old);
         if (st != TVM_OK)
             return st;
-        VM_RETURN(old);
+        RETURN(old);
     }
     if (!term_is_tuple(tok) || tuple_arity(tok) != 5)
-        return vm_native_error(p, ATOM_FUNCTION_CLAUSE);
+        return vm_bif_error(p, make_atom(ATOM_FUNCTION_CLAUSE));
     if (!term_is_small(tuple_elems(tok)[0]))
-        return vm_native_error(p, ATOM_BADARITH);
+        return vm_bif_error(p, make_atom(ATOM_BADARITH));
     int64_t flags = small_value(tuple_elems(tok)[0]);
     Term v = tuple_elems(tok)[1];
     tvm_status st = set_component(p, make_atom(ATOM_LABEL), &v, &old);
     if (st != TVM_OK)
         return st;
-    tok = VM_ARG(0);   /* the label's copy may have collected */
+    tok = ARG(0);   /* the label's copy may have collected */
     Term serial[3] = { MAKE_HEADER(IMM_HDR_TUPLE, 2), tuple_elems(tok)[4], tuple_elems(tok)[2] };
     v = make_boxed(serial);
     if ((st = set_component(p, make_atom(ATOM_SERIAL), &v, &old)) != TVM_OK)
@@ -430,34 +431,34 @@ VM_NATIVE_FN(seq_set_token1)
         if ((st = set_component(p, make_atom(order[i]), &v, &old)) != TVM_OK)
             return st;
     }
-    VM_RETURN(make_atom(ATOM_OK));
+    RETURN(make_atom(ATOM_OK));
 }
 
 /* get_token(): [] or {Flags, Label, Serial, From, LastCnt}. */
-VM_NATIVE_FN(seq_get_token0)
+NATIVE_FN(seq_get_token0)
 {
-    VM_NATIVE_SETUP();
+    SETUP();
     const VmSeqToken *t = live(p);
     Term *hp = room(p, token_words(t), NULL, 0);
     if (t && !hp)
         return TVM_EXCEPTION;
-    VM_RETURN(token_term(&hp, t));
+    RETURN(token_term(&hp, t));
 }
 
 /* get_token(Component): {Component, Value}; [] for the label and the
  * serial when there is no token, {Flag, false} for a flag. */
-VM_NATIVE_FN(seq_get_token1)
+NATIVE_FN(seq_get_token1)
 {
-    VM_NATIVE_SETUP();
-    Term c = VM_ARG(0);
+    SETUP();
+    Term c = ARG(0);
     const VmSeqToken *t = live(p);
     uint32_t f = flag_of(c);
     if (f)
-        VM_RETURN(vm_make_tuple(p, 2, (Term[]){ c, (t && (t->flags & f)) ? TERM_TRUE : TERM_FALSE }));
+        RETURN(vm_make_tuple(p, 2, (Term[]){ c, (t && (t->flags & f)) ? TERM_TRUE : TERM_FALSE }));
     if (c != make_atom(ATOM_LABEL) && c != make_atom(ATOM_SERIAL))
-        return vm_native_error(p, ATOM_BADARG);
+        return vm_bif_error(p, make_atom(ATOM_BADARG));
     if (!t)
-        VM_RETURN(TERM_NIL);
+        RETURN(TERM_NIL);
     Term *hp = room(p, 3 + (c == make_atom(ATOM_LABEL) ? t->words : 3), NULL, 0);
     if (!hp)
         return TVM_EXCEPTION;
@@ -468,7 +469,7 @@ VM_NATIVE_FN(seq_get_token1)
         Term s[2] = { make_small(t->lastcnt), make_small(t->serial) };
         e[1] = tuple_at(&hp, s, 2);
     }
-    VM_RETURN(tuple_at(&hp, e, 2));
+    RETURN(tuple_at(&hp, e, 2));
 }
 
 /* A print: the serial moves on, and the event goes when asked for.
@@ -482,7 +483,7 @@ static tvm_status print(Process *p, Term info)
         words = vm_size_lend(p, info, p->vm->max_msg, &lent);
         vm_lend_done(p, lent);
         if (words == SIZE_MAX)
-            return vm_native_error(p, ATOM_SYSTEM_LIMIT);
+            return vm_bif_error(p, make_atom(ATOM_SYSTEM_LIMIT));
     }
     update_serial(p);
     const VmSeqToken *t = p->seq;
@@ -492,40 +493,40 @@ static tvm_status print(Process *p, Term info)
 }
 
 /* print(Info): ok (with a token only: a print). */
-VM_NATIVE_FN(seq_print1)
+NATIVE_FN(seq_print1)
 {
-    VM_NATIVE_SETUP();
-    if (live(p) && print(p, VM_ARG(0)) != TVM_OK)
+    SETUP();
+    if (live(p) && print(p, ARG(0)) != TVM_OK)
         return TVM_EXCEPTION;
-    VM_RETURN(make_atom(ATOM_OK));
+    RETURN(make_atom(ATOM_OK));
 }
 
 /* print(Label, Info): ok; a print only when the token's label is
  * exactly Label; an atom Label is badarg (seq_trace.erl's guard). */
-VM_NATIVE_FN(seq_print2)
+NATIVE_FN(seq_print2)
 {
-    VM_NATIVE_SETUP();
-    Term label = VM_ARG(0);
+    SETUP();
+    Term label = ARG(0);
     if (term_is_atom(label))
-        return vm_native_error(p, ATOM_BADARG);
+        return vm_bif_error(p, make_atom(ATOM_BADARG));
     const VmSeqToken *t = live(p);
     if (t) {
         int c = vm_compare_lend(p, label, t->label);
         if (c == TERM_CMP_LIMIT)
-            return vm_native_error(p, ATOM_SYSTEM_LIMIT);
-        if (c == 0 && print(p, VM_ARG(1)) != TVM_OK)
+            return vm_bif_error(p, make_atom(ATOM_SYSTEM_LIMIT));
+        if (c == 0 && print(p, ARG(1)) != TVM_OK)
             return TVM_EXCEPTION;
     }
-    VM_RETURN(make_atom(ATOM_OK));
+    RETURN(make_atom(ATOM_OK));
 }
 
 /* reset_trace(): true; every token made so far is dropped at its next
  * use, and every process's counters start from 0 again. */
-VM_NATIVE_FN(seq_reset_trace)
+NATIVE_FN(seq_reset_trace)
 {
-    VM_NATIVE_SETUP();
+    SETUP();
     vm_atomic_fetch_add_full(&p->vm->seq_gen, 1);
-    VM_RETURN(TERM_TRUE);
+    RETURN(TERM_TRUE);
 }
 
 static bool alive(tvm_vm *vm, uint64_t pid)
@@ -547,24 +548,24 @@ static Term tracer_term(tvm_vm *vm, uintptr_t pid)
 /* set_system_tracer(Pid | false): the old one, or false.  A pid that is
  * not alive is badarg, as OTP's; so are OTP's ports and {Module, State}
  * tracers, which tracevm does not have. */
-VM_NATIVE_FN(seq_set_system_tracer)
+NATIVE_FN(seq_set_system_tracer)
 {
-    VM_NATIVE_SETUP();
-    Term t = VM_ARG(0);
+    SETUP();
+    Term t = ARG(0);
     if (t != TERM_FALSE && (!term_is_pid(t) || !alive(p->vm, pid_value(t))))
-        return vm_native_error(p, ATOM_BADARG);
+        return vm_bif_error(p, make_atom(ATOM_BADARG));
     uintptr_t nw = t == TERM_FALSE ? 0 : (uintptr_t)pid_value(t), old;
     do
         old = vm_atomic_load_relaxed(&p->vm->seq_tracer);
     while (!vm_atomic_cas_full(&p->vm->seq_tracer, old, nw));
-    VM_RETURN(tracer_term(p->vm, old));
+    RETURN(tracer_term(p->vm, old));
 }
 
 /* get_system_tracer(): the pid, or false. */
-VM_NATIVE_FN(seq_get_system_tracer)
+NATIVE_FN(seq_get_system_tracer)
 {
-    VM_NATIVE_SETUP();
-    VM_RETURN(tracer_term(p->vm, vm_atomic_load_relaxed(&p->vm->seq_tracer)));
+    SETUP();
+    RETURN(tracer_term(p->vm, vm_atomic_load_relaxed(&p->vm->seq_tracer)));
 }
 
 static const VmNativeDef natives[] = {

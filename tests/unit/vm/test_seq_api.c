@@ -1,6 +1,6 @@
 /*
  * tests/unit/vm/test_seq_api.c - seq_trace tokens and messages from C
- * (vm/seqtrace.c, BEAM behaviour 61 in docs/beam.md): tvm_send is a send
+ * (vm/seqtrace.c, BEAM behaviour 63 in docs/beam.md): tvm_send is a send
  * of its env's process or call context, so one from a native run by a
  * process with a token carries that token (its serial moved on), and one
  * from the test's call context, which has none, clears the receiver's;
