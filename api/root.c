@@ -40,6 +40,7 @@
 #include "vm/registry.h"
 #include "vm/seqtrace.h"
 #include "vm/sched.h"
+#include "vm/sysmon.h"
 #include "vm/vm.h"
 
 typedef struct Layer {
@@ -60,6 +61,7 @@ static const Layer layers[] = {
     { "vm heap", NULL, NULL, NULL, vm_heap_natives },
     { "vm process dictionary", NULL, NULL, NULL, vm_dict_natives },
     { "vm time", NULL, NULL, NULL, vm_time_natives },
+    { "vm system monitor", vm_sysmon_init, NULL, vm_sysmon_free, vm_sysmon_natives },
     { "vm system info", NULL, NULL, NULL, vm_sysinfo_natives },
     { "vm seq_trace", NULL, NULL, NULL, vm_seq_natives },
     { "loader", NULL, NULL, NULL, ld_natives },

@@ -167,7 +167,10 @@ def main():
                  'seq_trace:get_token/0', 'seq_trace:get_token/1', 'seq_trace:print/1',
                  'seq_trace:print/2', 'seq_trace:reset_trace/0',
                  'seq_trace:set_system_tracer/1', 'seq_trace:get_system_tracer/0', 'label',
-                 'serial', 'sequential_trace_token', 'print', "'receive'"]
+                 'serial', 'sequential_trace_token', 'print', "'receive'",
+                 'erlang:system_monitor/0', 'erlang:system_monitor/1',
+                 'erlang:system_monitor/2', 'long_gc', 'long_schedule', 'large_heap', 'busy_port',
+                 'busy_dist_port']
     terms = ['[', ']', '{', '}', '|', ',', '"', "'", 'fun ', ':', '/', '-', '[]', '{}',
              '\\n', '\\x41', '\\\\', 'ok', "'$1'", "'_'"]
     fns = re.findall(r'\{ "([^"]+)", -?\d+, F_', read(rel('trace/tr_ms_compile.c')).decode())

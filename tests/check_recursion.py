@@ -52,12 +52,15 @@ ALLOWED = {
     ('trace/tr_deliver.c:shape_elems',):
         'follows an event shape of trace/tr_events.def, a constant string with at '
         'most two levels of braces',
-    ('tr_deliver', 'tr_deliver_to', 'tr_emit_flagged', 'trace/tr_vm_sess.c:emit_flagged',
+    ('tr_deliver', 'tr_deliver_to', 'tr_emit_flagged', 'tr_vm_emit',
+     'trace/tr_vm_proc.c:suspend_for_room', 'trace/tr_vm_sess.c:emit_flagged',
      'trace/tr_vm_sess.c:sess_emit', 'trace/tr_vm_sess.c:to_own_tracer',
-     'vm/mailbox.c:send_counted', 'vm_hook_send', 'vm_send', 'vm_send_to'):
-        'tr_deliver_to sends a tracer its message with no sender (from NULL), '
-        'and vm_send_to writes a send event only for a sender (send_counted, its '
-        'part after the count): one level',
+     'vm/mailbox.c:send_counted', 'vm/sched.c:sysmon_out', 'vm/sysmon.c:send', 'vm_hook_send',
+     'vm_proc_switch_out', 'vm_sched_yield_to_next', 'vm_send', 'vm_send_to', 'vm_sysmon_out'):
+        'tr_deliver_to sends a tracer its message, and vm_sysmon_out (a send event '
+        'that waits for room in its ring switches out) the system monitor its '
+        'message, with no sender (from NULL); vm_send_to writes a send event only '
+        'for a sender (send_counted, its part after the count): one level each',
     ('vm/bif.c:iolist_walk',):
         'an iolist nests at most 100 levels (badarg beyond)',
     ('vm/bif.c:merge_sort',):

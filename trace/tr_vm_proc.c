@@ -306,23 +306,13 @@ void vm_hook_receive(Process *p, const Message *m)
  * Every collection copies the whole heap, so the events are the major
  * ones and the old heap is always empty; there are no heap fragments
  * (messages wait in blocks of their own, mq_words), so mbuf_size is 0.
- * stack_size counts the register words the frames use and the frame
- * records themselves, as BEAM's stack holds both. */
+ * stack_size is vm_stack_words's. */
 enum { GC_KEYS = 8 };
 
 typedef struct GcInfo {
     Term pairs[GC_KEYS][3];
     Term cells[GC_KEYS][2];
 } GcInfo;
-
-static size_t stack_words(const Process *p)
-{
-    if (!p->nframes)
-        return 0;
-    const Frame *top = &p->frames[p->nframes - 1];
-    size_t regs = top->base + (top->fn ? top->fn->nregs : 0u);
-    return regs + p->nframes * (sizeof(Frame) / sizeof(Term));
-}
 
 /* The Info list laid out in *g (terms may live anywhere; the encoder and
  * a tracer's delivery copy them), for the collection's start or end. */
@@ -337,7 +327,7 @@ static Term gc_info(GcInfo *g, const Process *p, size_t words)
         { ATOM_HEAP_BLOCK_SIZE, vm_heap_size(p) },
         { ATOM_MBUF_SIZE, 0 },
         { ATOM_RECENT_SIZE, p->gc_recent },
-        { ATOM_STACK_SIZE, stack_words(p) },
+        { ATOM_STACK_SIZE, vm_stack_words(p) },
         { ATOM_OLD_HEAP_SIZE, 0 },
         { ATOM_HEAP_SIZE, (size_t)(p->htop - p->heap) },
     };

@@ -13,6 +13,8 @@
 #include "vm/lend.h"
 #include "vm/monitors.h"
 #include "vm/sched.h"
+#include "vm/sysmon.h"
+#include "vm/timer.h"
 
 /* The allocation profiler's switch and mean interval in words (vm/hook.h). */
 VmAtomic vm_pf_alloc_mean;
@@ -201,7 +203,7 @@ static size_t pow2_at_least(size_t n)
     return s;
 }
 
-void vm_gc(Process *p, size_t need, Term *extra, size_t nextra)
+static void gc_run(Process *p, size_t need, Term *extra, size_t nextra)
 {
     /* The garbage_collection trace's two events, outside the lend: the
      * process is still (or again) an ordinary running one when they are
@@ -244,6 +246,25 @@ void vm_gc(Process *p, size_t need, Term *extra, size_t nextra)
         vm_hook_gc(p, true, used > live ? used - live : 0);
     if (p->max_heap)
         vm_heap_check_max(p);
+}
+
+/* A collection timed for the system monitor (vm/sysmon.c). */
+static __attribute__((noinline)) void gc_monitored(Process *p, size_t need, Term *extra,
+                                                   size_t nextra)
+{
+    const uint64_t t0 = vm_now_ns();
+    gc_run(p, need, extra, nextra);
+    vm_sysmon_gc(p, vm_now_ns() - t0);
+}
+
+void vm_gc(Process *p, size_t need, Term *extra, size_t nextra)
+{
+    /* One relaxed load and a predicted branch while no system monitor
+     * is set. */
+    if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->vm->sysmon.on)))
+        gc_monitored(p, need, extra, nextra);
+    else
+        gc_run(p, need, extra, nextra);
 }
 
 /* erlang:garbage_collect(): collects the caller's heap now, as BEAM's

@@ -28,6 +28,7 @@
 #include "vm/monitors.h"
 #include "vm/print.h"
 #include "vm/registry.h"
+#include "vm/sysmon.h"
 #include "vm/seqtrace.h"
 
 #define TOMBSTONE ((Process *)1)
@@ -436,6 +437,10 @@ static void proc_exit(Process *p, Term cls, Term value)
     p->exiting = true;
     bool joinable = p->joinable;
     pthread_mutex_unlock(&p->lock);
+    /* The system monitor ends with its process, as BEAM's (after
+     * `exiting`, which its setter reads: vm/sysmon.c, set()). */
+    if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->vm->sysmon.pid) == p->pid))
+        vm_sysmon_exited(p);
     /* Its dictionary goes at its exit (its keys and values are garbage
      * from here on): process_info/2 answers undefined for an exiting
      * process, and reads the dictionary only under p->lock after seeing

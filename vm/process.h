@@ -559,6 +559,19 @@ static inline void vm_reds_account(Process *p)
     p->reds = p->reds_slice = VM_REDUCTIONS;
 }
 
+/* The words of p's stack as BEAM counts its stack_size (the
+ * garbage_collection trace's and the system monitor's Info): the
+ * register words the frames use and the frame records themselves, as
+ * BEAM's stack holds both. */
+static inline size_t vm_stack_words(const Process *p)
+{
+    if (!p->nframes)
+        return 0;
+    const Frame *top = &p->frames[p->nframes - 1];
+    size_t regs = top->base + (top->fn ? top->fn->nregs : 0u);
+    return regs + p->nframes * (sizeof(Frame) / sizeof(Term));
+}
+
 /* The monitors p set that count toward its max_heap_size: its entries
  * but those demonitor/1 removed (vm/process.h, mon_out). */
 static inline size_t vm_monitors_live(const Process *p)

@@ -643,6 +643,25 @@ static inline void slice_start(Process *p)
     p->reds = p->reds_slice = VM_UNLIKELY(vm_progress_hurry()) ? VM_REDUCTIONS_GP : VM_REDUCTIONS;
 }
 
+/*
+ * The system monitor at a switch: in, one relaxed load of the VM's word
+ * and a predicted branch while no monitor is set (vm/sysmon.c); out, a
+ * test of the scheduler's own word, set only by a timed switch in.  The
+ * out comes before anything else may take p (a queue, a waker, the
+ * reaper), while its frames are still where it stopped.
+ */
+static inline void sysmon_in(Scheduler *s, Process *p)
+{
+    if (VM_UNLIKELY(vm_atomic_load_relaxed(&p->vm->sysmon.on)))
+        vm_sysmon_in(s, p);
+}
+
+static inline void sysmon_out(Scheduler *s, Process *p)
+{
+    if (VM_UNLIKELY(s->sysmon_in.ns))
+        vm_sysmon_out(s, p);
+}
+
 static void run(Scheduler *s, Process *p)
 {
     /* A process queued again after a yield is still RUNNING (nobody else
@@ -654,6 +673,7 @@ static void run(Scheduler *s, Process *p)
     slice_start(p);
     s->current = p;
     trace_catch_up(p);
+    sysmon_in(s, p);
     vm_fiber_tsan_switch(p->fiber->tsan);
     vm_fiber_switch(&s->sp, vm_il_switch_in(p));
     /* The process that switched back to us: not necessarily p, which may
@@ -665,6 +685,7 @@ static void run(Scheduler *s, Process *p)
     if (VM_UNLIKELY(vm_atomic_load_relaxed(&s->lend) != LEND_OWNED))
         lend_end(s);
     vm_reds_account(p);
+    sysmon_out(s, p);
     /* The process switched out: its context is saved in p->fiber->sp.  A
      * plain yield (no wait asked, not exited: both written by the process
      * on this thread) needs no lock: it stays RUNNING and queues again. */
@@ -745,6 +766,7 @@ bool vm_sched_yield_to_next(Process *p)
     list_pop(&s->local_head, &s->local_tail);
     s->local_len--;
     vm_reds_account(p);
+    sysmon_out(s, p);
     local_push(s, p);
     vm_qsbr_quiescent();
     offer_cpu(s);
@@ -753,6 +775,7 @@ bool vm_sched_yield_to_next(Process *p)
     slice_start(q);
     s->current = q;
     trace_catch_up(q);
+    sysmon_in(s, q);
     vm_il_switch_out(p);
     void *sp = vm_il_switch_in(q);
     vm_fiber_tsan_switch(q->fiber->tsan);

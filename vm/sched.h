@@ -25,6 +25,7 @@
 #include "vm/atomics.h"
 #include "vm/fiber.h"
 #include "vm/process.h"
+#include "vm/sysmon.h"
 #include "vm/timer.h"
 
 /* The states of Scheduler.lend (sched.c, "Lending the local queue"). */
@@ -88,6 +89,9 @@ typedef struct Scheduler {
     void *alt_stack;          /* its alternate signal stack (vm/overflow.c), or NULL */
     Process *current;
     uint64_t offered_ns;      /* when it last offered its CPU (sched.c, offer_cpu) */
+    /* When and where the process running here was switched in, while a
+     * system monitor watched for long schedules (vm/sysmon.h). */
+    VmSysmonIn sysmon_in;
     /* Each trace session's ring for this scheduler (a struct TrRing *),
      * or 0, by session slot.  Stored by the session's start after it
      * published the session's pipeline ([TP1], [TP2] release), only for sessions

@@ -18,6 +18,7 @@
 #include "include/tracevm.h"
 #include "vm/atomics.h"
 #include "vm/codeperm.h"
+#include "vm/sysmon.h"
 #include "vm/traceword.h"
 
 struct Module;
@@ -138,6 +139,10 @@ struct tvm_vm {
      * wait that follows each bump orders it), and by vm_spawn under the
      * process table's lock, which the writer holds too. */
     VmAtomic trace_gen;
+    /* The system monitor's setting (vm/sysmon.h: who writes and reads
+     * each word); sysmon.on sits by trace_gen, which a switch in loads
+     * too. */
+    VmSysmon sysmon;
     /* Sequential tracing (vm/seqtrace.c).  seq_tracer: the pid of the
      * system tracer, 0 for none; written by set_system_tracer/1 (a CAS:
      * it returns the one it replaced), read relaxed by every scheduler

@@ -27,7 +27,7 @@
 /* The natives every VM has: erlang's 40 of vm/bif.c, monitor/2,
  * demonitor/1 and /2 (vm/monitors.c), processes/0 and process_info/1 and /2
  * (vm/procinfo.c), put/2, get/0 and /1, get_keys/0 and /1, erase/0 and
- * /1 (vm/dict.c), register/2,
+ * /1 (vm/dict.c), system_monitor/0, /1 and /2 (vm/sysmon.c), register/2,
  * unregister/1, whereis/1 and registered/0 (vm/registry.c), link/1,
  * unlink/1, exit/2 and process_flag/2 (vm/links.c), erlang:trace/3 and
  * trace/4 (trace/tr_bif.c), erlang:trace_delivered/1
@@ -42,7 +42,7 @@
  * code:load_binary/3 (loader/), tracevm:trace_pattern/3, seq_trace 9
  * (vm/seqtrace.c).  A native added
  * or lost changes what a pattern matches: update these. */
-#define ERLANG_NATIVES 86
+#define ERLANG_NATIVES 89
 #define OTHER_NATIVES 24
 
 static const char *const bt_src =
