@@ -1,9 +1,9 @@
 /*
  * vm/bif_internal.h - what the files of the VM's built-in natives share
  * (vm/bif.c, vm/bif_proc.c, vm/dict.c, vm/time.c, vm/seqtrace.c,
- * vm/sysinfo.c): the shape of a native's definition, its argument and
- * result handling, and the list walks that several of them make.
- * Private to vm/.
+ * vm/sysinfo.c, vm/sysmon.c): the shape of a native's definition, its
+ * argument and result handling, and the list walks that several of them
+ * make.  Private to vm/.
  *
  * A native's arguments are term handles of the calling process (or call
  * context): ARG(i) reads one, RETURN(t) hands t back through a new

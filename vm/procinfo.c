@@ -193,18 +193,6 @@ static uint32_t frames_of(const Process *t, RawFrame *out)
     return vm_raw_frames(t, t->nframes, t->frames[t->nframes - 1].pc, out, INFO_DEPTH);
 }
 
-/* stack_size: the words t's VM stacks hold in use, the register windows
- * of its live frames (up to the top frame's, its function's registers
- * included) and the frame records.  As read_into. */
-static size_t stack_words(const Process *t)
-{
-    if (!t->nframes)
-        return 0;
-    const Frame *top = &t->frames[t->nframes - 1];
-    size_t regs = (size_t)top->base + (top->fn ? top->fn->nregs : 0);
-    return regs + (size_t)t->nframes * (sizeof(Frame) / sizeof(Term));
-}
-
 /* memory, but for its links (under the link lock: item_value): the
  * bytes tracevm allocated for t, its record, heap block, register,
  * frame, handler and root stacks at their capacity, its messages (its
@@ -244,7 +232,7 @@ static void read_into(const Process *t, VmInfoReq *r)
         r->dict = vm_dict_copy(t, t->vm->max_msg, &r->dict_over);
     if (r->want & WANT_SIZES) {
         r->total_words = vm_heap_total_words(t);
-        r->stack_words = stack_words(t);
+        r->stack_words = vm_stack_words(t);
         r->mem_bytes = memory_bytes(t);
     }
 }

@@ -36,6 +36,7 @@
 #include "vm/sysmon.h"
 
 #include "vm/atom.h"
+#include "vm/bif_internal.h"
 #include "vm/heap.h"
 #include "vm/sched.h"
 #include "vm/timer.h"
@@ -252,10 +253,6 @@ static Term monitor2(Process *p, Term pid, Term opts)
         return THE_NONE;
     return setting_term(p, &old);
 }
-
-#define NATIVE_FN(name) \
-    static tvm_status name(tvm_env *env, int argc, const tvm_term *argv, \
-                           tvm_term *result, void *data)
 
 static tvm_status answer(tvm_env *env, Term t, tvm_term *result)
 {
