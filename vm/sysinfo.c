@@ -159,7 +159,7 @@ static Term si_zero(Process *p)
 static Term si_build_type(Process *p)
 {
     (void)p;
-#if VM_DEBUG
+#ifdef VM_DEBUG
     return make_atom(ATOM_DEBUG);
 #else
     return make_atom(ATOM_OPT);
