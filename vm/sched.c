@@ -901,6 +901,14 @@ static void *sched_main(void *arg)
 
 /* ==== start and stop ==== */
 
+int vm_sched_count_for(int n)
+{
+    if (n > 0)
+        return n;
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c > 0 ? (int)c : 1;
+}
+
 SchedSystem *vm_sched_start(tvm_vm *vm, int n)
 {
     pthread_mutex_lock(&vm->code_lock);
@@ -909,10 +917,7 @@ SchedSystem *vm_sched_start(tvm_vm *vm, int n)
         pthread_mutex_unlock(&vm->code_lock);
         return sys;
     }
-    if (n <= 0) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
-        n = c > 0 ? (int)c : 1;
-    }
+    n = vm_sched_count_for(n);
     sys = vm_calloc(1, sizeof(SchedSystem));
     sys->vm = vm;
     sys->n = n;

@@ -171,6 +171,11 @@ uint64_t vm_sched_offers(tvm_vm *vm);
 
 /* Starts the schedulers of `vm` (n = 0: one per core).  Idempotent. */
 SchedSystem *vm_sched_start(tvm_vm *vm, int n);
+
+/* The schedulers vm_sched_start(vm, n) starts: n, or for n <= 0 one per
+ * online processor (at least one).  Any thread. */
+int vm_sched_count_for(int n);
+
 /* Stops them; processes still alive are freed. */
 void vm_sched_stop(tvm_vm *vm);
 

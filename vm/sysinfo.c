@@ -49,10 +49,7 @@ static Term si_schedulers(Process *p)
     SchedSystem *sys = vm_sched_of(p->vm);
     if (sys)
         return make_small(sys->n);
-    if (p->vm->schedulers > 0)
-        return make_small(p->vm->schedulers);
-    long c = sysconf(_SC_NPROCESSORS_ONLN);
-    return make_small(c > 0 ? c : 1);
+    return make_small(vm_sched_count_for(p->vm->schedulers));
 }
 
 /* The processors the OS has configured, has online, and lets this OS
